@@ -1,0 +1,48 @@
+# One setup step shared by run, test and bench: on a fresh machine it creates the virtual
+# environment, installs replog with its test/dev extras, installs Debian's ZooKeeper 3.8 when it
+# is missing (as root), and generates the gRPC stubs from proto/.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+ZK_JAR := /usr/share/java/zookeeper.jar
+PROTO_SRC := $(wildcard proto/replog/v1/*.proto)
+STUBS := common/rpc/replog_pb2.py
+
+.PHONY: setup run test bench stubs zookeeper clean lint
+
+setup: $(VENV)/.installed zookeeper $(STUBS)
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,dev]'
+	touch $@
+
+zookeeper:
+	@if [ ! -f $(ZK_JAR) ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "ZooKeeper missing: run 'apt-get install zookeeper' as root" >&2; exit 1; fi; \
+	  echo "installing Debian's zookeeper"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null; \
+	fi
+	@command -v java >/dev/null || { echo "java is missing (ZooKeeper needs a JRE)" >&2; exit 1; }
+
+$(STUBS): $(PROTO_SRC) $(VENV)/.installed
+	$(PY) tools/gen_stubs.py
+
+stubs: $(STUBS)
+
+run: setup
+	$(VENV)/bin/replog cluster up --data-dir data
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) -m bench
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) common/rpc/*_pb2*.py data
