@@ -1,0 +1,75 @@
+"""The storage-error hierarchy (seed 003; Kafka's KafkaStorageException family).
+
+Every I/O error in the storage engine is caught at the lowest level and wrapped in one of these,
+carrying the log dir and (when there is one) the partition, so that the component that handles
+it — the broker's log-dir failure handler (C5) — knows which dir to take offline and which
+partitions are lost, instead of the broker halting as Kafka did before KIP-112.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+
+from common.errors import ErrorCode, ReplogError
+
+
+class KafkaStorageError(ReplogError):
+    """An I/O failure in one log dir. Clients see KAFKA_STORAGE_ERROR."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+    operation = "storage operation"
+
+    def __init__(self, log_dir: str, partition: str | None = None, cause: BaseException | None = None,
+                 detail: str | None = None):
+        self.log_dir = log_dir
+        self.partition = partition
+        self.cause = cause
+        self.errno = getattr(cause, "errno", None)
+        where = f"log dir {log_dir}" + (f", partition {partition}" if partition else "")
+        why = detail or (f"{_errno.errorcode.get(self.errno, self.errno)}: {cause.strerror}"
+                         if isinstance(cause, OSError) and cause.strerror else str(cause))
+        super().__init__(f"{self.operation} failed in {where}: {why}")
+
+
+class LogAppendError(KafkaStorageError):
+    operation = "append"
+
+
+class LogReadError(KafkaStorageError):
+    operation = "read"
+
+
+class LogFlushError(KafkaStorageError):
+    operation = "flush"
+
+
+class LogTruncationError(KafkaStorageError):
+    operation = "truncation"
+
+
+class LogLoadError(KafkaStorageError):
+    """Opening or recovering a partition's log failed."""
+
+    operation = "log load"
+
+
+class LogDeletionError(KafkaStorageError):
+    operation = "segment deletion"
+
+
+class CheckpointIOError(KafkaStorageError):
+    """Reading or writing a checkpoint file (recovery point, HW, log start, leader epoch)."""
+
+    operation = "checkpoint I/O"
+
+
+class LogDirError(KafkaStorageError):
+    """The log dir itself is unusable (creation, meta.properties, listing)."""
+
+    operation = "log dir access"
+
+
+class LogDirOfflineError(KafkaStorageError):
+    """An operation was attempted on a log dir already marked offline."""
+
+    operation = "access to offline log dir"

@@ -1,0 +1,486 @@
+"""A partition's log: an ordered list of segments in ``<log dir>/<topic>-<partition>/``.
+
+This is Kafka's (Unified)Log without the replication decisions: it assigns offsets to a leader's
+appends, accepts a follower's already-offset batches, serves reads bounded by an upper offset
+(the high watermark for consumers, the log end offset for followers), truncates for followers,
+rolls segments by size and time, deletes old segments by retention, keeps the leader-epoch cache
+and recovers from a crash. The replica manager decides *when* to call these; this class decides
+nothing about replication.
+
+Threading: every mutating call runs on its log dir's single executor thread (LogManager), which
+keeps write order; reads may run concurrently with appends, which only ever extend the log.
+Every I/O error surfaces as a storage error naming the log dir and the partition (seed 003).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+from broker.storage.checkpoints import LeaderEpochCheckpointFile
+from broker.storage.epoch_cache import LeaderEpochCache
+from broker.storage.errors import (KafkaStorageError, LogAppendError, LogDeletionError,
+                                   LogFlushError, LogLoadError, LogReadError, LogTruncationError)
+from broker.storage.fileops import FileOps
+from broker.storage.segment import LogSegment, SegmentCorruption
+from common import records as rec
+from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
+from common.names import TopicPartition
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RecordTooLargeError(ReplogError):
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The per-log settings, named after Kafka's ``log.*`` broker properties."""
+
+    segment_bytes: int = 1 << 30                     # log.segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000           # log.roll.ms
+    retention_ms: int = 7 * 24 * 3600 * 1000         # log.retention.ms (-1: unlimited)
+    retention_bytes: int = -1                        # log.retention.bytes (-1: unlimited)
+    flush_interval_messages: int = (1 << 63) - 1     # log.flush.interval.messages
+    index_interval_bytes: int = 4096                 # log.index.interval.bytes
+    max_message_bytes: int = 1048588                 # message.max.bytes
+
+
+class LogAppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    num_records: int
+    valid_bytes: int
+
+
+class Log:
+    def __init__(self, partition_dir: str, tp: TopicPartition, log_dir: str, config: LogConfig,
+                 fileops: FileOps, clock: Callable[[], int]):
+        self.dir = partition_dir
+        self.tp = tp
+        self.log_dir = log_dir
+        self.config = config
+        self.fileops = fileops
+        self.clock = clock
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self.high_watermark = 0
+        self.unflushed_messages = 0
+        self.epoch_cache = LeaderEpochCache()
+        self.recovered_bytes_truncated = 0
+        self.closed = False
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def open(cls, log_dir: str, tp: TopicPartition, config: LogConfig | None = None, *,
+             fileops: FileOps | None = None, clock: Callable[[], int] = wall_clock_ms,
+             recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
+             needs_recovery: bool = True, partition_dir: str | None = None) -> "Log":
+        """Open (creating if absent) the log of ``tp`` in ``log_dir``.
+
+        With ``needs_recovery`` (no clean-shutdown marker) every segment from the one holding
+        ``recovery_point`` on is re-validated batch by batch, CRCs included, and the log is
+        truncated at the first invalid batch; later segments are deleted.
+        """
+        fileops = fileops or FileOps()
+        partition_dir = partition_dir or os.path.join(log_dir, tp.dir_name)
+        log = cls(partition_dir, tp, log_dir, config or LogConfig(), fileops, clock)
+        try:
+            log._load(recovery_point, log_start_offset, high_watermark, needs_recovery)
+        except OSError as e:
+            log._close_fds()
+            raise LogLoadError(log_dir, str(tp), e) from e
+        except KafkaStorageError:
+            log._close_fds()
+            raise
+        return log
+
+    def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int,
+              needs_recovery: bool) -> None:
+        fo = self.fileops
+        fo.mkdir(self.dir)
+        checkpoint = LeaderEpochCheckpointFile(self.log_dir, self.dir, str(self.tp), fo)
+        self.epoch_cache = LeaderEpochCache(checkpoint.read(), persist=checkpoint.write)
+        bases = []
+        for name in fo.listdir(self.dir):
+            stem, ext = os.path.splitext(name)
+            if ext in (".tmp", ".deleted", ".cleaned", ".swap"):
+                fo.unlink(os.path.join(self.dir, name))  # leftovers of an interrupted operation
+            elif ext == ".log" and stem.isdigit():
+                bases.append(int(stem))
+        bases.sort()
+        now = self.clock()
+        interval = self.config.index_interval_bytes
+        # Recovery begins at the segment holding the recovery point (Kafka's LogLoader).
+        first_to_recover = len(bases)
+        if needs_recovery:
+            first_to_recover = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+        for i, base in enumerate(bases):
+            try:
+                if i >= first_to_recover:
+                    seg = LogSegment(self.dir, base, fo, interval, now)
+                    seg.fd = fo.open(seg.log_path, os.O_RDWR | os.O_APPEND)
+                    seg.size = fo.fsize(seg.fd)
+                    truncated = seg.recover(on_batch=self._assign_epoch_on_recovery)
+                else:
+                    seg = LogSegment.open(self.dir, base, fo, interval, now)
+                    truncated = 0
+            except SegmentCorruption:
+                # Only possible for a segment before the recovery point: the disk changed under
+                # a flushed segment. Recover it like an unflushed one.
+                seg.recover(on_batch=self._assign_epoch_on_recovery)
+                truncated = 1
+            self._add_segment(seg)
+            if truncated:
+                self.recovered_bytes_truncated += truncated
+                # Everything after the first invalid batch is gone: drop the later segments.
+                for later in bases[i + 1:]:
+                    LogSegment(self.dir, later, fo, interval, now).delete_files()
+                break
+        if not self.segments:
+            start = max(log_start_offset, 0)
+            self._add_segment(LogSegment.create(self.dir, start, fo, interval, now))
+        leo = self.log_end_offset
+        self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset), leo)
+        self.recovery_point = leo if needs_recovery else min(recovery_point, leo)
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
+        self.epoch_cache.truncate_from_end(leo)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def _assign_epoch_on_recovery(self, h: rec.BatchHeader) -> None:
+        if h.partition_leader_epoch >= 0 and h.partition_leader_epoch > \
+                self.epoch_cache.latest_epoch():
+            self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _close_fds(self) -> None:
+        for seg in self.segments:
+            if seg.fd >= 0:
+                self.fileops.close(seg.fd)
+                seg.fd = -1
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as answered to OffsetForLeaderEpoch (KIP-101/279)."""
+        return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    # ------------------------------------------------------------------ append
+
+    def append_as_leader(self, records, leader_epoch: int) -> LogAppendInfo:
+        """Validate a producer's batches, assign offsets from the log end offset, stamp the
+        leader epoch, and append them. Raises CorruptRecordError / RecordTooLargeError (nothing
+        written) or LogAppendError."""
+        view = memoryview(records)
+        end = len(view)
+        if end == 0:
+            raise CorruptRecordError("the produce request carries no record batches")
+        iov: list = []
+        metas: list[tuple[int, int, int]] = []
+        first = offset = self.log_end_offset
+        num_records = 0
+        max_ts = -1
+        pos = 0
+        max_bytes = self.config.max_message_bytes
+        while pos < end:
+            if end - pos < rec.HEADER_SIZE:
+                raise CorruptRecordError(f"{end - pos} trailing bytes are not a record batch")
+            h = rec.parse_header(view, pos)
+            rec.check_header(h, end - pos)
+            if h.compression:
+                raise CorruptRecordError(f"compressed batches (codec {h.compression}) are not "
+                                         f"supported; use compression.type=none")
+            if h.records_count != h.last_offset_delta + 1:
+                raise CorruptRecordError(f"batch has {h.records_count} records but "
+                                         f"lastOffsetDelta {h.last_offset_delta}")
+            if h.size > max_bytes:
+                raise RecordTooLargeError(f"record batch of {h.size} bytes exceeds "
+                                          f"message.max.bytes {max_bytes}")
+            data = view[pos:pos + h.size]
+            rec.verify_crc(data, h)
+            iov.append(rec.stamp_prefix(offset, h.batch_length, leader_epoch))
+            iov.append(data[16:])
+            last = offset + h.last_offset_delta
+            metas.append((last, h.max_timestamp, h.size))
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+            num_records += h.records_count
+            offset = last + 1
+            pos += h.size
+        try:
+            self._append(iov, metas, end, first)
+            if leader_epoch >= 0:
+                self.epoch_cache.assign(leader_epoch, first)
+            self._after_append(num_records)
+        except OSError as e:
+            raise LogAppendError(self.log_dir, str(self.tp), e) from e
+        return LogAppendInfo(first, offset - 1, max_ts, num_records, end)
+
+    def append_as_follower(self, records) -> LogAppendInfo:
+        """Append batches fetched from the leader, offsets and epochs as the leader set them.
+
+        Batches must start at or after the log end offset and increase. Only complete batches
+        are appended; a partial trailing batch (a fetch cut by max_bytes) is ignored.
+        """
+        view = memoryview(records)
+        valid = rec.complete_batches_length(view)
+        iov: list = []
+        metas: list[tuple[int, int, int]] = []
+        expected = first = self.log_end_offset
+        num_records = 0
+        max_ts = -1
+        epochs: list[tuple[int, int]] = []
+        latest = self.epoch_cache.latest_epoch()
+        for b in rec.iter_batches(view[:valid]):
+            h = b.header
+            if h.base_offset < expected:
+                raise CorruptRecordError(f"out of order offsets: batch at {h.base_offset} "
+                                         f"while the log end offset is {expected}")
+            if not metas:
+                first = h.base_offset
+            iov.append(b.data)
+            metas.append((h.last_offset, h.max_timestamp, h.size))
+            if h.partition_leader_epoch > latest:
+                latest = h.partition_leader_epoch
+                epochs.append((latest, h.base_offset))
+            max_ts = max(max_ts, h.max_timestamp)
+            num_records += h.records_count
+            expected = h.next_offset
+        if not metas:
+            return LogAppendInfo(first, first - 1, -1, 0, 0)
+        try:
+            self._append(iov, metas, valid, first)
+            for epoch, start in epochs:
+                self.epoch_cache.assign(epoch, start)
+            self._after_append(num_records)
+        except OSError as e:
+            raise LogAppendError(self.log_dir, str(self.tp), e) from e
+        return LogAppendInfo(first, expected - 1, max_ts, num_records, valid)
+
+    def _append(self, iov: list, metas: list[tuple[int, int, int]], nbytes: int,
+                first_offset: int) -> None:
+        seg = self.active_segment
+        if seg.size > 0 and self._should_roll(seg, nbytes, metas[-1][0]):
+            seg = self._roll(first_offset)
+        seg.append(iov, metas)
+
+    def _should_roll(self, seg: LogSegment, nbytes: int, last_offset: int) -> bool:
+        c = self.config
+        return (seg.size + nbytes > c.segment_bytes
+                or self.clock() - seg.rolling_base_ms > c.segment_ms
+                or last_offset - seg.base_offset > 0x7FFFFFFF)
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        old = self.active_segment
+        old.persist_indexes()
+        new = LogSegment.create(self.dir, base_offset, self.fileops,
+                                self.config.index_interval_bytes, self.clock())
+        self._add_segment(new)
+        return new
+
+    def roll(self) -> None:
+        """Force a new segment at the log end offset (if the active one is not empty)."""
+        if self.active_segment.size > 0:
+            try:
+                self._roll(self.log_end_offset)
+            except OSError as e:
+                raise LogAppendError(self.log_dir, str(self.tp), e) from e
+
+    def _after_append(self, num_records: int) -> None:
+        self.unflushed_messages += num_records
+        if self.unflushed_messages >= self.config.flush_interval_messages:
+            self._flush()
+
+    # ------------------------------------------------------------------ read
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> bytes:
+        """Whole batches from the one holding ``start_offset``, up to ``max_bytes`` and below
+        ``max_offset`` (exclusive: the HW for consumers, the LEO for followers).
+
+        As in Kafka (KIP-74) the first batch is returned whole even if larger than max_bytes,
+        so a reader always makes progress. Raises OffsetOutOfRangeError or LogReadError.
+        """
+        leo = self.log_end_offset
+        if start_offset < self.log_start_offset or start_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range for {self.tp}: log start offset "
+                f"{self.log_start_offset}, log end offset {leo}")
+        upper = leo if max_offset is None else min(max_offset, leo)
+        if start_offset >= upper:
+            return b""
+        try:
+            i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+            segments = self.segments[i:]
+            for seg in segments:
+                found = seg.translate_offset(start_offset)
+                if found is None:
+                    continue
+                if found.base_offset >= upper:
+                    return b""
+                end_pos = None
+                if upper < seg.next_offset:
+                    # The HW and LEO sit on batch boundaries, so the batch holding ``upper``
+                    # starts there; reading stops before it.
+                    stop = seg.translate_offset(upper, start=found.position)
+                    end_pos = stop.position if stop else None
+                data = seg.read(found.position, max_bytes, end_pos)
+                cut = rec.complete_batches_length(data)
+                if cut == 0:
+                    if not min_one_batch:
+                        return b""
+                    data = seg.read(found.position, found.size, end_pos)
+                    cut = rec.complete_batches_length(data)
+                return data if cut == len(data) else data[:cut]
+            return b""
+        except OSError as e:
+            raise LogReadError(self.log_dir, str(self.tp), e) from e
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and after ``offset`` (whole batches). Returns whether
+        anything was removed. A follower calls this before fetching from a new leader."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.tp} to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        try:
+            while len(self.segments) > 1 and self.segments[-1].base_offset > offset:
+                self.segments.pop().delete_files()
+                self._bases.pop()
+            self.active_segment.truncate_to(offset)
+            leo = self.log_end_offset
+            self.epoch_cache.truncate_from_end(leo)
+        except OSError as e:
+            raise LogTruncationError(self.log_dir, str(self.tp), e) from e
+        self.recovery_point = min(self.recovery_point, leo)
+        self.high_watermark = min(self.high_watermark, leo)
+        self.log_start_offset = min(self.log_start_offset, leo)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at ``offset`` (a follower whose fetch offset
+        fell out of the leader's range)."""
+        try:
+            for seg in self.segments:
+                seg.delete_files()
+            self.segments.clear()
+            self._bases.clear()
+            self._add_segment(LogSegment.create(self.dir, offset, self.fileops,
+                                                self.config.index_interval_bytes, self.clock()))
+            self.epoch_cache.clear()
+        except OSError as e:
+            raise LogTruncationError(self.log_dir, str(self.tp), e) from e
+        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+
+    # ------------------------------------------------------------------ flush / retention
+
+    def flush(self) -> None:
+        try:
+            self._flush()
+        except OSError as e:
+            raise LogFlushError(self.log_dir, str(self.tp), e) from e
+
+    def _flush(self) -> None:
+        leo = self.log_end_offset
+        active = self.active_segment
+        for seg in self.segments:
+            if seg is not active and seg.dirty:  # rolled since the last flush
+                seg.flush()
+                seg.persist_indexes(fsync=True)
+        active.flush()
+        self.recovery_point = leo
+        self.unflushed_messages = 0
+
+    def delete_old_segments(self) -> list[int]:
+        """Retention: delete whole segments past ``retention.ms`` or beyond
+        ``retention.bytes``, oldest first, never the active segment and never one holding
+        offsets at or above the high watermark. Returns the deleted base offsets."""
+        c = self.config
+        now = self.clock()
+        deleted: list[int] = []
+        total = self.size
+        while len(self.segments) > 1:
+            seg, nxt = self.segments[0], self.segments[1]
+            if nxt.base_offset > self.high_watermark:
+                break  # not yet replicated: never delete what a follower may still need
+            by_time = c.retention_ms >= 0 and seg.max_timestamp >= 0 and \
+                now - seg.max_timestamp > c.retention_ms
+            by_size = c.retention_bytes >= 0 and total - seg.size >= c.retention_bytes
+            if not (by_time or by_size):
+                break
+            try:
+                seg.delete_files()
+            except OSError as e:
+                raise LogDeletionError(self.log_dir, str(self.tp), e) from e
+            self.segments.pop(0)
+            self._bases.pop(0)
+            total -= seg.size
+            deleted.append(seg.base_offset)
+        if deleted:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self.epoch_cache.truncate_from_start(self.log_start_offset)
+        return deleted
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Flush and close (a clean shutdown): indexes are written in full."""
+        if self.closed:
+            return
+        try:
+            self._flush()
+            for seg in self.segments:
+                seg.persist_indexes(fsync=True)
+                seg.close()
+        except OSError as e:
+            raise LogFlushError(self.log_dir, str(self.tp), e) from e
+        finally:
+            self.closed = True
+            self._close_fds()
+
+    def delete(self) -> None:
+        """Remove the partition's directory (StopReplica with deletion)."""
+        self._close_fds()
+        self.closed = True
+        try:
+            self.fileops.rmtree(self.dir)
+        except OSError as e:
+            raise LogDeletionError(self.log_dir, str(self.tp), e) from e
+
+    def __repr__(self) -> str:
+        return (f"Log({self.tp}, dir={self.log_dir}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, hw={self.high_watermark}, "
+                f"segments={len(self.segments)})")

@@ -1,0 +1,398 @@
+"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex`` (Kafka's LogSegment).
+
+Files, named by the 20-digit base offset:
+
+- ``.log``: v2 record batches back to back.
+- ``.index``: 8-byte entries (relative offset int32, position int32). As in Kafka an entry is
+  added for a batch once more than ``log.index.interval.bytes`` were written since the last one,
+  keyed by the batch's *last* offset, so a lookup of offset o gives a position at or before the
+  batch holding o; the reader then walks batch headers forward.
+- ``.timeindex``: 12-byte entries (timestamp int64, relative offset int32), appended beside the
+  offset index when the segment's max timestamp grew.
+
+The indexes live in memory and are written to their files when the segment is rolled, flushed
+or closed (Kafka mmaps them instead). An index file may therefore be stale after a crash; on load
+the segment trusts its index only up to the last entry and re-scans, validates and re-indexes
+the batches after it — and a segment at or after the recovery point is recovered from its first
+byte. Nothing here decides anything about replication; ``Log`` drives it.
+
+Not thread-safe: a Log serialises access (its log dir's executor thread).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from typing import Callable, NamedTuple
+
+from broker.storage.fileops import FileOps
+from common import records as rec
+from common.errors import CorruptRecordError
+
+OFFSET_INDEX_ENTRY = struct.Struct(">ii")
+TIME_INDEX_ENTRY = struct.Struct(">qi")
+_SCAN = struct.Struct(">qiibIhi")  # baseOffset .. lastOffsetDelta: 27 bytes
+_SCAN_SIZE = _SCAN.size
+RECOVERY_CHUNK = 1 << 20
+NO_TIMESTAMP = -1
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class BatchPosition(NamedTuple):
+    position: int
+    base_offset: int
+    last_offset: int
+    size: int
+
+
+class SegmentCorruption(Exception):
+    """Internal: where a scan found the first invalid batch, and why."""
+
+    def __init__(self, position: int, reason: str):
+        super().__init__(reason)
+        self.position = position
+        self.reason = reason
+
+
+class LogSegment:
+    def __init__(self, partition_dir: str, base_offset: int, fileops: FileOps,
+                 index_interval_bytes: int, created_ms: int):
+        self.dir = partition_dir
+        self.base_offset = base_offset
+        self.fileops = fileops
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = os.path.join(partition_dir, segment_name(base_offset, ".log"))
+        self.index_path = os.path.join(partition_dir, segment_name(base_offset, ".index"))
+        self.time_index_path = os.path.join(partition_dir, segment_name(base_offset, ".timeindex"))
+        self.fd = -1
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset - 1
+        self.rolling_base_ms = created_ms
+        self._first_batch_seen = False
+        self.bytes_since_last_index = 0
+        # In-memory indexes (absolute offsets) and how many entries their files already hold.
+        self.idx_offsets: list[int] = []
+        self.idx_positions: list[int] = []
+        self._idx_persisted = 0
+        self.ti_timestamps: list[int] = []
+        self.ti_offsets: list[int] = []
+        self._ti_persisted = 0
+        self.dirty = False  # holds data not yet fsynced
+
+    # ----------------------------------------------------------------- open / create
+
+    @classmethod
+    def create(cls, partition_dir: str, base_offset: int, fileops: FileOps,
+               index_interval_bytes: int, now_ms: int) -> "LogSegment":
+        seg = cls(partition_dir, base_offset, fileops, index_interval_bytes, now_ms)
+        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+        seg.fd = fileops.open(seg.log_path, flags)
+        for path in (seg.index_path, seg.time_index_path):
+            fd = fileops.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            fileops.close(fd)
+        return seg
+
+    @classmethod
+    def open(cls, partition_dir: str, base_offset: int, fileops: FileOps,
+             index_interval_bytes: int, now_ms: int) -> "LogSegment":
+        """Open an existing segment, load its indexes and catch up on its unindexed tail.
+
+        Raises SegmentCorruption if the tail holds an invalid batch (the caller recovers).
+        """
+        seg = cls(partition_dir, base_offset, fileops, index_interval_bytes, now_ms)
+        seg.fd = fileops.open(seg.log_path, os.O_RDWR | os.O_APPEND)
+        seg.size = fileops.fsize(seg.fd)
+        if not seg._load_indexes():
+            seg._clear_indexes()
+        if seg.size >= rec.HEADER_SIZE:
+            # Kafka rolls by time from the first batch's max timestamp.
+            seg.rolling_base_ms = seg.read_batch_header(0).max_timestamp
+            seg._first_batch_seen = True
+        start = seg.idx_positions[-1] if seg.idx_positions else 0
+        if seg.idx_positions:
+            # Resume the walk at the last indexed batch, so the tail is validated and indexed;
+            # that batch's entry is dropped and re-added by the walk.
+            seg._truncate_indexes_from_position(start)
+            seg.bytes_since_last_index = index_interval_bytes + 1
+        seg._scan(start, validate=True, expected_min_offset=base_offset)
+        return seg
+
+    def _load_indexes(self) -> bool:
+        """Load both index files; False if either fails its sanity check (Kafka rebuilds then)."""
+        fo = self.fileops
+        try:
+            idx = fo.read_file(self.index_path) if fo.exists(self.index_path) else b""
+            tix = fo.read_file(self.time_index_path) if fo.exists(self.time_index_path) else b""
+        except FileNotFoundError:
+            return False
+        if len(idx) % OFFSET_INDEX_ENTRY.size or len(tix) % TIME_INDEX_ENTRY.size:
+            return False
+        last_off, last_pos = -1, -1
+        for rel, pos in OFFSET_INDEX_ENTRY.iter_unpack(idx):
+            off = self.base_offset + rel
+            if rel < 0 or off <= last_off or pos <= last_pos or pos >= self.size:
+                return False
+            self.idx_offsets.append(off)
+            self.idx_positions.append(pos)
+            last_off, last_pos = off, pos
+        last_ts, last_toff = None, -1
+        for ts, rel in TIME_INDEX_ENTRY.iter_unpack(tix):
+            off = self.base_offset + rel
+            if rel < 0 or off < last_toff or (last_ts is not None and ts < last_ts):
+                return False
+            self.ti_timestamps.append(ts)
+            self.ti_offsets.append(off)
+            last_ts, last_toff = ts, off
+        self._idx_persisted = len(self.idx_offsets)
+        self._ti_persisted = len(self.ti_offsets)
+        if self.ti_timestamps:
+            self.max_timestamp = self.ti_timestamps[-1]
+            self.offset_of_max_timestamp = self.ti_offsets[-1]
+        return True
+
+    def _clear_indexes(self) -> None:
+        self.idx_offsets.clear()
+        self.idx_positions.clear()
+        self.ti_timestamps.clear()
+        self.ti_offsets.clear()
+        self._idx_persisted = self._ti_persisted = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset - 1
+
+    # ----------------------------------------------------------------- scanning / recovery
+
+    def _scan(self, start: int, *, validate: bool, expected_min_offset: int,
+              on_batch: Callable[[rec.BatchHeader], None] | None = None) -> None:
+        """Walk (and optionally validate) batches from ``start`` to the end of the file,
+        updating next_offset, timestamps and the indexes. Raises SegmentCorruption."""
+        pos = start
+        expected = expected_min_offset
+        while pos < self.size:
+            chunk = self.fileops.pread(self.fd, min(RECOVERY_CHUNK, self.size - pos), pos)
+            cpos = 0
+            progressed = False
+            while len(chunk) - cpos >= rec.HEADER_SIZE:
+                h = rec.parse_header(chunk, cpos)
+                if h.batch_length >= rec.MIN_BATCH_LENGTH and cpos + h.size > len(chunk):
+                    if h.size > len(chunk) and cpos == 0 and pos + h.size <= self.size:
+                        chunk = self.fileops.pread(self.fd, h.size, pos)  # one large batch
+                        continue
+                    break
+                try:
+                    rec.check_header(h, len(chunk) - cpos)
+                    if validate:
+                        rec.verify_crc(memoryview(chunk)[cpos:cpos + h.size], h)
+                except CorruptRecordError as e:
+                    raise SegmentCorruption(pos + cpos, str(e)) from None
+                if h.base_offset < expected:
+                    raise SegmentCorruption(pos + cpos, f"batch base offset {h.base_offset} is "
+                                            f"below the expected {expected}")
+                if h.last_offset - self.base_offset > 0x7FFFFFFF:
+                    raise SegmentCorruption(pos + cpos, f"offset {h.last_offset} does not fit "
+                                            f"the segment based at {self.base_offset}")
+                if not self._first_batch_seen:
+                    self.rolling_base_ms = h.max_timestamp
+                    self._first_batch_seen = True
+                self._index_batch(h.last_offset, h.max_timestamp, pos + cpos, h.size)
+                if on_batch is not None:
+                    on_batch(h)
+                expected = h.next_offset
+                self.next_offset = h.next_offset
+                cpos += h.size
+                progressed = True
+            if not progressed:
+                raise SegmentCorruption(pos + cpos, f"{self.size - pos - cpos} bytes at the end "
+                                        f"of {os.path.basename(self.log_path)} are not a whole "
+                                        f"record batch")
+            pos += cpos
+
+    def recover(self, on_batch: Callable[[rec.BatchHeader], None] | None = None) -> int:
+        """Re-validate every batch (CRC included), rebuild both indexes, and truncate at the
+        first invalid batch. Returns the number of bytes truncated."""
+        self._clear_indexes()
+        self.next_offset = self.base_offset
+        self.bytes_since_last_index = 0
+        self._first_batch_seen = False
+        try:
+            self._scan(0, validate=True, expected_min_offset=self.base_offset, on_batch=on_batch)
+            truncated = 0
+        except SegmentCorruption as c:
+            truncated = self.size - c.position
+            self.fileops.ftruncate(self.fd, c.position)
+            self.size = c.position
+            self.last_corruption = c.reason
+        self._rewrite_index_files()
+        return truncated
+
+    # ----------------------------------------------------------------- append
+
+    def _index_batch(self, last_offset: int, max_ts: int, position: int, size: int) -> None:
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_last_index > self.index_interval_bytes:
+            self.idx_offsets.append(last_offset)
+            self.idx_positions.append(position)
+            if not self.ti_timestamps or self.max_timestamp > self.ti_timestamps[-1]:
+                self.ti_timestamps.append(self.max_timestamp)
+                self.ti_offsets.append(self.offset_of_max_timestamp)
+            self.bytes_since_last_index = 0
+        self.bytes_since_last_index += size
+
+    def append(self, iov: list, batches: list[tuple[int, int, int]]) -> None:
+        """Write ``iov`` (whole batches) at the end; ``batches`` lists each one's
+        (last_offset, max_timestamp, size) in order."""
+        position = self.size
+        self.fileops.writev(self.fd, iov)
+        self.dirty = True
+        if not self._first_batch_seen:
+            self.rolling_base_ms = batches[0][1]
+            self._first_batch_seen = True
+        for last_offset, max_ts, size in batches:
+            self._index_batch(last_offset, max_ts, position, size)
+            position += size
+        self.size = position
+        self.next_offset = batches[-1][0] + 1
+
+    # ----------------------------------------------------------------- read
+
+    def lookup(self, offset: int) -> int:
+        """Position of the batch of the largest index entry <= offset, or 0."""
+        i = bisect.bisect_right(self.idx_offsets, offset) - 1
+        return self.idx_positions[i] if i >= 0 else 0
+
+    def translate_offset(self, offset: int, start: int | None = None) -> BatchPosition | None:
+        """The first batch whose last offset >= ``offset``, or None if there is none."""
+        pos = self.lookup(offset) if start is None else start
+        while pos + _SCAN_SIZE <= self.size:
+            base, length, _ple, _magic, _crc, _attrs, lod = _SCAN.unpack(
+                self.fileops.pread(self.fd, _SCAN_SIZE, pos))
+            size = length + rec.LOG_OVERHEAD
+            if base + lod >= offset:
+                return BatchPosition(pos, base, base + lod, size)
+            pos += size
+        return None
+
+    def read(self, position: int, max_bytes: int, end_position: int | None = None) -> bytes:
+        end = self.size if end_position is None else min(end_position, self.size)
+        n = min(max_bytes, end - position)
+        if n <= 0:
+            return b""
+        return self.fileops.pread(self.fd, n, position)
+
+    def read_batch_header(self, position: int) -> rec.BatchHeader:
+        return rec.parse_header(self.fileops.pread(self.fd, rec.HEADER_SIZE, position))
+
+    # ----------------------------------------------------------------- truncate
+
+    def _truncate_indexes_from_position(self, position: int) -> None:
+        i = bisect.bisect_left(self.idx_positions, position)
+        del self.idx_offsets[i:]
+        del self.idx_positions[i:]
+        self._idx_persisted = min(self._idx_persisted, i)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset >= ``offset`` (so a batch straddling ``offset``
+        goes whole, as in Kafka). Returns the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position = found.position
+        removed = self.size - position
+        self.fileops.ftruncate(self.fd, position)
+        self.size = position
+        self.next_offset = found.base_offset
+        self._truncate_indexes_from_position(position)
+        j = bisect.bisect_left(self.ti_offsets, found.base_offset)
+        del self.ti_timestamps[j:]
+        del self.ti_offsets[j:]
+        self._ti_persisted = min(self._ti_persisted, j)
+        # Kafka resets maxTimestampSoFar from the time index's last entry after a truncation.
+        if self.ti_timestamps:
+            self.max_timestamp = self.ti_timestamps[-1]
+            self.offset_of_max_timestamp = self.ti_offsets[-1]
+        else:
+            self.max_timestamp = NO_TIMESTAMP
+            self.offset_of_max_timestamp = self.base_offset - 1
+        self.bytes_since_last_index = 0
+        if self.size == 0:
+            self._first_batch_seen = False
+        self._rewrite_index_files()
+        self.dirty = True
+        return removed
+
+    # ----------------------------------------------------------------- persistence
+
+    def _rewrite_index_files(self) -> None:
+        self._write_index(self.index_path, self._encode_offset_index(0), 0, truncate=True)
+        self._write_index(self.time_index_path, self._encode_time_index(0), 0, truncate=True)
+        self._idx_persisted = len(self.idx_offsets)
+        self._ti_persisted = len(self.ti_offsets)
+
+    def _encode_offset_index(self, start: int) -> bytes:
+        base = self.base_offset
+        return b"".join(OFFSET_INDEX_ENTRY.pack(o - base, p)
+                        for o, p in zip(self.idx_offsets[start:], self.idx_positions[start:]))
+
+    def _encode_time_index(self, start: int) -> bytes:
+        base = self.base_offset
+        return b"".join(TIME_INDEX_ENTRY.pack(t, o - base)
+                        for t, o in zip(self.ti_timestamps[start:], self.ti_offsets[start:]))
+
+    def _write_index(self, path: str, data: bytes, offset: int, *, truncate: bool = False,
+                     fsync: bool = False) -> None:
+        fd = self.fileops.open(path, os.O_WRONLY | os.O_CREAT)
+        try:
+            if truncate:
+                self.fileops.ftruncate(fd, offset + len(data))
+            if data:
+                self.fileops.pwrite(fd, data, offset)
+            if fsync:
+                self.fileops.fsync(fd)
+        finally:
+            self.fileops.close(fd)
+
+    def persist_indexes(self, fsync: bool = False) -> None:
+        """Append the index entries not yet in the files (and fsync them if asked)."""
+        if self._idx_persisted < len(self.idx_offsets) or fsync:
+            self._write_index(self.index_path, self._encode_offset_index(self._idx_persisted),
+                              self._idx_persisted * OFFSET_INDEX_ENTRY.size, fsync=fsync)
+            self._idx_persisted = len(self.idx_offsets)
+        if self._ti_persisted < len(self.ti_offsets) or fsync:
+            self._write_index(self.time_index_path, self._encode_time_index(self._ti_persisted),
+                              self._ti_persisted * TIME_INDEX_ENTRY.size, fsync=fsync)
+            self._ti_persisted = len(self.ti_offsets)
+
+    def flush(self) -> None:
+        """fsync the log file. Indexes need no fsync here: a stale index is repaired on load."""
+        if self.dirty:
+            self.fileops.fsync(self.fd)
+            self.dirty = False
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            try:
+                self.persist_indexes()
+            finally:
+                self.fileops.close(self.fd)
+                self.fd = -1
+
+    def delete_files(self) -> None:
+        if self.fd >= 0:
+            self.fileops.close(self.fd)
+            self.fd = -1
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            try:
+                self.fileops.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return (f"LogSegment(base={self.base_offset}, size={self.size}, "
+                f"next_offset={self.next_offset})")

@@ -1,0 +1,78 @@
+"""Kafka's error codes and the exceptions replog raises for them.
+
+Per-partition outcomes on the wire carry these numeric codes (org.apache.kafka.common.protocol.
+Errors); whole-request failures use gRPC status codes. An exception that maps to a code has an
+``error_code`` attribute so a servicer can translate it without knowing its type.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    """Kafka's numeric error codes (the subset replog uses; numbers as in Kafka's Errors)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    STALE_CONTROLLER_EPOCH = 11
+    INVALID_TOPIC_EXCEPTION = 17
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    KAFKA_STORAGE_ERROR = 56
+    LOG_DIR_NOT_FOUND = 57
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    STALE_BROKER_EPOCH = 77
+    OFFSET_NOT_AVAILABLE = 78
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
+    INVALID_UPDATE_VERSION = 95
+    UNKNOWN_TOPIC_ID = 100
+    INELIGIBLE_REPLICA = 107
+    NEW_LEADER_ELECTED = 108
+
+
+class ReplogError(Exception):
+    """Base of replog's own errors; ``error_code`` is the Kafka code a client sees."""
+
+    error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class CorruptRecordError(ReplogError, ValueError):
+    """A record batch fails its structural or CRC checks (Kafka's CorruptRecordException)."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class InvalidTopicError(ReplogError, ValueError):
+    error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class OffsetOutOfRangeError(ReplogError):
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class ConfigError(ReplogError, ValueError):
+    """A configuration key is unknown or its value is invalid; the message names the key."""
+
+    error_code = ErrorCode.INVALID_CONFIG
