@@ -288,14 +288,21 @@ class Log:
     def _append(self, iov: list, metas: list[tuple[int, int, int]], nbytes: int,
                 first_offset: int) -> None:
         seg = self.active_segment
-        if seg.size > 0 and self._should_roll(seg, nbytes, metas[-1][0]):
+        if seg.size > 0 and self._should_roll(seg, nbytes, metas[-1][0],
+                                              max(m[1] for m in metas)):
             seg = self._roll(first_offset)
         seg.append(iov, metas)
 
-    def _should_roll(self, seg: LogSegment, nbytes: int, last_offset: int) -> bool:
+    def _should_roll(self, seg: LogSegment, nbytes: int, last_offset: int, max_ts: int) -> bool:
         c = self.config
+        # Kafka's LogSegment.timeWaitedForRoll: the time between the segment's first batch and
+        # the incoming one, by record timestamps (wall clock only when there are none).
+        if seg.rolling_base_ms >= 0 and seg.first_batch_seen:
+            waited = max_ts - seg.rolling_base_ms
+        else:
+            waited = self.clock() - seg.created_ms
         return (seg.size + nbytes > c.segment_bytes
-                or self.clock() - seg.rolling_base_ms > c.segment_ms
+                or waited > c.segment_ms
                 or last_offset - seg.base_offset > 0x7FFFFFFF)
 
     def _roll(self, base_offset: int) -> LogSegment:

@@ -73,8 +73,9 @@ class LogSegment:
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset - 1
-        self.rolling_base_ms = created_ms
-        self._first_batch_seen = False
+        self.created_ms = created_ms
+        self.rolling_base_ms = NO_TIMESTAMP  # max timestamp of the first batch
+        self.first_batch_seen = False
         self.bytes_since_last_index = 0
         # In-memory indexes (absolute offsets) and how many entries their files already hold.
         self.idx_offsets: list[int] = []
@@ -113,7 +114,7 @@ class LogSegment:
         if seg.size >= rec.HEADER_SIZE:
             # Kafka rolls by time from the first batch's max timestamp.
             seg.rolling_base_ms = seg.read_batch_header(0).max_timestamp
-            seg._first_batch_seen = True
+            seg.first_batch_seen = True
         start = seg.idx_positions[-1] if seg.idx_positions else 0
         if seg.idx_positions:
             # Resume the walk at the last indexed batch, so the tail is validated and indexed;
@@ -196,9 +197,9 @@ class LogSegment:
                 if h.last_offset - self.base_offset > 0x7FFFFFFF:
                     raise SegmentCorruption(pos + cpos, f"offset {h.last_offset} does not fit "
                                             f"the segment based at {self.base_offset}")
-                if not self._first_batch_seen:
+                if not self.first_batch_seen:
                     self.rolling_base_ms = h.max_timestamp
-                    self._first_batch_seen = True
+                    self.first_batch_seen = True
                 self._index_batch(h.last_offset, h.max_timestamp, pos + cpos, h.size)
                 if on_batch is not None:
                     on_batch(h)
@@ -218,7 +219,7 @@ class LogSegment:
         self._clear_indexes()
         self.next_offset = self.base_offset
         self.bytes_since_last_index = 0
-        self._first_batch_seen = False
+        self.first_batch_seen = False
         try:
             self._scan(0, validate=True, expected_min_offset=self.base_offset, on_batch=on_batch)
             truncated = 0
@@ -251,9 +252,9 @@ class LogSegment:
         position = self.size
         self.fileops.writev(self.fd, iov)
         self.dirty = True
-        if not self._first_batch_seen:
+        if not self.first_batch_seen:
             self.rolling_base_ms = batches[0][1]
-            self._first_batch_seen = True
+            self.first_batch_seen = True
         for last_offset, max_ts, size in batches:
             self._index_batch(last_offset, max_ts, position, size)
             position += size
@@ -322,7 +323,7 @@ class LogSegment:
             self.offset_of_max_timestamp = self.base_offset - 1
         self.bytes_since_last_index = 0
         if self.size == 0:
-            self._first_batch_seen = False
+            self.first_batch_seen = False
         self._rewrite_index_files()
         self.dirty = True
         return removed

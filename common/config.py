@@ -1,0 +1,238 @@
+"""Configuration: Kafka's property names, ``server.properties``-style files, CLI overrides.
+
+Every key replog understands is declared once here with its type, default and check; a file or
+override naming an unknown key, or a value that does not parse or is out of range, is rejected
+at startup with a ConfigError naming the key (SPEC "Configuration"). Values are typed after
+parsing: ``cfg["log.dirs"]`` is a list, ``cfg["replica.lag.time.max.ms"]`` an int.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from common.errors import ConfigError
+
+LONG_MAX = (1 << 63) - 1
+
+
+def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        v = int(text.strip())
+        if lo is not None and v < lo:
+            raise ValueError(f"must be at least {lo}")
+        if hi is not None and v > hi:
+            raise ValueError(f"must be at most {hi}")
+        return v
+    parse.__doc__ = "integer"
+    return parse
+
+
+def _bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("true", "false"):
+        return t == "true"
+    raise ValueError("must be true or false")
+
+
+def _str(text: str) -> str:
+    return text.strip()
+
+
+def _list(text: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise ValueError("must list at least one entry")
+    return items
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        for o in options:
+            if text.strip().lower() == o.lower():
+                return o
+        raise ValueError(f"must be one of {', '.join(options)}")
+    return parse
+
+
+def _listeners(text: str) -> list[str]:
+    out = []
+    for item in _list(text):
+        # Kafka's form is NAME://host:port; replog has one plaintext gRPC listener per process.
+        addr = item.split("://", 1)[-1]
+        host, sep, port = addr.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"listener {item!r} is not of the form [PLAINTEXT://]host:port")
+        out.append(f"{host or '0.0.0.0'}:{int(port)}")
+    return out
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+
+
+def _k(name: str, parse, default, doc: str) -> Key:
+    return Key(name, parse, default, doc)
+
+
+# One table for the broker, the controller and the local cluster. Where replog adds a key it is
+# marked; everything else means what it means in Kafka.
+KEYS: dict[str, Key] = {k.name: k for k in [
+    _k("broker.id", _int(0), None, "this broker's id (required for a broker)"),
+    _k("controller.id", _int(0), None, "replog: this controller candidate's id"),
+    _k("broker.rack", _str, None, "rack, for rack-aware replica assignment"),
+    _k("listeners", _listeners, ["127.0.0.1:9092"], "gRPC listener host:port"),
+    _k("advertised.listeners", _listeners, None, "address given to clients, if not listeners"),
+    _k("log.dirs", _list, ["/tmp/replog-logs"], "comma-separated log directories (JBOD)"),
+    _k("zookeeper.connect", _str, "127.0.0.1:2181", "ZooKeeper connection string with chroot"),
+    _k("zookeeper.session.timeout.ms", _int(1), 18000, "ZooKeeper session timeout"),
+    _k("zookeeper.connection.timeout.ms", _int(1), 18000, "time to wait for a first connection"),
+    _k("num.replica.fetchers", _int(1), 1, "fetcher tasks per source broker"),
+    _k("replica.fetch.wait.max.ms", _int(0), 500, "follower fetch long-poll wait"),
+    _k("replica.fetch.min.bytes", _int(1), 1, "follower fetch min bytes"),
+    _k("replica.fetch.max.bytes", _int(1), 1048576, "follower fetch bytes per partition"),
+    _k("replica.fetch.response.max.bytes", _int(1), 10485760, "follower fetch bytes in all"),
+    _k("replica.fetch.backoff.ms", _int(0), 1000, "delay after a fetch error"),
+    _k("replica.lag.time.max.ms", _int(1), 30000, "ISR lag limit (lastCaughtUpTime rule)"),
+    _k("replica.high.watermark.checkpoint.interval.ms", _int(1), 5000, "HW checkpoint period"),
+    _k("min.insync.replicas", _int(1), 1, "acks=all needs this many in-sync replicas"),
+    _k("default.replication.factor", _int(1), 1, "replication factor of auto-created topics"),
+    _k("num.partitions", _int(1), 1, "partitions of auto-created topics"),
+    _k("auto.create.topics.enable", _bool, False, "create unknown topics on metadata requests"),
+    _k("log.segment.bytes", _int(14), 1 << 30, "roll a segment at this size"),
+    _k("log.roll.ms", _int(1), 7 * 24 * 3600 * 1000, "roll a segment at this age"),
+    _k("log.roll.hours", _int(1), 168, "roll a segment at this age (log.roll.ms wins)"),
+    _k("log.index.interval.bytes", _int(0), 4096, "bytes between offset index entries"),
+    _k("log.flush.interval.messages", _int(1), LONG_MAX, "fsync after this many messages"),
+    _k("log.flush.offset.checkpoint.interval.ms", _int(0), 60000, "recovery point checkpoints"),
+    _k("log.retention.ms", _int(-1), None, "delete segments older than this (-1: never)"),
+    _k("log.retention.hours", _int(-1), 168, "as log.retention.ms, in hours"),
+    _k("log.retention.bytes", _int(-1), -1, "delete old segments beyond this size (-1: never)"),
+    _k("log.retention.check.interval.ms", _int(1), 300000, "retention check period"),
+    _k("message.max.bytes", _int(0), 1048588, "largest record batch accepted"),
+    _k("unclean.leader.election.enable", _bool, False, "elect an out-of-sync replica if needed"),
+    _k("eligible.leader.replicas.enable", _bool, False, "KIP-966 ELR"),
+    _k("unclean.recovery.strategy", _choice("Proactive", "Balanced", "Manual"), "Balanced",
+       "KIP-966 unclean recovery strategy"),
+    _k("unclean.recovery.timeout.ms", _int(0), 300000, "KIP-966 Balanced wait for replies"),
+    _k("controlled.shutdown.enable", _bool, True, "move leadership away before stopping"),
+    _k("controlled.shutdown.max.retries", _int(0), 3, "controlled shutdown attempts"),
+    _k("controlled.shutdown.retry.backoff.ms", _int(0), 5000, "delay between attempts"),
+    _k("follower.fetch.pending.reads.insync.enable", _bool, False,
+       "seed 002 / KIP-501: a pending follower fetch keeps the follower in sync"),
+    _k("follower.fetch.process.time.max.ms", _int(1), 500,
+       "seed 002 / KIP-501: a leader slower than this relinquishes leadership"),
+    _k("leader.replication.throttled.rate", _int(1), LONG_MAX, "bytes/s, throttled leaders"),
+    _k("follower.replication.throttled.rate", _int(1), LONG_MAX, "bytes/s, throttled followers"),
+    _k("replica.alter.log.dirs.io.max.bytes.per.second", _int(1), LONG_MAX,
+       "bytes/s for intra-broker log dir moves"),
+    _k("auto.leader.rebalance.enable", _bool, True, "periodic preferred leader election"),
+    _k("leader.imbalance.check.interval.seconds", _int(1), 300, "imbalance check period"),
+    _k("leader.imbalance.per.broker.percentage", _int(0, 100), 10, "imbalance threshold"),
+    _k("metrics.port", _int(0, 65535), None, "replog: Prometheus /metrics port (0: any)"),
+    _k("event.log.file", _str, None, "replog: structlog JSON event file"),
+]}
+
+
+class Config(Mapping[str, Any]):
+    """Typed, validated configuration; unset keys read as their defaults."""
+
+    def __init__(self, values: Mapping[str, Any], origin: dict[str, str]):
+        self._values = dict(values)
+        self.origin = origin  # key -> where it was set (file path or "override")
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._values:
+            return self._values[key]
+        if key in KEYS:
+            return KEYS[key].default
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(KEYS)
+
+    def __len__(self) -> int:
+        return len(KEYS)
+
+    def is_set(self, key: str) -> bool:
+        return key in self._values
+
+    @property
+    def retention_ms(self) -> int:
+        if self.is_set("log.retention.ms"):
+            return self["log.retention.ms"]
+        hours = self["log.retention.hours"]
+        return -1 if hours < 0 else hours * 3600 * 1000
+
+    @property
+    def roll_ms(self) -> int:
+        return self["log.roll.ms"] if self.is_set("log.roll.ms") else \
+            self["log.roll.hours"] * 3600 * 1000
+
+    def log_config(self):
+        from broker.storage.log import LogConfig  # broker-only import
+        return LogConfig(segment_bytes=self["log.segment.bytes"], segment_ms=self.roll_ms,
+                         retention_ms=self.retention_ms,
+                         retention_bytes=self["log.retention.bytes"],
+                         flush_interval_messages=self["log.flush.interval.messages"],
+                         index_interval_bytes=self["log.index.interval.bytes"],
+                         max_message_bytes=self["message.max.bytes"])
+
+
+def parse_properties_text(text: str, source: str) -> list[tuple[str, str, str]]:
+    """(key, raw value, where) triples from java.util.Properties-style text."""
+    out = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        if "=" not in line:
+            raise ConfigError(f"{source}:{lineno}: expected key=value, got {line!r}")
+        k, v = line.split("=", 1)
+        out.append((k.strip(), v.strip(), f"{source}:{lineno}"))
+    return out
+
+
+def build_config(entries: Iterable[tuple[str, str, str]], required: Iterable[str] = ()) -> Config:
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for key, raw, where in entries:
+        spec = KEYS.get(key)
+        if spec is None:
+            raise ConfigError(f"unknown configuration key '{key}' ({where})")
+        try:
+            values[key] = spec.parse(raw)
+        except ValueError as e:
+            raise ConfigError(f"invalid value {raw!r} for configuration key '{key}' ({where}): "
+                              f"{e}") from None
+        origin[key] = where
+    for key in required:
+        if key not in values:
+            raise ConfigError(f"missing required configuration key '{key}'")
+    return Config(values, origin)
+
+
+def parse_override(text: str) -> tuple[str, str, str]:
+    if "=" not in text:
+        raise ConfigError(f"--override expects key=value, got {text!r}")
+    k, v = text.split("=", 1)
+    return k.strip(), v.strip(), "--override"
+
+
+def load_config(path: str | None, overrides: Iterable[str] = (),
+                required: Iterable[str] = ()) -> Config:
+    """Read a properties file (if any), apply ``--override k=v`` entries, validate."""
+    entries: list[tuple[str, str, str]] = []
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
+        entries += parse_properties_text(text, path)
+    entries += [parse_override(o) for o in overrides]
+    return build_config(entries, required)
