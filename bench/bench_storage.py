@@ -30,8 +30,8 @@ import shutil
 import tempfile
 import time
 
-from bench import (MB, Sample, Timer, json_line, log, machine_info, paired_ratio, save_results,
-                   summarize)
+from bench import (Sample, Timer, json_line, log, machine_info, median, paired_ratio,
+                   save_results, summarize)
 from broker.storage.fileops import FileOps
 from broker.storage.log import Log, LogConfig
 from broker.storage.log_manager import LogManager
@@ -266,7 +266,8 @@ def main(opts: argparse.Namespace | None = None) -> dict:
             for _ in range(n_nofsync):
                 rlog.append_as_leader(batch, LEADER_EPOCH)
             rlog.high_watermark = rlog.log_end_offset
-            assert len(rlog.segments) == 1  # one segment: the plain loop reads the same file
+            if len(rlog.segments) != 1:  # the plain loop must read the same (single) file
+                raise RuntimeError(f"expected one segment, the log has {len(rlog.segments)}")
             seg_path = rlog.active_segment.log_path
             # untimed warm pass of each, then check the page cache holds the file
             warm_replog = replog_read(rlog, bsize)
@@ -327,7 +328,7 @@ def main(opts: argparse.Namespace | None = None) -> dict:
         hop_us = [(x.wall - y.wall) / (x.nrecords / RECORDS_PER_BATCH) * 1e6
                   for x, y in zip(a, d)]
         results["figures"][f"append_async_{sfx}"]["executor_hop_us_per_append"] = round(
-            sorted(hop_us)[len(hop_us) // 2], 1)
+            median(hop_us), 1)
 
     _print(results, figures, runs, parent)
     path = save_results(NAME, results)
