@@ -550,3 +550,12 @@ async def test_grpc_aio_roundtrip():
             assert shut.remaining_partitions[0] == pb.TopicPartition(topic="events", partition=3)
     finally:
         await server.stop(None)
+
+
+def test_python_error_codes_match_the_wire_enum():
+    """common.errors.ErrorCode (used where stubs are not imported) and the proto enum agree."""
+    from common.errors import ErrorCode as PyErrorCode
+    from common.rpc import replog_pb2
+
+    wire = {v.name: v.number for v in replog_pb2.ErrorCode.DESCRIPTOR.values}
+    assert {e.name: e.value for e in PyErrorCode} == wire

@@ -1,0 +1,59 @@
+"""The ``replog`` command: one entry point, Kafka's option names, one line per user error.
+
+Each subcommand lives in its own module with ``add_parser(subparsers)`` registering it and
+setting ``func``; a user mistake (bad option value, unknown topic, malformed JSON, dead broker)
+is raised as ReplogError / ValueError / OSError and printed as a single ``Error: ...`` line
+with exit status 1 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from common.errors import ReplogError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line and exit 1, like every other user error
+        self.exit(1, f"Error: {message}\n")
+
+
+def _dump_log(args) -> int:
+    from admin.dump_log import dump
+    dump([f.strip() for f in args.files.split(",") if f.strip()], sys.stdout,
+         args.print_data_log)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="replog", description="replog: a replicated, partitioned commit log")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("dump-log", help="print the batches of segment files (kafka-dump-log)")
+    p.add_argument("--files", required=True, help="comma-separated .log/.index/.timeindex files")
+    p.add_argument("--print-data-log", action="store_true", help="print record keys and values")
+    p.set_defaults(func=_dump_log)
+
+    from admin import commands
+    commands.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except (ReplogError, ValueError, OSError) as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
