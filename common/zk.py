@@ -1,0 +1,143 @@
+"""kazoo bridged into asyncio.
+
+kazoo runs its own threads. This wrapper calls kazoo's ``*_async`` methods and settles an
+asyncio future from kazoo's callback with ``loop.call_soon_threadsafe`` — so no kazoo call ever
+blocks the event loop, and no replog code ever runs on (or blocks) kazoo's callback thread.
+Watches and connection-state changes are likewise only *posted* to the loop
+(``call_soon_threadsafe``); the owner (controller event queue, broker) acts on them there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.states import KazooState
+
+
+class AsyncZk:
+    def __init__(self, hosts: str, session_timeout_ms: int = 18000,
+                 connection_timeout_ms: int = 18000):
+        self.hosts = hosts
+        self.connection_timeout_s = connection_timeout_ms / 1000
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._state_listeners: list[Callable[[str], None]] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.client.add_listener(self._on_state)
+        await self._loop.run_in_executor(None, self.client.start, self.connection_timeout_s)
+
+    async def stop(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, self.client.stop)
+        finally:
+            await loop.run_in_executor(None, self.client.close)
+
+    def on_state_change(self, callback: Callable[[str], None]) -> None:
+        """``callback("CONNECTED" | "SUSPENDED" | "LOST")`` runs on the event loop."""
+        self._state_listeners.append(callback)
+
+    def _on_state(self, state) -> None:  # kazoo thread: post only
+        if self._loop is None:
+            return
+        name = {KazooState.CONNECTED: "CONNECTED", KazooState.SUSPENDED: "SUSPENDED",
+                KazooState.LOST: "LOST"}.get(state, str(state))
+        for cb in list(self._state_listeners):
+            self._loop.call_soon_threadsafe(cb, name)
+
+    @property
+    def session_id(self) -> int | None:
+        sid = self.client.client_id
+        return sid[0] if sid else None
+
+    @property
+    def connected(self) -> bool:
+        return self.client.state == KazooState.CONNECTED
+
+    # ------------------------------------------------------------------ bridging
+
+    def _await(self, async_result) -> asyncio.Future:
+        loop = self._loop or asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def done(res):  # kazoo thread
+            try:
+                value = res.get_nowait()
+            except BaseException as e:  # noqa: BLE001 - delivered to the awaiting task
+                loop.call_soon_threadsafe(_settle, fut, None, e)
+            else:
+                loop.call_soon_threadsafe(_settle, fut, value, None)
+
+        async_result.rawlink(done)
+        return fut
+
+    def watcher(self, callback: Callable[[Any], None]) -> Callable[[Any], None]:
+        """Wrap ``callback(event)`` so a kazoo watch fires it on the event loop."""
+        loop = self._loop
+
+        def fire(event):  # kazoo thread: post only
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(callback, event)
+        return fire
+
+    # ------------------------------------------------------------------ operations
+
+    async def get(self, path: str, watch=None) -> tuple[bytes, Any]:
+        return await self._await(self.client.get_async(path, watch=watch))
+
+    async def get_or_none(self, path: str, watch=None) -> tuple[bytes, Any] | None:
+        try:
+            return await self.get(path, watch)
+        except NoNodeError:
+            return None
+
+    async def exists(self, path: str, watch=None):
+        return await self._await(self.client.exists_async(path, watch=watch))
+
+    async def get_children(self, path: str, watch=None) -> list[str]:
+        return await self._await(self.client.get_children_async(path, watch=watch))
+
+    async def create(self, path: str, value: bytes = b"", ephemeral: bool = False,
+                     sequence: bool = False, makepath: bool = False) -> str:
+        return await self._await(self.client.create_async(
+            path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath))
+
+    async def ensure_path(self, path: str) -> None:
+        try:
+            await self.create(path, b"", makepath=True)
+        except NodeExistsError:
+            pass
+
+    async def set(self, path: str, value: bytes, version: int = -1):
+        return await self._await(self.client.set_async(path, value, version))
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        if recursive:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, lambda: self.client.delete(path, version, True))
+            return
+        await self._await(self.client.delete_async(path, version))
+
+    def transaction(self):
+        return self.client.transaction()
+
+    async def commit(self, transaction) -> list:
+        """Commit a kazoo transaction; returns its per-operation results (an exception object
+        in place of each failed operation, as kazoo reports them)."""
+        return await self._await(transaction.commit_async())
+
+
+def _settle(fut: asyncio.Future, value, error) -> None:
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(value)

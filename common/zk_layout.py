@@ -1,0 +1,263 @@
+"""ZooKeeper layout and JSON codecs: what the controller and the brokers agree on.
+
+Kafka's ZooKeeper-era layout (KafkaZkClient / ZkData), versioned JSON:
+
+    /cluster/id                              {"version":"1","id":"<uuid>"}
+    /controller            (ephemeral)       {"version":1,"brokerid":N,"timestamp":"ms",
+                                              "host":H,"port":P}
+    /controller_epoch                        "N"   (the fencing token)
+    /brokers/ids/<id>      (ephemeral)       endpoints, rack, log dirs, clean_shutdown
+    /brokers/topics/<t>                      {"version":3,"partitions":{"0":[1,2,3]},
+                                              "adding_replicas":{},"removing_replicas":{},
+                                              "topic_id":"..."}
+    /brokers/topics/<t>/partitions/<p>/state {"version":1,"controller_epoch":..,"leader":..,
+                                              "leader_epoch":..,"isr":[..],"elr":[..],
+                                              "last_known_elr":[..],"leader_recovery_state":0}
+    /config/topics/<t>                       {"version":1,"config":{...}}
+    /admin/delete_topics/<t>
+    /admin/reassign_partitions               (seed 004 / Kafka's JSON)
+    /admin/preferred_replica_election
+    /restart_partitions/restart-<seq>        (seed 003)
+
+Choices replog makes where Kafka's layout has no answer:
+
+- Controllers are separate processes, so ``/controller`` also carries the active controller's
+  gRPC endpoint (``host``, ``port``): brokers send AlterPartition and ControlledShutdown there.
+- The broker epoch is the czxid of the broker's registration znode, as in Kafka (KIP-380): it
+  changes with every new registration, so requests meant for an earlier incarnation are fenced.
+- The partition epoch is the ZooKeeper version of the partition's state znode; AlterPartition
+  carries it and the controller writes with it as the expected version (INVALID_UPDATE_VERSION
+  otherwise).
+- Partition state stays one znode per partition (Kafka's layout). Writes are batched in
+  multi-op transactions, each also checking ``/controller_epoch``'s version, so a deposed
+  controller's batch fails as a whole.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
+ADMIN = "/admin"
+DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+RESTART_PARTITIONS = "/restart_partitions"
+
+# Persistent paths created once by whoever gets there first.
+PERSISTENT_PATHS = ("/cluster", BROKER_IDS, TOPICS, CONFIG_TOPICS, CONFIG_BROKERS, ADMIN,
+                    DELETE_TOPICS, RESTART_PARTITIONS)
+
+LEADER_RECOVERED = 0
+LEADER_RECOVERING = 1
+NO_LEADER = -1
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _loads(data: bytes, what: str) -> dict:
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{what}: not JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{what}: expected a JSON object")
+    return obj
+
+
+# ----------------------------------------------------------------------------- cluster / controller
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_loads(data, CLUSTER_ID)["id"])
+
+
+@dataclass(frozen=True)
+class ControllerInfo:
+    controller_id: int
+    host: str
+    port: int
+    timestamp_ms: int = 0
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def encode_controller(info: ControllerInfo) -> bytes:
+    return _dumps({"version": 1, "brokerid": info.controller_id,
+                   "timestamp": str(info.timestamp_ms), "host": info.host, "port": info.port})
+
+
+def decode_controller(data: bytes) -> ControllerInfo:
+    o = _loads(data, CONTROLLER)
+    return ControllerInfo(int(o["brokerid"]), str(o.get("host", "")), int(o.get("port", -1)),
+                          int(o.get("timestamp", 0)))
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    return int(data.decode().strip())
+
+
+# ----------------------------------------------------------------------------- brokers
+
+@dataclass(frozen=True)
+class LogDirInfo:
+    path: str
+    directory_id: str
+    online: bool = True
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    log_dirs: tuple[LogDirInfo, ...] = ()
+    clean_shutdown: bool = True  # whether the previous shutdown was clean (KIP-966)
+    metrics_url: str | None = None
+    timestamp_ms: int = 0
+    epoch: int = -1  # czxid of the znode: filled in when read, never written
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def encode_broker(reg: BrokerRegistration) -> bytes:
+    return _dumps({
+        "version": 5, "host": reg.host, "port": reg.port, "jmx_port": -1,
+        "timestamp": str(reg.timestamp_ms),
+        "endpoints": [f"PLAINTEXT://{reg.host}:{reg.port}"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "rack": reg.rack, "features": {},
+        "log_dirs": [{"path": d.path, "directory_id": d.directory_id, "online": d.online}
+                     for d in reg.log_dirs],
+        "clean_shutdown": reg.clean_shutdown, "metrics_url": reg.metrics_url,
+    })
+
+
+def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistration:
+    o = _loads(data, broker_path(broker_id))
+    return BrokerRegistration(
+        broker_id, str(o["host"]), int(o["port"]), o.get("rack"),
+        tuple(LogDirInfo(d["path"], d.get("directory_id", ""), bool(d.get("online", True)))
+              for d in o.get("log_dirs", [])),
+        bool(o.get("clean_shutdown", True)), o.get("metrics_url"), int(o.get("timestamp", 0)),
+        epoch)
+
+
+# ----------------------------------------------------------------------------- topics
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    topic: str
+    topic_id: str
+    partitions: dict[int, list[int]]
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
+
+
+def encode_topic(t: TopicAssignment) -> bytes:
+    return _dumps({
+        "version": 3,
+        "partitions": {str(p): list(r) for p, r in sorted(t.partitions.items())},
+        "adding_replicas": {str(p): list(r) for p, r in sorted(t.adding_replicas.items()) if r},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(t.removing_replicas.items())
+                              if r},
+        "topic_id": t.topic_id,
+    })
+
+
+def decode_topic(topic: str, data: bytes) -> TopicAssignment:
+    o = _loads(data, topic_path(topic))
+
+    def ints(m) -> dict[int, list[int]]:
+        return {int(p): [int(b) for b in r] for p, r in (m or {}).items()}
+
+    return TopicAssignment(topic, str(o.get("topic_id", "")), ints(o["partitions"]),
+                           ints(o.get("adding_replicas")), ints(o.get("removing_replicas")))
+
+
+# ----------------------------------------------------------------------------- partition state
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """One partition's state znode, plus its version (the partition epoch)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    partition_epoch: int = 0  # znode version; not stored in the JSON
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+    leader_recovery_state: int = LEADER_RECOVERED
+
+
+def encode_partition_state(s: LeaderAndIsr) -> bytes:
+    return _dumps({"version": 1, "controller_epoch": s.controller_epoch, "leader": s.leader,
+                   "leader_epoch": s.leader_epoch, "isr": list(s.isr), "elr": list(s.elr),
+                   "last_known_elr": list(s.last_known_elr),
+                   "leader_recovery_state": s.leader_recovery_state})
+
+
+def decode_partition_state(data: bytes, version: int, what: str = "partition state"
+                           ) -> LeaderAndIsr:
+    o = _loads(data, what)
+    return LeaderAndIsr(int(o["leader"]), int(o["leader_epoch"]),
+                        tuple(int(b) for b in o["isr"]), int(o["controller_epoch"]), version,
+                        tuple(int(b) for b in o.get("elr", ())),
+                        tuple(int(b) for b in o.get("last_known_elr", ())),
+                        int(o.get("leader_recovery_state", LEADER_RECOVERED)))
+
+
+# ----------------------------------------------------------------------------- configs
+
+def encode_topic_config(config: dict[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": dict(config)})
+
+
+def decode_topic_config(data: bytes) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _loads(data, "topic config").get("config", {}).items()}
