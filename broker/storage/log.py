@@ -379,6 +379,13 @@ class Log:
         if offset < 0:
             raise ValueError(f"cannot truncate {self.tp} to negative offset {offset}")
         if offset >= self.log_end_offset:
+            # Nothing to remove, but an epoch that started at the log end without writing a
+            # batch (a leadership with no appends) is dropped, or a follower would report it
+            # as its last fetched epoch forever.
+            try:
+                self.epoch_cache.truncate_from_end(offset)
+            except OSError as e:
+                raise LogTruncationError(self.log_dir, str(self.tp), e) from e
             return False
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)

@@ -1,0 +1,129 @@
+"""Sends the leader's ISR changes to the controller (Kafka's AlterPartitionManager).
+
+One AlterPartition in flight per partition (``Partition.pending_isr``): while it is pending the
+HW is computed over the larger of the old and proposed ISR, so a shrink never lets the HW run
+ahead of a replica that might stay. Requests from many partitions are batched into one RPC.
+Results: NONE applies the controller's ISR and partition epoch; INVALID_UPDATE_VERSION,
+FENCED_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER drop the change and wait for the controller's
+LeaderAndIsr (Kafka's handling); a transport error or NOT_CONTROLLER retries after backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from broker.controller_client import ControllerClient, ControllerUnavailable
+from broker.partition import Partition
+from common.errors import ErrorCode
+from common.names import TopicPartition
+from common.rpc import replog_pb2 as pb
+
+
+class AlterPartitionManager:
+    def __init__(self, broker_id: int, get_broker_epoch, controller: ControllerClient,
+                 metrics, events):
+        self.broker_id = broker_id
+        self._broker_epoch = get_broker_epoch
+        self.controller = controller
+        self.metrics = metrics
+        self.events = events
+        self._queue: dict[TopicPartition, tuple[Partition, tuple[int, ...], str]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="alter-partition")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def expand_isr(self, p: Partition, follower: int) -> None:
+        self._submit(p, p.isr + (follower,), "expand")
+
+    def shrink_isr(self, p: Partition, out: set[int], now_ms: int) -> None:
+        new_isr = tuple(b for b in p.isr if b not in out)
+        self.events.info("isr_shrink_proposed", partition=str(p.tp), leader_epoch=p.leader_epoch,
+                         isr=list(p.isr), new_isr=list(new_isr), out_of_sync=sorted(out))
+        self._submit(p, new_isr, "shrink")
+
+    def _submit(self, p: Partition, new_isr: tuple[int, ...], kind: str) -> None:
+        if p.pending_isr is not None:
+            return
+        p.pending_isr = new_isr
+        self._queue[p.tp] = (p, new_isr, kind)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch = self._queue
+            self._queue = {}
+            if not batch:
+                continue
+            try:
+                await self._send(batch)
+                backoff = 0.05
+            except (grpc.aio.AioRpcError, ControllerUnavailable) as e:
+                # Not the controller / unreachable: keep the changes pending and retry.
+                for tp, item in batch.items():
+                    self._queue.setdefault(tp, item)
+                self.events.warning("alter_partition_retry", error=str(e)[:200],
+                                    partitions=len(batch))
+                await self.controller.wait_for_change(backoff)
+                backoff = min(backoff * 2, 1.0)
+                self._wake.set()
+
+    async def _send(self, batch) -> None:
+        by_topic: dict[str, list] = {}
+        for tp, (p, new_isr, _kind) in batch.items():
+            by_topic.setdefault(tp.topic, []).append(pb.AlterPartitionPartition(
+                partition=tp.partition, leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                new_isr_with_epochs=[pb.BrokerState(
+                    broker_id=b, broker_epoch=p.followers[b].broker_epoch
+                    if b in p.followers else -1) for b in new_isr]))
+        req = pb.AlterPartitionRequest(broker_id=self.broker_id,
+                                       broker_epoch=self._broker_epoch(),
+                                       topics=[pb.AlterPartitionTopic(topic=t, partitions=ps)
+                                               for t, ps in by_topic.items()])
+        resp = await self.controller.stub().AlterPartition(req, timeout=10)
+        for t in resp.topics:
+            for r in t.partitions:
+                tp = TopicPartition(t.topic, r.partition)
+                item = batch.get(tp)
+                if item is None:
+                    continue
+                self._apply(item, r)
+
+    def _apply(self, item, r) -> None:
+        p, proposed, kind = item
+        if p.pending_isr != proposed:
+            return  # the partition changed (new LeaderAndIsr) while the request was in flight
+        p.pending_isr = None
+        if r.error_code != ErrorCode.NONE:
+            self.metrics.failed_isr_updates.inc()
+            self.events.warning("isr_update_failed", partition=str(p.tp),
+                                error=ErrorCode(r.error_code).name
+                                if r.error_code in ErrorCode._value2member_map_ else r.error_code,
+                                leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch)
+            return
+        if r.leader_epoch != p.leader_epoch or r.leader_id != p.local_id:
+            return
+        old = p.isr
+        p.isr = tuple(r.isr)
+        p.partition_epoch = r.partition_epoch
+        (self.metrics.isr_expands if len(p.isr) > len(old) else self.metrics.isr_shrinks).inc()
+        self.events.info("isr_expand" if len(p.isr) > len(old) else "isr_shrink",
+                         partition=str(p.tp), leader_epoch=p.leader_epoch, old_isr=list(old),
+                         isr=list(p.isr), partition_epoch=p.partition_epoch, hw=p.high_watermark)
+        p.maybe_advance_hw()
+        p.hw_moved.notify()  # produce waiters re-check min ISR

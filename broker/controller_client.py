@@ -1,0 +1,71 @@
+"""The broker's channel to the active controller (AlterPartition, ControlledShutdown).
+
+The controller's address comes from ``/controller`` in ZooKeeper (watched by the server) and
+from UpdateMetadata. A call to a controller that is not active fails with NOT_CONTROLLER; the
+caller retries once the address changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from common.rpc import replog_pb2_grpc
+
+ERROR_CODE_KEY = "replog-error-code"
+
+
+class ControllerUnavailable(Exception):
+    pass
+
+
+class ControllerClient:
+    def __init__(self) -> None:
+        self.address: str | None = None
+        self.controller_id = -1
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: replog_pb2_grpc.ControllerStub | None = None
+        self._changed = asyncio.Event()
+
+    def set_controller(self, controller_id: int, address: str | None) -> None:
+        if address == self.address and controller_id == self.controller_id:
+            return
+        self.controller_id = controller_id
+        self.address = address
+        old = self._channel
+        self._channel = self._stub = None
+        if old is not None:
+            asyncio.ensure_future(old.close())
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_for_change(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    def stub(self) -> replog_pb2_grpc.ControllerStub:
+        if not self.address:
+            raise ControllerUnavailable("no active controller is known")
+        if self._stub is None:
+            self._channel = grpc.aio.insecure_channel(self.address)
+            self._stub = replog_pb2_grpc.ControllerStub(self._channel)
+        return self._stub
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+        self._channel = self._stub = None
+
+
+def error_code_of(err: grpc.aio.AioRpcError) -> int | None:
+    """The Kafka error code a server put in the trailing metadata, if any."""
+    for key, value in (err.trailing_metadata() or ()):
+        if key == ERROR_CODE_KEY:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,299 @@
+"""Replica fetchers: asyncio tasks that copy the leaders' logs to this follower.
+
+Kafka's ReplicaFetcherManager / ReplicaFetcherThread: one fetcher per (source broker, fetcher
+id), the fetcher id chosen per partition from ``num.replica.fetchers``; each fetcher owns its
+partitions' fetch state. A fetcher round: one Fetch to the leader for all its ready partitions
+(long-polling up to ``replica.fetch.wait.max.ms``), then, in order, per partition: truncate on a
+diverging epoch, else append the records and take the leader's HW. Only after appending does it
+fetch again — the leader reads the next fetch offset as "this follower has everything below it".
+
+Errors: a transport error backs off the whole fetcher (``replica.fetch.backoff.ms``); a
+partition-level error (not leader, fenced epoch, storage error) delays that partition until a
+LeaderAndIsr changes its state. (The fetcher-failure-isolation issue, C3 / KIP-461, refines
+this with the failed-partitions set.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from dataclasses import dataclass
+
+import grpc
+
+from broker.partition import Partition
+from broker.storage.errors import KafkaStorageError
+from broker.truncation import Divergence, follower_truncation
+from common.errors import CorruptRecordError, ErrorCode
+from common.names import TopicPartition
+from common.rpc import replog_pb2 as pb
+from common.rpc import replog_pb2_grpc
+
+GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.max_send_message_length", 64 << 20)]
+CLIENT_ID = "Replica"
+
+
+def fetcher_id_for(tp: TopicPartition, num_fetchers: int) -> int:
+    return (zlib.crc32(tp.topic.encode()) * 31 + tp.partition) % num_fetchers
+
+
+@dataclass
+class FetchState:
+    partition: Partition
+    leader_epoch: int
+    delayed_until: float = 0.0
+    lag: int = 0
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: "ReplicaFetcherManager", leader_id: int, fetcher_id: int,
+                 address: str | None):
+        self.manager = manager
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        self.address = address
+        self.partitions: dict[TopicPartition, FetchState] = {}
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: replog_pb2_grpc.BrokerStub | None = None
+        self._wake = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    @property
+    def name(self) -> str:
+        return f"ReplicaFetcher-{self.manager.broker_id}-{self.fetcher_id}-{self.leader_id}"
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    def set_address(self, address: str | None) -> None:
+        if address != self.address:
+            self.address = address
+            self._close_channel()
+            self._wake.set()
+
+    def _close_channel(self) -> None:
+        if self._channel is not None:
+            asyncio.ensure_future(self._channel.close())
+        self._channel = self._stub = None
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
+                pass
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    def _stub_or_none(self):
+        if not self.address:
+            return None
+        if self._stub is None:
+            self._channel = grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS)
+            self._stub = replog_pb2_grpc.BrokerStub(self._channel)
+        return self._stub
+
+    async def _run(self) -> None:
+        m = self.manager
+        backoff = m.backoff_s
+        while self.partitions:
+            now = time.monotonic()
+            ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
+            stub = self._stub_or_none()
+            if not ready or stub is None:
+                wait = min((s.delayed_until for s in self.partitions.values()),
+                           default=now + backoff) - now
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), max(0.01, min(wait, backoff)))
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            req = self._build_request(ready)
+            try:
+                resp = await stub.Fetch(req, timeout=m.max_wait_ms / 1000 + 10)
+            except grpc.aio.AioRpcError as e:
+                # Transport error: the whole fetcher waits, no partition is marked failed.
+                m.events.warning("fetch_failed", fetcher=self.name, leader=self.leader_id,
+                                 error=e.code().name, detail=(e.details() or "")[:200])
+                self._close_channel()
+                await asyncio.sleep(backoff)
+                continue
+            for t in resp.responses:
+                for r in t.partitions:
+                    tp = TopicPartition(t.topic, r.partition)
+                    s = self.partitions.get(tp)
+                    if s is None or s is not ready.get(tp) or \
+                            s.partition.leader_epoch != s.leader_epoch:
+                        continue  # removed or re-assigned while the fetch was in flight
+                    await self._process(tp, s, r)
+        m._fetcher_idle(self)
+
+    def _build_request(self, ready: dict[TopicPartition, FetchState]) -> pb.FetchRequest:
+        m = self.manager
+        topics: dict[str, list] = {}
+        for tp, s in ready.items():
+            log = s.partition.log
+            fp = pb.FetchPartition(partition=tp.partition, current_leader_epoch=s.leader_epoch,
+                                   fetch_offset=log.log_end_offset,
+                                   log_start_offset=log.log_start_offset,
+                                   partition_max_bytes=m.partition_max_bytes)
+            if log.latest_epoch >= 0:
+                fp.last_fetched_epoch = log.latest_epoch
+            topics.setdefault(tp.topic, []).append(fp)
+        return pb.FetchRequest(
+            replica_state=pb.BrokerState(broker_id=m.broker_id, broker_epoch=m.broker_epoch()),
+            max_wait_ms=m.max_wait_ms, min_bytes=m.min_bytes, max_bytes=m.response_max_bytes,
+            topics=[pb.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+
+    async def _process(self, tp: TopicPartition, s: FetchState, r) -> None:
+        m = self.manager
+        p = s.partition
+        log = p.log
+        try:
+            if r.error_code == ErrorCode.NONE:
+                if r.HasField("diverging_epoch"):
+                    await self._truncate(tp, s, Divergence(r.diverging_epoch.epoch,
+                                                           r.diverging_epoch.end_offset))
+                    return
+                if r.records:
+                    info = await m.log_manager.append_as_follower(tp, r.records)
+                    m.metrics.replication_bytes_in.inc(info.valid_bytes)
+                    p.data.notify()
+                leo = log.log_end_offset
+                new_hw = min(r.high_watermark, leo)
+                if new_hw != log.high_watermark:
+                    log.high_watermark = new_hw
+                    p.hw_moved.notify()
+                s.lag = max(0, r.high_watermark - leo)
+            elif r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                await self._reset_offset(tp, s)
+            else:
+                # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, storage errors on the
+                # leader...: wait for the controller's next LeaderAndIsr for this partition.
+                s.delayed_until = time.monotonic() + m.backoff_s
+                m.events.info("fetch_partition_error", partition=str(tp),
+                              leader=self.leader_id, leader_epoch=s.leader_epoch,
+                              error=_name(r.error_code))
+        except CorruptRecordError as e:
+            # Invalid data from the leader: delay and retry, do not give up the partition.
+            s.delayed_until = time.monotonic() + m.backoff_s
+            m.events.warning("fetch_corrupt_records", partition=str(tp), error=str(e))
+        except KafkaStorageError as e:
+            s.delayed_until = time.monotonic() + m.backoff_s
+            m.events.error("follower_storage_error", partition=str(tp), log_dir=e.log_dir,
+                           leader_epoch=s.leader_epoch, error=str(e))
+
+    async def _truncate(self, tp: TopicPartition, s: FetchState, div: Divergence) -> None:
+        m = self.manager
+        log = s.partition.log
+        own = log.end_offset_for_epoch(div.epoch) if div.epoch >= 0 else (-1, -1)
+        decision = follower_truncation(div, own, log.log_end_offset, log.high_watermark)
+        before = log.log_end_offset
+        await m.log_manager.run(tp, log.truncate_to, decision.offset)
+        m.events.info("truncated", partition=str(tp), leader=self.leader_id,
+                      leader_epoch=s.leader_epoch, diverging_epoch=div.epoch,
+                      diverging_end_offset=div.end_offset, from_offset=before,
+                      to_offset=log.log_end_offset, complete=decision.complete)
+
+    async def _reset_offset(self, tp: TopicPartition, s: FetchState) -> None:
+        """The fetch offset is outside the leader's log: ask the leader for its log start and
+        end (ListOffsets as a replica) and truncate to fit (Kafka's handleOutOfRangeError)."""
+        m = self.manager
+        log = s.partition.log
+        stub = self._stub_or_none()
+        if stub is None:
+            return
+
+        async def offset(ts: int) -> int:
+            resp = await stub.ListOffsets(pb.ListOffsetsRequest(replica_id=m.broker_id, topics=[
+                pb.ListOffsetsTopic(topic=tp.topic, partitions=[pb.ListOffsetsPartition(
+                    partition=tp.partition, current_leader_epoch=s.leader_epoch,
+                    timestamp=ts)])]), timeout=10)
+            r = resp.topics[0].partitions[0]
+            if r.error_code != ErrorCode.NONE:
+                raise KafkaStorageError(log.log_dir, str(tp),
+                                        detail=f"ListOffsets: {_name(r.error_code)}")
+            return r.offset
+        try:
+            leader_end = await offset(-1)
+            if log.log_end_offset > leader_end:
+                await m.log_manager.run(tp, log.truncate_to, leader_end)
+            else:
+                leader_start = await offset(-2)
+                await m.log_manager.run(tp, log.truncate_fully_and_start_at, leader_start)
+            m.events.info("fetch_offset_reset", partition=str(tp), leader=self.leader_id,
+                          leo=log.log_end_offset)
+        except grpc.aio.AioRpcError:
+            s.delayed_until = time.monotonic() + m.backoff_s
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker_id: int, broker_epoch, config, log_manager, metrics, events):
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.log_manager = log_manager
+        self.metrics = metrics
+        self.events = events
+        self.num_fetchers = config["num.replica.fetchers"]
+        self.max_wait_ms = config["replica.fetch.wait.max.ms"]
+        self.min_bytes = config["replica.fetch.min.bytes"]
+        self.partition_max_bytes = config["replica.fetch.max.bytes"]
+        self.response_max_bytes = config["replica.fetch.response.max.bytes"]
+        self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self.addresses: dict[int, str] = {}
+        metrics.fetcher_max_lag.labels(clientId=CLIENT_ID).set_function(self.max_lag)
+
+    def max_lag(self) -> float:
+        return max((s.lag for f in list(self.fetchers.values())
+                    for s in list(f.partitions.values())), default=0)
+
+    def update_endpoints(self, brokers) -> None:
+        self.addresses.update({b: e.address for b, e in brokers.items()})
+        for (leader, _), f in self.fetchers.items():
+            f.set_address(self.addresses.get(leader))
+
+    def add_partitions(self, parts: dict[TopicPartition, Partition], live_leaders) -> None:
+        for b, e in live_leaders.items():
+            self.addresses[b] = f"{e.host}:{e.port}"
+        for tp, p in parts.items():
+            key = (p.leader_id, fetcher_id_for(tp, self.num_fetchers))
+            f = self.fetchers.get(key)
+            if f is None:
+                f = self.fetchers[key] = ReplicaFetcher(self, p.leader_id, key[1],
+                                                        self.addresses.get(p.leader_id))
+            f.partitions[tp] = FetchState(p, p.leader_epoch)
+            f._wake.set()
+            if f.task is None or f.task.done():
+                f.start()
+            else:
+                f.set_address(self.addresses.get(p.leader_id))
+
+    def remove_partitions(self, tps) -> None:
+        for f in self.fetchers.values():
+            for tp in tps:
+                f.partitions.pop(tp, None)
+
+    def _fetcher_idle(self, f: ReplicaFetcher) -> None:
+        """A fetcher with no partitions left ends; drop it from the map."""
+        if self.fetchers.get((f.leader_id, f.fetcher_id)) is f and not f.partitions:
+            del self.fetchers[(f.leader_id, f.fetcher_id)]
+            f._close_channel()
+
+    async def shutdown(self) -> None:
+        fetchers = list(self.fetchers.values())
+        self.fetchers.clear()
+        for f in fetchers:
+            await f.stop()
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

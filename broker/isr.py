@@ -1,0 +1,108 @@
+"""The leader's ISR and high-watermark rules, as pure functions (no awaits, no I/O).
+
+Everything here is Kafka's (Partition.scala / Replica.scala), with two rules replog states
+explicitly:
+
+- lastCaughtUpTime (Replica.updateFetchState): a follower fetch at offset o, made at time t
+  while the leader's LEO is L and was L' at that follower's previous fetch, sets
+  lastCaughtUpTime = t if o >= L, else the previous fetch time if o >= L'. A follower is out of
+  sync once ``now - lastCaughtUpTime > replica.lag.time.max.ms`` and its LEO is not the
+  leader's.
+- The high watermark is the minimum LEO over the ISR (leader included), never moves backwards,
+  and does not advance while the ISR is smaller than ``min.insync.replicas`` (KIP-966's rule,
+  which the cluster issue asks for: an acknowledged-by-HW record is on min ISR replicas).
+- A follower may rejoin the ISR once its LEO >= HW and >= the start offset of the leader's
+  current epoch (Kafka's isFollowerInSync + leaderEpochStartOffset check).
+
+Room for seed 002 (C4): ``FollowerState.pending_fetches`` is where pending follower reads will
+be tracked; ``is_caught_up`` is the one place that will consult it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+UNKNOWN_OFFSET = -1
+
+
+@dataclass
+class FollowerState:
+    """What a leader knows about one follower replica (Kafka's Replica)."""
+
+    broker_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    last_fetch_time_ms: int = 0
+    last_caught_up_time_ms: int = 0
+    last_fetch_leader_leo: int = UNKNOWN_OFFSET
+    broker_epoch: int = -1
+    pending_fetches: dict[int, int] = field(default_factory=dict)  # C4: fetch id -> offset
+
+
+def update_fetch_state(f: FollowerState, fetch_offset: int, follower_log_start: int,
+                       fetch_time_ms: int, leader_leo: int, broker_epoch: int = -1) -> None:
+    """Record a follower fetch (Kafka's Replica.updateFetchStateOrThrow)."""
+    if fetch_offset >= leader_leo:
+        f.last_caught_up_time_ms = max(f.last_caught_up_time_ms, fetch_time_ms)
+    elif fetch_offset >= f.last_fetch_leader_leo:
+        f.last_caught_up_time_ms = max(f.last_caught_up_time_ms, f.last_fetch_time_ms)
+    f.log_end_offset = fetch_offset
+    f.log_start_offset = follower_log_start
+    f.last_fetch_leader_leo = leader_leo
+    f.last_fetch_time_ms = fetch_time_ms
+    if broker_epoch >= 0:
+        f.broker_epoch = broker_epoch
+
+
+def reset_for_new_leadership(f: FollowerState, now_ms: int, in_isr: bool) -> None:
+    """A new leader treats ISR members as caught up now, others as never (Kafka's
+    Replica.resetReplicaState), so it does not shrink the ISR before followers fetch."""
+    f.log_end_offset = UNKNOWN_OFFSET
+    f.last_fetch_leader_leo = UNKNOWN_OFFSET
+    f.last_fetch_time_ms = now_ms if in_isr else 0
+    f.last_caught_up_time_ms = now_ms if in_isr else 0
+    f.pending_fetches.clear()
+
+
+def is_caught_up(f: FollowerState, leader_leo: int, now_ms: int, lag_max_ms: int) -> bool:
+    """Kafka's Replica.isCaughtUp: at the leader's LEO, or caught up within the lag limit."""
+    return f.log_end_offset == leader_leo or now_ms - f.last_caught_up_time_ms <= lag_max_ms
+
+
+def out_of_sync_replicas(isr: tuple[int, ...], leader_id: int,
+                         followers: dict[int, FollowerState], leader_leo: int, now_ms: int,
+                         lag_max_ms: int) -> set[int]:
+    """ISR members the leader should remove (the isr-expiration check); never the leader."""
+    out = set()
+    for b in isr:
+        if b == leader_id:
+            continue
+        f = followers.get(b)
+        if f is None or not is_caught_up(f, leader_leo, now_ms, lag_max_ms):
+            out.add(b)
+    return out
+
+
+def can_join_isr(f: FollowerState, high_watermark: int, leader_epoch_start_offset: int) -> bool:
+    """A follower outside the ISR may rejoin once it has everything below the HW and below the
+    start of the current leader epoch."""
+    return (f.log_end_offset >= 0 and f.log_end_offset >= high_watermark
+            and f.log_end_offset >= leader_epoch_start_offset)
+
+
+def new_high_watermark(current_hw: int, leader_leo: int, isr: tuple[int, ...], leader_id: int,
+                       followers: dict[int, FollowerState], min_isr: int) -> int:
+    """The HW after a change of LEOs or ISR: min LEO over the ISR, monotonic, and frozen while
+    the ISR is below min.insync.replicas."""
+    if len(isr) < min_isr:
+        return current_hw
+    low = leader_leo
+    for b in isr:
+        if b == leader_id:
+            continue
+        f = followers.get(b)
+        leo = f.log_end_offset if f is not None else UNKNOWN_OFFSET
+        if leo < 0:
+            return current_hw  # an ISR member that has not fetched yet holds the HW
+        low = min(low, leo)
+    return max(current_hw, low)

@@ -1,0 +1,166 @@
+"""A broker's view of one partition replica: its role, epochs, ISR and follower states.
+
+The replica manager owns the I/O (log appends on the log dir's executor, AlterPartition to the
+controller); this class holds the state and applies the pure rules of ``broker.isr`` to it.
+It never awaits, so every state change happens atomically on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker import isr as isr_rules
+from broker.isr import FollowerState
+from broker.storage.log import Log
+from common.names import TopicPartition
+
+
+class Notifier:
+    """Wakes every waiter on ``notify()``; waiters take ``future()`` *before* checking their
+    condition, so a notification between the check and the wait is never lost."""
+
+    def __init__(self) -> None:
+        self._fut: asyncio.Future | None = None
+
+    def future(self) -> asyncio.Future:
+        if self._fut is None or self._fut.done():
+            self._fut = asyncio.get_running_loop().create_future()
+        return self._fut
+
+    def notify(self) -> None:
+        if self._fut is not None and not self._fut.done():
+            self._fut.set_result(None)
+        self._fut = None
+
+
+class Partition:
+    def __init__(self, tp: TopicPartition, local_id: int):
+        self.tp = tp
+        self.local_id = local_id
+        self.topic_id = ""
+        self.log: Log | None = None
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.controller_epoch = -1
+        self.isr: tuple[int, ...] = ()
+        self.replicas: tuple[int, ...] = ()
+        self.adding_replicas: tuple[int, ...] = ()
+        self.removing_replicas: tuple[int, ...] = ()
+        self.followers: dict[int, FollowerState] = {}
+        self.leader_epoch_start_offset = 0
+        # An AlterPartition in flight (Kafka's PendingShrinkIsr / PendingExpandIsr): until the
+        # controller answers, the HW is computed over the larger "maximal" ISR.
+        self.pending_isr: tuple[int, ...] | None = None
+        self.min_isr = 1
+        self.stopped = False  # StopReplica without deletion: neither leader nor follower
+        self.data = Notifier()  # LEO grew (follower fetches wait on it)
+        self.hw_moved = Notifier()  # HW grew, or leadership/ISR changed (produce/consume wait)
+
+    # ------------------------------------------------------------------ role
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_id and not self.stopped
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark if self.log else 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset if self.log else 0
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending_isr is None:
+            return self.isr
+        return tuple(dict.fromkeys(self.isr + self.pending_isr))
+
+    def apply_state(self, *, leader: int, leader_epoch: int, partition_epoch: int,
+                    controller_epoch: int, isr, replicas, adding=(), removing=()) -> None:
+        self.leader_id = leader
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.controller_epoch = controller_epoch
+        self.isr = tuple(isr)
+        self.replicas = tuple(replicas)
+        self.adding_replicas = tuple(adding)
+        self.removing_replicas = tuple(removing)
+        self.pending_isr = None
+        self.stopped = False
+
+    def become_leader(self, now_ms: int, new_epoch: bool) -> None:
+        """Set up follower tracking for a leadership (new epoch) or an ISR-only update."""
+        assert self.log is not None
+        if new_epoch:
+            self.leader_epoch_start_offset = self.log.log_end_offset
+        fresh = {}
+        for b in self.replicas:
+            if b == self.local_id:
+                continue
+            f = self.followers.get(b) if not new_epoch else None
+            if f is None:
+                f = FollowerState(b)
+                isr_rules.reset_for_new_leadership(f, now_ms, b in self.isr)
+            fresh[b] = f
+        self.followers = fresh
+        self.hw_moved.notify()
+
+    def become_follower(self) -> None:
+        self.followers = {}
+        self.pending_isr = None
+        self.hw_moved.notify()
+        self.data.notify()
+
+    # ------------------------------------------------------------------ leader rules
+
+    def record_follower_fetch(self, follower_id: int, fetch_offset: int, log_start: int,
+                              now_ms: int, broker_epoch: int) -> None:
+        f = self.followers.get(follower_id)
+        if f is None:
+            f = self.followers[follower_id] = FollowerState(follower_id)
+        isr_rules.update_fetch_state(f, fetch_offset, log_start, now_ms, self.log_end_offset,
+                                     broker_epoch)
+
+    def maybe_advance_hw(self) -> bool:
+        """Recompute the HW; True (and waiters woken) if it moved."""
+        if not self.is_leader or self.log is None:
+            return False
+        new = isr_rules.new_high_watermark(self.log.high_watermark, self.log.log_end_offset,
+                                           self.maximal_isr, self.local_id, self.followers,
+                                           self.min_isr)
+        if new > self.log.high_watermark:
+            self.log.high_watermark = new
+            self.hw_moved.notify()
+            return True
+        return False
+
+    def isr_expansion_candidate(self, follower_id: int) -> bool:
+        if (not self.is_leader or self.pending_isr is not None or follower_id in self.isr
+                or follower_id not in self.replicas):
+            return False
+        f = self.followers.get(follower_id)
+        return f is not None and isr_rules.can_join_isr(f, self.high_watermark,
+                                                        self.leader_epoch_start_offset)
+
+    def out_of_sync(self, now_ms: int, lag_max_ms: int) -> set[int]:
+        if not self.is_leader or self.pending_isr is not None:
+            return set()
+        return isr_rules.out_of_sync_replicas(self.isr, self.local_id, self.followers,
+                                              self.log_end_offset, now_ms, lag_max_ms)
+
+    @property
+    def under_replicated(self) -> bool:
+        return self.is_leader and len(self.isr) < len(self.replicas)
+
+    @property
+    def under_min_isr(self) -> bool:
+        return self.is_leader and len(self.isr) < self.min_isr
+
+    def follower_lag(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.tp}, leader={self.leader_id}, epoch={self.leader_epoch}, "
+                f"isr={list(self.isr)}, leo={self.log_end_offset}, hw={self.high_watermark})")

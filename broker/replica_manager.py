@@ -1,0 +1,513 @@
+"""The replica manager: the broker's partitions and the replication protocol around them.
+
+Kafka's ReplicaManager for ZooKeeper mode: LeaderAndIsr makes this broker leader or follower of
+partitions (fenced by controller epoch, broker epoch and leader epoch), StopReplica stops and
+maybe deletes them, Produce appends as leader (acks 0/1/all, min.insync.replicas, completion when
+the HW passes the batch), Fetch serves followers up to the LEO and consumers up to the HW with
+long polling, and the isr-expiration task shrinks the ISR while follower fetches expand it —
+both through AlterPartition to the controller.
+
+Ordering rules that bind (write them where they bind, as etcd's raft does):
+- The leader updates a follower's fetch state before reading for it, and advances the HW only
+  from fetch offsets, i.e. from what followers have already appended (they fetch again only
+  after appending), so the HW never exceeds a replica's log.
+- A follower truncates (diverging epoch) before it appends anything fetched from a new leader.
+- All log mutations for a partition run on its log dir's single executor thread, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from broker.metadata_cache import MetadataCache
+from broker.metrics import BrokerMetrics
+from broker.partition import Partition
+from broker.storage.errors import KafkaStorageError
+from broker.storage.log import RecordTooLargeError
+from broker.storage.log_manager import LogManager
+from broker.truncation import leader_divergence
+from common.config import Config
+from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
+from common.names import TopicPartition
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RequestError(ReplogError):
+    """A whole-request failure (stale controller epoch, stale broker epoch...)."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.error_code = code
+
+
+@dataclass
+class ProduceResult:
+    error: ErrorCode = ErrorCode.NONE
+    message: str = ""
+    base_offset: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass
+class FetchResult:
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+    diverging: tuple[int, int] | None = None
+    leader_id: int = -1
+    leader_epoch: int = -1
+    message: str = ""
+
+
+@dataclass
+class FetchPartitionRequest:
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int | None = None
+    last_fetched_epoch: int | None = None
+    log_start_offset: int = -1
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, config: Config, log_manager: LogManager,
+                 metadata: MetadataCache, metrics: BrokerMetrics, events,
+                 topic_config_loader: Callable[[str], Awaitable[dict[str, str]]] | None = None,
+                 clock: Callable[[], int] = now_ms):
+        self.broker_id = broker_id
+        self.config = config
+        self.log_manager = log_manager
+        self.metadata = metadata
+        self.metrics = metrics
+        self.events = events
+        self.clock = clock
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.controller_epoch = -1
+        self.broker_epoch = -1
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self._load_topic_config = topic_config_loader
+        self.fetcher_manager = None  # set by the server (broker.fetcher.ReplicaFetcherManager)
+        self.alter_partition = None  # set by the server (broker.alter_partition)
+        self.lag_max_ms = config["replica.lag.time.max.ms"]
+        self._read_pool = None
+        self._register_gauges()
+
+    # ------------------------------------------------------------------ metrics
+
+    def _register_gauges(self) -> None:
+        m = self.metrics
+        parts = lambda: list(self.partitions.values())  # noqa: E731 - snapshot for scrapes
+        m.gauge("kafka_server_replicamanager_partitioncount", "partitions on this broker",
+                lambda: len(parts()))
+        m.gauge("kafka_server_replicamanager_leadercount", "partitions led by this broker",
+                lambda: sum(p.is_leader for p in parts()))
+        m.gauge("kafka_server_replicamanager_underreplicatedpartitions",
+                "led partitions whose ISR is smaller than their replicas",
+                lambda: sum(p.under_replicated for p in parts()))
+        m.gauge("kafka_server_replicamanager_underminisrpartitioncount",
+                "led partitions whose ISR is smaller than min.insync.replicas",
+                lambda: sum(p.under_min_isr for p in parts()))
+        m.gauge("kafka_server_replicamanager_offlinereplicacount",
+                "replicas in offline log dirs",
+                lambda: sum(p.log is None and not p.stopped for p in parts()))
+        m.gauge("kafka_log_logmanager_offlinelogdirectorycount", "offline log dirs",
+                lambda: len(self.log_manager.offline_dirs))
+
+    # ------------------------------------------------------------------ controller requests
+
+    def _check_controller(self, controller_epoch: int, broker_epoch: int) -> None:
+        if controller_epoch < self.controller_epoch:
+            raise RequestError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                               f"controller epoch {controller_epoch} is older than "
+                               f"{self.controller_epoch}")
+        if broker_epoch >= 0 and self.broker_epoch >= 0 and broker_epoch != self.broker_epoch:
+            raise RequestError(ErrorCode.STALE_BROKER_EPOCH,
+                               f"broker epoch {broker_epoch} is not this broker's epoch "
+                               f"{self.broker_epoch}")
+        self.controller_epoch = controller_epoch
+
+    async def _topic_config(self, topic: str) -> dict[str, str]:
+        if topic not in self.topic_configs:
+            cfg = {}
+            if self._load_topic_config is not None:
+                try:
+                    cfg = await self._load_topic_config(topic)
+                except Exception:  # noqa: BLE001 - ZooKeeper hiccup: fall back to defaults
+                    cfg = {}
+            self.topic_configs[topic] = cfg
+        return self.topic_configs[topic]
+
+    def _min_isr(self, topic: str) -> int:
+        raw = self.topic_configs.get(topic, {}).get("min.insync.replicas")
+        try:
+            return max(1, int(raw)) if raw is not None else self.config["min.insync.replicas"]
+        except ValueError:
+            return self.config["min.insync.replicas"]
+
+    async def leader_and_isr(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
+        """Kafka's becomeLeaderOrFollower."""
+        self._check_controller(req.controller_epoch, req.broker_epoch)
+        results: list[tuple[TopicPartition, ErrorCode]] = []
+        now = self.clock()
+        to_follow: dict[TopicPartition, Partition] = {}
+        for s in req.partition_states:
+            tp = TopicPartition(s.topic, s.partition)
+            if self.broker_id not in s.replicas:
+                results.append((tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            p = self.partitions.get(tp)
+            if p is not None and p.log is not None and not p.stopped:
+                if s.leader_epoch < p.leader_epoch or (
+                        s.leader_epoch == p.leader_epoch and s.partition_epoch <= p.partition_epoch):
+                    results.append((tp, ErrorCode.STALE_CONTROLLER_EPOCH))
+                    continue
+            if p is None:
+                p = self.partitions[tp] = Partition(tp, self.broker_id)
+            if s.topic in req.topic_ids:
+                p.topic_id = req.topic_ids[s.topic]
+            await self._topic_config(s.topic)
+            p.min_isr = self._min_isr(s.topic)
+            try:
+                if p.log is None:
+                    p.log = self.log_manager.get_log(tp) or await asyncio.get_running_loop() \
+                        .run_in_executor(None, self.log_manager.get_or_create_log, tp)
+            except KafkaStorageError as e:
+                self.events.error("replica_creation_failed", partition=str(tp), error=str(e))
+                results.append((tp, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
+            was_leader = p.is_leader
+            new_epoch = s.leader_epoch != p.leader_epoch
+            p.apply_state(leader=s.leader, leader_epoch=s.leader_epoch,
+                          partition_epoch=s.partition_epoch, controller_epoch=s.controller_epoch,
+                          isr=s.isr, replicas=s.replicas, adding=s.adding_replicas,
+                          removing=s.removing_replicas)
+            if s.leader == self.broker_id:
+                if self.fetcher_manager is not None:
+                    self.fetcher_manager.remove_partitions([tp])
+                if new_epoch:
+                    # Kafka writes the new epoch's start offset when becoming leader, so that
+                    # OffsetForLeaderEpoch / diverging-epoch answers are right before any append.
+                    await self.log_manager.run(tp, p.log.epoch_cache.assign, s.leader_epoch,
+                                               p.log.log_end_offset)
+                p.become_leader(now, new_epoch or not was_leader)
+                p.maybe_advance_hw()
+                if new_epoch or not was_leader:
+                    self.events.info("become_leader", partition=str(tp),
+                                     leader_epoch=s.leader_epoch, isr=list(s.isr),
+                                     partition_epoch=s.partition_epoch,
+                                     controller_epoch=req.controller_epoch,
+                                     leo=p.log_end_offset, hw=p.high_watermark)
+            else:
+                if was_leader or new_epoch:
+                    p.become_follower()
+                    to_follow[tp] = p
+                    self.events.info("become_follower", partition=str(tp), leader=s.leader,
+                                     leader_epoch=s.leader_epoch,
+                                     controller_epoch=req.controller_epoch,
+                                     leo=p.log_end_offset)
+            results.append((tp, ErrorCode.NONE))
+        if self.fetcher_manager is not None and to_follow:
+            self.fetcher_manager.remove_partitions(list(to_follow))
+            endpoints = {e.broker_id: e for e in req.live_leaders}
+            self.fetcher_manager.add_partitions(
+                {tp: p for tp, p in to_follow.items() if p.leader_id >= 0}, endpoints)
+        return results
+
+    async def stop_replica(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
+        self._check_controller(req.controller_epoch, req.broker_epoch)
+        results = []
+        for s in req.partition_states:
+            tp = TopicPartition(s.topic, s.partition)
+            p = self.partitions.get(tp)
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove_partitions([tp])
+            if p is not None and s.HasField("leader_epoch") and s.leader_epoch >= 0 and \
+                    s.leader_epoch < p.leader_epoch:
+                results.append((tp, ErrorCode.FENCED_LEADER_EPOCH))
+                continue
+            if s.delete_partition:
+                self.partitions.pop(tp, None)
+                if self.log_manager.get_log(tp) is not None:
+                    try:
+                        await self.log_manager.run(tp, self.log_manager.delete_log, tp)
+                    except KafkaStorageError as e:
+                        results.append((tp, ErrorCode.KAFKA_STORAGE_ERROR))
+                        self.events.error("replica_deletion_failed", partition=str(tp),
+                                          error=str(e))
+                        continue
+                self.topic_configs.pop(tp.topic, None)
+                self.events.info("replica_deleted", partition=str(tp))
+            elif p is not None:
+                p.stopped = True
+                p.become_follower()
+                self.events.info("replica_stopped", partition=str(tp),
+                                 leader_epoch=p.leader_epoch)
+            results.append((tp, ErrorCode.NONE))
+        return results
+
+    def update_metadata(self, req) -> None:
+        self._check_controller(req.controller_epoch, req.broker_epoch)
+        self.metadata.update(req)
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.update_endpoints(self.metadata.brokers)
+
+    # ------------------------------------------------------------------ produce
+
+    async def produce(self, acks: int, timeout_ms: int,
+                      entries: list[tuple[TopicPartition, bytes]]) -> list[ProduceResult]:
+        if acks not in (-1, 0, 1):
+            raise RequestError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, "
+                               f"got {acks}")
+        self.metrics.produce_requests.inc()
+        appended = await asyncio.gather(*(self._append(tp, records, acks)
+                                          for tp, records in entries))
+        if acks != -1:
+            return [r for r, _ in appended]
+        deadline = time.monotonic() + timeout_ms / 1000
+        return list(await asyncio.gather(*(self._await_replication(tp, res, end, deadline)
+                                           for (tp, _), (res, end) in zip(entries, appended))))
+
+    async def _append(self, tp: TopicPartition, records: bytes, acks: int
+                      ) -> tuple[ProduceResult, tuple[int, int]]:
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER if tp in self.metadata.partitions else \
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return ProduceResult(code, f"this broker has no replica of {tp}"
+                                 if code == ErrorCode.NOT_LEADER_OR_FOLLOWER else
+                                 f"unknown topic or partition {tp}"), (-1, -1)
+        if not p.is_leader:
+            return ProduceResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 f"broker {self.broker_id} is not the leader of {tp}"), (-1, -1)
+        if acks == -1 and len(p.isr) < p.min_isr:
+            return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                 f"the ISR of {tp} {list(p.isr)} is smaller than "
+                                 f"min.insync.replicas={p.min_isr}"), (-1, -1)
+        epoch = p.leader_epoch
+        try:
+            info = await self.log_manager.run(tp, p.log.append_as_leader, records, epoch)
+        except (CorruptRecordError, RecordTooLargeError) as e:
+            return ProduceResult(e.error_code, str(e)), (-1, -1)
+        except KafkaStorageError as e:
+            self.events.error("append_failed", partition=str(tp), log_dir=e.log_dir,
+                              error=str(e))
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, str(e)), (-1, -1)
+        self.metrics.bytes_in.inc(info.valid_bytes)
+        p.data.notify()
+        p.maybe_advance_hw()
+        return (ProduceResult(ErrorCode.NONE, "", info.first_offset, p.log.log_start_offset),
+                (epoch, info.last_offset + 1))
+
+    async def _await_replication(self, tp: TopicPartition, res: ProduceResult,
+                                 end: tuple[int, int], deadline: float) -> ProduceResult:
+        """Kafka's DelayedProduce: done when the HW reaches the batch's end, failed when the
+        leadership moved or the ISR fell below min.insync.replicas."""
+        if res.error != ErrorCode.NONE:
+            return res
+        epoch, end_offset = end
+        p = self.partitions.get(tp)
+        while True:
+            if p is None or self.partitions.get(tp) is not p or not p.is_leader or \
+                    p.leader_epoch != epoch:
+                return ProduceResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                     f"leadership of {tp} changed before the records were "
+                                     f"replicated")
+            waiter = p.hw_moved.future()
+            if p.high_watermark >= end_offset:
+                return res
+            if len(p.isr) < p.min_isr:
+                return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                                     f"the ISR of {tp} shrank to {list(p.isr)} below "
+                                     f"min.insync.replicas={p.min_isr} after the append")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return ProduceResult(ErrorCode.REQUEST_TIMED_OUT,
+                                     f"records of {tp} were not replicated to the ISR in time")
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    # ------------------------------------------------------------------ fetch
+
+    async def fetch(self, replica_id: int, broker_epoch: int, max_wait_ms: int, min_bytes: int,
+                    max_bytes: int, parts: list[FetchPartitionRequest]) -> list[FetchResult]:
+        """Serve a follower (replica_id >= 0: up to the LEO) or consumer (up to the HW) fetch,
+        waiting up to max_wait_ms for min_bytes (Kafka's DelayedFetch)."""
+        deadline = time.monotonic() + max_wait_ms / 1000
+        while True:
+            waiters = []
+            for fp in parts:
+                p = self.partitions.get(fp.tp)
+                if p is not None:
+                    waiters.append(p.data.future() if replica_id >= 0 else p.hw_moved.future())
+            results = await self._read_all(replica_id, broker_epoch, max_bytes, parts)
+            total = sum(len(r.records) for r in results)
+            errors = any(r.error != ErrorCode.NONE or r.diverging for r in results)
+            remaining = deadline - time.monotonic()
+            if total >= min_bytes or errors or remaining <= 0 or not waiters:
+                return results
+            await asyncio.wait(waiters, timeout=remaining)
+            if time.monotonic() >= deadline:
+                # one last read at the deadline, like Kafka's forceComplete
+                return await self._read_all(replica_id, broker_epoch, max_bytes, parts)
+
+    async def _read_all(self, replica_id: int, broker_epoch: int, max_bytes: int,
+                        parts: list[FetchPartitionRequest]) -> list[FetchResult]:
+        budget = max_bytes
+        out = []
+        for fp in parts:
+            r = await self._read_one(replica_id, broker_epoch, fp, min(fp.max_bytes, budget),
+                                     first=not out or all(not x.records for x in out))
+            budget = max(0, budget - len(r.records))
+            out.append(r)
+        return out
+
+    async def _read_one(self, replica_id: int, broker_epoch: int, fp: FetchPartitionRequest,
+                        max_bytes: int, first: bool) -> FetchResult:
+        tp = fp.tp
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                               if tp not in self.metadata.partitions
+                               else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if not p.is_leader:
+            return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_id=p.leader_id,
+                               leader_epoch=p.leader_epoch)
+        if fp.current_leader_epoch is not None and fp.current_leader_epoch >= 0:
+            if fp.current_leader_epoch < p.leader_epoch:
+                return FetchResult(ErrorCode.FENCED_LEADER_EPOCH, leader_id=p.leader_id,
+                                   leader_epoch=p.leader_epoch)
+            if fp.current_leader_epoch > p.leader_epoch:
+                return FetchResult(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        log = p.log
+        if replica_id >= 0:
+            div = leader_divergence(fp.last_fetched_epoch, fp.fetch_offset,
+                                    log.end_offset_for_epoch(fp.last_fetched_epoch)
+                                    if fp.last_fetched_epoch is not None and
+                                    fp.last_fetched_epoch >= 0 else (-1, -1))
+            if div is not None:
+                return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
+                                   diverging=(div.epoch, div.end_offset))
+            if replica_id in p.replicas and fp.fetch_offset <= log.log_end_offset:
+                p.record_follower_fetch(replica_id, fp.fetch_offset, fp.log_start_offset,
+                                        self.clock(), broker_epoch)
+                if p.isr_expansion_candidate(replica_id) and self.alter_partition is not None:
+                    self.alter_partition.expand_isr(p, replica_id)
+                p.maybe_advance_hw()
+            upper = log.log_end_offset
+        else:
+            upper = p.high_watermark
+        try:
+            data = await asyncio.get_running_loop().run_in_executor(
+                self._read_pool, log.read, fp.fetch_offset, max_bytes, upper, first)
+        except OffsetOutOfRangeError as e:
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
+                               log.log_start_offset, leader_id=p.leader_id,
+                               leader_epoch=p.leader_epoch, message=str(e))
+        except KafkaStorageError as e:
+            self.events.error("read_failed", partition=str(tp), log_dir=e.log_dir, error=str(e))
+            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, data,
+                           leader_id=p.leader_id, leader_epoch=p.leader_epoch)
+
+    # ------------------------------------------------------------------ offsets
+
+    def list_offset(self, tp: TopicPartition, timestamp: int, current_leader_epoch: int | None,
+                    replica_id: int) -> tuple[ErrorCode, int, int]:
+        """(error, offset, leader epoch) for latest (-1) or earliest (-2); consumers see the HW
+        as "latest", replicas the LEO (Kafka's rule)."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+        if not p.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
+        if current_leader_epoch is not None and current_leader_epoch >= 0 and \
+                current_leader_epoch != p.leader_epoch:
+            return (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < p.leader_epoch
+                    else ErrorCode.UNKNOWN_LEADER_EPOCH), -1, -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return ErrorCode.NONE, p.log.log_start_offset, p.leader_epoch
+        if timestamp == LATEST_TIMESTAMP:
+            off = p.log.log_end_offset if replica_id >= 0 else p.high_watermark
+            return ErrorCode.NONE, off, p.leader_epoch
+        return ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1
+
+    def offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int | None,
+                                leader_epoch: int) -> tuple[ErrorCode, int, int]:
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+        if not p.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
+        if current_leader_epoch is not None and current_leader_epoch >= 0:
+            if current_leader_epoch < p.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH, -1, -1
+            if current_leader_epoch > p.leader_epoch:
+                return ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1
+        epoch, end = p.log.end_offset_for_epoch(leader_epoch)
+        return ErrorCode.NONE, epoch, end
+
+    def replica_log_info(self, tp: TopicPartition) -> tuple[ErrorCode, int, int, int]:
+        """KIP-966 GetReplicaLogInfo: (error, last written leader epoch, current leader epoch,
+        log end offset)."""
+        p = self.partitions.get(tp)
+        log = p.log if p is not None else self.log_manager.get_log(tp)
+        if log is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
+        return (ErrorCode.NONE, log.latest_epoch,
+                p.leader_epoch if p is not None else -1, log.log_end_offset)
+
+    # ------------------------------------------------------------------ background
+
+    async def isr_expiration_loop(self) -> None:
+        """Kafka's isr-expiration task, every replica.lag.time.max.ms / 2."""
+        interval = max(0.05, self.lag_max_ms / 2000)
+        while True:
+            await asyncio.sleep(interval)
+            self.maybe_shrink_isr()
+
+    def maybe_shrink_isr(self) -> None:
+        now = self.clock()
+        for p in list(self.partitions.values()):
+            out = p.out_of_sync(now, self.lag_max_ms)
+            if out and self.alter_partition is not None:
+                self.alter_partition.shrink_isr(p, out, now)
+
+    async def checkpoint_loop(self) -> None:
+        interval = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            await self.checkpoint()
+
+    async def checkpoint(self) -> None:
+        for d in self.log_manager.online_dirs:
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    d.executor, self.log_manager.checkpoint, d)
+            except KafkaStorageError as e:
+                self.events.error("checkpoint_failed", log_dir=d.path, error=str(e))
+
+    async def retention_loop(self) -> None:
+        interval = self.config["log.retention.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                deleted = await asyncio.get_running_loop().run_in_executor(
+                    None, self.log_manager.cleanup)
+            except KafkaStorageError as e:
+                self.events.error("retention_failed", log_dir=e.log_dir, error=str(e))
+                continue
+            for tp, bases in deleted.items():
+                self.events.info("segments_deleted", partition=str(tp), base_offsets=bases)
+

@@ -1,0 +1,266 @@
+"""The broker process (``replog broker --config FILE``): wiring and lifecycle only.
+
+Start-up order (each step needs the previous one):
+  1. ZooKeeper session; the cluster id (created by the first broker, as in Kafka).
+  2. Log dirs loaded and recovered (meta.properties must match broker.id and cluster.id).
+  3. gRPC server serving (Broker service + standard health) and /metrics.
+  4. Registration ``/brokers/ids/<id>`` (ephemeral; its czxid is the broker epoch) — only now,
+     so that the controller can reach every broker it sees registered.
+Shut-down on SIGTERM/SIGINT: controlled shutdown first (``controlled.shutdown.enable``: the
+controller moves this broker's leaderships away and the broker exits only after that), then
+fetchers, gRPC, logs (clean-shutdown marker), and the ZooKeeper session last.
+A ZooKeeper session loss re-registers with a new broker epoch once reconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import signal
+import sys
+import time
+import uuid
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from kazoo.exceptions import NodeExistsError
+
+from broker.alter_partition import AlterPartitionManager
+from broker.controller_client import ControllerClient
+from broker.fetcher import GRPC_OPTIONS, ReplicaFetcherManager
+from broker.metadata_cache import MetadataCache
+from broker.metrics import BrokerMetrics
+from broker.replica_manager import ReplicaManager
+from broker.servicer import BrokerServicer
+from broker.storage.log_manager import LogManager
+from common import zk_layout as zl
+from common.config import Config
+from common.observability import (configure_event_log, quiet_third_party_logs,
+                                  start_metrics_endpoint)
+from common.rpc import replog_pb2 as pb
+from common.rpc import replog_pb2_grpc
+from common.zk import AsyncZk
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class BrokerServer:
+    def __init__(self, config: Config):
+        self.config = config
+        self.broker_id = config["broker.id"]
+        self.events = configure_event_log(config["event.log.file"], "broker",
+                                          broker=self.broker_id)
+        self.metrics = BrokerMetrics(self.broker_id)
+        self.zk = AsyncZk(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
+                          config["zookeeper.connection.timeout.ms"])
+        self.metadata = MetadataCache()
+        self.controller = ControllerClient()
+        self.stopping = asyncio.Event()
+        self.log_manager: LogManager | None = None
+        self.rm: ReplicaManager | None = None
+        self.server: grpc.aio.Server | None = None
+        self.host = "127.0.0.1"
+        self.port = -1
+        self.metrics_port: int | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._session_lost = False
+
+    # ------------------------------------------------------------------ start
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        await self.zk.start()
+        self.zk.on_state_change(self._on_zk_state)
+        for path in zl.PERSISTENT_PATHS:
+            await self.zk.ensure_path(path)
+        cluster_id = await self._cluster_id()
+        self.metadata.cluster_id = cluster_id
+        self.log_manager = LogManager(self.config["log.dirs"], self.broker_id,
+                                      self.config.log_config(), cluster_id=cluster_id)
+        await loop.run_in_executor(None, self.log_manager.startup)
+        for d in self.log_manager.offline_dirs:
+            self.events.error("log_dir_offline", log_dir=d.path, error=d.error)
+
+        self.rm = ReplicaManager(self.broker_id, self.config, self.log_manager, self.metadata,
+                                 self.metrics, self.events, self._load_topic_config)
+        self.rm.fetcher_manager = ReplicaFetcherManager(
+            self.broker_id, lambda: self.rm.broker_epoch, self.config, self.log_manager,
+            self.metrics, self.events)
+        self.rm.alter_partition = AlterPartitionManager(
+            self.broker_id, lambda: self.rm.broker_epoch, self.controller, self.metrics,
+            self.events)
+        self.rm.alter_partition.start()
+
+        listener = (self.config["advertised.listeners"] or self.config["listeners"])[0]
+        bind = self.config["listeners"][0]
+        self.server = grpc.aio.server(options=GRPC_OPTIONS)
+        replog_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(self.rm, self.broker_id),
+                                                     self.server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        port = self.server.add_insecure_port(bind)
+        if port == 0:
+            raise OSError(f"cannot listen on {bind}")
+        await self.server.start()
+        self.host = listener.rsplit(":", 1)[0]
+        if self.host in ("0.0.0.0", ""):
+            self.host = "127.0.0.1"
+        self.port = port
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        await self.health.set("replog.v1.Broker", health_pb2.HealthCheckResponse.SERVING)
+        if self.config["metrics.port"] is not None:
+            self.metrics_port = start_metrics_endpoint(self.metrics.registry,
+                                                       self.config["metrics.port"])
+
+        await self._register()
+        await self._refresh_controller()
+        self._tasks = [loop.create_task(c, name=n) for n, c in (
+            ("isr-expiration", self.rm.isr_expiration_loop()),
+            ("hw-checkpoint", self.rm.checkpoint_loop()),
+            ("log-retention", self.rm.retention_loop()))]
+        self.events.info("broker_started", address=f"{self.host}:{self.port}",
+                         broker_epoch=self.rm.broker_epoch, metrics_port=self.metrics_port,
+                         log_dirs=[d.path for d in self.log_manager.dirs],
+                         clean_shutdown=self.log_manager.had_clean_shutdown)
+        print(f"replog broker {self.broker_id} listening on {self.host}:{self.port}"
+              + (f", metrics on :{self.metrics_port}" if self.metrics_port else ""), flush=True)
+
+    async def _cluster_id(self) -> str:
+        got = await self.zk.get_or_none(zl.CLUSTER_ID)
+        if got is None:
+            try:
+                await self.zk.create(zl.CLUSTER_ID, zl.encode_cluster_id(new_cluster_id()))
+            except NodeExistsError:
+                pass
+            got = await self.zk.get(zl.CLUSTER_ID)
+        return zl.decode_cluster_id(got[0])
+
+    async def _register(self) -> None:
+        lm = self.log_manager
+        reg = zl.BrokerRegistration(
+            self.broker_id, self.host, self.port, self.config["broker.rack"],
+            tuple(zl.LogDirInfo(d.path, d.directory_id or "", d.online) for d in lm.dirs),
+            lm.had_clean_shutdown,
+            f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None,
+            int(time.time() * 1000))
+        path = zl.broker_path(self.broker_id)
+        deadline = time.monotonic() + self.config["zookeeper.session.timeout.ms"] / 1000 + 5
+        while True:
+            try:
+                await self.zk.create(path, zl.encode_broker(reg), ephemeral=True)
+                break
+            except NodeExistsError:
+                # Our previous session's ephemeral node lingers until that session expires.
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+        stat = await self.zk.exists(path)
+        self.rm.broker_epoch = stat.czxid
+        self.events.info("broker_registered", broker_epoch=stat.czxid,
+                         clean_shutdown=lm.had_clean_shutdown)
+
+    async def _load_topic_config(self, topic: str) -> dict[str, str]:
+        got = await self.zk.get_or_none(zl.topic_config_path(topic))
+        return zl.decode_topic_config(got[0]) if got else {}
+
+    # ------------------------------------------------------------------ controller tracking
+
+    async def _refresh_controller(self, _event=None) -> None:
+        watch = self.zk.watcher(self._on_controller_event)
+        got = await self.zk.get_or_none(zl.CONTROLLER, watch=watch)
+        if got is None:
+            if await self.zk.exists(zl.CONTROLLER, watch=watch) is not None:
+                await self._refresh_controller()
+                return
+            self.controller.set_controller(-1, None)
+            return
+        info = zl.decode_controller(got[0])
+        self.controller.set_controller(info.controller_id, info.address)
+
+    def _on_controller_event(self, _event) -> None:
+        if not self.stopping.is_set():
+            asyncio.ensure_future(self._refresh_controller())
+
+    def _on_zk_state(self, state: str) -> None:
+        if state == "LOST":
+            self._session_lost = True
+            self.events.warning("zookeeper_session_lost")
+        elif state == "CONNECTED" and self._session_lost and not self.stopping.is_set():
+            self._session_lost = False
+            asyncio.ensure_future(self._reregister())
+
+    async def _reregister(self) -> None:
+        try:
+            await self._register()
+            await self._refresh_controller()
+        except Exception as e:  # noqa: BLE001 - keep serving; the next state change retries
+            self.events.error("reregistration_failed", error=str(e))
+
+    # ------------------------------------------------------------------ stop
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move leadership away; True once nothing is left to move."""
+        retries = self.config["controlled.shutdown.max.retries"]
+        backoff = min(self.config["controlled.shutdown.retry.backoff.ms"] / 1000, 1.0)
+        for attempt in range(retries + 1):
+            try:
+                resp = await self.controller.stub().ControlledShutdown(
+                    pb.ControlledShutdownRequest(broker_id=self.broker_id,
+                                                 broker_epoch=self.rm.broker_epoch), timeout=30)
+                remaining = [f"{p.topic}-{p.partition}" for p in resp.remaining_partitions]
+                self.events.info("controlled_shutdown_response", attempt=attempt,
+                                 remaining=remaining[:20], remaining_count=len(remaining))
+                if not remaining:
+                    return True
+            except Exception as e:  # noqa: BLE001 - no controller / transport: retry
+                self.events.warning("controlled_shutdown_failed", attempt=attempt,
+                                    error=str(e)[:200])
+            await asyncio.sleep(backoff)
+        return False
+
+    async def stop(self) -> None:
+        self.stopping.set()
+        if self.rm is not None and self.config["controlled.shutdown.enable"] and \
+                self.rm.broker_epoch >= 0:
+            ok = await self.controlled_shutdown()
+            self.events.info("controlled_shutdown_done", succeeded=ok)
+        for t in self._tasks:
+            t.cancel()
+        if self.rm is not None:
+            await self.rm.fetcher_manager.shutdown()
+            await self.rm.alter_partition.stop()
+        if self.server is not None:
+            await self.health.enter_graceful_shutdown()
+            await self.server.stop(grace=1.0)
+        if self.log_manager is not None:
+            if self.rm is not None:
+                await self.rm.checkpoint()
+            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        await self.controller.close()
+        try:
+            await self.zk.stop()
+        except Exception:  # noqa: BLE001 - the session is going away anyway
+            pass
+        self.events.info("broker_stopped")
+
+    async def main(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        try:
+            await self.start()
+        except Exception as e:
+            self.events.error("broker_start_failed", error=str(e))
+            print(f"Error: broker {self.broker_id} failed to start: {e}", file=sys.stderr)
+            await self.stop()
+            return 1
+        await self.stopping.wait()
+        await self.stop()
+        return 0
+
+
+def run(config: Config) -> int:
+    quiet_third_party_logs()
+    return asyncio.run(BrokerServer(config).main())

@@ -1,0 +1,281 @@
+"""The Broker gRPC service: translates wire messages to replica-manager calls and back.
+
+No decisions here. Input is validated (C11: sizes, names, acks); per-partition outcomes carry
+Kafka error codes; whole-request failures become gRPC status codes with the Kafka code in the
+trailing metadata key ``replog-error-code`` (proto/replog/v1/replog.proto, conventions).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import grpc
+
+from broker.replica_manager import FetchPartitionRequest, ReplicaManager, RequestError
+from common.errors import ErrorCode, InvalidTopicError
+from common.names import TopicPartition, validate_topic
+from common.rpc import replog_pb2 as pb
+from common.rpc import replog_pb2_grpc
+
+ERROR_CODE_KEY = "replog-error-code"
+_STATUS = {
+    ErrorCode.STALE_CONTROLLER_EPOCH: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.STALE_BROKER_EPOCH: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.NOT_CONTROLLER: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.INVALID_REQUIRED_ACKS: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+}
+
+
+async def abort(context, code: ErrorCode, message: str):
+    context.set_trailing_metadata(((ERROR_CODE_KEY, str(int(code))),))
+    await context.abort(_STATUS.get(code, grpc.StatusCode.INVALID_ARGUMENT), message)
+
+
+def _endpoints(rm: ReplicaManager) -> list:
+    return [pb.BrokerEndpoint(broker_id=e.broker_id, host=e.host, port=e.port,
+                              listener="PLAINTEXT", **({"rack": e.rack} if e.rack else {}))
+            for e in rm.metadata.brokers.values()]
+
+
+class BrokerServicer(replog_pb2_grpc.BrokerServicer):
+    def __init__(self, rm: ReplicaManager, broker_id: int):
+        self.rm = rm
+        self.broker_id = broker_id
+
+    async def _guard(self, context, fn):
+        try:
+            return await fn()
+        except RequestError as e:
+            await abort(context, e.error_code, str(e))
+
+    # ------------------------------------------------------------------ data plane
+
+    async def Produce(self, request, context):
+        entries = []
+        for t in request.topic_data:
+            try:
+                validate_topic(t.topic)
+            except InvalidTopicError as e:
+                await abort(context, ErrorCode.INVALID_REQUEST, str(e))
+            for pd in t.partition_data:
+                if pd.partition < 0:
+                    await abort(context, ErrorCode.INVALID_REQUEST,
+                                f"partition {pd.partition} of {t.topic} is negative")
+                entries.append((TopicPartition(t.topic, pd.partition), pd.records))
+        if request.timeout_ms < 0:
+            await abort(context, ErrorCode.INVALID_REQUEST, "timeout_ms is negative")
+
+        async def go():
+            results = await self.rm.produce(request.acks, request.timeout_ms or 30000, entries)
+            by_topic: dict[str, list] = {}
+            for (tp, _), r in zip(entries, results):
+                pr = pb.ProducePartitionResponse(partition=tp.partition, error_code=int(r.error),
+                                                 error_message=r.message,
+                                                 base_offset=r.base_offset,
+                                                 log_append_time_ms=-1,
+                                                 log_start_offset=r.log_start_offset)
+                if r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    info = self.rm.metadata.partitions.get(tp)
+                    if info is not None:
+                        pr.current_leader.CopyFrom(pb.LeaderAndEpoch(
+                            leader_id=info.leader, leader_epoch=info.leader_epoch))
+                by_topic.setdefault(tp.topic, []).append(pr)
+            return pb.ProduceResponse(responses=[
+                pb.ProduceTopicResponse(topic=t, partition_responses=ps)
+                for t, ps in by_topic.items()])
+        return await self._guard(context, go)
+
+    async def Fetch(self, request, context):
+        replica_id = request.replica_state.broker_id if request.HasField("replica_state") else -1
+        broker_epoch = request.replica_state.broker_epoch \
+            if request.HasField("replica_state") else -1
+        if request.max_wait_ms < 0 or request.max_wait_ms > 60000:
+            await abort(context, ErrorCode.INVALID_REQUEST, "max_wait_ms must be 0..60000")
+        parts = []
+        for t in request.topics:
+            for fp in t.partitions:
+                if fp.fetch_offset < 0 or fp.partition < 0:
+                    await abort(context, ErrorCode.INVALID_REQUEST,
+                                f"negative fetch offset or partition for {t.topic}")
+                parts.append(FetchPartitionRequest(
+                    TopicPartition(t.topic, fp.partition), fp.fetch_offset,
+                    max(0, min(fp.partition_max_bytes or (1 << 20), 64 << 20)),
+                    fp.current_leader_epoch if fp.HasField("current_leader_epoch") else None,
+                    fp.last_fetched_epoch if fp.HasField("last_fetched_epoch") else None,
+                    fp.log_start_offset if fp.HasField("log_start_offset") else -1))
+        max_bytes = max(1, min(request.max_bytes or (50 << 20), 64 << 20))
+        results = await self.rm.fetch(replica_id, broker_epoch, request.max_wait_ms,
+                                      max(request.min_bytes, 0), max_bytes, parts)
+        by_topic: dict[str, list] = {}
+        for fp, r in zip(parts, results):
+            pr = pb.FetchPartitionResponse(partition=fp.tp.partition, error_code=int(r.error),
+                                           high_watermark=r.high_watermark,
+                                           last_stable_offset=r.high_watermark,
+                                           log_start_offset=r.log_start_offset,
+                                           records=bytes(r.records))
+            if r.diverging is not None:
+                pr.diverging_epoch.CopyFrom(pb.EpochEndOffset(epoch=r.diverging[0],
+                                                              end_offset=r.diverging[1]))
+            if r.error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+                info = self.rm.metadata.partitions.get(fp.tp)
+                if info is not None:
+                    pr.current_leader.CopyFrom(pb.LeaderAndEpoch(leader_id=info.leader,
+                                                                 leader_epoch=info.leader_epoch))
+            by_topic.setdefault(fp.tp.topic, []).append(pr)
+        return pb.FetchResponse(responses=[pb.FetchTopicResponse(topic=t, partitions=ps)
+                                           for t, ps in by_topic.items()])
+
+    async def ListOffsets(self, request, context):
+        replica_id = request.replica_id if request.HasField("replica_id") else -1
+        out = []
+        for t in request.topics:
+            ps = []
+            for p in t.partitions:
+                code, offset, epoch = self.rm.list_offset(
+                    TopicPartition(t.topic, p.partition), p.timestamp,
+                    p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
+                    replica_id)
+                ps.append(pb.ListOffsetsPartitionResponse(partition=p.partition,
+                                                          error_code=int(code), timestamp=-1,
+                                                          offset=offset, leader_epoch=epoch))
+            out.append(pb.ListOffsetsTopicResponse(topic=t.topic, partitions=ps))
+        return pb.ListOffsetsResponse(topics=out)
+
+    async def OffsetForLeaderEpoch(self, request, context):
+        out = []
+        for t in request.topics:
+            ps = []
+            for p in t.partitions:
+                code, epoch, end = self.rm.offset_for_leader_epoch(
+                    TopicPartition(t.topic, p.partition),
+                    p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
+                    p.leader_epoch)
+                ps.append(pb.OffsetForLeaderPartitionResult(partition=p.partition,
+                                                            error_code=int(code),
+                                                            leader_epoch=epoch, end_offset=end))
+            out.append(pb.OffsetForLeaderTopicResult(topic=t.topic, partitions=ps))
+        return pb.OffsetForLeaderEpochResponse(topics=out)
+
+    async def Metadata(self, request, context):
+        md = self.rm.metadata
+        if request.all_topics:
+            topics = md.topics()
+        else:
+            topics = list(dict.fromkeys(request.topics))
+        resp = pb.MetadataResponse(brokers=_endpoints(self.rm), cluster_id=md.cluster_id,
+                                   controller_id=md.controller_id)
+        if md.controller is not None:
+            resp.controller.CopyFrom(pb.BrokerEndpoint(broker_id=md.controller.broker_id,
+                                                       host=md.controller.host,
+                                                       port=md.controller.port))
+        live = set(md.brokers)
+        for topic in topics:
+            try:
+                validate_topic(topic)
+            except InvalidTopicError:
+                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION)))
+                continue
+            parts = md.partitions_of(topic)
+            if not parts:
+                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+                continue
+            mt = pb.MetadataTopic(topic=topic, topic_id=md.topic_ids.get(topic, ""))
+            if request.include_topic_configs:
+                mt.configs.update(self.rm.topic_configs.get(topic, {}))
+            for pid, info in sorted(parts.items()):
+                offline = [b for b in info.replicas if b not in live] or list(
+                    info.offline_replicas)
+                mt.partitions.append(pb.MetadataPartition(
+                    error_code=int(ErrorCode.LEADER_NOT_AVAILABLE if info.leader < 0
+                                   else ErrorCode.NONE),
+                    partition=pid, leader_id=info.leader, leader_epoch=info.leader_epoch,
+                    replicas=info.replicas, isr=info.isr, elr=info.elr,
+                    last_known_elr=info.last_known_elr, offline_replicas=offline,
+                    adding_replicas=info.adding_replicas,
+                    removing_replicas=info.removing_replicas))
+            resp.topics.append(mt)
+        return resp
+
+    async def GetReplicaLogInfo(self, request, context):
+        if request.broker_id != self.broker_id:
+            await abort(context, ErrorCode.INVALID_REQUEST,
+                        f"request for broker {request.broker_id} sent to broker "
+                        f"{self.broker_id}")
+        if request.broker_epoch >= 0 and request.broker_epoch != self.rm.broker_epoch:
+            await abort(context, ErrorCode.STALE_BROKER_EPOCH,
+                        f"broker epoch {request.broker_epoch} is not {self.rm.broker_epoch}")
+        out = []
+        for t in request.topic_partitions:
+            infos = []
+            for pid in t.partitions:
+                code, last_epoch, cur_epoch, leo = self.rm.replica_log_info(
+                    TopicPartition(t.topic, pid))
+                infos.append(pb.PartitionLogInfo(partition=pid, last_written_leader_epoch=last_epoch,
+                                                 current_leader_epoch=cur_epoch,
+                                                 log_end_offset=leo, error_code=int(code)))
+            out.append(pb.TopicPartitionLogInfo(topic=t.topic, topic_id=t.topic_id,
+                                                partition_log_info=infos))
+        return pb.GetReplicaLogInfoResponse(broker_epoch=self.rm.broker_epoch,
+                                            topic_partition_log_info=out)
+
+    async def DescribeLogDirs(self, request, context):
+        lm = self.rm.log_manager
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+        results = []
+        for d in lm.dirs:
+            r = pb.DescribeLogDirsResult(log_dir=d.path, directory_id=d.directory_id or "",
+                                         offline=not d.online,
+                                         error_code=int(ErrorCode.NONE if d.online
+                                                        else ErrorCode.KAFKA_STORAGE_ERROR))
+            if d.online:
+                try:
+                    usage = shutil.disk_usage(d.path)
+                    r.total_bytes, r.usable_bytes = usage.total, usage.free
+                except OSError:
+                    pass
+                by_topic: dict[str, list] = {}
+                for tp in lm.partitions_in(d):
+                    if wanted and (tp.topic, tp.partition) not in wanted:
+                        continue
+                    log = lm.logs[tp]
+                    p = self.rm.partitions.get(tp)
+                    lag = 0 if p is None or p.is_leader else max(0, p.high_watermark -
+                                                                 log.log_end_offset)
+                    by_topic.setdefault(tp.topic, []).append(pb.DescribeLogDirsPartition(
+                        partition=tp.partition, size=log.size, offset_lag=lag, is_future=False))
+                r.topics.extend(pb.DescribeLogDirsTopic(topic=t, partitions=ps)
+                                for t, ps in sorted(by_topic.items()))
+            results.append(r)
+        return pb.DescribeLogDirsResponse(results=results)
+
+    async def AlterReplicaLogDirs(self, request, context):
+        # Intra-broker moves come with the JBOD issue (C5).
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                            "AlterReplicaLogDirs is not implemented yet (C5)")
+
+    # ------------------------------------------------------------------ controller requests
+
+    async def LeaderAndIsr(self, request, context):
+        async def go():
+            results = await self.rm.leader_and_isr(request)
+            return pb.LeaderAndIsrResponse(partition_errors=[
+                pb.PartitionResult(topic=tp.topic, partition=tp.partition, error_code=int(c))
+                for tp, c in results])
+        return await self._guard(context, go)
+
+    async def StopReplica(self, request, context):
+        async def go():
+            results = await self.rm.stop_replica(request)
+            return pb.StopReplicaResponse(partition_errors=[
+                pb.PartitionResult(topic=tp.topic, partition=tp.partition, error_code=int(c))
+                for tp, c in results])
+        return await self._guard(context, go)
+
+    async def UpdateMetadata(self, request, context):
+        async def go():
+            self.rm.update_metadata(request)
+            return pb.UpdateMetadataResponse()
+        return await self._guard(context, go)

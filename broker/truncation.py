@@ -1,0 +1,54 @@
+"""Where a follower truncates before fetching from a (new) leader — a pure decision.
+
+Kafka (KIP-101, KIP-279, and since 2.7 KIP-595's diverging-epoch field in Fetch): the follower
+sends its last fetched epoch E with its fetch offset; a leader whose log diverges answers with
+``diverging_epoch = (E', end')``: the largest epoch <= E it has and where that epoch ends in its
+log. The follower truncates to the smaller of end' and its own end offset for E'. If the follower
+does not have E' itself, one more round is needed (its new last epoch is older), which the next
+fetch settles. Two replicas therefore never hold different records at one offset.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from broker.storage.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+
+
+class Divergence(NamedTuple):
+    epoch: int
+    end_offset: int
+
+
+def leader_divergence(last_fetched_epoch: int | None, fetch_offset: int,
+                      leader_end_for_epoch: tuple[int, int]) -> Divergence | None:
+    """The leader's check of a follower fetch: ``leader_end_for_epoch`` is the leader's
+    (epoch, end offset) for ``last_fetched_epoch``. Returns the divergence to report, if any."""
+    if last_fetched_epoch is None or last_fetched_epoch < 0:
+        return None
+    epoch, end = leader_end_for_epoch
+    if epoch == UNDEFINED_EPOCH:
+        # The leader knows no epoch that old: the follower must truncate to the leader's start.
+        return Divergence(UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+    if epoch < last_fetched_epoch or end < fetch_offset:
+        return Divergence(epoch, end)
+    return None
+
+
+class TruncationDecision(NamedTuple):
+    offset: int
+    complete: bool  # False: truncate, then fetch again to compare older epochs
+
+
+def follower_truncation(divergence: Divergence, follower_end_for_epoch: tuple[int, int],
+                        follower_leo: int, follower_hw: int) -> TruncationDecision:
+    """Where to truncate after a diverging-epoch answer. ``follower_end_for_epoch`` is the
+    follower's own (epoch, end offset) for ``divergence.epoch``."""
+    if divergence.epoch == UNDEFINED_EPOCH:
+        # Kafka's fallback without epoch information: keep only what was committed.
+        return TruncationDecision(min(follower_hw, follower_leo), True)
+    f_epoch, f_end = follower_end_for_epoch
+    if f_epoch == UNDEFINED_EPOCH:
+        return TruncationDecision(min(follower_hw, follower_leo, divergence.end_offset), True)
+    target = min(divergence.end_offset, f_end, follower_leo)
+    return TruncationDecision(target, f_epoch == divergence.epoch)
