@@ -15,7 +15,10 @@ import sys
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, disable_created_metrics, start_http_server
+
+# Kafka's exporters publish no "_created" series; dashboards do not expect them.
+disable_created_metrics()
 
 
 def configure_event_log(path: str | None, process: str, **context: Any):

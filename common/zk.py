@@ -30,8 +30,23 @@ class AsyncZk:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        await self._loop.run_in_executor(None, self._ensure_chroot)
         self.client.add_listener(self._on_state)
         await self._loop.run_in_executor(None, self.client.start, self.connection_timeout_s)
+
+    def _ensure_chroot(self) -> None:
+        """Create the connect string's chroot (``host:port/replog``) if it is missing, as
+        Kafka's zookeeper.connect expects an existing one but a fresh ensemble has none."""
+        servers, sep, chroot = self.hosts.partition("/")
+        if not sep or not chroot.strip("/"):
+            return
+        bootstrap = KazooClient(hosts=servers)
+        bootstrap.start(self.connection_timeout_s)
+        try:
+            bootstrap.ensure_path("/" + chroot.strip("/"))
+        finally:
+            bootstrap.stop()
+            bootstrap.close()
 
     async def stop(self) -> None:
         loop = asyncio.get_running_loop()
