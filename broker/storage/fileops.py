@@ -30,13 +30,15 @@ class FileOps:
     def close(self, fd: int) -> None:
         os.close(fd)
 
-    def writev(self, fd: int, buffers) -> int:
+    def writev(self, fd: int, buffers, total: int | None = None) -> int:
+        """Write all of ``buffers`` (``total`` is their length, if the caller knows it)."""
         if len(buffers) > IOV_MAX:
             return sum(self.writev(fd, buffers[i:i + IOV_MAX])
                        for i in range(0, len(buffers), IOV_MAX))
-        # Loop on short writes (rare for regular files, possible near ENOSPC).
-        total = sum(len(b) for b in buffers)
+        if total is None:
+            total = sum(len(b) for b in buffers)
         written = os.writev(fd, buffers)
+        # Loop on short writes (rare for regular files, possible near ENOSPC).
         if written == total:
             return written
         data = b"".join(bytes(b) for b in buffers)
@@ -176,9 +178,9 @@ class FaultInjectingFileOps(FileOps):
         self._paths.pop(fd, None)
         super().close(fd)
 
-    def writev(self, fd, buffers):
+    def writev(self, fd, buffers, total=None):
         self._check("write", self._paths.get(fd))
-        return super().writev(fd, buffers)
+        return super().writev(fd, buffers, total)
 
     def pwrite(self, fd, data, offset):
         self._check("write", self._paths.get(fd))

@@ -26,6 +26,7 @@ from broker.storage.errors import (KafkaStorageError, LogAppendError, LogDeletio
                                    LogFlushError, LogLoadError, LogReadError, LogTruncationError)
 from broker.storage.fileops import FileOps
 from broker.storage.segment import LogSegment, SegmentCorruption
+from crc32c import crc32c
 from common import records as rec
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
@@ -210,34 +211,41 @@ class Log:
         max_ts = -1
         pos = 0
         max_bytes = self.config.max_message_bytes
+        unpack = rec.HEADER_STRUCT.unpack_from
+        # The hot path: the header is unpacked into locals and checked inline (the same checks
+        # as records.check_header), since this runs once per produced batch.
         while pos < end:
             if end - pos < rec.HEADER_SIZE:
                 raise CorruptRecordError(f"{end - pos} trailing bytes are not a record batch")
-            h = rec.parse_header(view, pos)
-            rec.check_header(h, end - pos)
-            if h.compression:
-                raise CorruptRecordError(f"compressed batches (codec {h.compression}) are not "
-                                         f"supported; use compression.type=none")
-            if h.records_count != h.last_offset_delta + 1:
-                raise CorruptRecordError(f"batch has {h.records_count} records but "
-                                         f"lastOffsetDelta {h.last_offset_delta}")
-            if h.size > max_bytes:
-                raise RecordTooLargeError(f"record batch of {h.size} bytes exceeds "
+            (_bo, length, _ple, magic, crc, attrs, lod, _bts, mts, _pid, _pep, _bseq,
+             count) = unpack(view, pos)
+            size = length + rec.LOG_OVERHEAD
+            if magic != rec.MAGIC_V2 or length < rec.MIN_BATCH_LENGTH or size > end - pos or \
+                    lod < 0 or count <= 0:
+                rec.check_header(rec.parse_header(view, pos), end - pos)  # raises, says why
+            if attrs & rec.COMPRESSION_MASK:
+                raise CorruptRecordError(f"compressed batches (codec "
+                                         f"{attrs & rec.COMPRESSION_MASK}) are not supported; "
+                                         f"use compression.type=none")
+            if count != lod + 1:
+                raise CorruptRecordError(f"batch has {count} records but lastOffsetDelta {lod}")
+            if size > max_bytes:
+                raise RecordTooLargeError(f"record batch of {size} bytes exceeds "
                                           f"message.max.bytes {max_bytes}")
-            data = view[pos:pos + h.size]
-            rec.verify_crc(data, h)
-            iov.append(rec.stamp_prefix(offset, h.batch_length, leader_epoch))
-            iov.append(data[16:])
-            last = offset + h.last_offset_delta
-            metas.append((last, h.max_timestamp, h.size))
-            if h.max_timestamp > max_ts:
-                max_ts = h.max_timestamp
-            num_records += h.records_count
+            if crc32c(view[pos + rec.ATTRIBUTES_OFFSET:pos + size]) != crc:
+                rec.verify_crc(view[pos:pos + size], rec.parse_header(view, pos))  # raises
+            iov.append(rec.stamp_prefix(offset, length, leader_epoch))
+            iov.append(view[pos + 16:pos + size])
+            last = offset + lod
+            metas.append((last, mts, size))
+            if mts > max_ts:
+                max_ts = mts
+            num_records += count
             offset = last + 1
-            pos += h.size
+            pos += size
         try:
             self._append(iov, metas, end, first)
-            if leader_epoch >= 0:
+            if leader_epoch >= 0 and leader_epoch != self.epoch_cache.latest_epoch():
                 self.epoch_cache.assign(leader_epoch, first)
             self._after_append(num_records)
         except OSError as e:
@@ -291,7 +299,7 @@ class Log:
         if seg.size > 0 and self._should_roll(seg, nbytes, metas[-1][0],
                                               max(m[1] for m in metas)):
             seg = self._roll(first_offset)
-        seg.append(iov, metas)
+        seg.append(iov, metas, nbytes)
 
     def _should_roll(self, seg: LogSegment, nbytes: int, last_offset: int, max_ts: int) -> bool:
         c = self.config
@@ -359,7 +367,14 @@ class Log:
                     # starts there; reading stops before it.
                     stop = seg.translate_offset(upper, start=found.position)
                     end_pos = stop.position if stop else None
-                data = seg.read(found.position, max_bytes, end_pos)
+                limit = seg.size if end_pos is None else end_pos
+                if limit - found.position > max_bytes:
+                    # Stop at the last indexed batch start that fits, so the read holds whole
+                    # batches and needs no trimming copy (index entries sit on batch starts).
+                    i = bisect.bisect_right(seg.idx_positions, found.position + max_bytes) - 1
+                    if i >= 0 and seg.idx_positions[i] > found.position:
+                        limit = seg.idx_positions[i]
+                data = seg.read(found.position, max_bytes, limit)
                 cut = rec.complete_batches_length(data)
                 if cut == 0:
                     if not min_one_batch:

@@ -246,11 +246,11 @@ class LogSegment:
             self.bytes_since_last_index = 0
         self.bytes_since_last_index += size
 
-    def append(self, iov: list, batches: list[tuple[int, int, int]]) -> None:
+    def append(self, iov: list, batches: list[tuple[int, int, int]], total: int) -> None:
         """Write ``iov`` (whole batches) at the end; ``batches`` lists each one's
         (last_offset, max_timestamp, size) in order."""
         position = self.size
-        self.fileops.writev(self.fd, iov)
+        self.fileops.writev(self.fd, iov, total)
         self.dirty = True
         if not self.first_batch_seen:
             self.rolling_base_ms = batches[0][1]

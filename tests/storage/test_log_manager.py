@@ -113,9 +113,9 @@ def test_appends_run_on_the_log_dirs_own_thread(tmp_path):
     threads = []
 
     class Recording(FileOps):
-        def writev(self, fd, buffers):
+        def writev(self, fd, buffers, total=None):
             threads.append(threading.current_thread().name)
-            return super().writev(fd, buffers)
+            return super().writev(fd, buffers, total)
 
     lm = manager(tmp_path, fileops=Recording())
     lm.get_or_create_log(TP("t", 0), log_dir=str(tmp_path / "d0"))
