@@ -493,8 +493,7 @@ class ReplicaManager:
     async def checkpoint(self) -> None:
         for d in self.log_manager.online_dirs:
             try:
-                await asyncio.get_running_loop().run_in_executor(
-                    d.executor, self.log_manager.checkpoint, d)
+                await self.log_manager.run_in_dir(d, self.log_manager.checkpoint, d)
             except KafkaStorageError as e:
                 self.events.error("checkpoint_failed", log_dir=d.path, error=str(e))
 
@@ -502,12 +501,13 @@ class ReplicaManager:
         interval = self.config["log.retention.check.interval.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
-            try:
-                deleted = await asyncio.get_running_loop().run_in_executor(
-                    None, self.log_manager.cleanup)
-            except KafkaStorageError as e:
-                self.events.error("retention_failed", log_dir=e.log_dir, error=str(e))
-                continue
+            deleted = {}
+            for d in self.log_manager.online_dirs:
+                try:
+                    deleted.update(await self.log_manager.run_in_dir(
+                        d, self.log_manager.cleanup, d))
+                except KafkaStorageError as e:
+                    self.events.error("retention_failed", log_dir=e.log_dir, error=str(e))
             for tp, bases in deleted.items():
                 self.events.info("segments_deleted", partition=str(tp), base_offsets=bases)
 

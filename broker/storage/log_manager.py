@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -46,6 +47,12 @@ class LogDir:
         self.directory_id: str | None = None
         self.had_clean_shutdown = False
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"log-dir-{index}")
+        # Storage calls waiting for the executor, drained in order by one job at a time: under
+        # concurrent produce load many appends share one thread hand-off and one wake-up of the
+        # event loop (group commit), instead of paying ~100 us each.
+        self.pending: list[tuple[Callable, tuple, asyncio.Future]] = []
+        self.draining = False
+        self.lock = threading.Lock()
         self.checkpoints = {name: OffsetCheckpointFile(self.path, name, fileops)
                             for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                                          LOG_START_OFFSET_CHECKPOINT)}
@@ -203,13 +210,45 @@ class LogManager:
 
     async def run(self, tp: TopicPartition, fn: Callable, *args):
         """Run ``fn(*args)`` on the executor of ``tp``'s log dir (appends, truncation,
-        flush): storage I/O never runs on the event loop."""
+        flush): storage I/O never runs on the event loop, and calls for one dir run in the
+        order they were made."""
         d = self._dir_of.get(tp)
         if d is None:
             raise KeyError(f"no log for {tp}")
         if not d.online:
             raise LogDirOfflineError(d.path, str(tp), detail="the log dir is offline")
-        return await asyncio.get_running_loop().run_in_executor(d.executor, fn, *args)
+        return await self.run_in_dir(d, fn, *args)
+
+    def run_in_dir(self, d: LogDir, fn: Callable, *args) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with d.lock:
+            d.pending.append((fn, args, fut))
+            start = not d.draining
+            d.draining = True
+        if start:
+            d.executor.submit(self._drain, d, loop)
+        return fut
+
+    @staticmethod
+    def _drain(d: LogDir, loop: asyncio.AbstractEventLoop) -> None:
+        """Executor thread: run every queued call in order, settle them in one loop wake-up."""
+        while True:
+            with d.lock:
+                batch, d.pending = d.pending, []
+                if not batch:
+                    d.draining = False
+                    return
+            done = []
+            for fn, args, fut in batch:
+                try:
+                    done.append((fut, fn(*args), None))
+                except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+                    done.append((fut, None, e))
+            try:
+                loop.call_soon_threadsafe(_settle_all, done)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                pass
 
     async def append_as_leader(self, tp: TopicPartition, records, leader_epoch: int):
         log = self.logs[tp]
@@ -232,12 +271,13 @@ class LogManager:
             ld.checkpoints[LOG_START_OFFSET_CHECKPOINT].write(
                 {tp: self.logs[tp].log_start_offset for tp in tps})
 
-    def cleanup(self) -> dict[TopicPartition, list[int]]:
-        """Apply retention to every online log; returns the deleted segments per partition."""
+    def cleanup(self, d: LogDir | None = None) -> dict[TopicPartition, list[int]]:
+        """Apply retention to the logs of ``d`` (every online dir if None); returns the deleted
+        segments per partition. Run it on the dir's executor (``run_in_dir``)."""
         deleted = {}
-        for tp, log in list(self.logs.items()):
-            if self._dir_of[tp].online:
-                gone = log.delete_old_segments()
+        for ld in ([d] if d else self.online_dirs):
+            for tp in self.partitions_in(ld):
+                gone = self.logs[tp].delete_old_segments()
                 if gone:
                     deleted[tp] = gone
         return deleted
@@ -280,3 +320,13 @@ class LogManager:
                 pass
         for d in self.dirs:
             d.executor.shutdown(wait=True)
+
+
+def _settle_all(done) -> None:
+    for fut, value, error in done:
+        if fut.cancelled():
+            continue
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(value)

@@ -135,3 +135,18 @@ def test_appends_run_on_the_log_dirs_own_thread(tmp_path):
     assert [t.rsplit("_", 1)[0] for t in threads] == ["log-dir-0"] * 2 + ["log-dir-1"] * 2
     assert main not in threads
     assert info.num_records == 0
+
+
+def test_concurrent_appends_keep_submission_order(tmp_path):
+    lm = manager(tmp_path, n=1)
+    lm.get_or_create_log(TP("t", 0))
+
+    async def go():
+        return await asyncio.gather(*(lm.append_as_leader(TP("t", 0), batch(2, tag=f"{i}-"), 0)
+                                      for i in range(50)))
+
+    infos = asyncio.run(go())
+    assert [i.first_offset for i in infos] == list(range(0, 100, 2))
+    from common.records import decode_all
+    keys = [r.key for r in decode_all(lm.get_log(TP("t", 0)).read(0, 1 << 20))]
+    assert keys == [f"{i}-{j}".encode() for i in range(50) for j in range(2)]
