@@ -28,7 +28,7 @@ from kazoo.exceptions import NodeExistsError
 from broker.alter_partition import AlterPartitionManager
 from broker.controller_client import ControllerClient
 from broker.fetcher import GRPC_OPTIONS, ReplicaFetcherManager
-from broker.metadata_cache import MetadataCache
+from broker.metadata_cache import Endpoint, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.servicer import BrokerServicer
@@ -175,9 +175,13 @@ class BrokerServer:
                 await self._refresh_controller()
                 return
             self.controller.set_controller(-1, None)
+            self.metadata.controller_id, self.metadata.controller = -1, None
             return
         info = zl.decode_controller(got[0])
         self.controller.set_controller(info.controller_id, info.address)
+        # Clients find the controller through any broker's Metadata (admin operations).
+        self.metadata.controller_id = info.controller_id
+        self.metadata.controller = Endpoint(info.controller_id, info.host, info.port)
 
     def _on_controller_event(self, _event) -> None:
         if not self.stopping.is_set():
