@@ -1,0 +1,182 @@
+"""Turns an applied Decision into the controller->broker requests, one batch per broker
+(Kafka's ControllerBrokerRequestBatch). Pure: reads the context, builds protobuf messages.
+
+Per broker, in Kafka's order: LeaderAndIsr, then UpdateMetadata, then StopReplica. Each carries
+controller_id, controller_epoch and the *target* broker's epoch (KIP-380), so a broker fences a
+deposed controller (STALE_CONTROLLER_EPOCH) and a request meant for its previous incarnation
+(STALE_BROKER_EPOCH).
+
+"One request per broker per decision" holds up to MAX_PARTITIONS_PER_REQUEST partition states;
+beyond that a batch is split into several requests of the same kind, in order, so a failover
+with 100k partitions does not build one message larger than a broker's gRPC receive limit.
+UpdateMetadata is incremental for partitions (the ones it names replace the broker's) and
+complete for live brokers, so splitting it is safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from common.names import TopicPartition
+from common.rpc import replog_pb2 as pb
+from common.zk_layout import BrokerRegistration, ControllerInfo
+from controller.context import ControllerContext
+from controller.decisions import Decision
+
+MAX_PARTITIONS_PER_REQUEST = 5000
+LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete
+EPOCH_DURING_DELETE = -2   # Kafka's LeaderAndIsr.EpochDuringDelete
+
+
+@dataclass
+class BrokerBatch:
+    broker_id: int
+    broker_epoch: int
+    leader_and_isr: list[pb.LeaderAndIsrRequest] = field(default_factory=list)
+    update_metadata: list[pb.UpdateMetadataRequest] = field(default_factory=list)
+    stop_replica: list[pb.StopReplicaRequest] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.leader_and_isr) + len(self.update_metadata) + len(self.stop_replica)
+
+
+def broker_endpoint(reg: BrokerRegistration) -> pb.BrokerEndpoint:
+    ep = pb.BrokerEndpoint(broker_id=reg.broker_id, host=reg.host, port=reg.port,
+                           listener="PLAINTEXT")
+    if reg.rack is not None:
+        ep.rack = reg.rack
+    return ep
+
+
+def controller_endpoint(info: ControllerInfo) -> pb.BrokerEndpoint:
+    return pb.BrokerEndpoint(broker_id=info.controller_id, host=info.host, port=info.port)
+
+
+def _chunks(items: list) -> Iterable[list]:
+    n = MAX_PARTITIONS_PER_REQUEST
+    if not items:
+        yield []
+        return
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+def leader_and_isr_state(ctx: ControllerContext, tp: TopicPartition,
+                         is_new: bool) -> pb.LeaderAndIsrPartitionState | None:
+    s = ctx.leadership.get(tp)
+    a = ctx.assignments.get(tp.topic)
+    if s is None or a is None:
+        return None
+    return pb.LeaderAndIsrPartitionState(
+        topic=tp.topic, partition=tp.partition, controller_epoch=s.controller_epoch,
+        leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
+        partition_epoch=s.partition_epoch, replicas=list(a.partitions.get(tp.partition, ())),
+        adding_replicas=list(a.adding_replicas.get(tp.partition, ())),
+        removing_replicas=list(a.removing_replicas.get(tp.partition, ())),
+        is_new=is_new, leader_recovery_state=s.leader_recovery_state,
+        elr=list(s.elr), last_known_elr=list(s.last_known_elr))
+
+
+def update_metadata_state(ctx: ControllerContext,
+                          tp: TopicPartition) -> pb.UpdateMetadataPartitionState | None:
+    a = ctx.assignments.get(tp.topic)
+    if a is None or tp.partition not in a.partitions:
+        return None
+    replicas = list(a.partitions[tp.partition])
+    s = ctx.leadership.get(tp)
+    deleting = ctx.is_being_deleted(tp.topic)
+    if s is None and not deleting:
+        return None  # not created yet: nothing a client could use
+    st = pb.UpdateMetadataPartitionState(
+        topic=tp.topic, partition=tp.partition, replicas=replicas,
+        offline_replicas=[r for r in replicas if r not in ctx.live_brokers],
+        adding_replicas=list(a.adding_replicas.get(tp.partition, ())),
+        removing_replicas=list(a.removing_replicas.get(tp.partition, ())))
+    if s is not None:
+        st.controller_epoch = s.controller_epoch
+        st.leader = s.leader
+        st.leader_epoch = s.leader_epoch
+        st.isr.extend(s.isr)
+        st.partition_epoch = s.partition_epoch
+        st.elr.extend(s.elr)
+        st.last_known_elr.extend(s.last_known_elr)
+        st.leader_recovery_state = s.leader_recovery_state
+    else:
+        st.controller_epoch = ctx.epoch
+        st.leader_epoch = -1
+    if deleting:
+        st.leader = LEADER_DURING_DELETE
+    return st
+
+
+def build_requests(ctx: ControllerContext, decision: Decision,
+                   controller: ControllerInfo,
+                   failed: Collection[TopicPartition] = ()) -> dict[int, BrokerBatch]:
+    """Per live broker, the requests for `decision` (already applied to ctx); partitions whose
+    ZooKeeper write failed are left out."""
+    failed = set(failed)
+    out: dict[int, BrokerBatch] = {}
+    ctl = controller_endpoint(controller)
+    live = [broker_endpoint(r) for _, r in sorted(ctx.live_brokers.items())]
+
+    def batch(broker: int) -> BrokerBatch | None:
+        reg = ctx.live_brokers.get(broker)
+        if reg is None:
+            return None
+        if broker not in out:
+            out[broker] = BrokerBatch(broker, reg.epoch)
+        return out[broker]
+
+    for broker, parts in sorted(decision.leader_and_isr.items()):
+        bb = batch(broker)
+        if bb is None:
+            continue
+        states = [st for tp, is_new in sorted(parts.items()) if tp not in failed
+                  for st in [leader_and_isr_state(ctx, tp, is_new)] if st is not None]
+        if not states:
+            continue
+        for chunk in _chunks(states):
+            leaders = sorted({st.leader for st in chunk if st.leader in ctx.live_brokers})
+            bb.leader_and_isr.append(pb.LeaderAndIsrRequest(
+                controller_id=ctx.controller_id, controller_epoch=ctx.epoch,
+                broker_epoch=bb.broker_epoch, partition_states=chunk,
+                topic_ids={st.topic: ctx.topic_id(st.topic) for st in chunk},
+                live_leaders=[broker_endpoint(ctx.live_brokers[b]) for b in leaders]))
+
+    for broker, parts in sorted(decision.update_metadata.items()):
+        bb = batch(broker)
+        if bb is None:
+            continue
+        states = [st for tp in sorted(parts) if tp not in failed
+                  for st in [update_metadata_state(ctx, tp)] if st is not None]
+        for chunk in _chunks(states):
+            bb.update_metadata.append(pb.UpdateMetadataRequest(
+                controller_id=ctx.controller_id, controller_epoch=ctx.epoch,
+                broker_epoch=bb.broker_epoch, partition_states=chunk, live_brokers=live,
+                controller=ctl,
+                topic_ids={st.topic: ctx.topic_id(st.topic) for st in chunk}))
+
+    for broker, parts in sorted(decision.stop_replica.items()):
+        bb = batch(broker)
+        if bb is None:
+            continue
+        states = []
+        for tp, delete in sorted(parts.items()):
+            if tp in failed:
+                continue
+            st = pb.StopReplicaPartitionState(topic=tp.topic, partition=tp.partition,
+                                              delete_partition=delete)
+            s = ctx.leadership.get(tp)
+            if delete and ctx.is_being_deleted(tp.topic):
+                st.leader_epoch = EPOCH_DURING_DELETE
+            elif s is not None:
+                st.leader_epoch = s.leader_epoch
+            states.append(st)
+        if not states:
+            continue
+        for chunk in _chunks(states):
+            bb.stop_replica.append(pb.StopReplicaRequest(
+                controller_id=ctx.controller_id, controller_epoch=ctx.epoch,
+                broker_epoch=bb.broker_epoch, partition_states=chunk))
+    return {b: bb for b, bb in out.items() if len(bb)}

@@ -1,0 +1,146 @@
+"""Leader selectors: pure functions of (assignment, ISR, live brokers, shutting-down brokers,
+policy) returning the new leader and ISR, or None when no replica may lead.
+
+Kafka's PartitionLeaderElectionAlgorithms plus the two selectors the seeds add. "Live" is the set
+of registered brokers (/brokers/ids); a broker in controlled shutdown is still live but may not be
+elected (Kafka's isReplicaOnline(includeShuttingDownBrokers = false)). Every selector walks the
+*assignment* order, so the first replica of the assignment - the preferred leader - wins whenever
+it is eligible, which is what keeps leadership balanced (assignment.py spreads first replicas).
+
+    offline_leader              a partition without a live leader (broker failure, new broker,
+                                unclean ElectLeaders)
+    controlled_shutdown_leader  move leadership off brokers shutting down
+    preferred_leader            ElectLeaders(PREFERRED) and the automatic imbalance check
+    relinquished_leader         seed 002 (KIP-501 Solution 2): a slow leader gives up leadership
+    reassigned_leader           C6 (seed 004 step 4) - written and tested, not yet called
+    restarted_leader            C5 (seed 003 RestartedPartitionsLeaderSelector) - written and
+                                tested, not yet called
+
+Partial: the KIP-966 (seed 001, C7) selector - ISR, then unfenced ELR, then fenced ELR / unclean
+recovery by strategy - belongs beside offline_leader and will take the ELR and LastKnownELR as
+extra arguments; C2 has no ELR, so it is not written yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+
+class ElectionReason(Enum):
+    """Which selector elected a leader (event log field `reason`; Kafka's strategy names)."""
+
+    NEW_PARTITION = "new_partition"
+    OFFLINE = "offline"
+    CONTROLLED_SHUTDOWN = "controlled_shutdown"
+    PREFERRED = "preferred"
+    RELINQUISHED = "relinquished"   # seed 002
+    REASSIGNED = "reassigned"       # C6, seed 004
+    RESTARTED = "restarted"         # C5, seed 003
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Election:
+    """A selector's answer: the new leader and the ISR to write with it."""
+
+    leader: int
+    isr: tuple[int, ...]
+    unclean: bool = False  # the leader was not in the ISR (data may be lost)
+
+
+def _eligible(broker: int, live: Collection[int], shutting_down: Collection[int]) -> bool:
+    return broker in live and broker not in shutting_down
+
+
+def initial_leader(assignment: Sequence[int], live: Collection[int],
+                   shutting_down: Collection[int] = ()) -> Election | None:
+    """A new partition (Kafka's initializeLeaderAndIsrForPartitions): the first live replica
+    leads, the ISR is every live replica."""
+    live_replicas = tuple(r for r in assignment if _eligible(r, live, shutting_down))
+    if not live_replicas:
+        return None
+    return Election(live_replicas[0], live_replicas)
+
+
+def offline_leader(assignment: Sequence[int], isr: Sequence[int], live: Collection[int],
+                   shutting_down: Collection[int], unclean_allowed: bool) -> Election | None:
+    """The first live ISR member in assignment order; the ISR keeps its live members. With
+    unclean election allowed and no live ISR member: the first live assigned replica, alone in
+    the ISR, flagged unclean (Kafka's offlinePartitionLeaderElection)."""
+    live_replicas = [r for r in assignment if _eligible(r, live, shutting_down)]
+    isr_set = set(isr)
+    for r in live_replicas:
+        if r in isr_set:
+            return Election(r, tuple(b for b in isr if _eligible(b, live, shutting_down)))
+    if unclean_allowed and live_replicas:
+        return Election(live_replicas[0], (live_replicas[0],), unclean=True)
+    return None
+
+
+def controlled_shutdown_leader(assignment: Sequence[int], isr: Sequence[int],
+                               live: Collection[int],
+                               shutting_down: Collection[int]) -> Election | None:
+    """The first live ISR member that is not shutting down; the new ISR drops every broker that
+    is shutting down (Kafka's controlledShutdownPartitionLeaderElection). None keeps the current
+    leader: the broker reports the partition as remaining and retries."""
+    isr_set = set(isr)
+    for r in assignment:
+        if r in isr_set and _eligible(r, live, shutting_down):
+            return Election(r, tuple(b for b in isr if b not in shutting_down))
+    return None
+
+
+def preferred_leader(assignment: Sequence[int], isr: Sequence[int], live: Collection[int],
+                     shutting_down: Collection[int],
+                     excluded: Collection[int] = ()) -> Election | None:
+    """The first assigned replica if it is live and in the ISR; the ISR is unchanged.
+    `excluded` holds brokers that relinquished leadership of this partition within the cool-down
+    (seed 002): re-electing a slow leader at once would undo its relinquishment."""
+    if not assignment:
+        return None
+    preferred = assignment[0]
+    if preferred in excluded or not _eligible(preferred, live, shutting_down):
+        return None
+    if preferred not in isr:
+        return None
+    return Election(preferred, tuple(isr))
+
+
+def relinquished_leader(new_isr: Sequence[int], sender: int, live: Collection[int],
+                        shutting_down: Collection[int]) -> Election | None:
+    """Seed 002: the leader put itself last in `new_isr`; elect the first other eligible member
+    in that order. The sender stays in the ISR as a follower."""
+    for r in new_isr:
+        if r != sender and _eligible(r, live, shutting_down):
+            return Election(r, tuple(new_isr))
+    return None
+
+
+def reassigned_leader(target_replicas: Sequence[int], isr: Sequence[int], live: Collection[int],
+                      shutting_down: Collection[int]) -> Election | None:
+    """C6 / seed 004 step 4: the first target replica that is live and in the ISR (Kafka's
+    reassignPartitionLeaderElection). Not called yet."""
+    isr_set = set(isr)
+    for r in target_replicas:
+        if r in isr_set and _eligible(r, live, shutting_down):
+            return Election(r, tuple(isr))
+    return None
+
+
+def restarted_leader(assignment: Sequence[int], isr: Sequence[int], leader: int,
+                     restarted: int, live: Collection[int], shutting_down: Collection[int],
+                     unclean_allowed: bool) -> Election | None:
+    """C5 / seed 003 RestartedPartitionsLeaderSelector: broker `restarted` lost its replica
+    (offline log dir). The assignment is unchanged; new ISR = ISR - restarted. If it led, the
+    new leader is the first assigned replica in the new ISR; otherwise the leader stays. An
+    empty new ISR is handled like an offline election. Not called yet."""
+    new_isr = tuple(b for b in isr if b != restarted)
+    if leader != restarted and leader in new_isr and _eligible(leader, live, shutting_down):
+        return Election(leader, new_isr)
+    others_live = {b for b in live if b != restarted}
+    return offline_leader([r for r in assignment if r != restarted], new_isr, others_live,
+                          shutting_down, unclean_allowed)
