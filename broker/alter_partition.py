@@ -44,6 +44,10 @@ class AlterPartitionManager:
             except asyncio.CancelledError:
                 pass
 
+    def mark_recovered(self, p: Partition) -> None:
+        """KIP-704: tell the controller this leader finished recovering (same ISR)."""
+        self._submit(p, p.isr, "recovered")
+
     def expand_isr(self, p: Partition, follower: int) -> None:
         self._submit(p, p.isr + (follower,), "expand")
 
@@ -87,7 +91,7 @@ class AlterPartitionManager:
         for tp, (p, new_isr, _kind) in batch.items():
             by_topic.setdefault(tp.topic, []).append(pb.AlterPartitionPartition(
                 partition=tp.partition, leader_epoch=p.leader_epoch,
-                partition_epoch=p.partition_epoch,
+                partition_epoch=p.partition_epoch, leader_recovery_state=pb.RECOVERED,
                 new_isr_with_epochs=[pb.BrokerState(
                     broker_id=b, broker_epoch=p.followers[b].broker_epoch
                     if b in p.followers else -1) for b in new_isr]))
@@ -121,6 +125,10 @@ class AlterPartitionManager:
         old = p.isr
         p.isr = tuple(r.isr)
         p.partition_epoch = r.partition_epoch
+        p.leader_recovery_state = r.leader_recovery_state
+        if kind == "recovered":
+            self.events.info("leader_recovered", partition=str(p.tp), leader_epoch=p.leader_epoch)
+            return
         (self.metrics.isr_expands if len(p.isr) > len(old) else self.metrics.isr_shrinks).inc()
         self.events.info("isr_expand" if len(p.isr) > len(old) else "isr_shrink",
                          partition=str(p.tp), leader_epoch=p.leader_epoch, old_isr=list(old),

@@ -53,6 +53,9 @@ class Partition:
         # controller answers, the HW is computed over the larger "maximal" ISR.
         self.pending_isr: tuple[int, ...] | None = None
         self.min_isr = 1
+        # KIP-704: after an unclean election the controller marks the leader RECOVERING; the
+        # leader reports RECOVERED through AlterPartition (nothing to rebuild in replog).
+        self.leader_recovery_state = 0
         self.stopped = False  # StopReplica without deletion: neither leader nor follower
         self.data = Notifier()  # LEO grew (follower fetches wait on it)
         self.hw_moved = Notifier()  # HW grew, or leadership/ISR changed (produce/consume wait)
@@ -78,7 +81,8 @@ class Partition:
         return tuple(dict.fromkeys(self.isr + self.pending_isr))
 
     def apply_state(self, *, leader: int, leader_epoch: int, partition_epoch: int,
-                    controller_epoch: int, isr, replicas, adding=(), removing=()) -> None:
+                    controller_epoch: int, isr, replicas, adding=(), removing=(),
+                    leader_recovery_state: int = 0) -> None:
         self.leader_id = leader
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -87,6 +91,7 @@ class Partition:
         self.replicas = tuple(replicas)
         self.adding_replicas = tuple(adding)
         self.removing_replicas = tuple(removing)
+        self.leader_recovery_state = leader_recovery_state
         self.pending_isr = None
         self.stopped = False
 

@@ -190,7 +190,8 @@ class ReplicaManager:
             p.apply_state(leader=s.leader, leader_epoch=s.leader_epoch,
                           partition_epoch=s.partition_epoch, controller_epoch=s.controller_epoch,
                           isr=s.isr, replicas=s.replicas, adding=s.adding_replicas,
-                          removing=s.removing_replicas)
+                          removing=s.removing_replicas,
+                          leader_recovery_state=s.leader_recovery_state)
             if s.leader == self.broker_id:
                 if self.fetcher_manager is not None:
                     self.fetcher_manager.remove_partitions([tp])
@@ -201,6 +202,8 @@ class ReplicaManager:
                                                p.log.log_end_offset)
                 p.become_leader(now, new_epoch or not was_leader)
                 p.maybe_advance_hw()
+                if p.leader_recovery_state == 1 and self.alter_partition is not None:
+                    self.alter_partition.mark_recovered(p)
                 if new_epoch or not was_leader:
                     self.events.info("become_leader", partition=str(tp),
                                      leader_epoch=s.leader_epoch, isr=list(s.isr),
