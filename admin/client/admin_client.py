@@ -1,0 +1,334 @@
+"""AdminClient: topic and cluster administration (Kafka's Admin API, over replog's gRPC).
+
+Reads (topics, partitions, configs, live brokers) come from any broker's Metadata. Changes go
+to the active controller, whose address is in every Metadata response (controllers are separate
+processes in replog, so it is not one of the brokers). A controller candidate that is not active
+answers NOT_CONTROLLER, and a controller that just died does not answer at all; either way the
+client re-reads Metadata and retries until its ``default_api_timeout_ms`` runs out, as Kafka's
+AdminClient does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from admin.client.errors import KafkaError, KafkaTimeoutError, TransportError, UnknownTopicError
+from admin.client.metadata import BrokerInfo, ClusterMetadata, MetadataCache, TopicInfo
+from admin.client.transport import ChannelPool, call, parse_bootstrap_servers
+from common.errors import ErrorCode
+from common.rpc import replog_pb2 as pb
+
+# gRPC deadline beyond the server-side timeout carried in the request, so the server's own
+# timeout answer (with its error code) arrives before the transport gives up.
+_DEADLINE_MARGIN_S = 5.0
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1  # -1: the controller's num.partitions
+    replication_factor: int = -1  # -1: the controller's default.replication.factor
+    replica_assignment: Mapping[int, list[int]] | None = None  # partition -> brokers
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreatedTopic:
+    name: str
+    topic_id: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str
+    controller_id: int
+    controller_epoch: int
+    brokers: tuple[BrokerInfo, ...]
+    controller: BrokerInfo | None
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+ELECTION_TYPES = {"preferred": pb.PREFERRED, "unclean": pb.UNCLEAN}
+
+
+def _error_or_none(code: int, message: str, **ctx) -> KafkaError | None:
+    return None if code == ErrorCode.NONE else KafkaError(code, message, **ctx)
+
+
+class AdminClient:
+    """``async with AdminClient("127.0.0.1:9092") as admin: await admin.create_topic(...)``."""
+
+    def __init__(self, bootstrap_servers: str | list[str], *, request_timeout_ms: int = 30000,
+                 retry_backoff_ms: int = 100, default_api_timeout_ms: int = 60000,
+                 pool: ChannelPool | None = None, metadata: MetadataCache | None = None):
+        self._own_pool = pool is None
+        self.pool = pool or ChannelPool()
+        self.metadata = metadata or MetadataCache(
+            self.pool, parse_bootstrap_servers(bootstrap_servers),
+            request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms)
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.default_api_timeout_ms = default_api_timeout_ms
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.metadata.close()
+        if self._own_pool:
+            await self.pool.close()
+
+    # ------------------------------------------------------------------ reads (any broker)
+
+    async def describe_cluster_metadata(self, topics: list[str] | None = None, *,
+                                        all_topics: bool = False,
+                                        include_configs: bool = False) -> ClusterMetadata:
+        """A raw Metadata answer from one broker (brokers, controller, the asked topics)."""
+        return await self._with_retries(
+            lambda: self.metadata.fetch(topics, all_topics=all_topics,
+                                        include_configs=include_configs), "Metadata")
+
+    async def list_topics(self) -> list[str]:
+        md = await self.describe_cluster_metadata(all_topics=True)
+        return sorted(name for name, t in md.topics.items() if t.error_code == ErrorCode.NONE)
+
+    async def describe_topics(self, names: Iterable[str] | None = None, *,
+                              include_configs: bool = True) -> dict[str, TopicInfo]:
+        """Topics by name (all topics when ``names`` is None). A missing topic raises
+        UnknownTopicError; other per-topic errors raise KafkaError."""
+        wanted = None if names is None else list(names)
+        md = await self.describe_cluster_metadata(wanted, all_topics=wanted is None,
+                                                  include_configs=include_configs)
+        out: dict[str, TopicInfo] = {}
+        for name in (wanted if wanted is not None else sorted(md.topics)):
+            t = md.topics.get(name)
+            if t is None or t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise UnknownTopicError(name, f"Topic '{name}' does not exist")
+            if t.error_code != ErrorCode.NONE:
+                raise KafkaError(t.error_code, f"topic '{name}'", topic=name)
+            out[name] = t
+        return out
+
+    async def live_brokers(self) -> dict[int, BrokerInfo]:
+        return (await self.describe_cluster_metadata()).brokers
+
+    # ------------------------------------------------------------------ controller RPCs
+
+    async def describe_cluster(self) -> ClusterDescription:
+        resp = await self._controller_call("DescribeCluster", pb.DescribeClusterRequest())
+        controller = (BrokerInfo.from_pb(resp.controller) if resp.HasField("controller")
+                      and resp.controller.port else None)
+        return ClusterDescription(resp.cluster_id, resp.controller_id, resp.controller_epoch,
+                                  tuple(BrokerInfo.from_pb(b) for b in resp.brokers), controller)
+
+    async def create_topics(self, topics: Iterable[NewTopic], *, timeout_ms: int = 30000,
+                            validate_only: bool = False
+                            ) -> dict[str, CreatedTopic | KafkaError]:
+        req = pb.CreateTopicsRequest(timeout_ms=timeout_ms, validate_only=validate_only)
+        for t in topics:
+            ct = req.topics.add(name=t.name, configs=dict(t.configs))
+            if t.replica_assignment:
+                for p, brokers in sorted(t.replica_assignment.items()):
+                    ct.assignments.add(partition=p, broker_ids=list(brokers))
+            else:
+                ct.num_partitions = t.num_partitions
+                ct.replication_factor = t.replication_factor
+        resp = await self._controller_call("CreateTopics", req, timeout_ms)
+        out: dict[str, CreatedTopic | KafkaError] = {}
+        for r in resp.topics:
+            err = _error_or_none(r.error_code, r.error_message, topic=r.name)
+            out[r.name] = err or CreatedTopic(r.name, r.topic_id, r.num_partitions,
+                                              r.replication_factor, dict(r.configs))
+        return out
+
+    async def create_topic(self, name: str, num_partitions: int | None = None,
+                           replication_factor: int | None = None, *,
+                           configs: Mapping[str, str] | None = None,
+                           replica_assignment: Mapping[int, list[int]] | None = None,
+                           timeout_ms: int = 30000, validate_only: bool = False) -> CreatedTopic:
+        t = NewTopic(name, -1 if num_partitions is None else num_partitions,
+                     -1 if replication_factor is None else replication_factor,
+                     replica_assignment, dict(configs or {}))
+        result = (await self.create_topics([t], timeout_ms=timeout_ms,
+                                           validate_only=validate_only)).get(name)
+        if result is None:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             f"the controller did not answer for topic {name}")
+        if isinstance(result, KafkaError):
+            raise result
+        return result
+
+    async def delete_topics(self, names: Iterable[str], *, timeout_ms: int = 30000
+                            ) -> dict[str, KafkaError | None]:
+        req = pb.DeleteTopicsRequest(topic_names=list(names), timeout_ms=timeout_ms)
+        resp = await self._controller_call("DeleteTopics", req, timeout_ms)
+        return {r.name: _error_or_none(r.error_code, r.error_message, topic=r.name)
+                for r in resp.responses}
+
+    async def delete_topic(self, name: str, *, timeout_ms: int = 30000) -> None:
+        err = (await self.delete_topics([name], timeout_ms=timeout_ms)).get(name)
+        if err is not None:
+            raise err
+
+    async def elect_leaders(self, election_type: str | int,
+                            partitions: Iterable[tuple[str, int]] | None = None, *,
+                            timeout_ms: int = 30000
+                            ) -> dict[tuple[str, int], KafkaError | None]:
+        """Preferred or unclean election; ``partitions=None`` means every partition."""
+        et = ELECTION_TYPES[election_type.lower()] if isinstance(election_type, str) \
+            else election_type
+        req = pb.ElectLeadersRequest(election_type=et, timeout_ms=timeout_ms,
+                                     all_topic_partitions=partitions is None)
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in partitions:
+                by_topic.setdefault(topic, []).append(p)
+            for topic, ps in by_topic.items():
+                req.topic_partitions.add(topic=topic, partitions=ps)
+        resp = await self._controller_call("ElectLeaders", req, timeout_ms)
+        return {(r.topic, r.partition): _error_or_none(r.error_code, r.error_message,
+                                                       topic=r.topic, partition=r.partition)
+                for r in resp.replica_election_results}
+
+    async def alter_partition_reassignments(
+            self, reassignments: Mapping[tuple[str, int], list[int] | None], *,
+            throttle_bytes_per_sec: int | None = None, timeout_ms: int = 30000
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """Start (target replicas) or cancel (None) reassignments (KIP-455)."""
+        req = pb.AlterPartitionReassignmentsRequest(timeout_ms=timeout_ms)
+        if throttle_bytes_per_sec is not None:
+            req.throttle_bytes_per_sec = throttle_bytes_per_sec
+        by_topic: dict[str, pb.ReassignableTopic] = {}
+        for (topic, p), replicas in reassignments.items():
+            rt = by_topic.get(topic)
+            if rt is None:
+                rt = by_topic[topic] = req.topics.add(topic=topic)
+            if replicas is None:
+                rt.partitions.add(partition=p, cancel=True)
+            else:
+                rt.partitions.add(partition=p, replicas=list(replicas))
+        resp = await self._controller_call("AlterPartitionReassignments", req, timeout_ms)
+        return {(r.topic, r.partition): _error_or_none(r.error_code, r.error_message,
+                                                       topic=r.topic, partition=r.partition)
+                for r in resp.responses}
+
+    async def list_partition_reassignments(
+            self, partitions: Iterable[tuple[str, int]] | None = None, *, timeout_ms: int = 30000
+    ) -> dict[tuple[str, int], PartitionReassignment]:
+        req = pb.ListPartitionReassignmentsRequest(timeout_ms=timeout_ms)
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in partitions:
+                by_topic.setdefault(topic, []).append(p)
+            for topic, ps in by_topic.items():
+                req.topics.add(topic=topic, partitions=ps)
+        resp = await self._controller_call("ListPartitionReassignments", req, timeout_ms)
+        return {(t.topic, p.partition): PartitionReassignment(
+                    tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for t in resp.topics for p in t.partitions}
+
+    # ------------------------------------------------------------------ broker RPCs
+
+    async def describe_log_dirs(self, broker_ids: Iterable[int] | None = None
+                                ) -> dict[int, pb.DescribeLogDirsResponse]:
+        """DescribeLogDirs from each broker (all live brokers when ``broker_ids`` is None)."""
+        brokers = await self.live_brokers()
+        ids = sorted(brokers) if broker_ids is None else list(broker_ids)
+        missing = [b for b in ids if b not in brokers]
+        if missing:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE,
+                             f"broker(s) {','.join(map(str, missing))} not alive")
+
+        async def one(b: int):
+            addr = brokers[b].address
+            return b, await call(self.pool.broker(addr).DescribeLogDirs,
+                                 pb.DescribeLogDirsRequest(), addr,
+                                 self.request_timeout_ms / 1000)
+
+        return dict(await asyncio.gather(*(one(b) for b in ids)))
+
+    async def alter_replica_log_dirs(self, broker_id: int, moves: Mapping[tuple[str, int], str]
+                                     ) -> dict[tuple[str, int], KafkaError | None]:
+        """Move replicas of ``broker_id`` to other log dirs of that broker (KIP-113)."""
+        brokers = await self.live_brokers()
+        if broker_id not in brokers:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} not alive")
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for (topic, p), path in moves.items():
+            by_dir.setdefault(path, {}).setdefault(topic, []).append(p)
+        req = pb.AlterReplicaLogDirsRequest()
+        for path, topics in by_dir.items():
+            d = req.dirs.add(path=path)
+            for topic, ps in topics.items():
+                d.topics.add(topic=topic, partitions=ps)
+        addr = brokers[broker_id].address
+        resp = await call(self.pool.broker(addr).AlterReplicaLogDirs, req, addr,
+                          self.request_timeout_ms / 1000)
+        return {(r.topic, r.partition): _error_or_none(r.error_code, r.error_message,
+                                                       topic=r.topic, partition=r.partition)
+                for r in resp.results}
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _with_retries(self, op, what: str):
+        """Retry ``op`` on retriable errors until default.api.timeout.ms."""
+        deadline = time.monotonic() + self.default_api_timeout_ms / 1000
+        while True:
+            try:
+                return await op()
+            except KafkaError as e:
+                if not e.retriable or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(self.retry_backoff_s)
+
+    async def _controller_call(self, rpc: str, request, server_timeout_ms: int | None = None):
+        """Send ``request`` to the active controller, following it across failovers."""
+        api_timeout_s = self.default_api_timeout_ms / 1000
+        deadline = time.monotonic() + api_timeout_s
+        rpc_timeout_s = (self.request_timeout_ms / 1000 if server_timeout_ms is None
+                         else server_timeout_ms / 1000 + _DEADLINE_MARGIN_S)
+        controller = self.metadata.cluster.controller
+        last: BaseException | None = None
+        backoff = self.retry_backoff_s
+        while True:
+            if controller is None:
+                try:
+                    controller = (await self.metadata.fetch()).controller
+                except KafkaError as e:
+                    last = e
+                if controller is None and last is None:
+                    last = KafkaError(ErrorCode.NOT_CONTROLLER,
+                                      "the brokers know of no active controller")
+            if controller is not None:
+                addr = controller.address
+                remaining = deadline - time.monotonic()
+                try:
+                    return await call(getattr(self.pool.controller(addr), rpc), request, addr,
+                                      max(0.5, min(rpc_timeout_s, remaining + 1.0)))
+                except KafkaError as e:
+                    if not (e.error_code == ErrorCode.NOT_CONTROLLER
+                            or isinstance(e, TransportError)):
+                        raise
+                    last = e
+                    controller = None
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(
+                    f"{rpc}: no active controller answered within "
+                    f"{self.default_api_timeout_ms} ms", last)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)

@@ -1,0 +1,545 @@
+"""Producer: Kafka's producer semantics over replog's Produce RPC.
+
+- ``await producer.send(topic, value, key=...)`` waits (up to ``max_block_ms``) for the topic's
+  metadata and for buffer space, picks the partition (Kafka's default partitioner), appends the
+  record to the partition's open batch and returns an asyncio future that resolves to
+  :class:`RecordMetadata` (topic, partition, offset) once the broker acknowledged it, or raises
+  a :class:`KafkaError` naming Kafka's error.
+- Records are grouped per partition into Kafka v2 record batches of up to ``batch_size`` bytes;
+  a batch is sent when full, after ``linger_ms``, on ``flush()`` or on ``close()``. One
+  ProduceRequest per leader broker carries at most one batch per partition, and up to
+  ``max_in_flight_requests_per_connection`` requests per broker are outstanding.
+- acks: ``-1``/``"all"`` (the whole ISR, NOT_ENOUGH_REPLICAS below min.insync.replicas), ``1``
+  (the leader), ``0`` (no acknowledgement: offsets are -1).
+- Retries (Kafka's retriable errors: NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
+  NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION,
+  KAFKA_STORAGE_ERROR, ... and transport failures) re-enqueue the batch at the head of its
+  partition after an exponential backoff (``retry_backoff_ms`` .. ``retry_backoff_max_ms``),
+  refreshing metadata first when the error says the leader moved. A batch gives up when
+  ``delivery_timeout_ms`` has passed since it was created (Kafka's rule: a failure seen after the
+  deadline is reported as that error; a batch still queued at the deadline fails with
+  "Expiring N record(s) ..."), or after ``retries`` attempts when that is set.
+
+Ordering: like Kafka without idempotence, a retried batch may land after a later batch of the
+same partition when more than one request is in flight; with
+``max_in_flight_requests_per_connection=1`` a partition has at most one batch in flight, so
+records keep their send order. replog has no idempotent producer (producer id -1), so a retry
+after a lost acknowledgement can duplicate a batch, as in Kafka with enable.idempotence=false.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from admin.client.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+    UnknownTopicError,
+)
+from admin.client.metadata import MetadataCache, TopicInfo
+from admin.client.partitioner import DefaultPartitioner
+from admin.client.recordbatch import build_producer_batch, estimate_record_size
+from admin.client.transport import ChannelPool, call, parse_bootstrap_servers
+from common.errors import ErrorCode
+from common.records import HEADER_SIZE, ProducerRecord
+from common.rpc import replog_pb2 as pb
+
+_DEADLINE_MARGIN_S = 5.0
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int  # -1 with acks=0
+    timestamp: int  # CreateTime set by the producer, or the broker's LogAppendTime
+    serialized_key_size: int
+    serialized_value_size: int
+
+
+def parse_acks(acks: str | int) -> int:
+    """Kafka's acks values: "all"/-1, 0, 1."""
+    if isinstance(acks, str):
+        a = acks.strip().lower()
+        if a == "all":
+            return -1
+        try:
+            acks = int(a)
+        except ValueError:
+            raise ValueError(f"Invalid value {acks!r} for configuration acks: "
+                             f"String must be one of: all, -1, 0, 1") from None
+    if acks not in (-1, 0, 1):
+        raise ValueError(f"Invalid value {acks} for configuration acks: "
+                         f"String must be one of: all, -1, 0, 1")
+    return acks
+
+
+def _as_bytes(x: bytes | str | None) -> bytes | None:
+    if x is None or isinstance(x, bytes):
+        return x
+    if isinstance(x, str):
+        return x.encode("utf-8")
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    raise TypeError(f"record keys and values must be bytes, str or None, not {type(x).__name__}")
+
+
+class _Batch:
+    __slots__ = (
+        "attempts",
+        "created",
+        "done",
+        "full",
+        "futures",
+        "key_sizes",
+        "last_error",
+        "payload",
+        "records",
+        "retry_at",
+        "size",
+        "tp",
+        "value_sizes",
+    )
+
+    def __init__(self, tp: TopicPartition, now: float, loop: asyncio.AbstractEventLoop):
+        self.tp = tp
+        self.records: list[ProducerRecord] = []
+        self.futures: list[asyncio.Future] = []
+        self.key_sizes: list[int] = []
+        self.value_sizes: list[int] = []
+        self.size = HEADER_SIZE
+        self.created = now
+        self.attempts = 0
+        self.last_error: KafkaError | None = None
+        self.full = False
+        self.payload: bytes | None = None
+        self.retry_at = 0.0
+        self.done = loop.create_future()
+
+
+class Producer:
+    """An asyncio producer. Use ``async with Producer(...) as p`` or ``start()``/``close()``."""
+
+    def __init__(self, bootstrap_servers: str | list[str], *, acks: str | int = "all",
+                 batch_size: int = 16384, linger_ms: float = 5, buffer_memory: int = 33554432,
+                 max_request_size: int = 1048576, delivery_timeout_ms: int = 120000,
+                 request_timeout_ms: int = 30000, retries: int | None = None,
+                 retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
+                 max_block_ms: int = 60000, max_in_flight_requests_per_connection: int = 5,
+                 metadata_max_age_ms: int = 300000, partitioner: DefaultPartitioner | None = None,
+                 pool: ChannelPool | None = None, metadata: MetadataCache | None = None):
+        if batch_size < 0 or linger_ms < 0 or max_in_flight_requests_per_connection < 1:
+            raise ValueError("batch_size and linger_ms must be >= 0 and "
+                             "max_in_flight_requests_per_connection >= 1")
+        self.acks = parse_acks(acks)
+        self.batch_size = batch_size
+        self.linger_s = linger_ms / 1000
+        self.buffer_memory = buffer_memory
+        self.max_request_size = max_request_size
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.request_timeout_ms = request_timeout_ms
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.retry_backoff_max_s = max(retry_backoff_max_ms, retry_backoff_ms) / 1000
+        self.max_block_ms = max_block_ms
+        self.max_in_flight = max_in_flight_requests_per_connection
+        self.partitioner = partitioner or DefaultPartitioner(sticky_batch_size=max(batch_size, 1))
+        self._own_pool = pool is None
+        self.pool = pool or ChannelPool()
+        self.metadata = metadata or MetadataCache(
+            self.pool, parse_bootstrap_servers(bootstrap_servers),
+            request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+            metadata_max_age_ms=metadata_max_age_ms)
+
+        self._batches: dict[TopicPartition, deque[_Batch]] = {}
+        self._incomplete: set[_Batch] = set()
+        self._in_flight: dict[int, int] = {}  # broker id -> outstanding requests
+        self._muted: set[TopicPartition] = set()  # max_in_flight == 1: one batch per partition
+        self._buffered = 0
+        self._buffer_freed: asyncio.Event | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._sender: asyncio.Task | None = None
+        self._requests: set[asyncio.Task] = set()
+        self._flushing = 0
+        self._closing = False
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> Producer:
+        if self._sender is None:
+            self._loop = asyncio.get_running_loop()
+            self._wakeup = asyncio.Event()
+            self._buffer_freed = asyncio.Event()
+            self._sender = asyncio.create_task(self._run(), name="replog-producer-sender")
+        return self
+
+    async def __aenter__(self) -> Producer:
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Send everything buffered (waiting at most ``timeout_s``), then release resources;
+        records still unsent after the timeout fail."""
+        if self._closed:
+            return
+        self._closing = True
+        if self._sender is not None:
+            self._wake()
+            try:
+                await asyncio.wait_for(self._wait_all(), timeout_s)
+            except TimeoutError:
+                pass
+            self._sender.cancel()
+            try:
+                await self._sender
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
+                pass
+            for t in list(self._requests):
+                t.cancel()
+            if self._requests:
+                await asyncio.gather(*self._requests, return_exceptions=True)
+        self._fail_all(KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                  "producer closed before the record was sent"))
+        self._closed = True
+        await self.metadata.close()
+        if self._own_pool:
+            await self.pool.close()
+
+    async def flush(self) -> None:
+        """Send every buffered record now and wait until each has succeeded or failed."""
+        self._flushing += 1
+        try:
+            self._wake()
+            await self._wait_all()
+        finally:
+            self._flushing -= 1
+
+    async def _wait_all(self) -> None:
+        pending = [b.done for b in self._incomplete]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # ------------------------------------------------------------------ send
+
+    async def send(self, topic: str, value: bytes | str | None = None,
+                   key: bytes | str | None = None, *, partition: int | None = None,
+                   headers: list[tuple[str, bytes | None]] | None = None,
+                   timestamp_ms: int | None = None) -> asyncio.Future:
+        """Queue one record; returns a future of its :class:`RecordMetadata`."""
+        if self._closing:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "cannot send after the producer "
+                             "is closed")
+        if self._sender is None:
+            await self.start()
+        key = _as_bytes(key)
+        value = _as_bytes(value)
+        headers = list(headers or ())
+        t = await self._wait_on_metadata(topic)
+        n = len(t.partitions)
+        if partition is None:
+            partition = self.partitioner.partition(topic, key, n, t.available_partitions)
+        elif not 0 <= partition < n:
+            raise ValueError(f"Invalid partition given with record: {partition} is not in the "
+                             f"range [0...{n}).")
+        size = estimate_record_size(key, value, headers)
+        if size + HEADER_SIZE > self.max_request_size:
+            raise RecordTooLargeError(
+                f"The message is {size + HEADER_SIZE} bytes when serialized which is larger than "
+                f"{self.max_request_size}, which is the value of the max.request.size "
+                f"configuration.")
+        if self._buffered + size > self.buffer_memory and self._buffered > 0:
+            await self._wait_for_buffer(size)
+        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        fut, new_batch, full = self._append(TopicPartition(topic, partition),
+                                            ProducerRecord(key, value, headers, ts), size,
+                                            len(key) if key is not None else -1,
+                                            len(value) if value is not None else -1)
+        self.partitioner.on_append(topic, partition, size, n, t.available_partitions)
+        if full or new_batch:
+            self._wake()
+        if full:
+            await asyncio.sleep(0)  # let the sender ship the full batch
+        return fut
+
+    async def send_and_wait(self, topic: str, value: bytes | str | None = None,
+                            key: bytes | str | None = None, **kw) -> RecordMetadata:
+        return await (await self.send(topic, value, key, **kw))
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        t = await self._wait_on_metadata(topic)
+        return [p.partition for p in t.partitions]
+
+    async def _wait_on_metadata(self, topic: str) -> TopicInfo:
+        t = self.metadata.topic(topic)
+        if t is not None and t.error_code == ErrorCode.NONE and t.partitions \
+                and topic in self.metadata.interest:
+            return t
+        deadline = time.monotonic() + self.max_block_ms / 1000
+        backoff = self.retry_backoff_s
+        last: KafkaError | None = None
+        while True:
+            try:
+                await self.metadata.refresh(topic)
+                last = None
+            except KafkaError as e:
+                last = e
+            t = self.metadata.topic(topic)
+            if t is not None:
+                if t.error_code == ErrorCode.NONE and t.partitions:
+                    return t
+                if t.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION:
+                    self.metadata.interest.discard(topic)
+                    raise KafkaError(t.error_code, f"Invalid topic: {topic}", topic=topic)
+            if time.monotonic() + backoff >= deadline:
+                self.metadata.interest.discard(topic)
+                self.metadata.cluster.topics.pop(topic, None)
+                msg = f"Topic {topic} not present in metadata after {self.max_block_ms} ms."
+                if last is not None:
+                    raise KafkaTimeoutError(msg, last, topic=topic)
+                raise UnknownTopicError(topic, msg)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.retry_backoff_max_s)
+
+    async def _wait_for_buffer(self, size: int) -> None:
+        deadline = time.monotonic() + self.max_block_ms / 1000
+        while self._buffered + size > self.buffer_memory and self._buffered > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"Failed to allocate memory within the configured max "
+                                        f"blocking time {self.max_block_ms} ms.")
+            self._buffer_freed.clear()
+            self._wake()
+            try:
+                await asyncio.wait_for(self._buffer_freed.wait(), remaining)
+            except TimeoutError:
+                pass
+
+    def _append(self, tp: TopicPartition, record: ProducerRecord, size: int, key_size: int,
+                value_size: int) -> tuple[asyncio.Future, bool, bool]:
+        dq = self._batches.get(tp)
+        if dq is None:
+            dq = self._batches[tp] = deque()
+        b = dq[-1] if dq and not dq[-1].full and dq[-1].attempts == 0 else None
+        new_batch = False
+        if b is not None and b.records and b.size + size > self.batch_size:
+            b.full = True
+            b = None
+        if b is None:
+            b = _Batch(tp, time.monotonic(), self._loop)
+            dq.append(b)
+            self._incomplete.add(b)
+            new_batch = True
+        fut = self._loop.create_future()
+        b.records.append(record)
+        b.futures.append(fut)
+        b.key_sizes.append(key_size)
+        b.value_sizes.append(value_size)
+        b.size += size
+        self._buffered += size
+        if b.size >= self.batch_size:
+            b.full = True
+        return fut, new_batch, b.full
+
+    # ------------------------------------------------------------------ the sender
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    async def _run(self) -> None:
+        while True:
+            now = time.monotonic()
+            self._expire(now)
+            wait = self._drain(now)
+            if self.metadata.stale and self.metadata.interest:
+                self.metadata.request_update()
+            self._wakeup.clear()
+            if wait is None:
+                await self._wakeup.wait()
+            elif wait > 0:
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), wait)
+                except TimeoutError:
+                    pass
+            else:
+                await asyncio.sleep(0)
+
+    def _expire(self, now: float) -> None:
+        """Fail queued (not in-flight) batches whose delivery timeout has passed."""
+        for tp, dq in self._batches.items():
+            while dq and now - dq[0].created >= self.delivery_timeout_s:
+                b = dq.popleft()
+                elapsed_ms = int((now - b.created) * 1000)
+                self._fail(b, KafkaTimeoutError(
+                    f"Expiring {len(b.records)} record(s) for {tp}:{elapsed_ms} ms has passed "
+                    f"since batch creation", b.last_error, topic=tp.topic,
+                    partition=tp.partition))
+
+    def _drain(self, now: float) -> float | None:
+        """Start ProduceRequests for ready batches; return seconds until the next deadline
+        (None: nothing to wait for until woken)."""
+        per_broker: dict[int, list[_Batch]] = {}
+        sizes: dict[int, int] = {}
+        wait: float | None = None
+        missing_leader = False
+        force = self._flushing > 0 or self._closing
+        for tp, dq in self._batches.items():
+            if not dq or tp in self._muted:
+                continue
+            b = dq[0]
+            if b.attempts:
+                ready_at = b.retry_at
+            elif b.full or len(dq) > 1 or force:
+                ready_at = now
+            else:
+                ready_at = b.created + self.linger_s
+            # Expiry is a deadline too, so queued batches fail on time even without traffic.
+            expiry = b.created + self.delivery_timeout_s
+            if ready_at > now:
+                d = min(ready_at, expiry) - now
+                wait = d if wait is None else min(wait, d)
+                continue
+            leader = self.metadata.leader(tp.topic, tp.partition)
+            if leader is None:
+                missing_leader = True
+                d = min(self.retry_backoff_s, max(0.0, expiry - now))
+                wait = d if wait is None else min(wait, d)
+                continue
+            bid = leader.id
+            if self._in_flight.get(bid, 0) >= self.max_in_flight:
+                continue  # a completing request wakes the sender
+            if b.payload is None:
+                b.payload = build_producer_batch(b.records)
+            size = len(b.payload)
+            if bid in sizes and sizes[bid] + size > self.max_request_size:
+                wait = 0.0 if wait is None else min(wait, 0.0)
+                continue
+            dq.popleft()
+            per_broker.setdefault(bid, []).append(b)
+            sizes[bid] = sizes.get(bid, 0) + size
+        if missing_leader:
+            self.metadata.request_update()
+        for bid, batches in per_broker.items():
+            self._in_flight[bid] = self._in_flight.get(bid, 0) + 1
+            if self.max_in_flight == 1:
+                self._muted.update(b.tp for b in batches)
+            task = asyncio.create_task(self._send_request(bid, batches))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+        return wait
+
+    async def _send_request(self, broker_id: int, batches: list[_Batch]) -> None:
+        broker = self.metadata.cluster.brokers.get(broker_id)
+        try:
+            if broker is None:
+                err = KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} unknown")
+                for b in batches:
+                    self._on_error(b, err)
+                return
+            req = pb.ProduceRequest(acks=self.acks, timeout_ms=self.request_timeout_ms)
+            by_topic: dict[str, pb.ProduceTopicData] = {}
+            for b in batches:
+                td = by_topic.get(b.tp.topic)
+                if td is None:
+                    td = by_topic[b.tp.topic] = req.topic_data.add(topic=b.tp.topic)
+                td.partition_data.add(partition=b.tp.partition, records=b.payload)
+            address = broker.address
+            try:
+                resp = await call(self.pool.broker(address).Produce, req, address,
+                                  self.request_timeout_ms / 1000 + _DEADLINE_MARGIN_S)
+            except KafkaError as e:
+                for b in batches:
+                    self._on_error(b, e)
+                return
+            pending = {b.tp: b for b in batches}
+            for tr in resp.responses:
+                for pr in tr.partition_responses:
+                    b = pending.pop(TopicPartition(tr.topic, pr.partition), None)
+                    if b is None:
+                        continue
+                    if pr.error_code == ErrorCode.NONE:
+                        self._complete(b, pr.base_offset, pr.log_append_time_ms)
+                        continue
+                    if pr.HasField("current_leader") and pr.current_leader.leader_id >= 0:
+                        self.metadata.update_leader(b.tp.topic, b.tp.partition,
+                                                    pr.current_leader.leader_id,
+                                                    pr.current_leader.leader_epoch,
+                                                    resp.node_endpoints)
+                    self._on_error(b, KafkaError(pr.error_code, pr.error_message,
+                                                 topic=b.tp.topic, partition=b.tp.partition))
+            for b in pending.values():
+                self._on_error(b, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                             f"broker {broker_id} did not answer for {b.tp}"))
+        finally:
+            self._in_flight[broker_id] -= 1
+            for b in batches:
+                self._muted.discard(b.tp)
+            self._wake()
+
+    def _on_error(self, b: _Batch, err: KafkaError) -> None:
+        b.attempts += 1
+        b.last_error = err
+        if err.invalidates_metadata:
+            self.metadata.request_update()
+        now = time.monotonic()
+        can_retry = (err.retriable and not self._closed
+                     and (self.retries is None or b.attempts <= self.retries)
+                     and now - b.created < self.delivery_timeout_s)
+        if not can_retry:
+            self._fail(b, err)
+            return
+        backoff = min(self.retry_backoff_s * (2 ** (b.attempts - 1)), self.retry_backoff_max_s)
+        b.retry_at = now + backoff * random.uniform(0.8, 1.2)
+        # Kafka re-enqueues at the head of the partition's queue (RecordAccumulator.reenqueue).
+        self._batches.setdefault(b.tp, deque()).appendleft(b)
+
+    def _complete(self, b: _Batch, base_offset: int, log_append_time: int) -> None:
+        tp = b.tp
+        for i, fut in enumerate(b.futures):
+            if not fut.done():
+                r = b.records[i]
+                fut.set_result(RecordMetadata(
+                    tp.topic, tp.partition, base_offset + i if base_offset >= 0 else -1,
+                    log_append_time if log_append_time >= 0 else r.timestamp,
+                    b.key_sizes[i], b.value_sizes[i]))
+        self._release(b)
+
+    def _fail(self, b: _Batch, err: BaseException) -> None:
+        for fut in b.futures:
+            if not fut.done():
+                fut.set_exception(err)
+        self._release(b)
+
+    def _release(self, b: _Batch) -> None:
+        if b in self._incomplete:
+            self._incomplete.discard(b)
+            self._buffered -= b.size - HEADER_SIZE
+            if self._buffer_freed is not None:
+                self._buffer_freed.set()
+        if not b.done.done():
+            b.done.set_result(None)
+
+    def _fail_all(self, err: KafkaError) -> None:
+        for dq in self._batches.values():
+            while dq:
+                self._fail(dq.popleft(), err)
+        for b in list(self._incomplete):
+            self._fail(b, err)

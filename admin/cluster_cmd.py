@@ -1,0 +1,117 @@
+"""``replog cluster up|down`` — a local cluster of real processes (see admin/local_cluster.py).
+
+``up`` runs in the foreground until Ctrl-C or SIGTERM, then stops the brokers (SIGTERM: each
+does a controlled shutdown), the controllers and ZooKeeper, in that order. Run it in the
+background (``replog cluster up --data-dir d &``) and ``replog cluster down --data-dir d`` stops
+it the same way; if the supervisor itself was killed, ``down`` stops the processes listed in
+``d/cluster.json``.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+from admin.local_cluster import LocalCluster, stop_cluster_in
+from common.config import build_config, parse_override
+from common.errors import ReplogError
+
+
+def _overrides(items: list[str] | None) -> dict[str, str]:
+    entries = [parse_override(item) for item in items or ()]
+    build_config(entries)  # an unknown key or a bad value fails here, naming the key
+    return {k: v for k, v, _ in entries}
+
+
+def _up(args) -> int:
+    if args.brokers < 1:
+        raise ReplogError("--brokers must be at least 1")
+    if args.controllers < 1:
+        raise ReplogError("--controllers must be at least 1")
+    if args.log_dirs_per_broker < 1:
+        raise ReplogError("--log-dirs-per-broker must be at least 1")
+    cluster = LocalCluster(args.data_dir, brokers=args.brokers, controllers=args.controllers,
+                           log_dirs_per_broker=args.log_dirs_per_broker,
+                           zookeeper=args.zookeeper, overrides=_overrides(args.override),
+                           startup_timeout_s=args.startup_timeout)
+    stop = threading.Event()
+    up = False
+
+    def on_signal(signum, _frame):
+        if not up:
+            raise KeyboardInterrupt  # start() cleans up what it started
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        print(f"Starting a replog cluster in {cluster.data_dir}: {args.brokers} broker(s) with "
+              f"{args.log_dirs_per_broker} log dir(s) each, {args.controllers} controller(s)"
+              + (f", ZooKeeper at {args.zookeeper}" if args.zookeeper else ""), flush=True)
+        cluster.start()
+        up = True
+        print(f"Bootstrap servers: {cluster.bootstrap_servers}")
+        print(f"ZooKeeper: {cluster.zookeeper_connect}")
+        print(f"Active controller: {cluster.active_controller_id()}")
+        print(f"Cluster description: {cluster.cluster_json_path}")
+        print(f"Logs: {cluster.data_dir / 'logs'}")
+        print("Press Ctrl-C to stop.", flush=True)
+        reported: set[str] = set()
+        while not stop.wait(1.0):
+            for h in [*cluster.controllers.values(), *cluster.brokers.values()]:
+                if h.proc is not None and not h.is_running() and h.name not in reported:
+                    reported.add(h.name)
+                    print(f"{h.name} exited with code {h.returncode}; see {h.log_file}",
+                          file=sys.stderr, flush=True)
+        print("Stopping the cluster: brokers (controlled shutdown), controllers, ZooKeeper...",
+              flush=True)
+        # A second Ctrl-C while stopping is ignored: half-stopped clusters are worse.
+        for s in old:
+            signal.signal(s, signal.SIG_IGN)
+        cluster.stop()
+        print("Stopped.", flush=True)
+        return 0
+    finally:
+        if cluster._lock_fd is not None:  # interrupted or failed: nothing may outlive us
+            cluster.stop(graceful=False)
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _down(args) -> int:
+    if not stop_cluster_in(args.data_dir, timeout=args.timeout):
+        print(f"No running replog cluster in {args.data_dir}.")
+        return 0
+    print(f"Stopped the replog cluster in {args.data_dir}.")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    cluster = sub.add_parser("cluster", help="run a local cluster of real processes")
+    actions = cluster.add_subparsers(dest="cluster_command", metavar="ACTION")
+    actions.required = True
+
+    p = actions.add_parser("up", help="start ZooKeeper, controller(s) and brokers in the "
+                                      "foreground until Ctrl-C")
+    p.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    p.add_argument("--log-dirs-per-broker", type=int, default=2,
+                   help="log dirs per broker (default 2)")
+    p.add_argument("--controllers", type=int, default=1,
+                   help="controller candidates (default 1)")
+    p.add_argument("--data-dir", default="data", help="where logs, configs and data go "
+                                                      "(default ./data)")
+    p.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
+                   help="use this ZooKeeper instead of starting one (chroot /replog unless "
+                        "given)")
+    p.add_argument("--override", action="append", metavar="KEY=VALUE",
+                   help="property for every broker and controller, e.g. "
+                        "min.insync.replicas=2 (repeatable)")
+    p.add_argument("--startup-timeout", type=float, default=60.0,
+                   help="seconds to wait for the cluster to come up (default 60)")
+    p.set_defaults(func=_up)
+
+    p = actions.add_parser("down", help="stop a cluster started in the background")
+    p.add_argument("--data-dir", default="data", help="the cluster's data dir (default ./data)")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds to wait before killing what is left (default 120)")
+    p.set_defaults(func=_down)

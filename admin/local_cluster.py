@@ -1,0 +1,792 @@
+"""A local replog cluster of real processes: ZooKeeper, controller candidates and brokers.
+
+Used by ``replog cluster up`` and by every integration and fault test. Given a data dir it
+
+- starts a real ZooKeeper 3.8 (``common.zookeeper.ZooKeeperServer``) unless a connect string is
+  given, and uses a chroot (``/replog`` by default) so several clusters can share an ensemble;
+- writes ``config/controller-<id>.properties`` and ``config/broker-<id>.properties`` (Kafka
+  property names) with free loopback ports for the gRPC listeners and Prometheus endpoints, log
+  dirs ``broker-<id>/logdir-<n>`` and event logs ``logs/<role>-<id>.events.jsonl``;
+- starts each as its own process (``python -m admin.cli broker --config ...``, stdout/stderr to
+  ``logs/<role>-<id>.log``) in its own session, so a Ctrl-C in a terminal reaches only the
+  supervisor, which then stops everything in order;
+- waits until every broker is registered in ZooKeeper, a controller is active, and every broker
+  answers Metadata naming that controller and all brokers (so a client can create topics at once);
+- writes ``cluster.json`` (bootstrap servers, ZooKeeper, pids, addresses, log dirs, metrics URLs)
+  and rewrites it whenever a process is restarted.
+
+Fault injection goes through :class:`ProcessHandle`: ``kill()`` (SIGKILL), ``pause()``
+(SIGSTOP), ``resume()`` (SIGCONT), ``stop()`` (SIGTERM and wait: a broker does a controlled
+shutdown), ``start()``, ``restart()``; blocking waits have ``a``-prefixed asyncio variants
+(``await handle.arestart()``) that run in a worker thread so a test's producer keeps running.
+
+Ports stay the same across restarts of one process, so clients' bootstrap lists stay valid.
+One cluster per data dir: a lock file (``.cluster.lock``, flock) held by the process that owns the
+cluster makes a second start fail with a clear message; ``replog cluster down --data-dir DIR``
+stops a cluster started elsewhere (``stop_cluster_in``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import weakref
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from common import zk_layout
+from common.errors import ReplogError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOCK_FILE = ".cluster.lock"
+CLUSTER_JSON = "cluster.json"
+DEFAULT_CHROOT = "/replog"
+DEFAULT_CONTROLLER_ID_BASE = 100  # controller ids apart from broker ids, for readable logs
+HOST = "127.0.0.1"
+
+
+class LocalClusterError(ReplogError):
+    """The local cluster could not be started, stopped or inspected."""
+
+
+def free_port(host: str = HOST, exclude: Iterable[int] = ()) -> int:
+    excluded = set(exclude)
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if port not in excluded:
+            return port
+
+
+def _port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as f:
+            return "".join(deque(f, maxlen=lines))
+    except FileNotFoundError:
+        return ""
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+            "utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not reaped) counts as dead.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _write_properties(path: Path, props: Mapping[str, object], header: str) -> None:
+    lines = [f"# {header}", "# Written by replog's admin/local_cluster.py; rewritten on every start."]
+    lines += [f"{k}={v}" for k, v in props.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+class ProcessHandle:
+    """One broker or controller process of a LocalCluster."""
+
+    def __init__(self, cluster: LocalCluster, role: str, node_id: int, port: int,
+                 metrics_port: int, log_dirs: Sequence[Path] = (),
+                 overrides: Mapping[str, str] | None = None):
+        self.cluster = cluster
+        self.role = role
+        self.id = node_id
+        self.host = HOST
+        self.port = port
+        self.metrics_port = metrics_port
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.overrides = dict(overrides or {})
+        self.name = f"{role}-{node_id}"
+        self.config_file = cluster.data_dir / "config" / f"{self.name}.properties"
+        self.log_file = cluster.data_dir / "logs" / f"{self.name}.log"
+        self.event_log_file = cluster.data_dir / "logs" / f"{self.name}.events.jsonl"
+        self.proc: subprocess.Popen | None = None
+        self.paused = False
+        self.starts = 0
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}/metrics"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll() if self.proc is not None else None
+
+    def log_tail(self, lines: int = 30) -> str:
+        return _tail(self.log_file, lines)
+
+    def __repr__(self) -> str:
+        state = ("paused" if self.paused else f"pid={self.pid}") if self.is_running() \
+            else "stopped"
+        return f"<{self.name} {self.address} {state}>"
+
+    # ------------------------------------------------------------------ config
+
+    def properties(self) -> dict[str, object]:
+        c = self.cluster
+        props: dict[str, object] = {f"{self.role}.id": self.id,
+                                    "listeners": f"PLAINTEXT://{self.address}"}
+        if self.role == "broker":
+            props["log.dirs"] = ",".join(str(d) for d in self.log_dirs)
+        props["zookeeper.connect"] = c.zookeeper_connect
+        props["metrics.port"] = self.metrics_port
+        props["event.log.file"] = str(self.event_log_file)
+        props.update(c.overrides)
+        props.update(c.broker_overrides if self.role == "broker" else c.controller_overrides)
+        props.update(self.overrides)
+        return props
+
+    def write_config(self) -> None:
+        self.config_file.parent.mkdir(parents=True, exist_ok=True)
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        _write_properties(self.config_file, self.properties(), f"replog {self.role} {self.id}")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, wait: bool = True, timeout: float | None = None) -> ProcessHandle:
+        """Start the process (config rewritten first); with ``wait``, until it is ready."""
+        if self.is_running():
+            raise LocalClusterError(f"{self.name} is already running (pid {self.pid})")
+        before = self.cluster._registration_czxid(self.id) if self.role == "broker" else None
+        self.write_config()
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [self.cluster.python, "-m", "admin.cli", self.role, "--config",
+               str(self.config_file)]
+        with self.log_file.open("ab") as log:
+            log.write(f"--- replog local cluster: starting {self.name}: {' '.join(cmd)} "
+                      f"---\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(cmd, cwd=self.cluster.data_dir, env=self.cluster.env,
+                                         stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        self.paused = False
+        self.starts += 1
+        self.cluster._write_cluster_json()
+        if wait:
+            self.wait_ready(timeout, previous_czxid=before)
+        return self
+
+    def wait_ready(self, timeout: float | None = None, previous_czxid: int | None = None,
+                   check_metadata: bool = True) -> None:
+        """Broker: registered in ZooKeeper (a registration newer than ``previous_czxid``) and
+        answering Metadata with an active controller. Controller: its gRPC port accepts."""
+        timeout = self.cluster.startup_timeout_s if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive("while starting")
+            if self.role == "controller":
+                if _port_open(self.host, self.port):
+                    return
+            else:
+                czxid = self.cluster._registration_czxid(self.id)
+                if czxid is not None and czxid != previous_czxid:
+                    if not check_metadata:
+                        return
+                    md = self.cluster._metadata(self)
+                    if md is not None and md.controller_id >= 0:
+                        return
+            if time.monotonic() >= deadline:
+                what = ("listening" if self.role == "controller"
+                        else "registered in ZooKeeper with an active controller in its metadata")
+                raise LocalClusterError(
+                    f"{self.name} not {what} after {timeout:.0f}s; last lines of "
+                    f"{self.log_file}:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    def _check_alive(self, when: str) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise LocalClusterError(
+                f"{self.name} exited with code {self.proc.returncode} {when}; last lines of "
+                f"{self.log_file}:\n{self.log_tail()}")
+
+    def send_signal(self, sig: int) -> None:
+        if self.is_running():
+            try:
+                os.kill(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self, sig: int = signal.SIGKILL, wait: bool = True) -> None:
+        """Send ``sig`` (SIGKILL by default); with ``wait``, reap the process."""
+        self.send_signal(sig)
+        if wait and self.proc is not None and sig in (signal.SIGKILL, signal.SIGTERM):
+            self.proc.wait()
+            self.paused = False
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets and ZooKeeper session but does nothing."""
+        self.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self.send_signal(signal.SIGCONT)
+        self.paused = False
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM (a broker does a controlled shutdown) and wait; SIGKILL after ``timeout``."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.send_signal(signal.SIGTERM)
+            if self.paused:
+                self.send_signal(signal.SIGCONT)  # a stopped process acts on SIGTERM only once woken
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.send_signal(signal.SIGKILL)
+                self.proc.wait()
+        self.paused = False
+        return self.proc.returncode
+
+    def restart(self, wait: bool = True, timeout: float | None = None,
+                stop_timeout: float = 60.0) -> ProcessHandle:
+        """Stop (SIGTERM) if running, then start again on the same ports."""
+        self.stop(stop_timeout)
+        return self.start(wait=wait, timeout=timeout)
+
+    # asyncio variants: the blocking waits run in a worker thread.
+    async def astart(self, wait: bool = True, timeout: float | None = None) -> ProcessHandle:
+        return await asyncio.to_thread(self.start, wait, timeout)
+
+    async def astop(self, timeout: float = 60.0) -> int | None:
+        return await asyncio.to_thread(self.stop, timeout)
+
+    async def arestart(self, wait: bool = True, timeout: float | None = None) -> ProcessHandle:
+        return await asyncio.to_thread(self.restart, wait, timeout)
+
+    async def akill(self, sig: int = signal.SIGKILL) -> None:
+        await asyncio.to_thread(self.kill, sig)
+
+    async def await_ready(self, timeout: float | None = None) -> None:
+        await asyncio.to_thread(self.wait_ready, timeout)
+
+    def describe(self) -> dict:
+        d: dict = {"id": self.id, "pid": self.pid if self.is_running() else None,
+                   "address": self.address}
+        if self.role == "broker":
+            d["log_dirs"] = [str(p) for p in self.log_dirs]
+        d["metrics_url"] = self.metrics_url
+        d["config_file"] = str(self.config_file)
+        d["log_file"] = str(self.log_file)
+        d["event_log_file"] = str(self.event_log_file)
+        return d
+
+
+_live_clusters: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    # A test run or supervisor that dies without stop(): no replog process outlives it.
+    for c in list(_live_clusters):
+        with contextlib.suppress(Exception):
+            c.stop(graceful=False)
+
+
+class LocalCluster:
+    """ZooKeeper + controller candidates + brokers as real processes, in ``data_dir``."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], *, brokers: int = 3,
+                 controllers: int = 1, log_dirs_per_broker: int = 2,
+                 zookeeper: str | None = None, chroot: str | None = DEFAULT_CHROOT,
+                 overrides: Mapping[str, object] | None = None,
+                 broker_overrides: Mapping[str, object] | None = None,
+                 controller_overrides: Mapping[str, object] | None = None,
+                 per_broker_overrides: Mapping[int, Mapping[str, object]] | None = None,
+                 broker_ids: Sequence[int] | None = None,
+                 controller_ids: Sequence[int] | None = None,
+                 startup_timeout_s: float = 60.0, zk_tick_time_ms: int = 200,
+                 python: str | None = None):
+        if brokers < 0 or controllers < 1 or log_dirs_per_broker < 1:
+            raise LocalClusterError("a cluster needs brokers >= 0, controllers >= 1 and "
+                                    "log_dirs_per_broker >= 1")
+        self.data_dir = Path(data_dir).resolve()
+        self.num_log_dirs = log_dirs_per_broker
+        self.external_zookeeper = zookeeper
+        self.chroot = chroot
+        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.broker_overrides = {k: str(v) for k, v in (broker_overrides or {}).items()}
+        self.controller_overrides = {k: str(v) for k, v in (controller_overrides or {}).items()}
+        self.startup_timeout_s = startup_timeout_s
+        self.zk_tick_time_ms = zk_tick_time_ms
+        self.python = python or sys.executable
+        self.env = dict(os.environ)
+        self.env["PYTHONUNBUFFERED"] = "1"
+        # Children run this checkout's code, whatever the venv's editable install points at.
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO_ROOT)] + [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        self.zookeeper_server = None
+        self.zookeeper_connect = ""
+        self._zk = None
+        self._lock_fd: int | None = None
+        self._used_ports: set[int] = set()
+        self._started = False
+        ids = list(broker_ids) if broker_ids is not None else list(range(1, brokers + 1))
+        cids = list(controller_ids) if controller_ids is not None else \
+            list(range(DEFAULT_CONTROLLER_ID_BASE, DEFAULT_CONTROLLER_ID_BASE + controllers))
+        if len(set(ids)) != len(ids) or len(set(cids)) != len(cids):
+            raise LocalClusterError("broker and controller ids must be unique")
+        self.controllers: dict[int, ProcessHandle] = {
+            c: ProcessHandle(self, "controller", c, self._port(), self._port()) for c in cids}
+        self.brokers: dict[int, ProcessHandle] = {}
+        per = per_broker_overrides or {}
+        for b in ids:
+            self._add_broker_handle(b, per.get(b))
+
+    # ------------------------------------------------------------------ topology
+
+    def _port(self) -> int:
+        p = free_port(exclude=self._used_ports)
+        self._used_ports.add(p)
+        return p
+
+    def _add_broker_handle(self, broker_id: int, overrides: Mapping[str, object] | None
+                           ) -> ProcessHandle:
+        dirs = [self.data_dir / f"broker-{broker_id}" / f"logdir-{n}"
+                for n in range(self.num_log_dirs)]
+        h = ProcessHandle(self, "broker", broker_id, self._port(), self._port(), dirs,
+                          {k: str(v) for k, v in (overrides or {}).items()})
+        self.brokers[broker_id] = h
+        return h
+
+    def broker(self, broker_id: int) -> ProcessHandle:
+        try:
+            return self.brokers[broker_id]
+        except KeyError:
+            raise LocalClusterError(f"no broker {broker_id} in this cluster "
+                                    f"(brokers: {sorted(self.brokers)})") from None
+
+    def controller(self, controller_id: int) -> ProcessHandle:
+        try:
+            return self.controllers[controller_id]
+        except KeyError:
+            raise LocalClusterError(f"no controller {controller_id} in this cluster "
+                                    f"(controllers: {sorted(self.controllers)})") from None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(h.address for h in self.brokers.values())
+
+    @property
+    def cluster_json_path(self) -> Path:
+        return self.data_dir / CLUSTER_JSON
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self, timeout: float | None = None) -> LocalCluster:
+        """Start ZooKeeper (unless external), the controllers, then the brokers; return once
+        the cluster serves clients. On failure everything started is stopped again."""
+        timeout = self.startup_timeout_s if timeout is None else timeout
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._acquire_lock()
+        _live_clusters.add(self)
+        try:
+            self._start_zookeeper()
+            for h in self.controllers.values():
+                h.start(wait=False)
+            for h in self.brokers.values():
+                h.start(wait=False)
+            deadline = time.monotonic() + timeout
+            for h in self.controllers.values():
+                h.wait_ready(max(1.0, deadline - time.monotonic()))
+            self.wait_for_controller(max(1.0, deadline - time.monotonic()))
+            self.wait_for_brokers(timeout=max(1.0, deadline - time.monotonic()))
+            self.wait_for_metadata(timeout=max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            self.stop(graceful=False)
+            raise
+        self._started = True
+        self._write_cluster_json()
+        return self
+
+    def stop(self, graceful: bool = True, timeout: float = 60.0) -> None:
+        """Brokers first (SIGTERM: controlled shutdown; in parallel), then the controllers, then
+        ZooKeeper. ``graceful=False`` SIGKILLs the processes instead (fast test teardown)."""
+        try:
+            for group in (self.brokers.values(), self.controllers.values()):
+                handles = [h for h in group if h.is_running()]
+                for h in handles:
+                    if graceful:
+                        h.send_signal(signal.SIGTERM)
+                        if h.paused:
+                            h.send_signal(signal.SIGCONT)
+                    else:
+                        h.kill(wait=False)
+                for h in handles:
+                    h.stop(timeout) if graceful else h.kill()
+            if self._zk is not None:
+                with contextlib.suppress(Exception):
+                    self._zk.stop()
+                    self._zk.close()
+                self._zk = None
+            if self.zookeeper_server is not None:
+                self.zookeeper_server.stop()
+        finally:
+            self._started = False
+            _live_clusters.discard(self)
+            with contextlib.suppress(OSError):
+                self._write_cluster_json()
+            self._release_lock()
+
+    def add_broker(self, broker_id: int | None = None,
+                   overrides: Mapping[str, object] | None = None, start: bool = True
+                   ) -> ProcessHandle:
+        """A new broker (next free id by default), started unless ``start=False``."""
+        if broker_id is None:
+            broker_id = max(self.brokers, default=0) + 1
+        if broker_id in self.brokers:
+            raise LocalClusterError(f"broker {broker_id} already exists")
+        h = self._add_broker_handle(broker_id, overrides)
+        if start:
+            h.start()
+        return h
+
+    # ------------------------------------------------------------------ ZooKeeper
+
+    def _start_zookeeper(self) -> None:
+        from common.zookeeper import ZooKeeperServer, ensure_chroot
+        if self.external_zookeeper is None:
+            self.zookeeper_server = ZooKeeperServer(
+                self.data_dir / "zookeeper", tick_time_ms=self.zk_tick_time_ms,
+                max_session_timeout_ms=60_000, log_file=self.data_dir / "logs" / "zookeeper.log")
+            self.zookeeper_server.start()
+            hosts = self.zookeeper_server.hosts
+        else:
+            hosts = self.external_zookeeper
+        base, slash, existing_chroot = hosts.partition("/")
+        if slash:  # the connect string already carries a chroot: use it as given
+            self.zookeeper_connect = ensure_chroot(base, "/" + existing_chroot.rstrip("/"))
+        elif self.chroot:
+            self.zookeeper_connect = ensure_chroot(base, self.chroot)
+        else:
+            self.zookeeper_connect = base
+        self.zk_client()
+
+    def zk_client(self):
+        """A started kazoo client chrooted like the cluster (shared; do not close it)."""
+        if self._zk is None:
+            from kazoo.client import KazooClient
+            client = KazooClient(self.zookeeper_connect, timeout=10.0)
+            client.start(timeout=15)
+            self._zk = client
+        return self._zk
+
+    def _registration_czxid(self, broker_id: int) -> int | None:
+        if self._zk is None:
+            return None
+        stat = self._zk.exists(zk_layout.broker_path(broker_id))
+        return stat.czxid if stat is not None else None
+
+    def registered_brokers(self) -> dict[int, zk_layout.BrokerRegistration]:
+        zk = self.zk_client()
+        out = {}
+        try:
+            children = zk.get_children(zk_layout.BROKER_IDS)
+        except Exception:  # noqa: BLE001 - NoNodeError before the first registration
+            return {}
+        for c in children:
+            try:
+                data, stat = zk.get(f"{zk_layout.BROKER_IDS}/{c}")
+                out[int(c)] = zk_layout.decode_broker(int(c), data, stat.czxid)
+            except Exception:  # noqa: BLE001, S112 - the znode went away meanwhile
+                continue
+        return out
+
+    def active_controller_id(self) -> int | None:
+        """The id in /controller, or None while no controller is active."""
+        try:
+            data, _ = self.zk_client().get(zk_layout.CONTROLLER)
+        except Exception:  # noqa: BLE001 - NoNodeError
+            return None
+        try:
+            return zk_layout.decode_controller(data).controller_id
+        except (ValueError, KeyError):
+            return None
+
+    def active_controller(self) -> ProcessHandle | None:
+        cid = self.active_controller_id()
+        return self.controllers.get(cid) if cid is not None else None
+
+    def controller_epoch(self) -> int | None:
+        try:
+            data, _ = self.zk_client().get(zk_layout.CONTROLLER_EPOCH)
+            return zk_layout.decode_controller_epoch(data)
+        except Exception:  # noqa: BLE001
+            return None
+
+    # ------------------------------------------------------------------ waiting
+
+    def _wait(self, what: str, check, timeout: float, handles: Iterable[ProcessHandle] = ()):
+        deadline = time.monotonic() + timeout
+        handles = list(handles)
+        while True:
+            result = check()
+            if result:
+                return result
+            for h in handles:
+                h._check_alive(f"while waiting for {what}")
+            if time.monotonic() >= deadline:
+                tails = "\n".join(f"--- {h.log_file} ---\n{h.log_tail(15)}" for h in handles)
+                raise LocalClusterError(f"timed out after {timeout:.0f}s waiting for {what}"
+                                        + (f"\n{tails}" if tails else ""))
+            time.sleep(0.05)
+
+    def wait_for_controller(self, timeout: float = 30.0, exclude: Iterable[int] = ()
+                            ) -> int:
+        """Wait until one of the controllers (not in ``exclude``) is active; return its id."""
+        excluded = set(exclude)
+
+        def check():
+            cid = self.active_controller_id()
+            return cid if cid in self.controllers and cid not in excluded else None
+
+        running = [h for h in self.controllers.values() if h.is_running()]
+        return self._wait("an active controller", check, timeout, running)
+
+    def wait_for_brokers(self, ids: Iterable[int] | None = None, timeout: float = 30.0) -> None:
+        """Wait until the brokers ``ids`` (default: all running) are registered."""
+        want = set(ids) if ids is not None else {b for b, h in self.brokers.items()
+                                                 if h.is_running()}
+        self._wait(f"brokers {sorted(want)} to register",
+                   lambda: want <= set(self.registered_brokers()), timeout,
+                   [self.brokers[b] for b in want if b in self.brokers])
+
+    def wait_for_metadata(self, ids: Iterable[int] | None = None, timeout: float = 30.0
+                          ) -> None:
+        """Wait until each running broker's Metadata names the active controller and every
+        broker in ``ids`` (default: all running brokers)."""
+        running = [h for h in self.brokers.values() if h.is_running()]
+        want = set(ids) if ids is not None else {h.id for h in running}
+        missing: dict[int, str] = {}
+
+        def check() -> bool:
+            missing.clear()
+            cid = self.active_controller_id()
+            for h in running:
+                md = self._metadata(h)
+                if md is None:
+                    missing[h.id] = "no Metadata answer"
+                elif md.controller_id < 0 or md.controller_id != cid:
+                    missing[h.id] = f"controller_id {md.controller_id} (active: {cid})"
+                elif not want <= {b.broker_id for b in md.brokers}:
+                    missing[h.id] = f"brokers {sorted(b.broker_id for b in md.brokers)}"
+            return not missing
+
+        try:
+            self._wait("every broker's metadata to show the controller and all brokers",
+                       check, timeout, running)
+        except LocalClusterError as e:
+            raise LocalClusterError(f"{e}\nstill waiting on: "
+                                    + "; ".join(f"broker {b}: {m}"
+                                                for b, m in sorted(missing.items()))) from None
+
+    def _metadata(self, h: ProcessHandle):
+        import grpc
+
+        from common.rpc import replog_pb2, replog_pb2_grpc
+        try:
+            with grpc.insecure_channel(h.address) as ch:
+                return replog_pb2_grpc.BrokerStub(ch).Metadata(replog_pb2.MetadataRequest(),
+                                                               timeout=2.0)
+        except grpc.RpcError:
+            return None
+
+    # ------------------------------------------------------------------ cluster.json and lock
+
+    def describe(self) -> dict:
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "zookeeper": self.zookeeper_connect,
+            "controllers": [h.describe() for h in self.controllers.values()],
+            "brokers": [h.describe() for h in self.brokers.values()],
+            "data_dir": str(self.data_dir),
+            "supervisor_pid": os.getpid() if self._lock_fd is not None else None,
+            "zookeeper_pid": (self.zookeeper_server.pid if self.zookeeper_server is not None
+                              and self.zookeeper_server.is_running() else None),
+            "zookeeper_config": (str(self.zookeeper_server.config_file)
+                                 if self.zookeeper_server is not None else None),
+        }
+
+    def _write_cluster_json(self) -> None:
+        if not self.data_dir.exists():
+            return
+        tmp = self.cluster_json_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.describe(), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, self.cluster_json_path)
+
+    def _acquire_lock(self) -> None:
+        if self._lock_fd is not None:
+            return
+        path = self.data_dir / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise LocalClusterError(
+                f"a replog cluster is already running in {self.data_dir} (pid {holder}); "
+                f"stop it first with: replog cluster down --data-dir {self.data_dir}") from None
+        leftovers = _leftover_pids(self.data_dir)
+        if leftovers:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise LocalClusterError(
+                f"processes of an earlier cluster in {self.data_dir} are still running (pids "
+                f"{', '.join(map(str, leftovers))}); stop them with: replog cluster down "
+                f"--data-dir {self.data_dir}")
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+
+# ---------------------------------------------------------------------------- cluster down
+
+def _read_cluster_json(data_dir: Path) -> dict | None:
+    try:
+        return json.loads((data_dir / CLUSTER_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _owned_pids(info: dict) -> list[tuple[str, int, str]]:
+    """(role, pid, marker) of the cluster's processes; a pid counts only while its command
+    line still contains the marker (its config file), so a recycled pid is never signalled."""
+    out = []
+    for role in ("brokers", "controllers"):
+        for p in info.get(role, []):
+            if p.get("pid") and p.get("config_file"):
+                out.append((role[:-1], int(p["pid"]), p["config_file"]))
+    if info.get("zookeeper_pid") and info.get("zookeeper_config"):
+        out.append(("zookeeper", int(info["zookeeper_pid"]), info["zookeeper_config"]))
+    return out
+
+
+def _leftover_pids(data_dir: Path) -> list[int]:
+    info = _read_cluster_json(data_dir)
+    if not info:
+        return []
+    return [pid for _, pid, marker in _owned_pids(info)
+            if _alive(pid) and marker in _cmdline(pid)]
+
+
+def _lock_holder(data_dir: Path) -> int | None:
+    """The pid of the supervisor holding the data dir's lock, or None if it is free."""
+    path = data_dir / LOCK_FILE
+    if not path.exists():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(fd, 64).decode(errors="replace").strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def stop_cluster_in(data_dir: str | os.PathLike[str], timeout: float = 120.0,
+                    log=print) -> bool:
+    """Stop the cluster of ``data_dir``: SIGTERM its supervisor (``cluster up``) and wait, or,
+    if the supervisor is gone, stop the processes listed in cluster.json in order (brokers,
+    controllers, ZooKeeper). Returns False if nothing was running."""
+    data_dir = Path(data_dir).resolve()
+    if not data_dir.is_dir():
+        raise LocalClusterError(f"no such data dir: {data_dir}")
+    holder = _lock_holder(data_dir)
+    deadline = time.monotonic() + timeout
+    stopped_any = False
+    if holder is not None and holder > 0:
+        log(f"Stopping the replog cluster supervisor (pid {holder}) of {data_dir}")
+        os.kill(holder, signal.SIGTERM)
+        while _lock_holder(data_dir) is not None:
+            if time.monotonic() >= deadline:
+                raise LocalClusterError(f"the supervisor (pid {holder}) did not stop within "
+                                        f"{timeout:.0f}s")
+            time.sleep(0.1)
+        stopped_any = True
+    info = _read_cluster_json(data_dir)
+    if info is None:
+        if not stopped_any:
+            raise LocalClusterError(f"no {CLUSTER_JSON} in {data_dir}: no cluster was started "
+                                    f"there")
+        return True
+    for role in ("broker", "controller", "zookeeper"):
+        pids = [pid for r, pid, marker in _owned_pids(info)
+                if r == role and _alive(pid) and marker in _cmdline(pid)]
+        for pid in pids:
+            log(f"Stopping {role} (pid {pid})")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGCONT)
+        for pid in pids:
+            while _alive(pid):
+                if time.monotonic() >= deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    break
+                time.sleep(0.1)
+        stopped_any = stopped_any or bool(pids)
+    return stopped_any
