@@ -365,6 +365,7 @@ class LocalCluster:
         self.zookeeper_connect = ""
         self._zk = None
         self._lock_fd: int | None = None
+        self._owns_dir = False  # set once this cluster held the data dir's lock
         self._used_ports: set[int] = set()
         self._started = False
         ids = list(broker_ids) if broker_ids is not None else list(range(1, brokers + 1))
@@ -660,8 +661,8 @@ class LocalCluster:
         }
 
     def _write_cluster_json(self) -> None:
-        if not self.data_dir.exists():
-            return
+        if not self._owns_dir or not self.data_dir.exists():
+            return  # never overwrite the description of another cluster in this dir
         tmp = self.cluster_json_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.describe(), indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, self.cluster_json_path)
@@ -690,6 +691,7 @@ class LocalCluster:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
+        self._owns_dir = True
 
     def _release_lock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None

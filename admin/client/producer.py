@@ -177,6 +177,7 @@ class Producer:
         self._flushing = 0
         self._closing = False
         self._closed = False
+        self._crashed: KafkaError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -247,6 +248,8 @@ class Producer:
         if self._closing:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "cannot send after the producer "
                              "is closed")
+        if self._crashed is not None:
+            raise self._crashed
         if self._sender is None:
             await self.start()
         key = _as_bytes(key)
@@ -365,6 +368,17 @@ class Producer:
             self._wakeup.set()
 
     async def _run(self) -> None:
+        try:
+            await self._loop_forever()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a bug must not leave send() futures hanging forever
+            self._crashed = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                       f"producer sender failed: {e!r}")
+            self._fail_all(self._crashed)
+            raise
+
+    async def _loop_forever(self) -> None:
         while True:
             now = time.monotonic()
             self._expire(now)
