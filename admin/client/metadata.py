@@ -13,6 +13,7 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from admin.client.errors import KafkaError, TransportError
 from admin.client.transport import ChannelPool, call
@@ -78,8 +79,9 @@ class TopicInfo:
                 return info
         return None
 
-    @property
+    @cached_property
     def available_partitions(self) -> list[int]:
+        """Partitions with a leader (computed once: the instance is immutable)."""
         return [p.partition for p in self.partitions if p.has_leader]
 
 

@@ -33,6 +33,7 @@ import asyncio
 import random
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -47,7 +48,7 @@ from admin.client.partitioner import DefaultPartitioner
 from admin.client.recordbatch import build_producer_batch, estimate_record_size
 from admin.client.transport import ChannelPool, call, parse_bootstrap_servers
 from common.errors import ErrorCode
-from common.records import HEADER_SIZE, ProducerRecord
+from common.records import HEADER_SIZE
 from common.rpc import replog_pb2 as pb
 
 _DEADLINE_MARGIN_S = 5.0
@@ -98,6 +99,15 @@ def _as_bytes(x: bytes | str | None) -> bytes | None:
     raise TypeError(f"record keys and values must be bytes, str or None, not {type(x).__name__}")
 
 
+class _PendingRecord(NamedTuple):
+    """A queued record (what build_producer_batch reads); lighter than a dataclass."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]]
+    timestamp: int
+
+
 class _Batch:
     __slots__ = (
         "attempts",
@@ -105,22 +115,18 @@ class _Batch:
         "done",
         "full",
         "futures",
-        "key_sizes",
         "last_error",
         "payload",
         "records",
         "retry_at",
         "size",
         "tp",
-        "value_sizes",
     )
 
     def __init__(self, tp: TopicPartition, now: float, loop: asyncio.AbstractEventLoop):
         self.tp = tp
-        self.records: list[ProducerRecord] = []
+        self.records: list[_PendingRecord] = []
         self.futures: list[asyncio.Future] = []
-        self.key_sizes: list[int] = []
-        self.value_sizes: list[int] = []
         self.size = HEADER_SIZE
         self.created = now
         self.attempts = 0
@@ -252,17 +258,26 @@ class Producer:
             raise self._crashed
         if self._sender is None:
             await self.start()
-        key = _as_bytes(key)
-        value = _as_bytes(value)
-        headers = list(headers or ())
-        t = await self._wait_on_metadata(topic)
+        if key is not None and type(key) is not bytes:
+            key = _as_bytes(key)
+        if value is not None and type(value) is not bytes:
+            value = _as_bytes(value)
+        t = self.metadata.cluster.topics.get(topic)
+        if t is None or t.error_code or not t.partitions or topic not in self.metadata.interest:
+            t = await self._wait_on_metadata(topic)
         n = len(t.partitions)
         if partition is None:
             partition = self.partitioner.partition(topic, key, n, t.available_partitions)
         elif not 0 <= partition < n:
             raise ValueError(f"Invalid partition given with record: {partition} is not in the "
                              f"range [0...{n}).")
-        size = estimate_record_size(key, value, headers)
+        if headers:
+            headers = list(headers)
+            size = estimate_record_size(key, value, headers)
+        else:
+            headers = ()
+            size = 21 + (len(key) if key is not None else 0) + \
+                (len(value) if value is not None else 0)
         if size + HEADER_SIZE > self.max_request_size:
             raise RecordTooLargeError(
                 f"The message is {size + HEADER_SIZE} bytes when serialized which is larger than "
@@ -272,9 +287,7 @@ class Producer:
             await self._wait_for_buffer(size)
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
         fut, new_batch, full = self._append(TopicPartition(topic, partition),
-                                            ProducerRecord(key, value, headers, ts), size,
-                                            len(key) if key is not None else -1,
-                                            len(value) if value is not None else -1)
+                                            _PendingRecord(key, value, headers, ts), size)
         self.partitioner.on_append(topic, partition, size, n, t.available_partitions)
         if full or new_batch:
             self._wake()
@@ -335,8 +348,8 @@ class Producer:
             except TimeoutError:
                 pass
 
-    def _append(self, tp: TopicPartition, record: ProducerRecord, size: int, key_size: int,
-                value_size: int) -> tuple[asyncio.Future, bool, bool]:
+    def _append(self, tp: TopicPartition, record: _PendingRecord, size: int
+                ) -> tuple[asyncio.Future, bool, bool]:
         dq = self._batches.get(tp)
         if dq is None:
             dq = self._batches[tp] = deque()
@@ -353,8 +366,6 @@ class Producer:
         fut = self._loop.create_future()
         b.records.append(record)
         b.futures.append(fut)
-        b.key_sizes.append(key_size)
-        b.value_sizes.append(value_size)
         b.size += size
         self._buffered += size
         if b.size >= self.batch_size:
@@ -533,7 +544,8 @@ class Producer:
                 fut.set_result(RecordMetadata(
                     tp.topic, tp.partition, base_offset + i if base_offset >= 0 else -1,
                     log_append_time if log_append_time >= 0 else r.timestamp,
-                    b.key_sizes[i], b.value_sizes[i]))
+                    len(r.key) if r.key is not None else -1,
+                    len(r.value) if r.value is not None else -1))
         self._release(b)
 
     def _fail(self, b: _Batch, err: BaseException) -> None:
