@@ -341,16 +341,28 @@ def on_controller_failover(ctx: ControllerContext) -> Decision:
 def on_new_partitions(ctx: ControllerContext, tps: Iterable[TopicPartition]) -> Decision:
     """Kafka's onNewPartitionCreation: NonExistent -> New -> Online with the initial leader;
     replicas NonExistent -> New -> Online (Offline on a dead broker). The assignment must be in
-    ctx already. Partitions that already have a state znode are only brought into the state
-    machines."""
+    ctx already. A partition whose state znode exists already (a previous controller wrote it
+    before failing) is adopted as it is, and elected for if it has no live leader."""
     b = _Builder(ctx)
+    adopted = []
     for tp in tps:
         if b.pstate(tp) is P.NonExistentPartition:
             b.partition(tp, P.NewPartition)
             for r in ctx.replicas(tp):
                 b.replica(PartitionReplica(tp, r), R.NewReplica)
-        if b.leadership(tp) is None:
+        s = b.leadership(tp)
+        if s is None:
             _initialize_partition(b, tp)
+        elif b.pstate(tp) is P.NewPartition:
+            online = s.leader != NO_LEADER and s.leader in ctx.live_brokers
+            b.partition(tp, P.OnlinePartition if online else P.OfflinePartition)
+            for r in ctx.replicas(tp):
+                b.replica(PartitionReplica(tp, r),
+                          R.OnlineReplica if r in ctx.live_brokers else R.OfflineReplica)
+            b.lai_replicas(tp)
+            b.um_all([tp])
+            adopted.append(tp)
+    _elect_offline(b, adopted)
     return b.build()
 
 

@@ -1,0 +1,194 @@
+"""ControllerChannelManager: the controller's connections to the brokers (Kafka's
+ControllerChannelManager + RequestSendThread).
+
+One grpc.aio channel and one sender task per live broker. Requests to a broker are sent one at
+a time, in the order they were queued (LeaderAndIsr before the UpdateMetadata and StopReplica
+of the same decision, and decisions in the order they were made), because a broker must see a
+partition's states in the order the controller wrote them.
+
+Retries: a transport failure (broker unreachable, deadline) is retried with backoff for as long
+as the broker is live - the controller tolerates unreachable brokers and never blocks on them;
+its event queue does not wait for deliveries. A broker that is removed (its registration
+vanished or was replaced by a new epoch) has its queue dropped and its channel closed; the
+controller sends the new incarnation what it needs on its startup.
+
+Not retried: FAILED_PRECONDITION (the broker saw a newer controller epoch - code 11 - so this
+controller is deposed; or the request names an old broker epoch - code 77 - and the new
+registration will get fresh requests), INVALID_ARGUMENT and UNIMPLEMENTED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from common.rpc import replog_pb2_grpc
+from common.zk_layout import BrokerRegistration
+from controller.request_batch import BrokerBatch
+
+log = logging.getLogger(__name__)
+
+ERROR_CODE_KEY = "replog-error-code"
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    # Reconnect quickly to a broker that restarts on the same address.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+_NOT_RETRIED = {grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT,
+                grpc.StatusCode.UNIMPLEMENTED}
+
+# on_response(broker_id, kind, request, response or None, error or None)
+ResponseCallback = Callable[[int, str, Any, Any, "grpc.aio.AioRpcError | None"], None]
+
+
+def error_code_of(err: grpc.aio.AioRpcError) -> int | None:
+    for key, value in (err.trailing_metadata() or ()):
+        if key == ERROR_CODE_KEY:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+@dataclass
+class _Item:
+    kind: str  # "LeaderAndIsr" | "UpdateMetadata" | "StopReplica"
+    request: Any
+    done: asyncio.Future
+
+
+class _BrokerSender:
+    def __init__(self, reg: BrokerRegistration, manager: "ControllerChannelManager"):
+        self.reg = reg
+        self.manager = manager
+        self.channel = grpc.aio.insecure_channel(reg.address, options=CHANNEL_OPTIONS)
+        self.stub = replog_pb2_grpc.BrokerStub(self.channel)
+        self.queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self.current: _Item | None = None
+        self.task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"controller-send-{reg.broker_id}")
+
+    async def _run(self) -> None:
+        m = self.manager
+        while True:
+            item = self.current = await self.queue.get()
+            backoff = m.retry_backoff_s
+            while True:
+                try:
+                    resp = await getattr(self.stub, item.kind)(item.request,
+                                                               timeout=m.request_timeout_s)
+                except asyncio.CancelledError:
+                    raise
+                except grpc.aio.AioRpcError as e:
+                    if e.code() in _NOT_RETRIED:
+                        m.notify(self.reg.broker_id, item, None, e)
+                        _settle(item.done, False)
+                        break
+                    m.failed_attempts += 1
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, m.max_retry_backoff_s)
+                    continue
+                except Exception as e:  # noqa: BLE001 - a bug must not kill the sender
+                    log.exception("sending %s to broker %s failed", item.kind,
+                                  self.reg.broker_id)
+                    m.notify(self.reg.broker_id, item, None, e)
+                    _settle(item.done, False)
+                    break
+                m.notify(self.reg.broker_id, item, resp, None)
+                _settle(item.done, True)
+                break
+
+    async def close(self) -> None:
+        self.task.cancel()
+        try:
+            await self.task
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            pass
+        if self.current is not None:
+            _settle(self.current.done, False)
+        while not self.queue.empty():
+            _settle(self.queue.get_nowait().done, False)
+        await self.channel.close()
+
+
+def _settle(fut: asyncio.Future, value: bool) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+class ControllerChannelManager:
+    def __init__(self, on_response: ResponseCallback | None = None, *,
+                 request_timeout_s: float = 30.0, retry_backoff_s: float = 0.1,
+                 max_retry_backoff_s: float = 2.0):
+        self.on_response = on_response
+        self.request_timeout_s = request_timeout_s
+        self.retry_backoff_s = retry_backoff_s
+        self.max_retry_backoff_s = max_retry_backoff_s
+        self.failed_attempts = 0
+        self._senders: dict[int, _BrokerSender] = {}
+        self._closing: set[asyncio.Task] = set()
+
+    @property
+    def brokers(self) -> set[int]:
+        return set(self._senders)
+
+    def update_brokers(self, live: dict[int, BrokerRegistration]) -> None:
+        """Match the senders to the live brokers: add new ones, drop vanished ones, and
+        replace a broker's sender when its registration (epoch or address) changed."""
+        for broker_id in list(self._senders):
+            s = self._senders[broker_id]
+            reg = live.get(broker_id)
+            if reg is None or reg.epoch != s.reg.epoch or reg.address != s.reg.address:
+                self._drop(broker_id)
+        for broker_id, reg in live.items():
+            if broker_id not in self._senders:
+                self._senders[broker_id] = _BrokerSender(reg, self)
+
+    def _drop(self, broker_id: int) -> None:
+        s = self._senders.pop(broker_id)
+        t = asyncio.get_running_loop().create_task(s.close())
+        self._closing.add(t)
+        t.add_done_callback(self._closing.discard)
+
+    def send(self, batches: dict[int, BrokerBatch]) -> list[asyncio.Future]:
+        """Queue each broker's requests (LeaderAndIsr, UpdateMetadata, StopReplica order).
+        Returns one future per request: True once delivered, False if dropped/refused."""
+        loop = asyncio.get_running_loop()
+        futures = []
+        for broker_id, bb in batches.items():
+            s = self._senders.get(broker_id)
+            for kind, reqs in (("LeaderAndIsr", bb.leader_and_isr),
+                               ("UpdateMetadata", bb.update_metadata),
+                               ("StopReplica", bb.stop_replica)):
+                for req in reqs:
+                    fut = loop.create_future()
+                    futures.append(fut)
+                    if s is None or s.reg.epoch != bb.broker_epoch:
+                        fut.set_result(False)
+                    else:
+                        s.queue.put_nowait(_Item(kind, req, fut))
+        return futures
+
+    def notify(self, broker_id: int, item: _Item, response, error) -> None:
+        if self.on_response is not None:
+            try:
+                self.on_response(broker_id, item.kind, item.request, response, error)
+            except Exception:  # noqa: BLE001
+                log.exception("response callback failed")
+
+    def pending(self) -> int:
+        return sum(s.queue.qsize() for s in self._senders.values())
+
+    async def close(self) -> None:
+        for broker_id in list(self._senders):
+            self._drop(broker_id)
+        if self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)

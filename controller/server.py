@@ -1,0 +1,159 @@
+"""The controller process: `run(config) -> int` (what `replog controller --config FILE` calls).
+
+Wires the pieces: a kazoo client bridged into asyncio (common/zk.py), the Controller (election,
+event queue, decisions), the gRPC server with the Controller service and the standard health
+service, the Prometheus endpoint (`metrics.port`) and the structlog JSON event log
+(`event.log.file`). SIGTERM/SIGINT stop it gracefully: health goes NOT_SERVING, the controller
+resigns and deletes /controller (a standby takes over at once), in-flight RPCs get a grace
+period, then the ZooKeeper session is closed.
+
+Health: service "" is SERVING while the process runs; "replog.v1.Controller" is SERVING only
+while this candidate is the active controller (NOT_SERVING on a standby), so a load balancer
+or a compose healthcheck can tell the two apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from kazoo.handlers.threading import KazooTimeoutError
+from prometheus_client import CollectorRegistry
+
+from common.observability import (configure_event_log, quiet_third_party_logs,
+                                  start_metrics_endpoint)
+from common.rpc import replog_pb2_grpc
+from common.zk import AsyncZk
+from common.zk_layout import ControllerInfo
+from common.zookeeper import ensure_chroot
+from controller.controller import Controller
+from controller.metrics import ControllerMetrics
+from controller.servicer import ControllerServicer
+
+SERVICE_NAME = "replog.v1.Controller"
+SERVER_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                  ("grpc.max_send_message_length", 64 * 1024 * 1024)]
+
+
+def split_chroot(connect: str) -> tuple[str, str | None]:
+    """"h1:2181,h2:2181/replog" -> ("h1:2181,h2:2181", "/replog")."""
+    hosts, sep, chroot = connect.partition("/")
+    return hosts, (("/" + chroot).rstrip("/") or None) if sep else None
+
+
+class ControllerServer:
+    """One controller candidate process (usable in-process by tests)."""
+
+    def __init__(self, config: Mapping[str, Any], *, events=None,
+                 registry: CollectorRegistry | None = None, serve_metrics: bool = True):
+        self.config = config
+        self.controller_id = int(config["controller.id"])
+        self.events = events
+        self.metrics = ControllerMetrics(registry)
+        self.serve_metrics = serve_metrics
+        self.metrics_port: int | None = None
+        self.zk: AsyncZk | None = None
+        self.server: grpc.aio.Server | None = None
+        self.health = HealthServicer()
+        self.controller: Controller | None = None
+        self.address = ""
+
+    async def start(self) -> None:
+        cfg = self.config
+        hosts, chroot = split_chroot(cfg["zookeeper.connect"])
+        if chroot:
+            # Kafka creates its chroot; kazoo would fail every call on a missing one.
+            await asyncio.get_running_loop().run_in_executor(
+                None, ensure_chroot, hosts, chroot,
+                cfg["zookeeper.connection.timeout.ms"] / 1000)
+        self.zk = AsyncZk(cfg["zookeeper.connect"],
+                          session_timeout_ms=cfg["zookeeper.session.timeout.ms"],
+                          connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"])
+        await self.zk.start()
+
+        listen = cfg["listeners"][0]
+        self.server = grpc.aio.server(options=SERVER_OPTIONS)
+        port = self.server.add_insecure_port(listen)
+        if port == 0:
+            raise OSError(f"cannot listen on {listen}")
+        adv = (cfg["advertised.listeners"] or [listen])[0]
+        adv_host, _, adv_port = adv.rpartition(":")
+        if adv_host in ("0.0.0.0", "", "::"):
+            adv_host = socket.gethostname()
+        adv_port = port if int(adv_port) == 0 else int(adv_port)
+        self.address = f"{adv_host}:{adv_port}"
+        endpoint = ControllerInfo(self.controller_id, adv_host, adv_port,
+                                  int(time.time() * 1000))
+
+        self.controller = Controller(
+            controller_id=self.controller_id, zk=self.zk, endpoint=endpoint, config=cfg,
+            metrics=self.metrics, events=self.events, on_active_change=self._on_active_change)
+        replog_pb2_grpc.add_ControllerServicer_to_server(ControllerServicer(self.controller),
+                                                         self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        await self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.server.start()
+        await self.controller.start()
+        if self.serve_metrics and cfg["metrics.port"] is not None:
+            self.metrics_port = start_metrics_endpoint(self.metrics.registry,
+                                                       cfg["metrics.port"], host="0.0.0.0")
+
+    def _on_active_change(self, active: bool) -> None:
+        status = (health_pb2.HealthCheckResponse.SERVING if active
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        asyncio.get_running_loop().create_task(self.health.set(SERVICE_NAME, status))
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        await self.health.enter_graceful_shutdown()
+        if self.controller is not None:
+            await self.controller.stop()
+        if self.server is not None:
+            await self.server.stop(grace_s)
+        if self.zk is not None:
+            await self.zk.stop()
+
+
+async def _main(config: Mapping[str, Any]) -> int:
+    events = configure_event_log(config["event.log.file"], "controller",
+                                 controller_id=config["controller.id"])
+    server = ControllerServer(config, events=events)
+    try:
+        await server.start()
+    except (KazooTimeoutError, OSError, RuntimeError) as e:
+        print(f"replog controller: cannot start: {e}", file=sys.stderr)
+        try:
+            await server.stop(0)
+        except Exception:  # noqa: BLE001 - already failing; report the first error
+            pass
+        return 1
+    print(f"controller {server.controller_id} listening on {server.address}"
+          + (f", metrics on :{server.metrics_port}" if server.metrics_port else ""),
+          flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.stop()
+    return 0
+
+
+def run(config: Mapping[str, Any]) -> int:
+    """Process main: serve until SIGTERM/SIGINT; 0 on a clean stop, 1 if it cannot start."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_third_party_logs()
+    try:
+        return asyncio.run(_main(config))
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,338 @@
+"""The controller's ZooKeeper reads and conditional writes (Kafka's KafkaZkClient, controller
+half). Thin: no decisions here.
+
+Fencing - the rule every write here keeps: each multi-op transaction also does
+check(/controller_epoch, <the version this controller wrote when it won>). A controller that
+has been deposed (a successor bumped /controller_epoch) therefore has every write refused as a
+whole - even one it issues long after waking from a SIGSTOP - and sees ControllerMovedError,
+upon which it resigns. Partition state znodes are additionally written with their expected
+version (the partition epoch).
+
+Batches: partition-state writes go in transactions of at most MAX_OPS_PER_TRANSACTION
+operations (one round trip each; ZooKeeper's jute.maxbuffer bounds a transaction's size). A
+transaction that fails on one partition's version is retried without that partition, which is
+reported back as failed (the caller re-reads it).
+
+Election: the winner creates the ephemeral /controller and bumps /controller_epoch in *one*
+transaction (Kafka's registerControllerAndIncrementControllerEpoch), so no two controllers can
+ever hold the same epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kazoo.exceptions import (BadVersionError, NodeExistsError, NoNodeError, RolledBackError,
+                              RuntimeInconsistency)
+
+from common import zk_layout as L
+from common.names import TopicPartition
+from common.zk import AsyncZk
+from common.zk_layout import (BrokerRegistration, ControllerInfo, LeaderAndIsr,
+                              TopicAssignment)
+from controller.decisions import PartitionWrite
+
+MAX_OPS_PER_TRANSACTION = 500
+MAX_CONCURRENT_READS = 2000
+
+
+class ControllerMovedError(Exception):
+    """The /controller_epoch check failed: another controller was elected since."""
+
+
+def _is_rollback(e: Any) -> bool:
+    return isinstance(e, (RolledBackError, RuntimeInconsistency))
+
+
+async def _gather_bounded(coros: Iterable, limit: int = MAX_CONCURRENT_READS) -> list:
+    """asyncio.gather in slices: keeps at most `limit` kazoo requests queued at once."""
+    coros = list(coros)
+    out: list = []
+    for i in range(0, len(coros), limit):
+        out += await asyncio.gather(*coros[i:i + limit])
+    return out
+
+
+class ZkStore:
+    def __init__(self, zk: AsyncZk):
+        self.zk = zk
+
+    # ------------------------------------------------------------------ setup
+
+    async def ensure_paths(self) -> None:
+        for p in L.PERSISTENT_PATHS:
+            await self.zk.ensure_path(p)
+        try:
+            await self.zk.create(L.CONTROLLER_EPOCH, L.encode_controller_epoch(0))
+        except NodeExistsError:
+            pass
+
+    async def get_or_create_cluster_id(self, rng: random.Random | None = None) -> str:
+        got = await self.zk.get_or_none(L.CLUSTER_ID)
+        if got is not None:
+            return L.decode_cluster_id(got[0])
+        raw = (rng or random.Random()).getrandbits(128).to_bytes(16, "big")
+        cluster_id = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        try:
+            await self.zk.create(L.CLUSTER_ID, L.encode_cluster_id(cluster_id), makepath=True)
+            return cluster_id
+        except NodeExistsError:
+            return L.decode_cluster_id((await self.zk.get(L.CLUSTER_ID))[0])
+
+    # ------------------------------------------------------------------ election
+
+    async def read_controller(self, watch=None) -> tuple[ControllerInfo, Any] | None:
+        """The active controller and its znode stat; sets `watch` on /controller whether or
+        not it exists (exists-watch, then get)."""
+        stat = await self.zk.exists(L.CONTROLLER, watch=watch)
+        if stat is None:
+            return None
+        got = await self.zk.get_or_none(L.CONTROLLER)
+        if got is None:
+            return None
+        try:
+            return L.decode_controller(got[0]), got[1]
+        except (ValueError, KeyError):
+            return ControllerInfo(-1, "", -1), got[1]
+
+    async def read_controller_epoch(self) -> tuple[int, int]:
+        """(epoch, znode version)."""
+        data, stat = await self.zk.get(L.CONTROLLER_EPOCH)
+        return L.decode_controller_epoch(data), stat.version
+
+    async def try_become_controller(self, info: ControllerInfo) -> tuple[int, int] | None:
+        """Create /controller and bump /controller_epoch atomically. Returns (new epoch, its
+        znode version), or None if another controller holds /controller."""
+        while True:
+            try:
+                epoch, version = await self.read_controller_epoch()
+            except NoNodeError:
+                await self.ensure_paths()
+                continue
+            t = self.zk.transaction()
+            t.create(L.CONTROLLER, L.encode_controller(info), ephemeral=True)
+            t.set_data(L.CONTROLLER_EPOCH, L.encode_controller_epoch(epoch + 1), version)
+            results = await self.zk.commit(t)
+            if isinstance(results[0], NodeExistsError):
+                return None
+            if isinstance(results[1], BadVersionError):
+                continue  # a concurrent winner bumped the epoch; /controller will exist now
+            if isinstance(results[0], Exception) or isinstance(results[1], Exception):
+                raise results[0] if isinstance(results[0], Exception) and not \
+                    _is_rollback(results[0]) else results[1]
+            return epoch + 1, results[1].version
+
+    async def reclaim_controller(self, controller_version: int) -> tuple[int, int] | None:
+        """Our /controller survived a connection loss (same session): take a new epoch
+        without giving up /controller - conditional on /controller being unchanged."""
+        epoch, version = await self.read_controller_epoch()
+        t = self.zk.transaction()
+        t.check(L.CONTROLLER, controller_version)
+        t.set_data(L.CONTROLLER_EPOCH, L.encode_controller_epoch(epoch + 1), version)
+        results = await self.zk.commit(t)
+        if any(isinstance(r, Exception) for r in results):
+            return None
+        return epoch + 1, results[1].version
+
+    async def resign(self, session_id: int | None) -> None:
+        """Delete /controller if this session owns it (clean shutdown: a standby takes over
+        at once instead of after the session timeout)."""
+        got = await self.zk.get_or_none(L.CONTROLLER)
+        if got is not None and session_id is not None and got[1].ephemeralOwner == session_id:
+            try:
+                await self.zk.delete(L.CONTROLLER, got[1].version)
+            except (NoNodeError, BadVersionError):
+                pass
+
+    # ------------------------------------------------------------------ reads
+
+    async def read_broker(self, broker_id: int, watch=None) -> BrokerRegistration | None:
+        got = await self.zk.get_or_none(L.broker_path(broker_id), watch=watch)
+        if got is None:
+            return None
+        data, stat = got
+        return L.decode_broker(broker_id, data, stat.czxid)
+
+    async def read_broker_ids(self, watch=None) -> list[int]:
+        return sorted(int(c) for c in await self.zk.get_children(L.BROKER_IDS, watch=watch)
+                      if c.isdigit())
+
+    async def read_brokers(self, watch=None, broker_watch=None
+                           ) -> dict[int, BrokerRegistration]:
+        """Live brokers with their epochs. `broker_watch(id)` gives the data watch per znode."""
+        ids = await self.read_broker_ids(watch)
+        regs = await asyncio.gather(*(
+            self.read_broker(i, broker_watch(i) if broker_watch else None) for i in ids))
+        return {r.broker_id: r for r in regs if r is not None}
+
+    async def read_topic_names(self, watch=None) -> list[str]:
+        return sorted(await self.zk.get_children(L.TOPICS, watch=watch))
+
+    async def read_assignment(self, topic: str, watch=None) -> TopicAssignment | None:
+        got = await self.zk.get_or_none(L.topic_path(topic), watch=watch)
+        if got is None or not got[0]:
+            return None
+        return L.decode_topic(topic, got[0])
+
+    async def read_assignments(self, topics: Sequence[str]) -> dict[str, TopicAssignment]:
+        got = await _gather_bounded(self.read_assignment(t) for t in topics)
+        return {a.topic: a for a in got if a is not None}
+
+    async def read_partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        got = await self.zk.get_or_none(L.partition_state_path(tp.topic, tp.partition))
+        if got is None:
+            return None
+        return L.decode_partition_state(got[0], got[1].version, str(tp))
+
+    async def read_partition_states(self, tps: Sequence[TopicPartition]
+                                    ) -> dict[TopicPartition, LeaderAndIsr]:
+        states = await _gather_bounded(self.read_partition_state(tp) for tp in tps)
+        return {tp: s for tp, s in zip(tps, states) if s is not None}
+
+    async def read_topic_config(self, topic: str, watch=None) -> dict[str, str]:
+        got = await self.zk.get_or_none(L.topic_config_path(topic), watch=watch)
+        if got is None or not got[0]:
+            return {}
+        return L.decode_topic_config(got[0])
+
+    async def read_topics_to_delete(self, watch=None) -> list[str]:
+        return sorted(await self.zk.get_children(L.DELETE_TOPICS, watch=watch))
+
+    # ------------------------------------------------------------------ conditional writes
+
+    async def _commit_checked(self, ops: list, epoch_version: int) -> list:
+        """Commit `ops` (callables adding to a transaction) after the epoch check; returns the
+        results of `ops` (without the check's). Raises ControllerMovedError on the check."""
+        t = self.zk.transaction()
+        t.check(L.CONTROLLER_EPOCH, epoch_version)
+        for op in ops:
+            op(t)
+        results = await self.zk.commit(t)
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise ControllerMovedError(
+                f"/controller_epoch is no longer at version {epoch_version}")
+        return results[1:]
+
+    async def write_partition_states(self, writes: Sequence[PartitionWrite],
+                                     epoch_version: int) -> set[TopicPartition]:
+        """Write partition states conditionally in batched transactions. Returns the
+        partitions whose write was refused (version mismatch, or the znode exists/is missing).
+        """
+        if not writes:
+            return set()
+        failed: set[TopicPartition] = set()
+        # Creates need their parents: /partitions per topic, /partitions/<p> per partition.
+        creates = [w for w in writes if w.old is None]
+        missing: set[str] = set()
+        if creates:
+            topics = sorted({w.tp.topic for w in creates})
+            paths = [L.partitions_path(t) for t in topics] + \
+                    [L.partition_path(w.tp.topic, w.tp.partition) for w in creates]
+            stats = await _gather_bounded(self.zk.exists(p) for p in paths)
+            missing = {p for p, s in zip(paths, stats) if s is None}
+        made_parents: set[str] = set()
+        pending = list(writes)
+        while pending:
+            batch: list[PartitionWrite] = []
+            ops: list = []
+            owner: list[PartitionWrite] = []  # op index -> its write
+            batch_made = set(made_parents)
+            for w in pending:
+                w_ops = self._ops_for(w, missing, batch_made)
+                if ops and len(ops) + len(w_ops) > MAX_OPS_PER_TRANSACTION:
+                    break
+                batch.append(w)
+                ops += w_ops
+                owner += [w] * len(w_ops)
+            results = await self._commit_checked(ops, epoch_version)
+            bad = [i for i, r in enumerate(results)
+                   if isinstance(r, Exception) and not _is_rollback(r)]
+            if not bad:
+                made_parents = batch_made
+                pending = pending[len(batch):]
+                continue
+            # One refused op fails the transaction: drop its partition and retry the rest.
+            failed.add(owner[bad[0]].tp)
+            pending = [w for w in pending if w.tp not in failed]
+        return failed
+
+    @staticmethod
+    def _ops_for(w: PartitionWrite, missing: set[str], made: set[str]) -> list:
+        state_path = L.partition_state_path(w.tp.topic, w.tp.partition)
+        data = L.encode_partition_state(w.new)
+        if w.old is not None:
+            version = w.old.partition_epoch
+            return [lambda t: t.set_data(state_path, data, version)]
+        ops = []
+        for parent in (L.partitions_path(w.tp.topic),
+                       L.partition_path(w.tp.topic, w.tp.partition)):
+            if parent in missing and parent not in made:
+                made.add(parent)  # the first write of this batch creates it
+                ops.append(lambda t, p=parent: t.create(p, b""))
+        ops.append(lambda t: t.create(state_path, data))
+        return ops
+
+    async def create_topic(self, assignment: TopicAssignment, config: dict[str, str],
+                           epoch_version: int) -> None:
+        """/config/topics/<t>, /brokers/topics/<t> and its /partitions node in one
+        transaction (Kafka writes the config first, then the assignment). Raises
+        NodeExistsError if the topic exists."""
+        config_exists = await self.zk.exists(L.topic_config_path(assignment.topic)) is not None
+        cfg = L.encode_topic_config(config)
+        ops = [
+            (lambda t: t.set_data(L.topic_config_path(assignment.topic), cfg)) if config_exists
+            else (lambda t: t.create(L.topic_config_path(assignment.topic), cfg)),
+            lambda t: t.create(L.topic_path(assignment.topic), L.encode_topic(assignment)),
+            lambda t: t.create(L.partitions_path(assignment.topic), b""),
+        ]
+        results = await self._commit_checked(ops, epoch_version)
+        for r in results:
+            if isinstance(r, Exception) and not _is_rollback(r):
+                raise r
+
+    async def mark_topic_for_deletion(self, topic: str, epoch_version: int) -> None:
+        results = await self._commit_checked(
+            [lambda t: t.create(f"{L.DELETE_TOPICS}/{topic}", b"")], epoch_version)
+        if isinstance(results[0], Exception) and not isinstance(results[0], NodeExistsError):
+            raise results[0]
+
+    async def delete_topic(self, topic: str, epoch_version: int) -> None:
+        """Remove the topic's znodes: partition states, partitions, assignment, config and
+        the /admin/delete_topics entry, children first, each transaction epoch-checked."""
+        for attempt in range(3):
+            paths = await self._topic_paths(topic)
+            ok = True
+            for i in range(0, len(paths), MAX_OPS_PER_TRANSACTION):
+                chunk = paths[i:i + MAX_OPS_PER_TRANSACTION]
+                results = await self._commit_checked(
+                    [lambda t, p=p: t.delete(p) for p in chunk], epoch_version)
+                if any(isinstance(r, Exception) and not _is_rollback(r) for r in results):
+                    ok = False  # a znode vanished or appeared meanwhile: list again
+                    break
+            if ok:
+                return
+        raise RuntimeError(f"could not delete the znodes of topic {topic}")
+
+    async def _topic_paths(self, topic: str) -> list[str]:
+        """Existing znodes of a topic, children before parents."""
+        paths: list[str] = []
+        try:
+            parts = await self.zk.get_children(L.partitions_path(topic))
+        except NoNodeError:
+            parts = None
+        for p in sorted(parts or (), key=lambda x: int(x) if x.isdigit() else -1):
+            base = f"{L.partitions_path(topic)}/{p}"
+            try:
+                paths += [f"{base}/{c}" for c in await self.zk.get_children(base)]
+            except NoNodeError:
+                continue
+            paths.append(base)
+        if parts is not None:
+            paths.append(L.partitions_path(topic))
+        tail = [L.topic_path(topic), L.topic_config_path(topic), f"{L.DELETE_TOPICS}/{topic}"]
+        stats = await asyncio.gather(*(self.zk.exists(p) for p in tail))
+        return paths + [p for p, st in zip(tail, stats) if st is not None]
