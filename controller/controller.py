@@ -55,6 +55,7 @@ from controller.zk_store import ControllerMovedError, ZkStore
 log = logging.getLogger(__name__)
 
 MAX_WAIT_S = 300.0
+FAILOVER_RETRY_S = 1.0
 
 
 class NotControllerError(Exception):
@@ -347,8 +348,15 @@ class Controller:
             await self._load(ctx)
             channel.update_brokers(ctx.live_brokers)
             await self._execute(D.on_controller_failover(ctx), started)
-        except BaseException:
-            self._resign("failover failed")
+        except asyncio.CancelledError:
+            self._resign("failover interrupted")
+            raise
+        except Exception as e:
+            # Kafka triggers a controller move here. /controller is still ours, so the retry
+            # (after a pause, so a persistent fault does not spin) reclaims it with a new epoch.
+            self._resign(f"failover failed: {e!r}")
+            if not isinstance(e, ControllerMovedError):
+                asyncio.get_running_loop().call_later(FAILOVER_RETRY_S, self._post, E.Elect())
             raise
         self.metrics.refresh(ctx, self._queue.qsize())
         self.events.info("controller_failover_done", controller_id=self.controller_id,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import random
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -35,6 +36,8 @@ from common.zk import AsyncZk
 from common.zk_layout import (BrokerRegistration, ControllerInfo, LeaderAndIsr,
                               TopicAssignment)
 from controller.decisions import PartitionWrite
+
+log = logging.getLogger(__name__)
 
 MAX_OPS_PER_TRANSACTION = 500
 MAX_CONCURRENT_READS = 2000
@@ -151,11 +154,17 @@ class ZkStore:
     # ------------------------------------------------------------------ reads
 
     async def read_broker(self, broker_id: int, watch=None) -> BrokerRegistration | None:
+        """None if absent - or unreadable: a registration the controller cannot parse is
+        treated as no registration (logged), rather than stopping every failover."""
         got = await self.zk.get_or_none(L.broker_path(broker_id), watch=watch)
         if got is None:
             return None
         data, stat = got
-        return L.decode_broker(broker_id, data, stat.czxid)
+        try:
+            return L.decode_broker(broker_id, data, stat.czxid)
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("ignoring unreadable registration of broker %s: %s", broker_id, e)
+            return None
 
     async def read_broker_ids(self, watch=None) -> list[int]:
         return sorted(int(c) for c in await self.zk.get_children(L.BROKER_IDS, watch=watch)
@@ -176,7 +185,11 @@ class ZkStore:
         got = await self.zk.get_or_none(L.topic_path(topic), watch=watch)
         if got is None or not got[0]:
             return None
-        return L.decode_topic(topic, got[0])
+        try:
+            return L.decode_topic(topic, got[0])
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.warning("ignoring topic %s with an unreadable assignment: %s", topic, e)
+            return None
 
     async def read_assignments(self, topics: Sequence[str]) -> dict[str, TopicAssignment]:
         got = await _gather_bounded(self.read_assignment(t) for t in topics)
@@ -186,7 +199,12 @@ class ZkStore:
         got = await self.zk.get_or_none(L.partition_state_path(tp.topic, tp.partition))
         if got is None:
             return None
-        return L.decode_partition_state(got[0], got[1].version, str(tp))
+        try:
+            return L.decode_partition_state(got[0], got[1].version, str(tp))
+        except (ValueError, KeyError, TypeError) as e:
+            # Overwritten (conditionally, at this version) by the next election.
+            log.warning("unreadable partition state of %s: %s; treating it as offline", tp, e)
+            return LeaderAndIsr(L.NO_LEADER, 0, (), 0, got[1].version)
 
     async def read_partition_states(self, tps: Sequence[TopicPartition]
                                     ) -> dict[TopicPartition, LeaderAndIsr]:
@@ -197,7 +215,11 @@ class ZkStore:
         got = await self.zk.get_or_none(L.topic_config_path(topic), watch=watch)
         if got is None or not got[0]:
             return {}
-        return L.decode_topic_config(got[0])
+        try:
+            return L.decode_topic_config(got[0])
+        except (ValueError, AttributeError) as e:
+            log.warning("ignoring unreadable config of topic %s: %s", topic, e)
+            return {}
 
     async def read_topics_to_delete(self, watch=None) -> list[str]:
         return sorted(await self.zk.get_children(L.DELETE_TOPICS, watch=watch))
