@@ -256,3 +256,49 @@ def test_cluster_up_and_down_cli(tmp_path, zk_server):
 def test_second_local_cluster_in_same_dir_is_refused(cluster: LocalCluster):
     with pytest.raises(LocalClusterError, match="already running"):
         LocalCluster(cluster.data_dir, brokers=1).start()
+
+
+def test_producer_and_consumer_follow_a_killed_leader(cluster_factory):
+    """acks=all while the leader's broker is SIGKILLed: the producer retries to the new leader,
+    every acknowledged record is read back at its offset, and the consumer follows too."""
+    cluster = cluster_factory(overrides={"zookeeper.session.timeout.ms": 3000})
+    b = cluster.bootstrap_servers
+
+    async def run():
+        async with AdminClient(b) as admin:
+            await admin.create_topic("f", 1, 3, configs={"min.insync.replicas": "2"})
+            leader = (await admin.describe_topics(["f"]))["f"].partitions[0].leader
+        acked = {}
+        failed = 0
+        async with Producer(b, acks="all", linger_ms=2, retry_backoff_ms=50,
+                            delivery_timeout_ms=60000, max_block_ms=30000) as producer:
+            futs = []
+            for i in range(3000):
+                futs.append((i, await producer.send("f", b"v%d" % i)))
+                if i == 1000:
+                    await cluster.broker(leader).akill()
+                if i % 50 == 0:
+                    await asyncio.sleep(0.01)
+            await producer.flush()
+            for i, f in futs:
+                if f.exception() is None:
+                    acked[f.result().offset] = b"v%d" % i
+                else:
+                    failed += 1
+        assert len(acked) >= 2000, f"only {len(acked)} acknowledged, {failed} failed"
+        async with Consumer(b) as consumer:
+            await consumer.assign([("f", 0)])
+            consumer.seek_to_beginning()
+            got = {}
+            deadline = time.monotonic() + 60
+            end = (await consumer.end_offsets([("f", 0)]))[TopicPartition("f", 0)]
+            while len(got) < end and time.monotonic() < deadline:
+                for r in await consumer.poll(1000):
+                    got[r.offset] = r.value
+        for offset, value in acked.items():
+            assert got.get(offset) == value, f"offset {offset}"
+        async with AdminClient(b) as admin:
+            new_leader = (await admin.describe_topics(["f"]))["f"].partitions[0].leader
+        assert new_leader not in (leader, -1)
+
+    asyncio.run(run())
