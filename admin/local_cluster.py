@@ -109,7 +109,8 @@ def _alive(pid: int) -> bool:
 
 
 def _write_properties(path: Path, props: Mapping[str, object], header: str) -> None:
-    lines = [f"# {header}", "# Written by replog's admin/local_cluster.py; rewritten on every start."]
+    lines = [f"# {header}",
+             "# Written by replog's admin/local_cluster.py; rewritten on every start."]
     lines += [f"{k}={v}" for k, v in props.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -275,7 +276,8 @@ class ProcessHandle:
         if self.proc.poll() is None:
             self.send_signal(signal.SIGTERM)
             if self.paused:
-                self.send_signal(signal.SIGCONT)  # a stopped process acts on SIGTERM only once woken
+                # A stopped process acts on SIGTERM only once woken.
+                self.send_signal(signal.SIGCONT)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -10,7 +10,7 @@ from common.records import ProducerRecord, build_batch, decode_all
 def _records(rng: random.Random, n: int) -> list[ProducerRecord]:
     out = []
     ts = 1_700_000_000_000
-    for i in range(n):
+    for _ in range(n):
         key = None if rng.random() < 0.3 else bytes(rng.randrange(256)
                                                      for _ in range(rng.randrange(0, 40)))
         value = None if rng.random() < 0.1 else b"v" * rng.choice([0, 1, 63, 64, 200, 70000])
