@@ -62,7 +62,9 @@ def test_full_describe_output():
 
 
 def test_filters_print_only_matching_partitions_and_no_topic_line():
-    part = lambda lines: [ln.split("\t")[2] for ln in lines]
+    def part(lines):
+        return [ln.split("\t")[2] for ln in lines]
+
     assert part(describe_lines([TOPIC], {1, 2, 3}, under_replicated=True)) == \
         ["Partition: 1", "Partition: 2"]
     assert part(describe_lines([TOPIC], {1, 2, 3}, unavailable=True)) == ["Partition: 2"]
