@@ -1,0 +1,1 @@
+from admin.testing import *  # noqa: F403 - the cluster fixtures (admin/testing.py)
