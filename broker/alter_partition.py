@@ -15,6 +15,7 @@ import asyncio
 import grpc
 
 from broker.controller_client import ControllerClient, ControllerUnavailable
+from broker.isr import relinquish_isr
 from broker.partition import Partition
 from common.errors import ErrorCode
 from common.names import TopicPartition
@@ -47,6 +48,15 @@ class AlterPartitionManager:
     def mark_recovered(self, p: Partition) -> None:
         """KIP-704: tell the controller this leader finished recovering (same ISR)."""
         self._submit(p, p.isr, "recovered")
+
+    def relinquish(self, p: Partition) -> None:
+        """Seed 002: ask the controller for a new leader from the rest of the ISR, with this
+        broker moved to the end of the ISR (AlterPartition's relinquish_leadership flag)."""
+        if p.pending_isr is not None:
+            # an ISR change is in flight; relinquish once it is answered
+            self._queue.pop(p.tp, None)
+        p.pending_isr = None
+        self._submit(p, relinquish_isr(p.isr, p.local_id), "relinquish")
 
     def expand_isr(self, p: Partition, follower: int) -> None:
         self._submit(p, p.isr + (follower,), "expand")
@@ -88,10 +98,11 @@ class AlterPartitionManager:
 
     async def _send(self, batch) -> None:
         by_topic: dict[str, list] = {}
-        for tp, (p, new_isr, _kind) in batch.items():
+        for tp, (p, new_isr, kind) in batch.items():
             by_topic.setdefault(tp.topic, []).append(pb.AlterPartitionPartition(
                 partition=tp.partition, leader_epoch=p.leader_epoch,
                 partition_epoch=p.partition_epoch, leader_recovery_state=pb.RECOVERED,
+                relinquish_leadership=kind == "relinquish",
                 new_isr_with_epochs=[pb.BrokerState(
                     broker_id=b, broker_epoch=p.followers[b].broker_epoch
                     if b in p.followers else -1) for b in new_isr]))
@@ -113,6 +124,13 @@ class AlterPartitionManager:
         if p.pending_isr != proposed:
             return  # the partition changed (new LeaderAndIsr) while the request was in flight
         p.pending_isr = None
+        if kind == "relinquish" and r.error_code in (ErrorCode.NONE, ErrorCode.NEW_LEADER_ELECTED):
+            # The controller elected another ISR member; its LeaderAndIsr makes us a follower.
+            self.metrics.leadership_relinquished.inc()
+            self.events.warning("leadership_relinquished", partition=str(p.tp),
+                                leader_epoch=p.leader_epoch, new_leader=r.leader_id,
+                                new_leader_epoch=r.leader_epoch, isr=list(r.isr))
+            return
         if r.error_code != ErrorCode.NONE:
             self.metrics.failed_isr_updates.inc()
             self.events.warning("isr_update_failed", partition=str(p.tp),

@@ -7,10 +7,18 @@ partitions' fetch state. A fetcher round: one Fetch to the leader for all its re
 diverging epoch, else append the records and take the leader's HW. Only after appending does it
 fetch again — the leader reads the next fetch offset as "this follower has everything below it".
 
-Errors: a transport error backs off the whole fetcher (``replica.fetch.backoff.ms``); a
-partition-level error (not leader, fenced epoch, storage error) delays that partition until a
-LeaderAndIsr changes its state. (The fetcher-failure-isolation issue, C3 / KIP-461, refines
-this with the failed-partitions set.)
+Errors (seed 000 / KIP-461, C3):
+- a transport error backs off the whole fetcher (``replica.fetch.backoff.ms``) and marks no
+  partition failed;
+- corrupt or invalid records from the leader delay that partition and are retried;
+- a leader answer such as NOT_LEADER_OR_FOLLOWER delays that partition until a LeaderAndIsr
+  changes its state;
+- a storage error or any unexpected error while processing a partition's data, truncation or
+  offset reset, and FENCED_LEADER_EPOCH at the very epoch this fetcher holds, mark the
+  partition *failed*: it is logged, added to the manager's failed-partitions set, dropped from
+  the fetch state and the lag metrics, and the fetcher goes on with its other partitions.
+  It leaves the set on a higher leader epoch (LeaderAndIsr), StopReplica, or its log dir going
+  offline (``ReplicaFetcherManager.unfail``).
 """
 
 from __future__ import annotations
@@ -22,6 +30,9 @@ from dataclasses import dataclass
 
 import grpc
 
+from prometheus_client.core import GaugeMetricFamily
+
+from broker.fetch_failures import FailedPartitions, Outcome, Problem, classify
 from broker.partition import Partition
 from broker.storage.errors import KafkaStorageError
 from broker.truncation import Divergence, follower_truncation
@@ -100,6 +111,9 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         m = self.manager
         backoff = m.backoff_s
+        # Seed 000: a fetcher whose partitions have all failed (or been removed) shuts down.
+        # Kafka instead leaves such a thread idle and reaps it later in
+        # shutdownIdleFetcherThreads; an asyncio task costs nothing to recreate.
         while self.partitions:
             now = time.monotonic()
             ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
@@ -154,6 +168,7 @@ class ReplicaFetcher:
         m = self.manager
         p = s.partition
         log = p.log
+        problem, detail, log_dir = Problem.NONE, "", None
         try:
             if r.error_code == ErrorCode.NONE:
                 if r.HasField("diverging_epoch"):
@@ -172,21 +187,22 @@ class ReplicaFetcher:
                 s.lag = max(0, r.high_watermark - leo)
             elif r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 await self._reset_offset(tp, s)
-            else:
-                # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, storage errors on the
-                # leader...: wait for the controller's next LeaderAndIsr for this partition.
-                s.delayed_until = time.monotonic() + m.backoff_s
-                m.events.info("fetch_partition_error", partition=str(tp),
-                              leader=self.leader_id, leader_epoch=s.leader_epoch,
-                              error=_name(r.error_code))
         except CorruptRecordError as e:
-            # Invalid data from the leader: delay and retry, do not give up the partition.
-            s.delayed_until = time.monotonic() + m.backoff_s
-            m.events.warning("fetch_corrupt_records", partition=str(tp), error=str(e))
+            problem, detail = Problem.CORRUPT_RECORDS, str(e)
         except KafkaStorageError as e:
+            problem, detail, log_dir = Problem.STORAGE, str(e), e.log_dir
+        except (asyncio.CancelledError, grpc.aio.AioRpcError):
+            raise
+        except Exception as e:  # noqa: BLE001 - KIP-461: one partition must not stop the rest
+            problem, detail = Problem.UNEXPECTED, f"{type(e).__name__}: {e}"
+        outcome = classify(problem, r.error_code, s.leader_epoch, p.leader_epoch)
+        if outcome is Outcome.FAIL_PARTITION:
+            m.mark_failed(self, tp, s, detail or _name(r.error_code), log_dir)
+        elif outcome is Outcome.DELAY_PARTITION:
             s.delayed_until = time.monotonic() + m.backoff_s
-            m.events.error("follower_storage_error", partition=str(tp), log_dir=e.log_dir,
-                           leader_epoch=s.leader_epoch, error=str(e))
+            m.events.warning("fetch_partition_delayed", partition=str(tp), leader=self.leader_id,
+                             leader_epoch=s.leader_epoch,
+                             error=detail or _name(r.error_code))
 
     async def _truncate(self, tp: TopicPartition, s: FetchState, div: Divergence) -> None:
         m = self.manager
@@ -247,7 +263,36 @@ class ReplicaFetcherManager:
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.addresses: dict[int, str] = {}
+        self.failed_partitions = FailedPartitions()
         metrics.fetcher_max_lag.labels(clientId=CLIENT_ID).set_function(self.max_lag)
+        metrics.failed_partitions.labels(clientId=CLIENT_ID).set_function(
+            lambda: len(self.failed_partitions))
+        metrics.registry.register(_PerFetcherLag(self))
+
+    def mark_failed(self, f: ReplicaFetcher, tp: TopicPartition, s: FetchState, error: str,
+                    log_dir: str | None = None) -> None:
+        """KIP-461: stop tracking one partition, keep fetching the others."""
+        f.partitions.pop(tp, None)  # out of the fetch state and the lag metrics
+        self.failed_partitions.fail(tp, s.leader_epoch)
+        self.events.error("fetcher_partition_failed", partition=str(tp), fetcher=f.name,
+                          leader=f.leader_id, leader_epoch=s.leader_epoch, log_dir=log_dir,
+                          error=error, failed_partitions=len(self.failed_partitions))
+
+    def on_leader_and_isr(self, tp: TopicPartition, leader_epoch: int) -> None:
+        if self.failed_partitions.on_leader_and_isr(tp, leader_epoch):
+            self._unfailed(tp, f"leader epoch {leader_epoch}")
+
+    def on_stop_replica(self, tp: TopicPartition) -> None:
+        if self.failed_partitions.on_stop_replica(tp):
+            self._unfailed(tp, "StopReplica")
+
+    def on_log_dir_offline(self, tps) -> None:
+        for tp in self.failed_partitions.on_log_dir_offline(tps):
+            self._unfailed(tp, "log dir offline")
+
+    def _unfailed(self, tp: TopicPartition, reason: str) -> None:
+        self.events.info("fetcher_partition_unfailed", partition=str(tp), reason=reason,
+                         failed_partitions=len(self.failed_partitions))
 
     def max_lag(self) -> float:
         return max((s.lag for f in list(self.fetchers.values())
@@ -290,6 +335,27 @@ class ReplicaFetcherManager:
         self.fetchers.clear()
         for f in fetchers:
             await f.stop()
+
+
+class _PerFetcherLag:
+    """``replog_replicafetcher_maxlag{clientId, fetcher}``: each fetcher's largest partition
+    lag (Kafka reports lag per fetcher thread and partition; the manager-level MaxLag is
+    kafka_server_replicafetchermanager_maxlag)."""
+
+    def __init__(self, manager: ReplicaFetcherManager):
+        self.manager = manager
+
+    def collect(self):
+        g = GaugeMetricFamily("replog_replicafetcher_maxlag",
+                              "largest lag (messages) among one fetcher's partitions",
+                              labels=["clientId", "fetcher"])
+        for f in list(self.manager.fetchers.values()):
+            g.add_metric([CLIENT_ID, f.name],
+                         max((s.lag for s in list(f.partitions.values())), default=0))
+        yield g
+
+    def describe(self):
+        return []
 
 
 def _name(code: int) -> str:

@@ -14,8 +14,12 @@ explicitly:
 - A follower may rejoin the ISR once its LEO >= HW and >= the start offset of the leader's
   current epoch (Kafka's isFollowerInSync + leaderEpochStartOffset check).
 
-Room for seed 002 (C4): ``FollowerState.pending_fetches`` is where pending follower reads will
-be tracked; ``is_caught_up`` is the one place that will consult it.
+Seed 002 (KIP-501, never merged in Kafka; replog implements its final version): with
+``follower.fetch.pending.reads.insync.enable`` the leader records a follower fetch as *pending*
+before reading the log when its fetch offset >= the leader's LEO at that follower's previous
+fetch (the follower had everything then; only the leader's read is slow). While such a fetch is
+pending the follower is not out of sync, and when the read completes lastCaughtUpTime is set
+from the completion time. Off (the default) is Kafka's behaviour.
 """
 
 from __future__ import annotations
@@ -64,23 +68,53 @@ def reset_for_new_leadership(f: FollowerState, now_ms: int, in_isr: bool) -> Non
     f.pending_fetches.clear()
 
 
-def is_caught_up(f: FollowerState, leader_leo: int, now_ms: int, lag_max_ms: int) -> bool:
-    """Kafka's Replica.isCaughtUp: at the leader's LEO, or caught up within the lag limit."""
+def pending_fetch_eligible(f: FollowerState, fetch_offset: int) -> bool:
+    """Seed 002: a fetch at or beyond the leader's LEO of the follower's previous fetch may be
+    tracked as pending (call before recording the fetch: it reads the previous LEO)."""
+    return fetch_offset >= f.last_fetch_leader_leo
+
+
+def is_caught_up(f: FollowerState, leader_leo: int, now_ms: int, lag_max_ms: int,
+                 pending_reads_in_sync: bool = False) -> bool:
+    """Kafka's Replica.isCaughtUp: at the leader's LEO, or caught up within the lag limit; with
+    seed 002's flag, also while one of its eligible fetches is still being read."""
+    if pending_reads_in_sync and f.pending_fetches:
+        return True
     return f.log_end_offset == leader_leo or now_ms - f.last_caught_up_time_ms <= lag_max_ms
+
+
+def complete_pending_fetch(f: FollowerState, fetch_id: int, completion_ms: int) -> None:
+    """Seed 002: a pending fetch finished (or failed); its follower was caught up as of the
+    completion, not the request."""
+    if f.pending_fetches.pop(fetch_id, None) is not None:
+        f.last_caught_up_time_ms = max(f.last_caught_up_time_ms, completion_ms)
 
 
 def out_of_sync_replicas(isr: tuple[int, ...], leader_id: int,
                          followers: dict[int, FollowerState], leader_leo: int, now_ms: int,
-                         lag_max_ms: int) -> set[int]:
+                         lag_max_ms: int, pending_reads_in_sync: bool = False) -> set[int]:
     """ISR members the leader should remove (the isr-expiration check); never the leader."""
     out = set()
     for b in isr:
         if b == leader_id:
             continue
         f = followers.get(b)
-        if f is None or not is_caught_up(f, leader_leo, now_ms, lag_max_ms):
+        if f is None or not is_caught_up(f, leader_leo, now_ms, lag_max_ms,
+                                         pending_reads_in_sync):
             out.add(b)
     return out
+
+
+def should_relinquish(serve_ms: float, process_time_max_ms: int, enabled: bool) -> bool:
+    """Seed 002: a leader that took longer than follower.fetch.process.time.max.ms to serve a
+    follower fetch gives up leadership (only with the flag on)."""
+    return enabled and serve_ms > process_time_max_ms
+
+
+def relinquish_isr(isr: tuple[int, ...], leader_id: int) -> tuple[int, ...]:
+    """The ISR a relinquishing leader proposes: itself moved to the end (seed 002), so the
+    controller elects the first other member."""
+    return tuple(b for b in isr if b != leader_id) + ((leader_id,) if leader_id in isr else ())
 
 
 def can_join_isr(f: FollowerState, high_watermark: int, leader_epoch_start_offset: int) -> bool:

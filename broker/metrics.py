@@ -27,6 +27,9 @@ class BrokerMetrics:
                                 "bytes appended as leader", registry=r)
         self.replication_bytes_in = Counter("kafka_server_brokertopicmetrics_replicationbytesin",
                                             "bytes appended as follower", registry=r)
+        self.leadership_relinquished = Counter(
+            "replog_leadership_relinquished", "leaderships given up because follower fetches "
+            "were served too slowly (seed 002)", registry=r)
         self.fetcher_max_lag = Gauge("kafka_server_replicafetchermanager_maxlag",
                                      "largest follower lag in messages", ["clientId"],
                                      registry=r)

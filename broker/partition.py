@@ -56,6 +56,7 @@ class Partition:
         # KIP-704: after an unclean election the controller marks the leader RECOVERING; the
         # leader reports RECOVERED through AlterPartition (nothing to rebuild in replog).
         self.leader_recovery_state = 0
+        self.relinquished_epoch = -1  # seed 002: leadership given up in this epoch
         self.stopped = False  # StopReplica without deletion: neither leader nor follower
         self.data = Notifier()  # LEO grew (follower fetches wait on it)
         self.hw_moved = Notifier()  # HW grew, or leadership/ISR changed (produce/consume wait)
@@ -149,11 +150,13 @@ class Partition:
         return f is not None and isr_rules.can_join_isr(f, self.high_watermark,
                                                         self.leader_epoch_start_offset)
 
-    def out_of_sync(self, now_ms: int, lag_max_ms: int) -> set[int]:
+    def out_of_sync(self, now_ms: int, lag_max_ms: int, pending_reads_in_sync: bool = False
+                    ) -> set[int]:
         if not self.is_leader or self.pending_isr is not None:
             return set()
         return isr_rules.out_of_sync_replicas(self.isr, self.local_id, self.followers,
-                                              self.log_end_offset, now_ms, lag_max_ms)
+                                              self.log_end_offset, now_ms, lag_max_ms,
+                                              pending_reads_in_sync)
 
     @property
     def under_replicated(self) -> bool:

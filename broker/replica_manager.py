@@ -24,6 +24,7 @@ from typing import Awaitable, Callable
 
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
+from broker import isr as isr_rules
 from broker.partition import Partition
 from broker.storage.errors import KafkaStorageError
 from broker.storage.log import RecordTooLargeError
@@ -99,6 +100,10 @@ class ReplicaManager:
         self.fetcher_manager = None  # set by the server (broker.fetcher.ReplicaFetcherManager)
         self.alter_partition = None  # set by the server (broker.alter_partition)
         self.lag_max_ms = config["replica.lag.time.max.ms"]
+        # seed 002 / KIP-501 (C4)
+        self.pending_reads_in_sync = config["follower.fetch.pending.reads.insync.enable"]
+        self.process_time_max_ms = config["follower.fetch.process.time.max.ms"]
+        self._fetch_ids = 0
         self._read_pool = None
         self._register_gauges()
 
@@ -122,6 +127,10 @@ class ReplicaManager:
                 lambda: sum(p.log is None and not p.stopped for p in parts()))
         m.gauge("kafka_log_logmanager_offlinelogdirectorycount", "offline log dirs",
                 lambda: len(self.log_manager.offline_dirs))
+        m.gauge("replog_replicamanager_pendingfollowerfetches",
+                "follower fetches being read that keep their follower in sync (seed 002)",
+                lambda: sum(len(f.pending_fetches) for p in parts()
+                            for f in list(p.followers.values())))
 
     # ------------------------------------------------------------------ controller requests
 
@@ -187,6 +196,9 @@ class ReplicaManager:
                 continue
             was_leader = p.is_leader
             new_epoch = s.leader_epoch != p.leader_epoch
+            if new_epoch and self.fetcher_manager is not None:
+                # KIP-461: a higher leader epoch clears a failed partition; it fetches again.
+                self.fetcher_manager.on_leader_and_isr(tp, s.leader_epoch)
             p.apply_state(leader=s.leader, leader_epoch=s.leader_epoch,
                           partition_epoch=s.partition_epoch, controller_epoch=s.controller_epoch,
                           isr=s.isr, replicas=s.replicas, adding=s.adding_replicas,
@@ -234,6 +246,7 @@ class ReplicaManager:
             p = self.partitions.get(tp)
             if self.fetcher_manager is not None:
                 self.fetcher_manager.remove_partitions([tp])
+                self.fetcher_manager.on_stop_replica(tp)
             if p is not None and s.HasField("leader_epoch") and s.leader_epoch >= 0 and \
                     s.leader_epoch < p.leader_epoch:
                 results.append((tp, ErrorCode.FENCED_LEADER_EPOCH))
@@ -257,6 +270,23 @@ class ReplicaManager:
                                  leader_epoch=p.leader_epoch)
             results.append((tp, ErrorCode.NONE))
         return results
+
+    def handle_log_dir_failure(self, log_dir: str, reason: str) -> list[TopicPartition]:
+        """Take a log dir offline (seed 003): its partitions stop here. Returns them. The
+        JBOD issue (C5) adds /restart_partitions and re-creation elsewhere on top."""
+        lost = self.log_manager.mark_offline(log_dir, reason)
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_partitions(lost)
+            self.fetcher_manager.on_log_dir_offline(lost)
+        for tp in lost:
+            p = self.partitions.get(tp)
+            if p is not None:
+                p.log = None
+                p.become_follower()
+        if lost or reason:
+            self.events.error("log_dir_offline", log_dir=log_dir, reason=reason,
+                              partitions=[str(tp) for tp in lost])
+        return lost
 
     def update_metadata(self, req) -> None:
         self._check_controller(req.controller_epoch, req.broker_epoch)
@@ -394,6 +424,7 @@ class ReplicaManager:
             if fp.current_leader_epoch > p.leader_epoch:
                 return FetchResult(ErrorCode.UNKNOWN_LEADER_EPOCH)
         log = p.log
+        pending = None
         if replica_id >= 0:
             div = leader_divergence(fp.last_fetched_epoch, fp.fetch_offset,
                                     log.end_offset_for_epoch(fp.last_fetched_epoch)
@@ -403,6 +434,13 @@ class ReplicaManager:
                 return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
                                    diverging=(div.epoch, div.end_offset))
             if replica_id in p.replicas and fp.fetch_offset <= log.log_end_offset:
+                f = p.followers.get(replica_id)
+                if self.pending_reads_in_sync and f is not None and \
+                        isr_rules.pending_fetch_eligible(f, fp.fetch_offset):
+                    # Seed 002: recorded before the read, so a slow read keeps it in sync.
+                    self._fetch_ids += 1
+                    pending = (f, self._fetch_ids)
+                    f.pending_fetches[self._fetch_ids] = fp.fetch_offset
                 p.record_follower_fetch(replica_id, fp.fetch_offset, fp.log_start_offset,
                                         self.clock(), broker_epoch)
                 if p.isr_expansion_candidate(replica_id) and self.alter_partition is not None:
@@ -411,6 +449,7 @@ class ReplicaManager:
             upper = log.log_end_offset
         else:
             upper = p.high_watermark
+        started = time.monotonic()
         try:
             data = await asyncio.get_running_loop().run_in_executor(
                 self._read_pool, log.read, fp.fetch_offset, max_bytes, upper, first)
@@ -421,8 +460,28 @@ class ReplicaManager:
         except KafkaStorageError as e:
             self.events.error("read_failed", partition=str(tp), log_dir=e.log_dir, error=str(e))
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        finally:
+            if pending is not None:  # removed when the read completes, also on error
+                isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
+        if replica_id >= 0:
+            self._maybe_relinquish(p, (time.monotonic() - started) * 1000)
         return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, data,
                            leader_id=p.leader_id, leader_epoch=p.leader_epoch)
+
+    def _maybe_relinquish(self, p: Partition, serve_ms: float) -> None:
+        """Seed 002: a leader too slow to serve its followers hands leadership to a healthy
+        in-sync replica (once per leader epoch)."""
+        if not isr_rules.should_relinquish(serve_ms, self.process_time_max_ms,
+                                           self.pending_reads_in_sync):
+            return
+        if not p.is_leader or p.relinquished_epoch == p.leader_epoch or len(p.isr) < 2 or \
+                self.alter_partition is None:
+            return
+        p.relinquished_epoch = p.leader_epoch
+        self.events.warning("slow_follower_fetch", partition=str(p.tp),
+                            leader_epoch=p.leader_epoch, serve_ms=round(serve_ms),
+                            process_time_max_ms=self.process_time_max_ms, isr=list(p.isr))
+        self.alter_partition.relinquish(p)
 
     # ------------------------------------------------------------------ offsets
 
@@ -483,7 +542,7 @@ class ReplicaManager:
     def maybe_shrink_isr(self) -> None:
         now = self.clock()
         for p in list(self.partitions.values()):
-            out = p.out_of_sync(now, self.lag_max_ms)
+            out = p.out_of_sync(now, self.lag_max_ms, self.pending_reads_in_sync)
             if out and self.alter_partition is not None:
                 self.alter_partition.shrink_isr(p, out, now)
 

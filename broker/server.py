@@ -32,6 +32,8 @@ from broker.metadata_cache import Endpoint, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.servicer import BrokerServicer
+from broker.fault_injection import watch_fault_file
+from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log_manager import LogManager
 from common import zk_layout as zl
 from common.config import Config
@@ -77,8 +79,15 @@ class BrokerServer:
             await self.zk.ensure_path(path)
         cluster_id = await self._cluster_id()
         self.metadata.cluster_id = cluster_id
+        fileops = None
+        fault_file = self.config["fault.injection.file"]
+        if fault_file:
+            fileops = FaultInjectingFileOps()
+            self._tasks.append(loop.create_task(
+                watch_fault_file(fault_file, fileops, self.events), name="fault-injection"))
         self.log_manager = LogManager(self.config["log.dirs"], self.broker_id,
-                                      self.config.log_config(), cluster_id=cluster_id)
+                                      self.config.log_config(), cluster_id=cluster_id,
+                                      fileops=fileops)
         await loop.run_in_executor(None, self.log_manager.startup)
         for d in self.log_manager.offline_dirs:
             self.events.error("log_dir_offline", log_dir=d.path, error=d.error)
@@ -116,7 +125,7 @@ class BrokerServer:
 
         await self._register()
         await self._refresh_controller()
-        self._tasks = [loop.create_task(c, name=n) for n, c in (
+        self._tasks += [loop.create_task(c, name=n) for n, c in (
             ("isr-expiration", self.rm.isr_expiration_loop()),
             ("hw-checkpoint", self.rm.checkpoint_loop()),
             ("log-retention", self.rm.retention_loop()))]

@@ -135,6 +135,9 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("leader.imbalance.per.broker.percentage", _int(0, 100), 10, "imbalance threshold"),
     _k("metrics.port", _int(0, 65535), None, "replog: Prometheus /metrics port (0: any)"),
     _k("event.log.file", _str, None, "replog: structlog JSON event file"),
+    _k("fault.injection.file", _str, None,
+       "replog, tests only: JSON fault rules applied through the file-operation seam "
+       "(broker/fault_injection.py)"),
 ]}
 
 

@@ -76,3 +76,51 @@ def test_can_join_isr(leo, hw, epoch_start, ok):
 def test_high_watermark(isr, leos, min_isr, current, expected):
     followers = {b: FollowerState(b, log_end_offset=o) for b, o in leos.items()}
     assert new_high_watermark(current, 100, isr, 1, followers, min_isr) == expected
+
+
+# --------------------------------------------------------------- seed 002 / KIP-501 (C4)
+
+from broker.isr import (complete_pending_fetch, pending_fetch_eligible, relinquish_isr,  # noqa: E402
+                        should_relinquish)
+
+
+@pytest.mark.parametrize("history, pending_at, now, leader_leo, flag, in_sync", [
+    # caught up at t=1000, then a fetch at the previous LEO is being read slowly
+    ([(1000, 50, 50)], 50, 1000 + LAG + 5000, 80, True, True),
+    ([(1000, 50, 50)], 50, 1000 + LAG + 5000, 80, False, False),  # flag off: Kafka's rule
+    # the pending fetch is behind the LEO the leader had at the previous fetch: not eligible
+    ([(1000, 40, 50)], 40, 1000 + LAG + 5000, 80, True, False),
+    # no pending fetch: the flag changes nothing
+    ([(1000, 50, 50)], None, 1000 + LAG + 5000, 80, True, False),
+])
+def test_pending_fetch_in_sync_table(history, pending_at, now, leader_leo, flag, in_sync):
+    f = replay(history)
+    if pending_at is not None and pending_fetch_eligible(f, pending_at):
+        f.pending_fetches[1] = pending_at
+    assert is_caught_up(f, leader_leo, now, LAG, pending_reads_in_sync=flag) is in_sync
+
+
+def test_completed_slow_read_counts_from_its_completion_time():
+    f = replay([(1000, 50, 50)])
+    f.pending_fetches[7] = 50
+    complete_pending_fetch(f, 7, 9000)
+    assert f.pending_fetches == {} and f.last_caught_up_time_ms == 9000
+    complete_pending_fetch(f, 7, 12000)  # already removed (e.g. the read failed earlier)
+    assert f.last_caught_up_time_ms == 9000
+
+
+def test_out_of_sync_honours_pending_fetches_only_with_the_flag():
+    followers = {2: replay([(1000, 50, 50)])}
+    followers[2].pending_fetches[1] = 50
+    now = 1000 + LAG + 1
+    assert out_of_sync_replicas((1, 2), 1, followers, 80, now, LAG) == {2}
+    assert out_of_sync_replicas((1, 2), 1, followers, 80, now, LAG,
+                                pending_reads_in_sync=True) == set()
+
+
+def test_relinquish_rules():
+    assert should_relinquish(600, 500, True)
+    assert not should_relinquish(400, 500, True)
+    assert not should_relinquish(6000, 500, False)  # flag off: Kafka never relinquishes
+    assert relinquish_isr((1, 2, 3), 1) == (2, 3, 1)
+    assert relinquish_isr((2, 1, 3), 1) == (2, 3, 1)
