@@ -48,6 +48,7 @@ from controller.assignment import BrokerMetadata
 from controller.channel import ControllerChannelManager, error_code_of
 from controller.context import ControllerContext
 from controller.metrics import ControllerMetrics
+from controller.state_machine import PartitionState
 from controller.request_batch import broker_endpoint, build_requests, controller_endpoint
 from controller.topics import TopicError, plan_topic
 from controller.zk_store import ControllerMovedError, ZkStore
@@ -77,6 +78,7 @@ class _Active:
     ctx: ControllerContext
     channel: ControllerChannelManager
     generation: int
+    ready: bool = False
 
 
 class Controller:
@@ -118,7 +120,8 @@ class Controller:
 
     @property
     def is_active(self) -> bool:
-        return self.active is not None
+        """Active and done with its failover (loaded, brokers told)."""
+        return self.active is not None and self.active.ready
 
     @property
     def epoch(self) -> int:
@@ -340,7 +343,7 @@ class Controller:
             * 1000)
         gen = self._generation
         channel = ControllerChannelManager(on_response=lambda *a: self._on_response(gen, *a))
-        self.active = _Active(ctx, channel, gen)
+        act = self.active = _Active(ctx, channel, gen)
         self.active_controller = self.info
         self.events.info("controller_elected", controller_id=self.controller_id,
                          controller_epoch=epoch)
@@ -358,6 +361,7 @@ class Controller:
             if not isinstance(e, ControllerMovedError):
                 asyncio.get_running_loop().call_later(FAILOVER_RETRY_S, self._post, E.Elect())
             raise
+        act.ready = True
         self.metrics.refresh(ctx, self._queue.qsize())
         self.events.info("controller_failover_done", controller_id=self.controller_id,
                          controller_epoch=epoch, brokers=sorted(ctx.live_brokers),
@@ -397,7 +401,8 @@ class Controller:
 
     # ================================================================== applying decisions
 
-    async def _execute(self, d: D.Decision, started: float | None = None
+    async def _execute(self, d: D.Decision, started: float | None = None,
+                       retry_creates: bool = True
                        ) -> tuple[set[TopicPartition], list[asyncio.Future]]:
         """Write ZooKeeper, apply to the context, send the requests (in that order)."""
         act = self.active
@@ -418,7 +423,16 @@ class Controller:
                         ", ".join(map(str, sorted(failed))))
         self._record(ctx, d, failed, started)
         batches = build_requests(ctx, d, self.info, failed)
-        return failed, act.channel.send(batches)
+        futures = act.channel.send(batches)
+        orphans = [tp for tp in sorted(failed) if ctx.has_partition(tp)
+                   and ctx.partition_sm.state(tp) is PartitionState.NonExistentPartition]
+        if orphans and retry_creates:
+            # A refused create: adopt what ZooKeeper has, or create again (once).
+            more_failed, more = await self._execute(D.on_new_partitions(ctx, orphans),
+                                                    started, retry_creates=False)
+            failed = (failed - set(orphans)) | more_failed
+            futures += more
+        return failed, futures
 
     def _record(self, ctx: ControllerContext, d: D.Decision, failed: set[TopicPartition],
                 started: float | None) -> None:

@@ -379,6 +379,8 @@ def on_brokers_failed(ctx: ControllerContext, dead: Collection[int]) -> Decision
     b = _Builder(ctx)
     for tp in ctx.partitions_on_brokers(dead):
         replicas = ctx.replicas(tp)
+        if b.pstate(tp) is P.NonExistentPartition:
+            continue  # its creation never reached ZooKeeper: nothing to change
         if ctx.is_being_deleted(tp.topic):
             for r in replicas:
                 if r in dead:
@@ -442,7 +444,7 @@ def on_brokers_started(ctx: ControllerContext, new: Collection[int]) -> Decision
     b.um_brokers(new, all_tps)
     b.um_brokers(ctx.live_brokers)
     for pr in ctx.replicas_on_brokers(new):
-        if ctx.is_being_deleted(pr.tp.topic):
+        if ctx.is_being_deleted(pr.tp.topic) or b.rstate(pr) is R.NonExistentReplica:
             continue
         if b.rstate(pr) is R.NewReplica and b.leadership(pr.tp) is None:
             continue  # not yet initialized: _elect_offline below makes it Online
@@ -465,7 +467,8 @@ def controlled_shutdown(ctx: ControllerContext, broker_id: int) -> Decision:
     for tp in ctx.partitions_on_brokers([broker_id]):
         replicas = ctx.replicas(tp)
         s = b.leadership(tp)
-        if len(replicas) <= 1 or s is None or ctx.is_being_deleted(tp.topic):
+        if (len(replicas) <= 1 or s is None or ctx.is_being_deleted(tp.topic)
+                or b.pstate(tp) is P.NonExistentPartition):
             continue
         if s.leader == broker_id:
             e = selectors.controlled_shutdown_leader(replicas, s.isr, ctx.live_ids,

@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from common import zk_layout as L
+from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.zk_layout import BrokerRegistration
@@ -402,3 +403,47 @@ async def test_stale_controller_requests_are_refused_by_brokers(controllers, fak
     assert all(r.request.controller_epoch == 1 for r in b1.rejected)
     assert not [r for r in b1.of("LeaderAndIsr") if r.partition_states
                 and r.partition_states[0].topic == "t"]
+
+
+async def test_large_topics_span_several_transactions(controllers, fake_brokers, zk,
+                                                      monkeypatch):
+    import controller.zk_store as zs
+    monkeypatch.setattr(zs, "MAX_OPS_PER_TRANSACTION", 7)  # 3 creates (2 ops each) per batch
+    await fake_brokers(1, 2)
+    srv = await active_controller(controllers)
+    await wait_for(lambda: len(srv.controller.context.live_brokers) == 2)
+    res = await create(srv, "big", n=20, rf=2)
+    assert res.error_code == 0
+    assert sorted(int(p) for p in zk.get_children("/brokers/topics/big/partitions")) == \
+        list(range(20))
+    assert all(version(zk, "big", p) == 0 for p in range(20))
+    assert srv.controller.context.offline_partition_count() == 0
+
+
+async def test_a_refused_write_is_reread_and_not_applied(controllers, fake_brokers, zk):
+    """Someone else rewrote a partition state (not the controller): its conditional write
+    fails, the rest of the batch still commits, and the controller adopts ZooKeeper's
+    state."""
+    await fake_brokers(1, 2, 3)
+    srv = await active_controller(controllers)
+    await wait_for(lambda: len(srv.controller.context.live_brokers) == 3)
+    await create(srv, "t", assignments={0: [1, 2, 3], 1: [1, 2, 3]})
+    intruder = {**state(zk, "t", 0), "leader_epoch": 7}
+    zk.set(L.partition_state_path("t", 0), json.dumps(intruder).encode())
+    r = await stub(srv).ElectLeaders(pb.ElectLeadersRequest(
+        election_type=pb.PREFERRED, all_topic_partitions=True), timeout=5)
+    assert {x.partition: x.error_code for x in r.replica_election_results} == {0: 84, 1: 84}
+    ctx = srv.controller.context
+    s = ctx.leadership[TopicPartition("t", 1)]
+    resp = await stub(srv).AlterPartition(pb.AlterPartitionRequest(
+        broker_id=1, broker_epoch=ctx.broker_epoch(1), topics=[pb.AlterPartitionTopic(
+            topic="t", partitions=[
+                pb.AlterPartitionPartition(partition=p, leader_epoch=0, partition_epoch=0,
+                                           new_isr_with_epochs=[pb.BrokerState(
+                                               broker_id=1, broker_epoch=-1)])
+                for p in (0, 1)])]), timeout=5)
+    codes = {p.partition: p.error_code for p in resp.topics[0].partitions}
+    assert codes == {0: 95, 1: 0}
+    assert state(zk, "t", 1)["isr"] == [1] and s.partition_epoch == 0
+    assert state(zk, "t", 0)["leader_epoch"] == 7  # untouched
+    assert ctx.leadership[TopicPartition("t", 0)].leader_epoch == 7
