@@ -463,8 +463,10 @@ class ReplicaManager:
         finally:
             if pending is not None:  # removed when the read completes, also on error
                 isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
-        if replica_id >= 0:
-            self._maybe_relinquish(p, (time.monotonic() - started) * 1000)
+            if replica_id >= 0:
+                # Also when the follower gave up waiting (its request was cancelled): a read
+                # slower than its fetch timeout is as slow as it gets.
+                self._maybe_relinquish(p, (time.monotonic() - started) * 1000)
         return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, data,
                            leader_id=p.leader_id, leader_epoch=p.leader_epoch)
 

@@ -46,3 +46,24 @@ def replica_batches(cluster, broker_id: int, topic: str, partition: int, below: 
                     out.append((b.header.base_offset, b.header.last_offset,
                                 bytes(b.data[8:])))
     return out
+
+
+def scrape(url: str) -> dict[str, float]:
+    """A process's /metrics as {'name{labels}': value}."""
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        text = resp.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def partition_dir(cluster, broker_id: int, topic: str, partition: int) -> str:
+    for d in cluster.broker(broker_id).log_dirs:
+        path = os.path.join(str(d), f"{topic}-{partition}")
+        if os.path.isdir(path):
+            return path
+    raise AssertionError(f"broker {broker_id} has no replica of {topic}-{partition}")
