@@ -451,8 +451,15 @@ class ReplicaManager:
             upper = p.high_watermark
         started = time.monotonic()
         try:
-            data = await asyncio.get_running_loop().run_in_executor(
+            read = asyncio.get_running_loop().run_in_executor(
                 self._read_pool, log.read, fp.fetch_offset, max_bytes, upper, first)
+            if replica_id >= 0 and self.pending_reads_in_sync:
+                # Seed 002: give up leadership as soon as serving this follower has taken
+                # longer than follower.fetch.process.time.max.ms, not when the read ends.
+                done, _ = await asyncio.wait([read], timeout=self.process_time_max_ms / 1000)
+                if not done:
+                    self._maybe_relinquish(p, (time.monotonic() - started) * 1000)
+            data = await read
         except OffsetOutOfRangeError as e:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
                                log.log_start_offset, leader_id=p.leader_id,

@@ -125,7 +125,11 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("follower.fetch.pending.reads.insync.enable", _bool, False,
        "seed 002 / KIP-501: a pending follower fetch keeps the follower in sync"),
     _k("follower.fetch.process.time.max.ms", _int(1), 500,
-       "seed 002 / KIP-501: a leader slower than this relinquishes leadership"),
+       "seed 002 / KIP-501 (only with follower.fetch.pending.reads.insync.enable): a leader "
+       "that takes longer than this to serve a follower fetch relinquishes leadership "
+       "(AlterPartition with relinquish_leadership); against thrashing, the controller does "
+       "not make it leader again by preferred election for leader.imbalance.check.interval."
+       "seconds"),
     _k("leader.replication.throttled.rate", _int(1), LONG_MAX, "bytes/s, throttled leaders"),
     _k("follower.replication.throttled.rate", _int(1), LONG_MAX, "bytes/s, throttled followers"),
     _k("replica.alter.log.dirs.io.max.bytes.per.second", _int(1), LONG_MAX,

@@ -269,15 +269,25 @@ class LogSegment:
         return self.idx_positions[i] if i >= 0 else 0
 
     def translate_offset(self, offset: int, start: int | None = None) -> BatchPosition | None:
-        """The first batch whose last offset >= ``offset``, or None if there is none."""
+        """The first batch whose last offset >= ``offset``, or None if there is none.
+
+        Batch headers are walked in chunks (one read covers an index interval and more), not
+        one read per header: the walk from an index entry crosses up to
+        ``log.index.interval.bytes`` of small batches."""
         pos = self.lookup(offset) if start is None else start
+        chunk_size = max(2 * self.index_interval_bytes, 8192)
         while pos + _SCAN_SIZE <= self.size:
-            base, length, _ple, _magic, _crc, _attrs, lod = _SCAN.unpack(
-                self.fileops.pread(self.fd, _SCAN_SIZE, pos))
-            size = length + rec.LOG_OVERHEAD
-            if base + lod >= offset:
-                return BatchPosition(pos, base, base + lod, size)
-            pos += size
+            buf = self.fileops.pread(self.fd, min(chunk_size, self.size - pos), pos)
+            cpos = 0
+            while cpos + _SCAN_SIZE <= len(buf):
+                base, length, _ple, _magic, _crc, _attrs, lod = _SCAN.unpack_from(buf, cpos)
+                size = length + rec.LOG_OVERHEAD
+                if base + lod >= offset:
+                    return BatchPosition(pos + cpos, base, base + lod, size)
+                if size < rec.HEADER_SIZE:
+                    return None  # not a batch: nothing valid beyond (recovery truncates it)
+                cpos += size
+            pos += cpos if cpos else _SCAN_SIZE
         return None
 
     def read(self, position: int, max_bytes: int, end_position: int | None = None) -> bytes:
