@@ -112,10 +112,11 @@ class ControllerContext:
         return a.topic_id if a else ""
 
     def replicas(self, tp: TopicPartition) -> list[int]:
+        """The assigned replicas (the assignment's own list: read it, never mutate it)."""
         a = self.assignments.get(tp.topic)
         if a is None:
             return []
-        return list(a.partitions.get(tp.partition, ()))
+        return a.partitions.get(tp.partition, [])
 
     def has_partition(self, tp: TopicPartition) -> bool:
         a = self.assignments.get(tp.topic)
@@ -131,11 +132,16 @@ class ControllerContext:
 
     def partitions_on_brokers(self, brokers: Iterable[int]) -> list[TopicPartition]:
         wanted = set(brokers)
-        return [tp for tp in self.all_partitions() if wanted.intersection(self.replicas(tp))]
+        out = []
+        for topic in sorted(self.assignments):
+            parts = self.assignments[topic].partitions
+            out += [TopicPartition(topic, p) for p in sorted(parts)
+                    if not wanted.isdisjoint(parts[p])]
+        return out
 
     def replicas_on_brokers(self, brokers: Iterable[int]) -> list[PartitionReplica]:
         wanted = set(brokers)
-        return [PartitionReplica(tp, r) for tp in self.all_partitions()
+        return [PartitionReplica(tp, r) for tp in self.partitions_on_brokers(wanted)
                 for r in self.replicas(tp) if r in wanted]
 
     def partitions_led_by(self, broker_id: int, min_replicas: int = 1) -> list[TopicPartition]:

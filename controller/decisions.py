@@ -325,12 +325,10 @@ def on_controller_failover(ctx: ControllerContext) -> Decision:
     all_tps = list(ctx.all_partitions())
     b.um_brokers(ctx.live_brokers, all_tps)
     for tp in all_tps:
-        if ctx.is_being_deleted(tp.topic) or ctx.leadership.get(tp) is None:
-            continue
-        for r in ctx.replicas(tp):
-            if r in ctx.live_brokers:
-                b.replica(PartitionReplica(tp, r), R.OnlineReplica)
-        b.lai_replicas(tp)
+        # Kafka moves every live replica Online -> Online here to send LeaderAndIsr;
+        # reset_states() already put them Online, so only the requests are needed.
+        if not ctx.is_being_deleted(tp.topic) and tp in ctx.leadership:
+            b.lai_replicas(tp)
     _elect_offline(b, ctx.partition_sm.in_state(P.NewPartition, P.OfflinePartition))
     _resume_deletion(b)
     return b.build()

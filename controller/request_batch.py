@@ -68,14 +68,16 @@ def leader_and_isr_state(ctx: ControllerContext, tp: TopicPartition,
     a = ctx.assignments.get(tp.topic)
     if s is None or a is None:
         return None
+    extra = {}
+    if a.adding_replicas or a.removing_replicas:
+        extra = dict(adding_replicas=a.adding_replicas.get(tp.partition, ()),
+                     removing_replicas=a.removing_replicas.get(tp.partition, ()))
     return pb.LeaderAndIsrPartitionState(
         topic=tp.topic, partition=tp.partition, controller_epoch=s.controller_epoch,
-        leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
-        partition_epoch=s.partition_epoch, replicas=list(a.partitions.get(tp.partition, ())),
-        adding_replicas=list(a.adding_replicas.get(tp.partition, ())),
-        removing_replicas=list(a.removing_replicas.get(tp.partition, ())),
-        is_new=is_new, leader_recovery_state=s.leader_recovery_state,
-        elr=list(s.elr), last_known_elr=list(s.last_known_elr))
+        leader=s.leader, leader_epoch=s.leader_epoch, isr=s.isr,
+        partition_epoch=s.partition_epoch, replicas=a.partitions.get(tp.partition, ()),
+        is_new=is_new, leader_recovery_state=s.leader_recovery_state, elr=s.elr,
+        last_known_elr=s.last_known_elr, **extra)
 
 
 def update_metadata_state(ctx: ControllerContext,
@@ -83,31 +85,26 @@ def update_metadata_state(ctx: ControllerContext,
     a = ctx.assignments.get(tp.topic)
     if a is None or tp.partition not in a.partitions:
         return None
-    replicas = list(a.partitions[tp.partition])
+    replicas = a.partitions[tp.partition]
     s = ctx.leadership.get(tp)
     deleting = ctx.is_being_deleted(tp.topic)
     if s is None and not deleting:
         return None  # not created yet: nothing a client could use
-    st = pb.UpdateMetadataPartitionState(
-        topic=tp.topic, partition=tp.partition, replicas=replicas,
-        offline_replicas=[r for r in replicas if r not in ctx.live_brokers],
-        adding_replicas=list(a.adding_replicas.get(tp.partition, ())),
-        removing_replicas=list(a.removing_replicas.get(tp.partition, ())))
-    if s is not None:
-        st.controller_epoch = s.controller_epoch
-        st.leader = s.leader
-        st.leader_epoch = s.leader_epoch
-        st.isr.extend(s.isr)
-        st.partition_epoch = s.partition_epoch
-        st.elr.extend(s.elr)
-        st.last_known_elr.extend(s.last_known_elr)
-        st.leader_recovery_state = s.leader_recovery_state
-    else:
-        st.controller_epoch = ctx.epoch
-        st.leader_epoch = -1
-    if deleting:
-        st.leader = LEADER_DURING_DELETE
-    return st
+    live = ctx.live_brokers
+    common = dict(topic=tp.topic, partition=tp.partition, replicas=replicas,
+                  offline_replicas=[r for r in replicas if r not in live])
+    if a.adding_replicas or a.removing_replicas:
+        common.update(adding_replicas=a.adding_replicas.get(tp.partition, ()),
+                      removing_replicas=a.removing_replicas.get(tp.partition, ()))
+    if s is None:
+        return pb.UpdateMetadataPartitionState(controller_epoch=ctx.epoch, leader_epoch=-1,
+                                               leader=LEADER_DURING_DELETE, **common)
+    return pb.UpdateMetadataPartitionState(
+        controller_epoch=s.controller_epoch,
+        leader=LEADER_DURING_DELETE if deleting else s.leader, leader_epoch=s.leader_epoch,
+        isr=s.isr, partition_epoch=s.partition_epoch, elr=s.elr,
+        last_known_elr=s.last_known_elr, leader_recovery_state=s.leader_recovery_state,
+        **common)
 
 
 def build_requests(ctx: ControllerContext, decision: Decision,
@@ -128,12 +125,27 @@ def build_requests(ctx: ControllerContext, decision: Decision,
             out[broker] = BrokerBatch(broker, reg.epoch)
         return out[broker]
 
+    # A partition's state is the same for every broker: build each message once.
+    lai_cache: dict[tuple[TopicPartition, bool], pb.LeaderAndIsrPartitionState | None] = {}
+    um_cache: dict[TopicPartition, pb.UpdateMetadataPartitionState | None] = {}
+
+    def lai_state(tp: TopicPartition, is_new: bool):
+        key = (tp, is_new)
+        if key not in lai_cache:
+            lai_cache[key] = leader_and_isr_state(ctx, tp, is_new)
+        return lai_cache[key]
+
+    def um_state(tp: TopicPartition):
+        if tp not in um_cache:
+            um_cache[tp] = update_metadata_state(ctx, tp)
+        return um_cache[tp]
+
     for broker, parts in sorted(decision.leader_and_isr.items()):
         bb = batch(broker)
         if bb is None:
             continue
         states = [st for tp, is_new in sorted(parts.items()) if tp not in failed
-                  for st in [leader_and_isr_state(ctx, tp, is_new)] if st is not None]
+                  for st in [lai_state(tp, is_new)] if st is not None]
         if not states:
             continue
         for chunk in _chunks(states):
@@ -149,7 +161,7 @@ def build_requests(ctx: ControllerContext, decision: Decision,
         if bb is None:
             continue
         states = [st for tp in sorted(parts) if tp not in failed
-                  for st in [update_metadata_state(ctx, tp)] if st is not None]
+                  for st in [um_state(tp)] if st is not None]
         for chunk in _chunks(states):
             bb.update_metadata.append(pb.UpdateMetadataRequest(
                 controller_id=ctx.controller_id, controller_epoch=ctx.epoch,

@@ -15,6 +15,7 @@ or a compose healthcheck can tell the two apart.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import socket
@@ -153,6 +154,10 @@ def run(config: Mapping[str, Any]) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_third_party_logs()
+    # The controller allocates ~10 objects per partition on every failover and broker event;
+    # CPython's default gen-0 threshold (700) makes it collect thousands of times per event
+    # at 100k partitions. Collect less often (measured: 100k-partition failover 10.8 -> 6.9 s).
+    gc.set_threshold(50_000, 20, 20)
     try:
         return asyncio.run(_main(config))
     except KeyboardInterrupt:

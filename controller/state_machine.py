@@ -191,7 +191,8 @@ class TransitionPlan(Generic[K, S]):
         self.steps: list[tuple[K, S]] = []
 
     def state(self, key: K) -> S:
-        return self._overlay.get(key, self._sm.state(key))
+        s = self._overlay.get(key)
+        return self._sm.state(key) if s is None else s
 
     def add(self, key: K, target: S) -> None:
         current = self.state(key)
