@@ -66,7 +66,7 @@ class _Item:
 
 
 class _BrokerSender:
-    def __init__(self, reg: BrokerRegistration, manager: "ControllerChannelManager"):
+    def __init__(self, reg: BrokerRegistration, manager: ControllerChannelManager):
         self.reg = reg
         self.manager = manager
         self.channel = grpc.aio.insecure_channel(reg.address, options=CHANNEL_OPTIONS)
@@ -96,7 +96,7 @@ class _BrokerSender:
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, m.max_retry_backoff_s)
                     continue
-                except Exception as e:  # noqa: BLE001 - a bug must not kill the sender
+                except Exception as e:
                     log.exception("sending %s to broker %s failed", item.kind,
                                   self.reg.broker_id)
                     m.notify(self.reg.broker_id, item, None, e)
@@ -110,7 +110,7 @@ class _BrokerSender:
         self.task.cancel()
         try:
             await self.task
-        except (asyncio.CancelledError, Exception):  # noqa: BLE001
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001, S110 - cancelled on purpose
             pass
         if self.current is not None:
             _settle(self.current.done, False)
@@ -181,7 +181,7 @@ class ControllerChannelManager:
         if self.on_response is not None:
             try:
                 self.on_response(broker_id, item.kind, item.request, response, error)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("response callback failed")
 
     def pending(self) -> int:

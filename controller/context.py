@@ -26,8 +26,13 @@ from typing import NamedTuple
 
 from common.names import TopicPartition
 from common.zk_layout import NO_LEADER, BrokerRegistration, LeaderAndIsr, TopicAssignment
-from controller.state_machine import (PartitionState, ReplicaState, StateMachine,
-                                      partition_state_machine, replica_state_machine)
+from controller.state_machine import (
+    PartitionState,
+    ReplicaState,
+    StateMachine,
+    partition_state_machine,
+    replica_state_machine,
+)
 from controller.topics import unclean_election_enabled
 
 

@@ -49,8 +49,8 @@ from controller.assignment import BrokerMetadata
 from controller.channel import ControllerChannelManager, error_code_of
 from controller.context import ControllerContext
 from controller.metrics import ControllerMetrics
-from controller.state_machine import PartitionState
 from controller.request_batch import broker_endpoint, build_requests, controller_endpoint
+from controller.state_machine import PartitionState
 from controller.topics import TopicError, plan_topic
 from controller.zk_store import ControllerMovedError, ZkStore
 
@@ -259,7 +259,7 @@ class Controller:
                 log.warning("ZooKeeper error handling %s: %r", ev.name, e)
                 ev.fail(RequestError(grpc.StatusCode.UNAVAILABLE,
                                      ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {e!r}"))
-            except Exception as e:  # noqa: BLE001 - one bad event must not stop the controller
+            except Exception as e:
                 log.exception("controller event %s failed", ev.name)
                 ev.fail(RequestError(grpc.StatusCode.INTERNAL, ErrorCode.UNKNOWN_SERVER_ERROR,
                                      f"{type(e).__name__}: {e}"))
@@ -305,7 +305,7 @@ class Controller:
         w = self._watch("controller", E.ControllerChange)
         existing = await self.store.read_controller(watch=w)
         if existing is not None:
-            info, stat = existing
+            _info, stat = existing
             if stat.ephemeralOwner == self.zk.session_id:
                 got = await self.store.reclaim_controller(stat.version)
                 if got is not None:

@@ -383,9 +383,7 @@ def on_brokers_failed(ctx: ControllerContext, dead: Collection[int]) -> Decision
             for r in replicas:
                 if r in dead:
                     pr = PartitionReplica(tp, r)
-                    if b.rstate(pr) in (R.ReplicaDeletionStarted, R.OfflineReplica):
-                        b.replica(pr, R.ReplicaDeletionIneligible)
-                    elif b.replicas.add_if_valid(pr, R.OfflineReplica):
+                    if b.rstate(pr) in (R.ReplicaDeletionStarted, R.OfflineReplica) or b.replicas.add_if_valid(pr, R.OfflineReplica):
                         b.replica(pr, R.ReplicaDeletionIneligible)
             continue
         for r in replicas:

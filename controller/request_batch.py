@@ -70,8 +70,8 @@ def leader_and_isr_state(ctx: ControllerContext, tp: TopicPartition,
         return None
     extra = {}
     if a.adding_replicas or a.removing_replicas:
-        extra = dict(adding_replicas=a.adding_replicas.get(tp.partition, ()),
-                     removing_replicas=a.removing_replicas.get(tp.partition, ()))
+        extra = {"adding_replicas": a.adding_replicas.get(tp.partition, ()),
+                     "removing_replicas": a.removing_replicas.get(tp.partition, ())}
     return pb.LeaderAndIsrPartitionState(
         topic=tp.topic, partition=tp.partition, controller_epoch=s.controller_epoch,
         leader=s.leader, leader_epoch=s.leader_epoch, isr=s.isr,
@@ -91,8 +91,8 @@ def update_metadata_state(ctx: ControllerContext,
     if s is None and not deleting:
         return None  # not created yet: nothing a client could use
     live = ctx.live_brokers
-    common = dict(topic=tp.topic, partition=tp.partition, replicas=replicas,
-                  offline_replicas=[r for r in replicas if r not in live])
+    common = {"topic": tp.topic, "partition": tp.partition, "replicas": replicas,
+                  "offline_replicas": [r for r in replicas if r not in live]}
     if a.adding_replicas or a.removing_replicas:
         common.update(adding_replicas=a.adding_replicas.get(tp.partition, ()),
                       removing_replicas=a.removing_replicas.get(tp.partition, ()))

@@ -30,8 +30,7 @@ from grpc_health.v1._async import HealthServicer
 from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client import CollectorRegistry
 
-from common.observability import (configure_event_log, quiet_third_party_logs,
-                                  start_metrics_endpoint)
+from common.observability import configure_event_log, quiet_third_party_logs, start_metrics_endpoint
 from common.rpc import replog_pb2_grpc
 from common.zk import AsyncZk
 from common.zk_layout import ControllerInfo
@@ -134,7 +133,7 @@ async def _main(config: Mapping[str, Any]) -> int:
         print(f"replog controller: cannot start: {e}", file=sys.stderr)
         try:
             await server.stop(0)
-        except Exception:  # noqa: BLE001 - already failing; report the first error
+        except Exception:  # noqa: BLE001, S110 - already failing; report the first error
             pass
         return 1
     print(f"controller {server.controller_id} listening on {server.address}"

@@ -20,8 +20,12 @@ from dataclasses import dataclass
 
 from common.errors import ErrorCode, InvalidTopicError, ReplogError
 from common.names import validate_topic
-from controller.assignment import (AssignmentError, BrokerMetadata, assign_replicas,
-                                   validate_explicit_assignment)
+from controller.assignment import (
+    AssignmentError,
+    BrokerMetadata,
+    assign_replicas,
+    validate_explicit_assignment,
+)
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1

@@ -24,23 +24,34 @@ import asyncio
 import base64
 import logging
 import random
+from collections import namedtuple
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from collections import namedtuple
-
-from kazoo.exceptions import (EXCEPTIONS, BadVersionError, NodeExistsError, NoNodeError,
-                              RolledBackError, RuntimeInconsistency, UnimplementedError)
-from kazoo.protocol.serialization import (GetData, MultiHeader, int_struct,
-                                          multiheader_struct, read_buffer, stat_struct,
-                                          write_string)
+from kazoo.exceptions import (
+    EXCEPTIONS,
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+    UnimplementedError,
+)
+from kazoo.protocol.serialization import (
+    GetData,
+    MultiHeader,
+    int_struct,
+    multiheader_struct,
+    read_buffer,
+    stat_struct,
+    write_string,
+)
 from kazoo.protocol.states import ZnodeStat
 
 from common import zk_layout as L
 from common.names import TopicPartition
 from common.zk import AsyncZk
-from common.zk_layout import (BrokerRegistration, ControllerInfo, LeaderAndIsr,
-                              TopicAssignment)
+from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
 from controller.decisions import PartitionWrite
 
 log = logging.getLogger(__name__)
@@ -285,8 +296,8 @@ class ZkStore:
         client = self.zk.client
         prefix = client.chroot or ""
         result = client.handler.async_result()
-        client._call(_MultiRead([prefix + p for p in paths]), result)  # noqa: SLF001
-        return await self.zk._await(result)  # noqa: SLF001
+        client._call(_MultiRead([prefix + p for p in paths]), result)
+        return await self.zk._await(result)
 
     async def read_topic_config(self, topic: str, watch=None) -> dict[str, str]:
         got = await self.zk.get_or_none(L.topic_config_path(topic), watch=watch)

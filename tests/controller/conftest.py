@@ -33,7 +33,7 @@ async def controllers(zk_hosts):
     for srv in started:
         try:
             await srv.stop(0)
-        except Exception:  # noqa: BLE001 - a test may have stopped it already
+        except Exception:  # noqa: BLE001, S110 - a test may have stopped it already
             pass
 
 

@@ -79,7 +79,7 @@ class FakeBroker(replog_pb2_grpc.BrokerServicer):
     max_controller_epoch: int = -1
     stop_replica_error: int = 0
 
-    async def start(self) -> "FakeBroker":
+    async def start(self) -> FakeBroker:
         self.server = grpc.aio.server()
         replog_pb2_grpc.add_BrokerServicer_to_server(self, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")

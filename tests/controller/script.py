@@ -81,7 +81,7 @@ class Scenario:
         for e in d.elections:
             out.append(f"elect {e.tp} {e.old_leader}->{e.new_leader} epoch={e.leader_epoch} "
                        f"reason={e.reason}" + (" UNCLEAN" if e.unclean else ""))
-        for tp, w in d.writes.items():
+        for tp in d.writes:
             out.append(f"write {self.state_line(tp)}")
         for tp, o in sorted(d.outcomes.items()):
             if o.error != ErrorCode.NONE or o.message:

@@ -11,8 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.errors import ErrorCode
-from controller.assignment import (AssignmentError, BrokerMetadata, assign_replicas,
-                                   rack_alternated_brokers, validate_explicit_assignment)
+from controller.assignment import (
+    AssignmentError,
+    BrokerMetadata,
+    assign_replicas,
+    rack_alternated_brokers,
+    validate_explicit_assignment,
+)
 
 
 def metas(n: int, racks: dict[int, str] | None = None) -> list[BrokerMetadata]:

@@ -199,7 +199,7 @@ async def test_offline_partition_and_unclean_election(controllers, fake_brokers,
     await wait_for(lambda: state(zk, "t", 0)["leader"] == 2, what="unclean election")
     assert state(zk, "t", 0)["isr"] == [2] and state(zk, "t", 0)["leader_recovery_state"] == 1
     assert srv.metrics.unclean_elections._value.get() == 1
-    assert [e for e in srv.log.named("leader_election") if e["unclean"]][0]["new_leader"] == 2
+    assert next(e for e in srv.log.named("leader_election") if e["unclean"])["new_leader"] == 2
 
 
 async def test_alter_partition_rpc_errors(controllers, fake_brokers, zk):
@@ -241,7 +241,7 @@ async def test_alter_partition_rpc_errors(controllers, fake_brokers, zk):
 
 
 async def test_controlled_shutdown_moves_leadership_first(controllers, fake_brokers, zk):
-    b1, b2, b3 = await fake_brokers(1, 2, 3)
+    b1, b2, _b3 = await fake_brokers(1, 2, 3)
     srv = await active_controller(controllers)
     await wait_for(lambda: len(srv.controller.context.live_brokers) == 3)
     await create(srv, "t", assignments={0: [1, 2, 3], 1: [2, 1, 3]})
@@ -337,7 +337,7 @@ async def test_delete_topic(controllers, fake_brokers, broker_sessions, zk):
 
 
 async def test_delete_waits_for_a_dead_replica(controllers, fake_brokers, broker_sessions, zk):
-    b1, b2 = await fake_brokers(1, 2)
+    _b1, b2 = await fake_brokers(1, 2)
     srv = await active_controller(controllers)
     await wait_for(lambda: len(srv.controller.context.live_brokers) == 2)
     await create(srv, "t", assignments={0: [1, 2]})
@@ -369,7 +369,7 @@ async def test_failover_loads_state_and_tells_every_broker(controllers, fake_bro
     for br in brokers:
         await wait_for(lambda br=br: any(r.controller_epoch == 2
                                          for r in br.of("UpdateMetadata")))
-        um = [r for r in br.of("UpdateMetadata") if r.controller_epoch == 2][0]
+        um = next(r for r in br.of("UpdateMetadata") if r.controller_epoch == 2)
         assert len(um.partition_states) == 6 and um.controller.broker_id == 2
         lai = [r for r in br.of("LeaderAndIsr") if r.controller_epoch == 2]
         assert lai and all(not s.is_new for s in lai[0].partition_states)

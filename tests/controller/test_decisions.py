@@ -198,7 +198,7 @@ def _ctx_with_topic():
 
 
 def test_apply_skips_failed_partitions_and_their_requests():
-    c, ctx = _ctx_with_topic()
+    _c, ctx = _ctx_with_topic()
     victim = next(b for b in range(N_BROKERS)
                   if any(ctx.leadership[tp].leader == b for tp in ctx.all_partitions()))
     before = dict(ctx.leadership)
@@ -218,7 +218,7 @@ def test_apply_skips_failed_partitions_and_their_requests():
 
 
 def test_alter_partition_whole_request_epoch():
-    c, ctx = _ctx_with_topic()
+    _c, ctx = _ctx_with_topic()
     with pytest.raises(D.StaleBrokerEpoch, match="not its current registration"):
         D.alter_partition(ctx, 1, ctx.broker_epoch(1) - 100, [], 0)
     with pytest.raises(D.StaleBrokerEpoch, match="not registered"):
@@ -246,7 +246,7 @@ def test_alter_partition_kip903_member_epoch_and_topic_id():
 
 
 def test_recovering_rules():
-    c, ctx = _ctx_with_topic()
+    _c, ctx = _ctx_with_topic()
     tp = next(tp for tp in ctx.all_partitions() if len(ctx.replicas(tp)) > 1)
     s = ctx.leadership[tp]
     to_recovering = D.AlterPartitionItem(tp, s.leader_epoch, ((s.leader, -1),),
@@ -276,7 +276,7 @@ def test_update_metadata_marks_deleted_topics_and_offline_replicas():
 def test_large_batches_are_split(monkeypatch):
     import controller.request_batch as rb
     monkeypatch.setattr(rb, "MAX_PARTITIONS_PER_REQUEST", 3)
-    c, ctx = _ctx_with_topic()
+    _c, ctx = _ctx_with_topic()
     d = D.on_controller_failover(ctx)
     D.apply(ctx, d)
     for bb in rb.build_requests(ctx, d, CTL).values():

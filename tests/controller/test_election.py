@@ -9,12 +9,12 @@ import grpc
 import pytest
 
 from common import zk_layout as L
+from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.zk_layout import LeaderAndIsr, TopicAssignment
 from controller.decisions import PartitionWrite
 from controller.zk_store import ControllerMovedError
-from common.names import TopicPartition
 from tests.controller.fakes import wait_for
 
 pytestmark = pytest.mark.integration

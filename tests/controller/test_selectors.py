@@ -6,9 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.selectors import (Election, controlled_shutdown_leader, initial_leader,
-                                  offline_leader, preferred_leader, reassigned_leader,
-                                  relinquished_leader, restarted_leader)
+from controller.selectors import (
+    Election,
+    controlled_shutdown_leader,
+    initial_leader,
+    offline_leader,
+    preferred_leader,
+    reassigned_leader,
+    relinquished_leader,
+    restarted_leader,
+)
 
 E = Election
 

@@ -7,11 +7,18 @@ import itertools
 import pytest
 
 from common.names import TopicPartition
-from controller.state_machine import (PARTITION_TRANSITIONS, REPLICA_TRANSITIONS,
-                                      InvalidStateTransition, PartitionState, ReplicaState,
-                                      TransitionPlan, check_partition_transition,
-                                      check_replica_transition, partition_state_machine,
-                                      replica_state_machine)
+from controller.state_machine import (
+    PARTITION_TRANSITIONS,
+    REPLICA_TRANSITIONS,
+    InvalidStateTransition,
+    PartitionState,
+    ReplicaState,
+    TransitionPlan,
+    check_partition_transition,
+    check_replica_transition,
+    partition_state_machine,
+    replica_state_machine,
+)
 
 P, R = PartitionState, ReplicaState
 

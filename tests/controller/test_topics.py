@@ -8,8 +8,14 @@ import pytest
 
 from common.errors import ErrorCode
 from controller.assignment import BrokerMetadata
-from controller.topics import (TopicError, collides, new_topic_id, plan_topic,
-                               unclean_election_enabled, validate_topic_configs)
+from controller.topics import (
+    TopicError,
+    collides,
+    new_topic_id,
+    plan_topic,
+    unclean_election_enabled,
+    validate_topic_configs,
+)
 
 LIVE = [BrokerMetadata(1), BrokerMetadata(2), BrokerMetadata(3)]
 
@@ -21,26 +27,26 @@ def plan(name="t", n=None, rf=None, explicit=None, configs=None, existing=()):
 
 
 @pytest.mark.parametrize("kwargs,code,message", [
-    (dict(name="a/b"), ErrorCode.INVALID_TOPIC_EXCEPTION, "illegal"),
-    (dict(name=".."), ErrorCode.INVALID_TOPIC_EXCEPTION, "cannot be"),
-    (dict(name=""), ErrorCode.INVALID_TOPIC_EXCEPTION, "empty"),
-    (dict(name="x" * 250), ErrorCode.INVALID_TOPIC_EXCEPTION, "longer than 249"),
-    (dict(existing=["t"]), ErrorCode.TOPIC_ALREADY_EXISTS, "Topic 't' already exists."),
-    (dict(name="a.b", existing=["a_b"]), ErrorCode.INVALID_TOPIC_EXCEPTION,
+    ({"name": "a/b"}, ErrorCode.INVALID_TOPIC_EXCEPTION, "illegal"),
+    ({"name": ".."}, ErrorCode.INVALID_TOPIC_EXCEPTION, "cannot be"),
+    ({"name": ""}, ErrorCode.INVALID_TOPIC_EXCEPTION, "empty"),
+    ({"name": "x" * 250}, ErrorCode.INVALID_TOPIC_EXCEPTION, "longer than 249"),
+    ({"existing": ["t"]}, ErrorCode.TOPIC_ALREADY_EXISTS, "Topic 't' already exists."),
+    ({"name": "a.b", "existing": ["a_b"]}, ErrorCode.INVALID_TOPIC_EXCEPTION,
      "Topic 'a.b' collides with existing topic: a_b"),
-    (dict(n=0), ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."),
-    (dict(rf=4), ErrorCode.INVALID_REPLICATION_FACTOR,
+    ({"n": 0}, ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."),
+    ({"rf": 4}, ErrorCode.INVALID_REPLICATION_FACTOR,
      "Replication factor: 4 larger than available brokers: 3."),
-    (dict(rf=0), ErrorCode.INVALID_REPLICATION_FACTOR, "must be larger than 0"),
-    (dict(n=1, explicit={0: [1]}), ErrorCode.INVALID_REQUEST, "Both numPartitions"),
-    (dict(explicit={0: [1, 7]}), ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    ({"rf": 0}, ErrorCode.INVALID_REPLICATION_FACTOR, "must be larger than 0"),
+    ({"n": 1, "explicit": {0: [1]}}, ErrorCode.INVALID_REQUEST, "Both numPartitions"),
+    ({"explicit": {0: [1, 7]}}, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
      "Unknown broker(s) in replica assignment: 7."),
-    (dict(configs={"retention.ms": "abc"}), ErrorCode.INVALID_CONFIG,
+    ({"configs": {"retention.ms": "abc"}}, ErrorCode.INVALID_CONFIG,
      "Invalid value abc for configuration retention.ms: Not a number of type LONG"),
-    (dict(configs={"min.insync.replicas": "0"}), ErrorCode.INVALID_CONFIG, "at least 1"),
-    (dict(configs={"no.such": "1"}), ErrorCode.INVALID_CONFIG,
+    ({"configs": {"min.insync.replicas": "0"}}, ErrorCode.INVALID_CONFIG, "at least 1"),
+    ({"configs": {"no.such": "1"}}, ErrorCode.INVALID_CONFIG,
      "Unknown topic config name: no.such"),
-    (dict(configs={"unclean.leader.election.enable": "yes"}), ErrorCode.INVALID_CONFIG,
+    ({"configs": {"unclean.leader.election.enable": "yes"}}, ErrorCode.INVALID_CONFIG,
      "true or false"),
 ])
 def test_errors(kwargs, code, message):
