@@ -58,6 +58,13 @@ def error_code_of(err: grpc.aio.AioRpcError) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class Delivery:
+    broker_id: int
+    kind: str
+    done: asyncio.Future
+
+
 @dataclass
 class _Item:
     kind: str  # "LeaderAndIsr" | "UpdateMetadata" | "StopReplica"
@@ -158,11 +165,12 @@ class ControllerChannelManager:
         self._closing.add(t)
         t.add_done_callback(self._closing.discard)
 
-    def send(self, batches: dict[int, BrokerBatch]) -> list[asyncio.Future]:
+    def send(self, batches: dict[int, BrokerBatch]) -> list[Delivery]:
         """Queue each broker's requests (LeaderAndIsr, UpdateMetadata, StopReplica order).
-        Returns one future per request: True once delivered, False if dropped/refused."""
+        Returns one Delivery per request; its future is True once delivered, False if the
+        request was dropped (broker gone) or refused."""
         loop = asyncio.get_running_loop()
-        futures = []
+        out = []
         for broker_id, bb in batches.items():
             s = self._senders.get(broker_id)
             for kind, reqs in (("LeaderAndIsr", bb.leader_and_isr),
@@ -170,12 +178,12 @@ class ControllerChannelManager:
                                ("StopReplica", bb.stop_replica)):
                 for req in reqs:
                     fut = loop.create_future()
-                    futures.append(fut)
+                    out.append(Delivery(broker_id, kind, fut))
                     if s is None or s.reg.epoch != bb.broker_epoch:
                         fut.set_result(False)
                     else:
                         s.queue.put_nowait(_Item(kind, req, fut))
-        return futures
+        return out
 
     def notify(self, broker_id: int, item: _Item, response, error) -> None:
         if self.on_response is not None:

@@ -46,7 +46,7 @@ from common.zk_layout import ControllerInfo, TopicAssignment
 from controller import decisions as D
 from controller import events as E
 from controller.assignment import BrokerMetadata
-from controller.channel import ControllerChannelManager, error_code_of
+from controller.channel import ControllerChannelManager, Delivery, error_code_of
 from controller.context import ControllerContext
 from controller.metrics import ControllerMetrics
 from controller.request_batch import broker_endpoint, build_requests, controller_endpoint
@@ -411,7 +411,7 @@ class Controller:
 
     async def _execute(self, d: D.Decision, started: float | None = None,
                        retry_creates: bool = True
-                       ) -> tuple[set[TopicPartition], list[asyncio.Future]]:
+                       ) -> tuple[set[TopicPartition], list[Delivery]]:
         """Write ZooKeeper, apply to the context, send the requests (in that order)."""
         act = self.active
         if act is None:
@@ -678,7 +678,7 @@ class Controller:
             res.configs.update(plan.configs)
         if req.validate_only:
             return pb.CreateTopicsResponse(topics=results), []
-        futures: list[asyncio.Future] = []
+        deliveries: list[Delivery] = []
         tps: list[TopicPartition] = []
         for res, plan in plans:
             a = TopicAssignment(plan.name, plan.topic_id, plan.assignment)
@@ -702,8 +702,8 @@ class Controller:
                 if res.error_code == ErrorCode.NONE:
                     await self.store.read_topic_config(plan.name,
                                                        watch=self._config_watch(plan.name))
-            _, futures = await self._execute(D.on_new_partitions(ctx, tps), ev.enqueued)
-        return pb.CreateTopicsResponse(topics=results), futures
+            _, deliveries = await self._execute(D.on_new_partitions(ctx, tps), ev.enqueued)
+        return pb.CreateTopicsResponse(topics=results), _to_leaders(ctx, tps, deliveries)
 
     async def _on_delete_topics(self, ev: E.DeleteTopics):
         ctx = self.active.ctx
@@ -798,7 +798,7 @@ class Controller:
         tps = None if req.all_topic_partitions else [
             TopicPartition(t.topic, p) for t in req.topic_partitions for p in t.partitions]
         d = D.elect_leaders(ctx, int(req.election_type), tps, self.wall_ms())
-        failed, futures = await self._execute(d, ev.enqueued)
+        failed, deliveries = await self._execute(d, ev.enqueued)
         results = []
         for tp, o in sorted(d.outcomes.items()):
             code, msg = o.error, o.message
@@ -806,7 +806,9 @@ class Controller:
                 code, msg = ErrorCode.UNKNOWN_SERVER_ERROR, "the partition state write failed"
             results.append(pb.PartitionResult(topic=tp.topic, partition=tp.partition,
                                               error_code=code, error_message=msg))
-        return pb.ElectLeadersResponse(replica_election_results=results), futures
+        elected = [e.tp for e in d.elections if e.tp not in failed]
+        return (pb.ElectLeadersResponse(replica_election_results=results),
+                _to_leaders(ctx, elected, deliveries))
 
     # ================================================================== public API (servicer)
 
@@ -858,7 +860,7 @@ class Controller:
 
     def describe_cluster(self) -> pb.DescribeClusterResponse:
         act = self.active
-        if act is None:
+        if act is None or not act.ready:
             raise NotControllerError(self._not_controller_message())
         ctx = act.ctx
         return pb.DescribeClusterResponse(
@@ -882,6 +884,15 @@ def _retrieve(fut: asyncio.Future) -> None:
 
 def _timeout_s(timeout_ms: int) -> float:
     return min(max(timeout_ms, 0) / 1000, MAX_WAIT_S)
+
+
+def _to_leaders(ctx: ControllerContext, tps: list[TopicPartition],
+                deliveries: list[Delivery]) -> list[asyncio.Future]:
+    """The LeaderAndIsr deliveries to the partitions' (new) leaders: what an RPC that
+    "responds once leaders are elected" waits for - not every broker's UpdateMetadata, so
+    one unreachable follower does not hold the answer until the timeout."""
+    leaders = {ctx.leadership[tp].leader for tp in tps if tp in ctx.leadership}
+    return [d.done for d in deliveries if d.kind == "LeaderAndIsr" and d.broker_id in leaders]
 
 
 async def _wait(futures: list[asyncio.Future], timeout_ms: int) -> None:

@@ -72,8 +72,10 @@ async def test_topic_creation_writes_kafkas_json_and_tells_every_replica(
         "isr": [1, 2, 3], "elr": [], "last_known_elr": [], "leader_recovery_state": 0}
     assert state(zk, "orders", 1)["leader"] == 2 and version(zk, "orders", 1) == 0
 
-    # timeout_ms > 0: the response came after the replicas acknowledged their LeaderAndIsr.
+    # timeout_ms > 0: the response came after the leaders acknowledged their LeaderAndIsr.
+    assert brokers[0].of("LeaderAndIsr") and brokers[1].of("LeaderAndIsr")
     for b in brokers:
+        await wait_for(lambda b=b: b.of("LeaderAndIsr") and b.of("UpdateMetadata"))
         [lai] = b.of("LeaderAndIsr")
         assert (lai.controller_id, lai.controller_epoch, lai.broker_epoch) == (1, 1, b.epoch)
         assert sorted((s.topic, s.partition, s.leader, s.is_new) for s in lai.partition_states) \

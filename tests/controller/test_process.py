@@ -65,7 +65,9 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 async def test_process_serves_health_and_stops_cleanly_on_sigterm(tmp_path, zk_hosts, zk):
-    proc, address, events = start_process(tmp_path, zk_hosts, 5)
+    metrics_port = free_port()
+    proc, address, events = start_process(tmp_path, zk_hosts, 5, **{"metrics.port":
+                                                                    metrics_port})
     try:
         await wait_for(lambda: health(address, "replog.v1.Controller")
                        , what="the controller to serve")
@@ -74,6 +76,15 @@ async def test_process_serves_health_and_stops_cleanly_on_sigterm(tmp_path, zk_h
         assert json.loads(zk.get(L.CONTROLLER)[0])["port"] == int(address.rsplit(":", 1)[1])
         await wait_for(lambda: _is(health(address, "replog.v1.Controller"),
                                    health_pb2.HealthCheckResponse.SERVING))
+        text = await asyncio.get_running_loop().run_in_executor(None, scrape, metrics_port)
+        for name in ("kafka_controller_kafkacontroller_activecontrollercount 1.0",
+                     "kafka_controller_kafkacontroller_offlinepartitionscount 0.0",
+                     "kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+                     "kafka_controller_kafkacontroller_globalpartitioncount",
+                     "kafka_controller_kafkacontroller_globaltopiccount",
+                     "kafka_controller_controllerstats_uncleanleaderelections_total",
+                     "kafka_controller_controllerstats_leaderelectionlatency_ms_bucket"):
+            assert name in text, name
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
         out, err = proc.communicate()
@@ -84,6 +95,21 @@ async def test_process_serves_health_and_stops_cleanly_on_sigterm(tmp_path, zk_h
         assert "controller_elected" in names and "controller_resigned" in names
     finally:
         stop(proc)
+
+
+def scrape(port: int) -> str:
+    import urllib.request
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) \
+                .read().decode()
+            if "activecontrollercount 1.0" in text or time.monotonic() > deadline:
+                return text
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 async def _is(aw, value) -> bool:
