@@ -12,8 +12,13 @@ Pure core (no awaits, no sockets, no kazoo; unit-tested in tests/controller):
 Thin shell:
     zk_store.py        ZooKeeper reads and conditional (controller-epoch-checked) writes
     channel.py         ControllerChannelManager: one gRPC channel and send queue per broker
+    events.py          the event types of the controller's single queue
     controller.py      election, event queue, applying decisions
     servicer.py        the gRPC Controller service
     metrics.py         Prometheus metrics
     server.py          `run(config) -> int`: the process
+
+Partial (later capabilities): reassignment (C6: the RPCs answer UNIMPLEMENTED; selectors and
+replica deletion states are ready), /restart_partitions (C5: restarted_leader is ready), ELR
+and unclean recovery (C7).
 """

@@ -282,3 +282,40 @@ def test_large_batches_are_split(monkeypatch):
     for bb in rb.build_requests(ctx, d, CTL).values():
         assert all(len(r.partition_states) <= 3 for r in bb.update_metadata)
         assert sum(len(r.partition_states) for r in bb.update_metadata) == 8
+
+
+def test_new_partitions_adopt_existing_state_znodes():
+    """A topic whose state znodes a previous controller wrote before failing: adopted as they
+    are; one without a live leader is elected for."""
+    from common.zk_layout import LeaderAndIsr
+    ctx = ControllerContext(9, epoch=2)
+    for b in (1, 2):
+        ctx.add_broker(BrokerRegistration(b, "h", 1, epoch=b))
+    ctx.add_topic(TopicAssignment("t", "x", {0: [1, 2], 1: [3, 2], 2: [1, 2]}), {})
+    ctx.leadership[TopicPartition("t", 0)] = LeaderAndIsr(1, 4, (1, 2), 1, 7)
+    ctx.leadership[TopicPartition("t", 1)] = LeaderAndIsr(3, 2, (3, 2), 1, 3)
+    d = D.on_new_partitions(ctx, ctx.partitions_of("t"))
+    D.apply(ctx, d)
+    assert TopicPartition("t", 0) not in d.writes  # live leader: unchanged
+    s1 = ctx.leadership[TopicPartition("t", 1)]
+    assert (s1.leader, s1.leader_epoch, s1.partition_epoch) == (2, 3, 4)  # 3 is dead
+    s2 = ctx.leadership[TopicPartition("t", 2)]
+    assert (s2.leader, s2.isr, s2.partition_epoch) == (1, (1, 2), 0)  # created
+    check_invariants(ctx)
+
+
+def test_partitions_whose_creation_failed_are_skipped_by_later_events():
+    c, ctx = _ctx_with_topic()
+    ctx.add_topic(TopicAssignment("half", "y", {0: [0, 1]}), {})
+    d = D.on_new_partitions(ctx, ctx.partitions_of("half"))
+    D.apply(ctx, d, failed={TopicPartition("half", 0)})  # its znode write was refused
+    assert ctx.partition_sm.state(TopicPartition("half", 0)) is PartitionState.NonExistentPartition
+    ctx.remove_broker(0)
+    D.apply(ctx, D.on_brokers_failed(ctx, [0]))  # no InvalidStateTransition
+    ctx.shutting_down.add(1)
+    D.apply(ctx, D.controlled_shutdown(ctx, 1))
+    c.register(0)
+    D.apply(ctx, D.on_brokers_started(ctx, [0]))
+    # and a retry initializes it
+    D.apply(ctx, D.on_new_partitions(ctx, ctx.partitions_of("half")))
+    assert ctx.leadership[TopicPartition("half", 0)].leader == 0
