@@ -703,7 +703,7 @@ class Controller:
                     await self.store.read_topic_config(plan.name,
                                                        watch=self._config_watch(plan.name))
             _, deliveries = await self._execute(D.on_new_partitions(ctx, tps), ev.enqueued)
-        return pb.CreateTopicsResponse(topics=results), _to_leaders(ctx, tps, deliveries)
+        return pb.CreateTopicsResponse(topics=results), _awaited(deliveries)
 
     async def _on_delete_topics(self, ev: E.DeleteTopics):
         ctx = self.active.ctx
@@ -806,9 +806,7 @@ class Controller:
                 code, msg = ErrorCode.UNKNOWN_SERVER_ERROR, "the partition state write failed"
             results.append(pb.PartitionResult(topic=tp.topic, partition=tp.partition,
                                               error_code=code, error_message=msg))
-        elected = [e.tp for e in d.elections if e.tp not in failed]
-        return (pb.ElectLeadersResponse(replica_election_results=results),
-                _to_leaders(ctx, elected, deliveries))
+        return pb.ElectLeadersResponse(replica_election_results=results), _awaited(deliveries)
 
     # ================================================================== public API (servicer)
 
@@ -820,9 +818,9 @@ class Controller:
         return await ev.future
 
     async def create_topics(self, request: pb.CreateTopicsRequest) -> pb.CreateTopicsResponse:
-        """Responds once the topics and their leaders are in ZooKeeper and the brokers have
-        acknowledged the LeaderAndIsr/UpdateMetadata requests, or when timeout_ms expires -
-        whichever is first; with timeout_ms <= 0 it does not wait for brokers."""
+        """Responds once the topics and their leaders are in ZooKeeper and every live broker
+        has acknowledged its LeaderAndIsr/UpdateMetadata, or when timeout_ms expires -
+        whichever is first (see _awaited); with timeout_ms <= 0 it does not wait for brokers."""
         resp, futures = await self._submit(E.CreateTopics(request=request))
         await _wait(futures, request.timeout_ms)
         return resp
@@ -886,13 +884,13 @@ def _timeout_s(timeout_ms: int) -> float:
     return min(max(timeout_ms, 0) / 1000, MAX_WAIT_S)
 
 
-def _to_leaders(ctx: ControllerContext, tps: list[TopicPartition],
-                deliveries: list[Delivery]) -> list[asyncio.Future]:
-    """The LeaderAndIsr deliveries to the partitions' (new) leaders: what an RPC that
-    "responds once leaders are elected" waits for - not every broker's UpdateMetadata, so
-    one unreachable follower does not hold the answer until the timeout."""
-    leaders = {ctx.leadership[tp].leader for tp in tps if tp in ctx.leadership}
-    return [d.done for d in deliveries if d.kind == "LeaderAndIsr" and d.broker_id in leaders]
+def _awaited(deliveries: list[Delivery]) -> list[asyncio.Future]:
+    """What CreateTopics/ElectLeaders wait for (up to timeout_ms): every LeaderAndIsr and
+    UpdateMetadata of the decision, so that when the answer arrives the leaders act as
+    leaders and Metadata from *any* broker shows the change (clients create, then describe
+    or produce through another broker). A registered but unreachable broker therefore makes
+    the answer wait for the timeout; the result is still NONE - the change is made."""
+    return [d.done for d in deliveries if d.kind in ("LeaderAndIsr", "UpdateMetadata")]
 
 
 async def _wait(futures: list[asyncio.Future], timeout_ms: int) -> None:
