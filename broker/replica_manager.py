@@ -177,8 +177,12 @@ class ReplicaManager:
             p = self.partitions.get(tp)
             if p is not None and p.log is not None and not p.stopped:
                 if s.leader_epoch < p.leader_epoch or (
-                        s.leader_epoch == p.leader_epoch and s.partition_epoch <= p.partition_epoch):
+                        s.leader_epoch == p.leader_epoch and s.partition_epoch < p.partition_epoch):
                     results.append((tp, ErrorCode.STALE_CONTROLLER_EPOCH))
+                    continue
+                if (s.leader_epoch, s.partition_epoch) == (p.leader_epoch, p.partition_epoch):
+                    # the same state again (e.g. a new controller resending it): nothing to do
+                    results.append((tp, ErrorCode.NONE))
                     continue
             if p is None:
                 p = self.partitions[tp] = Partition(tp, self.broker_id)
