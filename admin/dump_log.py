@@ -83,8 +83,7 @@ def dump_offset_index(path: str, out: TextIO) -> None:
     with open(path, "rb") as f:
         data = f.read()
     usable = len(data) - len(data) % _OFFSET_ENTRY.size
-    for rel, position in _OFFSET_ENTRY.iter_unpack(data[:usable]):
-        out.write(f"offset: {base + rel} position: {position}\n")
+    out.writelines(f"offset: {base + rel} position: {position}\n" for rel, position in _OFFSET_ENTRY.iter_unpack(data[:usable]))
 
 
 def dump_time_index(path: str, out: TextIO) -> None:
@@ -92,8 +91,7 @@ def dump_time_index(path: str, out: TextIO) -> None:
     with open(path, "rb") as f:
         data = f.read()
     usable = len(data) - len(data) % _TIME_ENTRY.size
-    for ts, rel in _TIME_ENTRY.iter_unpack(data[:usable]):
-        out.write(f"timestamp: {ts} offset: {base + rel}\n")
+    out.writelines(f"timestamp: {ts} offset: {base + rel}\n" for ts, rel in _TIME_ENTRY.iter_unpack(data[:usable]))
 
 
 def dump(files: list[str], out: TextIO, print_data: bool = False) -> None:

@@ -13,8 +13,6 @@ import grpc
 
 from common.rpc import replog_pb2_grpc
 
-ERROR_CODE_KEY = "replog-error-code"
-
 
 class ControllerUnavailable(Exception):
     pass
@@ -43,7 +41,7 @@ class ControllerClient:
     async def wait_for_change(self, timeout: float) -> None:
         try:
             await asyncio.wait_for(self._changed.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     def stub(self) -> replog_pb2_grpc.ControllerStub:
@@ -58,14 +56,3 @@ class ControllerClient:
         if self._channel is not None:
             await self._channel.close()
         self._channel = self._stub = None
-
-
-def error_code_of(err: grpc.aio.AioRpcError) -> int | None:
-    """The Kafka error code a server put in the trailing metadata, if any."""
-    for key, value in (err.trailing_metadata() or ()):
-        if key == ERROR_CODE_KEY:
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None

@@ -29,7 +29,6 @@ import zlib
 from dataclasses import dataclass
 
 import grpc
-
 from prometheus_client.core import GaugeMetricFamily
 
 from broker.fetch_failures import FailedPartitions, Outcome, Problem, classify
@@ -59,7 +58,7 @@ class FetchState:
 
 
 class ReplicaFetcher:
-    def __init__(self, manager: "ReplicaFetcherManager", leader_id: int, fetcher_id: int,
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int,
                  address: str | None):
         self.manager = manager
         self.leader_id = leader_id
@@ -124,7 +123,7 @@ class ReplicaFetcher:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), max(0.01, min(wait, backoff)))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 continue
             req = self._build_request(ready)

@@ -6,7 +6,7 @@ alerts work unchanged. Gauges are computed at scrape time from the replica manag
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 

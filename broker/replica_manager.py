@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable
 
+from broker import isr as isr_rules
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
-from broker import isr as isr_rules
 from broker.partition import Partition
 from broker.storage.errors import KafkaStorageError
 from broker.storage.log import RecordTooLargeError
@@ -111,7 +111,7 @@ class ReplicaManager:
 
     def _register_gauges(self) -> None:
         m = self.metrics
-        parts = lambda: list(self.partitions.values())  # noqa: E731 - snapshot for scrapes
+        parts = lambda: list(self.partitions.values())
         m.gauge("kafka_server_replicamanager_partitioncount", "partitions on this broker",
                 lambda: len(parts()))
         m.gauge("kafka_server_replicamanager_leadercount", "partitions led by this broker",
@@ -372,7 +372,7 @@ class ReplicaManager:
                                      f"records of {tp} were not replicated to the ISR in time")
             try:
                 await asyncio.wait_for(asyncio.shield(waiter), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     # ------------------------------------------------------------------ fetch

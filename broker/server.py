@@ -27,18 +27,17 @@ from kazoo.exceptions import NodeExistsError
 
 from broker.alter_partition import AlterPartitionManager
 from broker.controller_client import ControllerClient
+from broker.fault_injection import watch_fault_file
 from broker.fetcher import GRPC_OPTIONS, ReplicaFetcherManager
 from broker.metadata_cache import Endpoint, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.servicer import BrokerServicer
-from broker.fault_injection import watch_fault_file
 from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log_manager import LogManager
 from common import zk_layout as zl
 from common.config import Config
-from common.observability import (configure_event_log, quiet_third_party_logs,
-                                  start_metrics_endpoint)
+from common.observability import configure_event_log, quiet_third_party_logs, start_metrics_endpoint
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.zk import AsyncZk

@@ -12,12 +12,12 @@ import shutil
 import grpc
 
 from broker.replica_manager import FetchPartitionRequest, ReplicaManager, RequestError
+from common import rpc_status
 from common.errors import ErrorCode, InvalidTopicError
 from common.names import TopicPartition, validate_topic
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 
-ERROR_CODE_KEY = "replog-error-code"
 _STATUS = {
     ErrorCode.STALE_CONTROLLER_EPOCH: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.STALE_BROKER_EPOCH: grpc.StatusCode.FAILED_PRECONDITION,
@@ -28,8 +28,8 @@ _STATUS = {
 
 
 async def abort(context, code: ErrorCode, message: str):
-    context.set_trailing_metadata(((ERROR_CODE_KEY, str(int(code))),))
-    await context.abort(_STATUS.get(code, grpc.StatusCode.INVALID_ARGUMENT), message)
+    await rpc_status.abort(context, _STATUS.get(code, grpc.StatusCode.INVALID_ARGUMENT), code,
+                           message)
 
 
 def _endpoints(rm: ReplicaManager) -> list:

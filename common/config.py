@@ -8,8 +8,9 @@ parsing: ``cfg["log.dirs"]`` is a list, ``cfg["replica.lag.time.max.ms"]`` an in
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from common.errors import ConfigError
 

@@ -44,7 +44,7 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
     @classmethod
-    def parse(cls, text: str) -> "TopicPartition":
+    def parse(cls, text: str) -> TopicPartition:
         """Parse ``topic-N`` (a partition dir name or a CLI argument)."""
         topic, sep, part = text.rpartition("-")
         if not sep or not part.isdigit():

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 from crc32c import crc32c
 

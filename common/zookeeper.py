@@ -127,7 +127,7 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> s
 
 # Servers still running when the interpreter exits (e.g. a Ctrl-C through `replog cluster up`)
 # are stopped, so no JVM outlives its owner. A SIGKILLed owner still leaks one: see stop().
-_live_servers: "weakref.WeakSet[ZooKeeperServer]" = weakref.WeakSet()
+_live_servers: weakref.WeakSet[ZooKeeperServer] = weakref.WeakSet()
 
 
 @atexit.register
@@ -200,7 +200,7 @@ class ZooKeeperServer:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self, timeout: float = 30.0) -> "ZooKeeperServer":
+    def start(self, timeout: float = 30.0) -> ZooKeeperServer:
         """Launch the server and return once it serves clients; raise ZooKeeperServerError if
         it exits or is not serving within `timeout` seconds (the process is then stopped)."""
         with self._lock:
@@ -238,7 +238,7 @@ class ZooKeeperServer:
             self._terminate(timeout)
             _live_servers.discard(self)
 
-    def __enter__(self) -> "ZooKeeperServer":
+    def __enter__(self) -> ZooKeeperServer:
         return self.start()
 
     def __exit__(

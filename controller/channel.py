@@ -33,7 +33,6 @@ from controller.request_batch import BrokerBatch
 
 log = logging.getLogger(__name__)
 
-ERROR_CODE_KEY = "replog-error-code"
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", -1),
     ("grpc.max_receive_message_length", -1),
@@ -46,16 +45,6 @@ _NOT_RETRIED = {grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARG
 
 # on_response(broker_id, kind, request, response or None, error or None)
 ResponseCallback = Callable[[int, str, Any, Any, "grpc.aio.AioRpcError | None"], None]
-
-
-def error_code_of(err: grpc.aio.AioRpcError) -> int | None:
-    for key, value in (err.trailing_metadata() or ()):
-        if key == ERROR_CODE_KEY:
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,13 @@ from kazoo.exceptions import KazooException, NodeExistsError
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
+from common.rpc_status import error_code_of
 from common.zk import AsyncZk
 from common.zk_layout import ControllerInfo, TopicAssignment
 from controller import decisions as D
 from controller import events as E
 from controller.assignment import BrokerMetadata
-from controller.channel import ControllerChannelManager, Delivery, error_code_of
+from controller.channel import ControllerChannelManager, Delivery
 from controller.context import ControllerContext
 from controller.metrics import ControllerMetrics
 from controller.request_batch import broker_endpoint, build_requests, controller_endpoint

@@ -14,22 +14,19 @@ from __future__ import annotations
 
 import grpc
 
+from common import rpc_status
 from common.errors import ErrorCode
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from controller.controller import Controller, NotControllerError, RequestError
 
-ERROR_CODE_KEY = "replog-error-code"
 MAX_TOPICS_PER_REQUEST = 10_000
 MAX_PARTITIONS_PER_REQUEST = 1_000_000
 MAX_PARTITIONS_PER_TOPIC = 1_000_000
 MAX_REPLICATION_FACTOR = 1_000
 
 
-async def _abort(context: grpc.aio.ServicerContext, status: grpc.StatusCode, code: int,
-                 message: str):
-    context.set_trailing_metadata(((ERROR_CODE_KEY, str(int(code))),))
-    await context.abort(status, message)
+_abort = rpc_status.abort
 
 
 class _Invalid(Exception):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import grpc
 
 from common.errors import ErrorCode, ReplogError
+from common.rpc_status import ERROR_CODE_KEY, error_code_of
 
 # Kafka's RetriableException subclasses among the codes replog uses.
 RETRIABLE_CODES = frozenset({
@@ -55,7 +56,7 @@ METADATA_STALE_CODES = frozenset({
     ErrorCode.UNKNOWN_LEADER_EPOCH,
 })
 
-ERROR_CODE_METADATA_KEY = "replog-error-code"
+ERROR_CODE_METADATA_KEY = ERROR_CODE_KEY
 
 
 def error_name(code: int) -> str:
@@ -152,19 +153,8 @@ _TRANSPORT_STATUSES = frozenset({
 })
 
 
-def kafka_code_of(err: grpc.RpcError) -> int | None:
-    """The Kafka code a server put in the trailing metadata, if any."""
-    try:
-        trailers = err.trailing_metadata() or ()
-    except Exception:  # noqa: BLE001 - a broken call may not have trailers at all
-        return None
-    for key, value in trailers:
-        if key == ERROR_CODE_METADATA_KEY:
-            try:
-                return int(value)
-            except (TypeError, ValueError):
-                return None
-    return None
+# The Kafka code a server put in the trailing metadata, if any.
+kafka_code_of = error_code_of
 
 
 def from_rpc_error(err: grpc.RpcError, address: str) -> KafkaError:

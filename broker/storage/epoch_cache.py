@@ -9,7 +9,7 @@ records at one offset. The cache is the data behind that answer. Entries are
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1

@@ -17,19 +17,29 @@ from __future__ import annotations
 import bisect
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+
+from crc32c import crc32c
 
 from broker.storage.checkpoints import LeaderEpochCheckpointFile
 from broker.storage.epoch_cache import LeaderEpochCache
-from broker.storage.errors import (KafkaStorageError, LogAppendError, LogDeletionError,
-                                   LogFlushError, LogLoadError, LogReadError, LogTruncationError)
+from broker.storage.errors import (
+    KafkaStorageError,
+    LogAppendError,
+    LogDeletionError,
+    LogFlushError,
+    LogLoadError,
+    LogReadError,
+    LogTruncationError,
+)
 from broker.storage.fileops import FileOps
 from broker.storage.segment import LogSegment, SegmentCorruption
-from crc32c import crc32c
 from common import records as rec
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
+
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
@@ -85,7 +95,7 @@ class Log:
     def open(cls, log_dir: str, tp: TopicPartition, config: LogConfig | None = None, *,
              fileops: FileOps | None = None, clock: Callable[[], int] = wall_clock_ms,
              recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
-             needs_recovery: bool = True, partition_dir: str | None = None) -> "Log":
+             needs_recovery: bool = True, partition_dir: str | None = None) -> Log:
         """Open (creating if absent) the log of ``tp`` in ``log_dir``.
 
         With ``needs_recovery`` (no clean-shutdown marker) every segment from the one holding
@@ -238,8 +248,7 @@ class Log:
             iov.append(view[pos + 16:pos + size])
             last = offset + lod
             metas.append((last, mts, size))
-            if mts > max_ts:
-                max_ts = mts
+            max_ts = max(max_ts, mts)
             num_records += count
             offset = last + 1
             pos += size

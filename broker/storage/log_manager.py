@@ -21,12 +21,16 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 from broker.storage import meta
-from broker.storage.checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
-                                        REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile)
+from broker.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+)
 from broker.storage.errors import KafkaStorageError, LogDirError, LogDirOfflineError
 from broker.storage.fileops import FileOps
 from broker.storage.log import Log, LogConfig, wall_clock_ms

@@ -24,7 +24,8 @@ from __future__ import annotations
 import bisect
 import os
 import struct
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from broker.storage.fileops import FileOps
 from common import records as rec
@@ -90,7 +91,7 @@ class LogSegment:
 
     @classmethod
     def create(cls, partition_dir: str, base_offset: int, fileops: FileOps,
-               index_interval_bytes: int, now_ms: int) -> "LogSegment":
+               index_interval_bytes: int, now_ms: int) -> LogSegment:
         seg = cls(partition_dir, base_offset, fileops, index_interval_bytes, now_ms)
         flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
         seg.fd = fileops.open(seg.log_path, flags)
@@ -101,7 +102,7 @@ class LogSegment:
 
     @classmethod
     def open(cls, partition_dir: str, base_offset: int, fileops: FileOps,
-             index_interval_bytes: int, now_ms: int) -> "LogSegment":
+             index_interval_bytes: int, now_ms: int) -> LogSegment:
         """Open an existing segment, load its indexes and catch up on its unindexed tail.
 
         Raises SegmentCorruption if the tail holds an invalid batch (the caller recovers).
