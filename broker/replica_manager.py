@@ -105,6 +105,9 @@ class ReplicaManager:
         self.process_time_max_ms = config["follower.fetch.process.time.max.ms"]
         self._fetch_ids = 0
         self._read_pool = None
+        # Controller requests change replica state across awaits: one at a time (Kafka's
+        # replicaStateChangeLock), or two LeaderAndIsr requests could interleave.
+        self._state_change = asyncio.Lock()
         self._register_gauges()
 
     # ------------------------------------------------------------------ metrics
@@ -164,11 +167,18 @@ class ReplicaManager:
             return self.config["min.insync.replicas"]
 
     async def leader_and_isr(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
-        """Kafka's becomeLeaderOrFollower."""
+        async with self._state_change:
+            return await self._leader_and_isr(req)
+
+    async def _leader_and_isr(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
+        """Kafka's becomeLeaderOrFollower, in phases so that a request for thousands of
+        partitions costs a few executor hand-offs, not two per partition: (1) fence stale
+        states and load topic configs, (2) create the missing logs in one job, (3) apply the
+        states, (4) write the new leader epochs' start offsets, one job per log dir."""
         self._check_controller(req.controller_epoch, req.broker_epoch)
         results: list[tuple[TopicPartition, ErrorCode]] = []
-        now = self.clock()
-        to_follow: dict[TopicPartition, Partition] = {}
+        loop = asyncio.get_running_loop()
+        todo = []
         for s in req.partition_states:
             tp = TopicPartition(s.topic, s.partition)
             if self.broker_id not in s.replicas:
@@ -184,20 +194,30 @@ class ReplicaManager:
                     # the same state again (e.g. a new controller resending it): nothing to do
                     results.append((tp, ErrorCode.NONE))
                     continue
+            await self._topic_config(s.topic)
+            todo.append((tp, s))
+
+        missing = [tp for tp, _ in todo if self.log_manager.get_log(tp) is None]
+        created_errors = await loop.run_in_executor(None, self._create_logs, missing) \
+            if missing else {}
+
+        now = self.clock()
+        to_follow: dict[TopicPartition, Partition] = {}
+        epoch_starts: dict[object, list] = {}  # log dir -> [(log, epoch, start offset)]
+        for tp, s in todo:
+            if tp in created_errors:
+                self.events.error("replica_creation_failed", partition=str(tp),
+                                  error=created_errors[tp])
+                results.append((tp, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
+            p = self.partitions.get(tp)
             if p is None:
                 p = self.partitions[tp] = Partition(tp, self.broker_id)
             if s.topic in req.topic_ids:
                 p.topic_id = req.topic_ids[s.topic]
-            await self._topic_config(s.topic)
             p.min_isr = self._min_isr(s.topic)
-            try:
-                if p.log is None:
-                    p.log = self.log_manager.get_log(tp) or await asyncio.get_running_loop() \
-                        .run_in_executor(None, self.log_manager.get_or_create_log, tp)
-            except KafkaStorageError as e:
-                self.events.error("replica_creation_failed", partition=str(tp), error=str(e))
-                results.append((tp, ErrorCode.KAFKA_STORAGE_ERROR))
-                continue
+            if p.log is None:
+                p.log = self.log_manager.get_log(tp)
             was_leader = p.is_leader
             new_epoch = s.leader_epoch != p.leader_epoch
             if new_epoch and self.fetcher_manager is not None:
@@ -213,9 +233,10 @@ class ReplicaManager:
                     self.fetcher_manager.remove_partitions([tp])
                 if new_epoch:
                     # Kafka writes the new epoch's start offset when becoming leader, so that
-                    # OffsetForLeaderEpoch / diverging-epoch answers are right before any append.
-                    await self.log_manager.run(tp, p.log.epoch_cache.assign, s.leader_epoch,
-                                               p.log.log_end_offset)
+                    # OffsetForLeaderEpoch / diverging-epoch answers are right before any
+                    # append; queued before any append on the same log dir executor.
+                    epoch_starts.setdefault(self.log_manager.log_dir_of(tp), []).append(
+                        (p.log, s.leader_epoch, p.log.log_end_offset))
                 p.become_leader(now, new_epoch or not was_leader)
                 p.maybe_advance_hw()
                 if p.leader_recovery_state == 1 and self.alter_partition is not None:
@@ -235,14 +256,34 @@ class ReplicaManager:
                                      controller_epoch=req.controller_epoch,
                                      leo=p.log_end_offset)
             results.append((tp, ErrorCode.NONE))
+        writes = [self.log_manager.run_in_dir(d, _assign_epochs, items)
+                  for d, items in epoch_starts.items() if d is not None]
         if self.fetcher_manager is not None and to_follow:
             self.fetcher_manager.remove_partitions(list(to_follow))
             endpoints = {e.broker_id: e for e in req.live_leaders}
             self.fetcher_manager.add_partitions(
                 {tp: p for tp, p in to_follow.items() if p.leader_id >= 0}, endpoints)
+        for failed in await asyncio.gather(*writes):
+            for tp, error in failed:
+                self.events.error("leader_epoch_checkpoint_failed", partition=str(tp),
+                                  error=error)
         return results
 
+    def _create_logs(self, tps: list[TopicPartition]) -> dict[TopicPartition, str]:
+        """Executor: create the logs of new replicas; returns the ones that failed."""
+        errors = {}
+        for tp in tps:
+            try:
+                self.log_manager.get_or_create_log(tp)
+            except KafkaStorageError as e:
+                errors[tp] = str(e)
+        return errors
+
     async def stop_replica(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
+        async with self._state_change:
+            return await self._stop_replica(req)
+
+    async def _stop_replica(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
         self._check_controller(req.controller_epoch, req.broker_epoch)
         results = []
         for s in req.partition_states:
@@ -405,7 +446,7 @@ class ReplicaManager:
         out = []
         for fp in parts:
             r = await self._read_one(replica_id, broker_epoch, fp, min(fp.max_bytes, budget),
-                                     first=not out or all(not x.records for x in out))
+                                     first=budget == max_bytes)
             budget = max(0, budget - len(r.records))
             out.append(r)
         return out
@@ -586,3 +627,13 @@ class ReplicaManager:
             for tp, bases in deleted.items():
                 self.events.info("segments_deleted", partition=str(tp), base_offsets=bases)
 
+
+def _assign_epochs(items) -> list[tuple[TopicPartition, str]]:
+    """Log dir executor: record each new leader epoch's start offset (and its checkpoint)."""
+    failed = []
+    for log, epoch, start in items:
+        try:
+            log.epoch_cache.assign(epoch, start)
+        except KafkaStorageError as e:
+            failed.append((log.tp, str(e)))
+    return failed
