@@ -86,6 +86,7 @@ class LogSegment:
         self.ti_offsets: list[int] = []
         self._ti_persisted = 0
         self.dirty = False  # holds data not yet fsynced
+        self._indexes_unsynced = False  # index files written since their last fsync
 
     # ----------------------------------------------------------------- open / create
 
@@ -342,6 +343,7 @@ class LogSegment:
     # ----------------------------------------------------------------- persistence
 
     def _rewrite_index_files(self) -> None:
+        self._indexes_unsynced = True
         self._write_index(self.index_path, self._encode_offset_index(0), 0, truncate=True)
         self._write_index(self.time_index_path, self._encode_time_index(0), 0, truncate=True)
         self._idx_persisted = len(self.idx_offsets)
@@ -371,15 +373,24 @@ class LogSegment:
             self.fileops.close(fd)
 
     def persist_indexes(self, fsync: bool = False) -> None:
-        """Append the index entries not yet in the files (and fsync them if asked)."""
-        if self._idx_persisted < len(self.idx_offsets) or fsync:
+        """Append the index entries not yet in the files (and fsync them if asked). Files with
+        nothing new and nothing unsynced are not touched: closing thousands of idle
+        partitions costs no fsync."""
+        idx_new = self._idx_persisted < len(self.idx_offsets)
+        ti_new = self._ti_persisted < len(self.ti_offsets)
+        sync = fsync and (idx_new or ti_new or self._indexes_unsynced)
+        if idx_new or sync:
             self._write_index(self.index_path, self._encode_offset_index(self._idx_persisted),
-                              self._idx_persisted * OFFSET_INDEX_ENTRY.size, fsync=fsync)
+                              self._idx_persisted * OFFSET_INDEX_ENTRY.size, fsync=sync)
             self._idx_persisted = len(self.idx_offsets)
-        if self._ti_persisted < len(self.ti_offsets) or fsync:
+        if ti_new or sync:
             self._write_index(self.time_index_path, self._encode_time_index(self._ti_persisted),
-                              self._ti_persisted * TIME_INDEX_ENTRY.size, fsync=fsync)
+                              self._ti_persisted * TIME_INDEX_ENTRY.size, fsync=sync)
             self._ti_persisted = len(self.ti_offsets)
+        if sync:
+            self._indexes_unsynced = False
+        elif idx_new or ti_new:
+            self._indexes_unsynced = True
 
     def flush(self) -> None:
         """fsync the log file. Indexes need no fsync here: a stale index is repaired on load."""
