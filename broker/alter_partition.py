@@ -121,16 +121,20 @@ class AlterPartitionManager:
 
     def _apply(self, item, r) -> None:
         p, proposed, kind = item
-        if p.pending_isr != proposed:
-            return  # the partition changed (new LeaderAndIsr) while the request was in flight
-        p.pending_isr = None
         if kind == "relinquish" and r.error_code in (ErrorCode.NONE, ErrorCode.NEW_LEADER_ELECTED):
-            # The controller elected another ISR member; its LeaderAndIsr makes us a follower.
+            # The controller elected another ISR member. Its LeaderAndIsr (which makes us a
+            # follower) may arrive before this answer, so this is counted whatever the
+            # partition's state is by now.
+            if p.pending_isr == proposed:
+                p.pending_isr = None
             self.metrics.leadership_relinquished.inc()
             self.events.warning("leadership_relinquished", partition=str(p.tp),
                                 leader_epoch=p.leader_epoch, new_leader=r.leader_id,
                                 new_leader_epoch=r.leader_epoch, isr=list(r.isr))
             return
+        if p.pending_isr != proposed:
+            return  # the partition changed (new LeaderAndIsr) while the request was in flight
+        p.pending_isr = None
         if r.error_code != ErrorCode.NONE:
             self.metrics.failed_isr_updates.inc()
             self.events.warning("isr_update_failed", partition=str(p.tp),
