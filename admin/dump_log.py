@@ -24,11 +24,8 @@ def _base_offset(path: str) -> int:
     return int(stem)
 
 
-def _show(b: bytes | None, limit: int = 0) -> str:
-    if b is None:
-        return "null"
-    text = b.decode("utf-8", errors="replace")
-    return text
+def _show(b: bytes | None) -> str:
+    return "null" if b is None else b.decode("utf-8", errors="replace")
 
 
 def dump_log_file(path: str, out: TextIO, print_data: bool) -> None:

@@ -166,9 +166,6 @@ class Partition:
     def under_min_isr(self) -> bool:
         return self.is_leader and len(self.isr) < self.min_isr
 
-    def follower_lag(self) -> int:
-        return 0
-
     def __repr__(self) -> str:
         return (f"Partition({self.tp}, leader={self.leader_id}, epoch={self.leader_epoch}, "
                 f"isr={list(self.isr)}, leo={self.log_end_offset}, hw={self.high_watermark})")

@@ -61,8 +61,6 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_STRUCT = _HEADER
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _OFFSET_LENGTH = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-_CRC = struct.Struct(">I")
 
 
 class BatchHeader(NamedTuple):
@@ -133,11 +131,6 @@ class ProducerRecord:
 def parse_header(buf, pos: int = 0) -> BatchHeader:
     """Parse the 61-byte header at ``pos``; the caller ensures 61 bytes are there."""
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
-
-
-def peek_offset_and_length(buf, pos: int = 0) -> tuple[int, int]:
-    """baseOffset and batchLength: enough to walk a log batch by batch."""
-    return _OFFSET_LENGTH.unpack_from(buf, pos)
 
 
 def check_header(h: BatchHeader, available: int | None = None) -> None:

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from admin.client.errors import KafkaError, KafkaTimeoutError, TransportError, UnknownTopicError
+from admin.client.errors import KafkaError, KafkaTimeoutError, TransportError
 from admin.client.metadata import MetadataCache, TopicInfo
 from admin.client.producer import TopicPartition
 from admin.client.transport import ChannelPool, call, parse_bootstrap_servers
@@ -122,25 +122,7 @@ class Consumer:
 
     async def topic_metadata(self, topic: str) -> TopicInfo:
         """The topic's metadata, waiting up to max.block.ms for it to appear."""
-        deadline = time.monotonic() + self.max_block_ms / 1000
-        last: KafkaError | None = None
-        while True:
-            try:
-                await self.metadata.refresh(topic)
-                last = None
-            except KafkaError as e:
-                last = e
-            t = self.metadata.topic(topic)
-            if t is not None and t.error_code == ErrorCode.NONE and t.partitions:
-                return t
-            if t is not None and t.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION:
-                raise KafkaError(t.error_code, f"Invalid topic: {topic}", topic=topic)
-            if time.monotonic() + self.retry_backoff_s >= deadline:
-                msg = f"Topic {topic} not present in metadata after {self.max_block_ms} ms."
-                if last is not None:
-                    raise KafkaTimeoutError(msg, last, topic=topic)
-                raise UnknownTopicError(topic, msg)
-            await asyncio.sleep(self.retry_backoff_s)
+        return await self.metadata.wait_for_topic(topic, self.max_block_ms, self.retry_backoff_s)
 
     async def partitions_for(self, topic: str) -> list[int]:
         return [p.partition for p in (await self.topic_metadata(topic)).partitions]

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from admin.client.errors import KafkaError, TransportError
+from admin.client.errors import KafkaError, KafkaTimeoutError, TransportError, UnknownTopicError
 from admin.client.transport import ChannelPool, call
 from common.errors import ErrorCode
 from common.rpc import replog_pb2 as pb
@@ -184,6 +184,37 @@ class MetadataCache:
         self.interest.update(extra_topics)
         self._last_attempt = time.monotonic()
         return await self.fetch(sorted(self.interest))
+
+    async def wait_for_topic(self, topic: str, max_block_ms: int, backoff_s: float,
+                             backoff_max_s: float | None = None) -> TopicInfo:
+        """Refresh until ``topic`` has partitions (Kafka's max.block.ms wait), backing off
+        between attempts (doubling up to ``backoff_max_s``). Raises UnknownTopicError or, if
+        refreshes were failing, KafkaTimeoutError naming the last error."""
+        deadline = time.monotonic() + max_block_ms / 1000
+        backoff_max_s = backoff_s if backoff_max_s is None else backoff_max_s
+        last: KafkaError | None = None
+        while True:
+            try:
+                await self.refresh(topic)
+                last = None
+            except KafkaError as e:
+                last = e
+            t = self.topic(topic)
+            if t is not None:
+                if t.error_code == ErrorCode.NONE and t.partitions:
+                    return t
+                if t.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION:
+                    self.interest.discard(topic)
+                    raise KafkaError(t.error_code, f"Invalid topic: {topic}", topic=topic)
+            if time.monotonic() + backoff_s >= deadline:
+                self.interest.discard(topic)
+                self.cluster.topics.pop(topic, None)
+                msg = f"Topic {topic} not present in metadata after {max_block_ms} ms."
+                if last is not None:
+                    raise KafkaTimeoutError(msg, last, topic=topic)
+                raise UnknownTopicError(topic, msg)
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, backoff_max_s)
 
     def request_update(self) -> None:
         """Refresh in the background, at most once per retry.backoff.ms."""

@@ -41,7 +41,6 @@ from admin.client.errors import (
     KafkaError,
     KafkaTimeoutError,
     RecordTooLargeError,
-    UnknownTopicError,
 )
 from admin.client.metadata import MetadataCache, TopicInfo
 from admin.client.partitioner import DefaultPartitioner
@@ -308,31 +307,8 @@ class Producer:
         if t is not None and t.error_code == ErrorCode.NONE and t.partitions \
                 and topic in self.metadata.interest:
             return t
-        deadline = time.monotonic() + self.max_block_ms / 1000
-        backoff = self.retry_backoff_s
-        last: KafkaError | None = None
-        while True:
-            try:
-                await self.metadata.refresh(topic)
-                last = None
-            except KafkaError as e:
-                last = e
-            t = self.metadata.topic(topic)
-            if t is not None:
-                if t.error_code == ErrorCode.NONE and t.partitions:
-                    return t
-                if t.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION:
-                    self.metadata.interest.discard(topic)
-                    raise KafkaError(t.error_code, f"Invalid topic: {topic}", topic=topic)
-            if time.monotonic() + backoff >= deadline:
-                self.metadata.interest.discard(topic)
-                self.metadata.cluster.topics.pop(topic, None)
-                msg = f"Topic {topic} not present in metadata after {self.max_block_ms} ms."
-                if last is not None:
-                    raise KafkaTimeoutError(msg, last, topic=topic)
-                raise UnknownTopicError(topic, msg)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.retry_backoff_max_s)
+        return await self.metadata.wait_for_topic(topic, self.max_block_ms,
+                                                  self.retry_backoff_s, self.retry_backoff_max_s)
 
     async def _wait_for_buffer(self, size: int) -> None:
         deadline = time.monotonic() + self.max_block_ms / 1000
