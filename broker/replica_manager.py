@@ -435,7 +435,10 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if total >= min_bytes or errors or remaining <= 0 or not waiters:
                 return results
-            await asyncio.wait(waiters, timeout=remaining)
+            # Kafka's DelayedFetch is checked whenever *any* of its partitions can add bytes:
+            # wake on the first one (the default ALL_COMPLETED parked every multi-partition
+            # fetch - each follower fetcher's, each consumer's - until max_wait ran out).
+            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             if time.monotonic() >= deadline:
                 # one last read at the deadline, like Kafka's forceComplete
                 return await self._read_all(replica_id, broker_epoch, max_bytes, parts)

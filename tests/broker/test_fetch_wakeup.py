@@ -1,0 +1,106 @@
+"""A parked multi-partition Fetch completes as soon as *one* of its partitions can add bytes
+(Kafka's DelayedFetch.tryComplete runs on every partition's append / HW change).
+
+Regression (issue 7): ``ReplicaManager.fetch`` waited with ``asyncio.wait``'s default
+ALL_COMPLETED, so a fetch carrying several partitions - every follower fetcher's, every
+consumer's - woke only when every partition had new data or max_wait ran out: each acks=all
+produce waited up to replica.fetch.wait.max.ms.
+
+No durations are asserted: the long-polling fetch (max_wait 120 s) must complete *before* a
+second, single-partition fetch on an idle partition times out (max_wait 3 s). With the bug the
+order is the other way round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.metadata_cache import MetadataCache
+from broker.metrics import BrokerMetrics
+from broker.replica_manager import FetchPartitionRequest, ReplicaManager
+from broker.storage.log_manager import LogManager
+from common.config import build_config
+from common.names import TopicPartition
+from common.observability import configure_event_log
+from common.records import ProducerRecord, build_batch, decode_all
+from common.rpc import replog_pb2 as pb
+
+T0, T1, IDLE = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("idle", 0)
+LONG_MS, SHORT_MS = 120_000, 3_000
+
+
+def _state(tp, replicas):
+    return pb.LeaderAndIsrPartitionState(
+        topic=tp.topic, partition=tp.partition, controller_epoch=1, leader=1, leader_epoch=0,
+        partition_epoch=0, isr=replicas, replicas=replicas)
+
+
+@pytest.fixture
+async def leader(tmp_path):
+    cfg = build_config([("broker.id", "1", "test")])
+    lm = LogManager([str(tmp_path / "d0")], 1)
+    lm.startup()
+    events = configure_event_log(str(tmp_path / "b1.json"), "broker", broker=1)
+    rm = ReplicaManager(1, cfg, lm, MetadataCache(), BrokerMetrics(1), events)
+    rm.broker_epoch = 7
+    yield rm, lm
+    lm.shutdown()
+
+
+async def _lead(rm, replicas):
+    req = pb.LeaderAndIsrRequest(controller_id=0, controller_epoch=1, broker_epoch=7,
+                                 partition_states=[_state(tp, replicas)
+                                                   for tp in (T0, T1, IDLE)])
+    assert [e for _, e in await rm.leader_and_isr(req)] == [0, 0, 0]
+
+
+def _fetch(rm, replica_id, tps, max_wait_ms):
+    return asyncio.ensure_future(rm.fetch(
+        replica_id, 11 if replica_id >= 0 else -1, max_wait_ms, 1, 1 << 20,
+        [FetchPartitionRequest(tp, 0, 1 << 20, current_leader_epoch=0) for tp in tps]))
+
+
+async def _first_done(*tasks):
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    return done
+
+
+async def _produce_one(rm, tp, acks):
+    res = await rm.produce(acks, 5000, [(tp, build_batch([ProducerRecord(b"k", b"v")]))])
+    assert res[0].error == 0
+
+
+async def test_consumer_fetch_of_two_partitions_wakes_on_one(leader):
+    rm, _ = leader
+    await _lead(rm, [1])
+    long_poll = _fetch(rm, -1, [T0, T1], LONG_MS)
+    await asyncio.sleep(0)  # parked: nothing to read yet
+    assert not long_poll.done()
+    marker = _fetch(rm, -1, [IDLE], SHORT_MS)
+    await _produce_one(rm, T1, acks=1)  # RF 1: the HW moves with the append
+    done = await _first_done(long_poll, marker)
+    assert long_poll in done and marker not in done, \
+        "the two-partition fetch waited out max_wait instead of waking on T1's data"
+    r0, r1 = long_poll.result()
+    assert r0.records == b""
+    assert [r.value for r in decode_all(r1.records)] == [b"v"]
+    marker.cancel()
+
+
+async def test_follower_fetch_of_two_partitions_wakes_on_one(leader):
+    rm, _ = leader
+    await _lead(rm, [1, 2])
+    long_poll = _fetch(rm, 2, [T0, T1], LONG_MS)
+    await asyncio.sleep(0)
+    assert not long_poll.done()
+    marker = _fetch(rm, 2, [IDLE], SHORT_MS)
+    await _produce_one(rm, T0, acks=1)  # the LEO moves: a follower may read it at once
+    done = await _first_done(long_poll, marker)
+    assert long_poll in done and marker not in done, \
+        "the follower's two-partition fetch waited out max_wait instead of waking on T0"
+    r0, r1 = long_poll.result()
+    assert [r.value for r in decode_all(r0.records)] == [b"v"]
+    assert r1.records == b""
+    marker.cancel()
