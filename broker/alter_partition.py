@@ -6,11 +6,19 @@ ahead of a replica that might stay. Requests from many partitions are batched in
 Results: NONE applies the controller's ISR and partition epoch; INVALID_UPDATE_VERSION,
 FENCED_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER drop the change and wait for the controller's
 LeaderAndIsr (Kafka's handling); a transport error or NOT_CONTROLLER retries after backoff.
+
+A proposal is built whole when it is made - new ISR with each member's broker epoch (KIP-903),
+leader epoch and partition epoch - and sent as built, also on a retry (Kafka's
+AlterPartitionItem carries the LeaderAndIsr built at proposal time). Stamping it with the
+epochs current at *send* time let a proposal queued before a LeaderAndIsr pass the
+controller's fencing, and grow ZooKeeper's ISR past the leader's (issue 15, finding 3). A
+proposal whose leader or partition epoch is no longer the partition's is dropped unsent.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 import grpc
 
@@ -22,6 +30,23 @@ from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """One ISR change as built at proposal time."""
+
+    partition: Partition
+    new_isr: tuple[int, ...]
+    kind: str  # expand | shrink | relinquish | recovered
+    leader_epoch: int
+    partition_epoch: int
+    broker_epochs: tuple[int, ...]  # of new_isr's members, -1 where unknown
+
+    @property
+    def stale(self) -> bool:
+        p = self.partition
+        return (p.leader_epoch, p.partition_epoch) != (self.leader_epoch, self.partition_epoch)
+
+
 class AlterPartitionManager:
     def __init__(self, broker_id: int, get_broker_epoch, controller: ControllerClient,
                  metrics, events):
@@ -30,7 +55,7 @@ class AlterPartitionManager:
         self.controller = controller
         self.metrics = metrics
         self.events = events
-        self._queue: dict[TopicPartition, tuple[Partition, tuple[int, ...], str]] = {}
+        self._queue: dict[TopicPartition, Proposal] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -71,7 +96,9 @@ class AlterPartitionManager:
         if p.pending_isr is not None:
             return
         p.pending_isr = new_isr
-        self._queue[p.tp] = (p, new_isr, kind)
+        self._queue[p.tp] = Proposal(
+            p, new_isr, kind, p.leader_epoch, p.partition_epoch,
+            tuple(p.followers[b].broker_epoch if b in p.followers else -1 for b in new_isr))
         self._wake.set()
 
     async def _run(self) -> None:
@@ -79,7 +106,7 @@ class AlterPartitionManager:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            batch = self._queue
+            batch = {tp: item for tp, item in self._queue.items() if not self._drop_if_stale(item)}
             self._queue = {}
             if not batch:
                 continue
@@ -96,16 +123,30 @@ class AlterPartitionManager:
                 backoff = min(backoff * 2, 1.0)
                 self._wake.set()
 
-    async def _send(self, batch) -> None:
+    def _drop_if_stale(self, item: Proposal) -> bool:
+        """A proposal made under an older leader or partition epoch is dropped: the
+        LeaderAndIsr that changed the epoch carries the controller's ISR, and the leader
+        proposes again from there if it still needs to."""
+        if not item.stale:
+            return False
+        if item.partition.pending_isr == item.new_isr:
+            item.partition.pending_isr = None
+        self.events.info("isr_update_dropped", partition=str(item.partition.tp),
+                         kind=item.kind, proposal_leader_epoch=item.leader_epoch,
+                         proposal_partition_epoch=item.partition_epoch,
+                         leader_epoch=item.partition.leader_epoch,
+                         partition_epoch=item.partition.partition_epoch)
+        return True
+
+    async def _send(self, batch: dict[TopicPartition, Proposal]) -> None:
         by_topic: dict[str, list] = {}
-        for tp, (p, new_isr, kind) in batch.items():
+        for tp, item in batch.items():
             by_topic.setdefault(tp.topic, []).append(pb.AlterPartitionPartition(
-                partition=tp.partition, leader_epoch=p.leader_epoch,
-                partition_epoch=p.partition_epoch, leader_recovery_state=pb.RECOVERED,
-                relinquish_leadership=kind == "relinquish",
-                new_isr_with_epochs=[pb.BrokerState(
-                    broker_id=b, broker_epoch=p.followers[b].broker_epoch
-                    if b in p.followers else -1) for b in new_isr]))
+                partition=tp.partition, leader_epoch=item.leader_epoch,
+                partition_epoch=item.partition_epoch, leader_recovery_state=pb.RECOVERED,
+                relinquish_leadership=item.kind == "relinquish",
+                new_isr_with_epochs=[pb.BrokerState(broker_id=b, broker_epoch=e)
+                                     for b, e in zip(item.new_isr, item.broker_epochs)]))
         req = pb.AlterPartitionRequest(broker_id=self.broker_id,
                                        broker_epoch=self._broker_epoch(),
                                        topics=[pb.AlterPartitionTopic(topic=t, partitions=ps)
@@ -119,8 +160,8 @@ class AlterPartitionManager:
                     continue
                 self._apply(item, r)
 
-    def _apply(self, item, r) -> None:
-        p, proposed, kind = item
+    def _apply(self, item: Proposal, r) -> None:
+        p, proposed, kind = item.partition, item.new_isr, item.kind
         if kind == "relinquish" and r.error_code in (ErrorCode.NONE, ErrorCode.NEW_LEADER_ELECTED):
             # The controller elected another ISR member. Its LeaderAndIsr (which makes us a
             # follower) may arrive before this answer, so this is counted whatever the
@@ -132,7 +173,7 @@ class AlterPartitionManager:
                                 leader_epoch=p.leader_epoch, new_leader=r.leader_id,
                                 new_leader_epoch=r.leader_epoch, isr=list(r.isr))
             return
-        if p.pending_isr != proposed:
+        if p.pending_isr != proposed or item.stale:
             return  # the partition changed (new LeaderAndIsr) while the request was in flight
         p.pending_isr = None
         if r.error_code != ErrorCode.NONE:

@@ -178,6 +178,11 @@ class ReplicaFetcher:
                     info = await m.log_manager.append_as_follower(tp, r.records)
                     m.metrics.replication_bytes_in.inc(info.valid_bytes)
                     p.data.notify()
+                    if not self._still_following(tp, s, log):
+                        # A LeaderAndIsr arrived during the append: the partition may lead
+                        # now, and this (old) leader's HW must not move its HW (issue 15,
+                        # finding 8).
+                        return
                 leo = log.log_end_offset
                 new_hw = min(r.high_watermark, leo)
                 if new_hw != log.high_watermark:
@@ -203,17 +208,30 @@ class ReplicaFetcher:
                              leader_epoch=s.leader_epoch,
                              error=detail or _name(r.error_code))
 
+    def _still_following(self, tp: TopicPartition, s: FetchState, log) -> bool:
+        """Whether ``s`` is still this fetcher's state for ``tp``, at the epoch it was built
+        for, as a follower of the same log: checked after every await, since a LeaderAndIsr
+        or StopReplica may have run meanwhile."""
+        p = s.partition
+        return (self.partitions.get(tp) is s and p.leader_epoch == s.leader_epoch
+                and p.leader_id == self.leader_id and not p.is_leader and p.log is log)
+
     async def _truncate(self, tp: TopicPartition, s: FetchState, div: Divergence) -> None:
         m = self.manager
         log = s.partition.log
         own = log.end_offset_for_epoch(div.epoch) if div.epoch >= 0 else (-1, -1)
         decision = follower_truncation(div, own, log.log_end_offset, log.high_watermark)
-        before = log.log_end_offset
+        before, before_epoch = log.log_end_offset, log.latest_epoch
         await m.log_manager.run(tp, log.truncate_to, decision.offset)
         m.events.info("truncated", partition=str(tp), leader=self.leader_id,
                       leader_epoch=s.leader_epoch, diverging_epoch=div.epoch,
                       diverging_end_offset=div.end_offset, from_offset=before,
                       to_offset=log.log_end_offset, complete=decision.complete)
+        if (log.log_end_offset, log.latest_epoch) == (before, before_epoch):
+            # The truncation changed nothing, so the next fetch would carry the same offset
+            # and epoch and get the same answer: back off instead of spinning (issue 15,
+            # finding 2: a hot RPC loop cost every partition of the fetcher its long poll).
+            s.delayed_until = time.monotonic() + m.backoff_s
 
     async def _reset_offset(self, tp: TopicPartition, s: FetchState) -> None:
         """The fetch offset is outside the leader's log: ask the leader for its log start and
@@ -235,11 +253,21 @@ class ReplicaFetcher:
                                         detail=f"ListOffsets: {_name(r.error_code)}")
             return r.offset
         try:
+            # Each RPC is an await: re-check that the partition still follows this leader at
+            # this epoch before touching the log, which may lead by now (finding 8).
             leader_end = await offset(-1)
+            if not self._still_following(tp, s, log):
+                return
             if log.log_end_offset > leader_end:
                 await m.log_manager.run(tp, log.truncate_to, leader_end)
             else:
                 leader_start = await offset(-2)
+                if not self._still_following(tp, s, log):
+                    return
+                # Kafka's fetchOffsetAndTruncate: a follower behind the leader's log start
+                # starts over there; one within the leader's range whose offset the leader
+                # refused (its last epoch is unknown to the leader) cannot be matched
+                # batch-by-batch either, so it also re-fetches from the leader's start.
                 await m.log_manager.run(tp, log.truncate_fully_and_start_at, leader_start)
             m.events.info("fetch_offset_reset", partition=str(tp), leader=self.leader_id,
                           leo=log.log_end_offset)

@@ -14,6 +14,8 @@ from broker.isr import FollowerState
 from broker.storage.log import Log
 from common.names import TopicPartition
 
+EPOCH_START_PENDING = 1 << 62  # the new leader epoch's start offset is not written yet
+
 
 class Notifier:
     """Wakes every waiter on ``notify()``; waiters take ``future()`` *before* checking their
@@ -100,7 +102,10 @@ class Partition:
         """Set up follower tracking for a leadership (new epoch) or an ISR-only update."""
         assert self.log is not None
         if new_epoch:
-            self.leader_epoch_start_offset = self.log.log_end_offset
+            # Set by the replica manager once the epoch's start offset is written on the log
+            # dir's executor (after any queued truncation or append); until then no follower
+            # can pass the "has the current epoch's start" check of can_join_isr.
+            self.leader_epoch_start_offset = EPOCH_START_PENDING
         fresh = {}
         for b in self.replicas:
             if b == self.local_id:

@@ -29,7 +29,7 @@ from broker.partition import Partition
 from broker.storage.errors import KafkaStorageError
 from broker.storage.log import RecordTooLargeError
 from broker.storage.log_manager import LogManager
-from broker.truncation import leader_divergence
+from broker.truncation import OUT_OF_RANGE, leader_divergence
 from common.config import Config
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
@@ -234,9 +234,13 @@ class ReplicaManager:
                 if new_epoch:
                     # Kafka writes the new epoch's start offset when becoming leader, so that
                     # OffsetForLeaderEpoch / diverging-epoch answers are right before any
-                    # append; queued before any append on the same log dir executor.
+                    # append. The start is the LEO *inside* the log dir's executor job: a
+                    # truncation, follower append or old-epoch produce append queued there
+                    # runs first, and changes the LEO (Kafka reads it under the partition's
+                    # write lock, after removing the fetcher). Reading it here, on the loop,
+                    # recorded a stale start and let replicas diverge (issue 15, finding 1).
                     epoch_starts.setdefault(self.log_manager.log_dir_of(tp), []).append(
-                        (p.log, s.leader_epoch, p.log.log_end_offset))
+                        (p, p.log, s.leader_epoch))
                 p.become_leader(now, new_epoch or not was_leader)
                 p.maybe_advance_hw()
                 if p.leader_recovery_state == 1 and self.alter_partition is not None:
@@ -263,7 +267,12 @@ class ReplicaManager:
             endpoints = {e.broker_id: e for e in req.live_leaders}
             self.fetcher_manager.add_partitions(
                 {tp: p for tp, p in to_follow.items() if p.leader_id >= 0}, endpoints)
-        for failed in await asyncio.gather(*writes):
+        for started, failed in await asyncio.gather(*writes):
+            for p, epoch, start in started:
+                # Only now is the epoch's start known; until then no follower may join the
+                # ISR on the strength of it (become_leader set it to "pending").
+                if p.leader_epoch == epoch and p.is_leader:
+                    p.leader_epoch_start_offset = start
             for tp, error in failed:
                 self.events.error("leader_epoch_checkpoint_failed", partition=str(tp),
                                   error=error)
@@ -477,7 +486,15 @@ class ReplicaManager:
             div = leader_divergence(fp.last_fetched_epoch, fp.fetch_offset,
                                     log.end_offset_for_epoch(fp.last_fetched_epoch)
                                     if fp.last_fetched_epoch is not None and
-                                    fp.last_fetched_epoch >= 0 else (-1, -1))
+                                    fp.last_fetched_epoch >= 0 else (-1, -1),
+                                    log.log_start_offset)
+            if div is OUT_OF_RANGE:
+                return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
+                                   log.log_start_offset, leader_id=p.leader_id,
+                                   leader_epoch=p.leader_epoch,
+                                   message=f"fetch offset {fp.fetch_offset} with last fetched "
+                                           f"epoch {fp.last_fetched_epoch} is out of range for "
+                                           f"{tp} (log start {log.log_start_offset})")
             if div is not None:
                 return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
                                    diverging=(div.epoch, div.end_offset))
@@ -631,12 +648,18 @@ class ReplicaManager:
                 self.events.info("segments_deleted", partition=str(tp), base_offsets=bases)
 
 
-def _assign_epochs(items) -> list[tuple[TopicPartition, str]]:
-    """Log dir executor: record each new leader epoch's start offset (and its checkpoint)."""
-    failed = []
-    for log, epoch, start in items:
+def _assign_epochs(items):
+    """Log dir executor: record each new leader epoch's start offset (and its checkpoint) at
+    the log end offset as it is *now*, after every mutation queued before this job. Returns
+    ([(partition, epoch, start offset)], [(tp, error)])."""
+    started, failed = [], []
+    for p, log, epoch in items:
+        if log.closed:
+            continue
+        start = log.log_end_offset
         try:
             log.epoch_cache.assign(epoch, start)
-        except KafkaStorageError as e:
+            started.append((p, epoch, start))
+        except (KafkaStorageError, OSError) as e:
             failed.append((log.tp, str(e)))
-    return failed
+    return started, failed

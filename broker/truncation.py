@@ -20,16 +20,33 @@ class Divergence(NamedTuple):
     end_offset: int
 
 
+class _OutOfRange:
+    def __repr__(self) -> str:
+        return "OUT_OF_RANGE"
+
+
+# The leader's answer "OFFSET_OUT_OF_RANGE": the follower resets its fetch offset from the
+# leader's log start/end (ListOffsets), as Kafka's handleOutOfRangeError does.
+OUT_OF_RANGE = _OutOfRange()
+
+
 def leader_divergence(last_fetched_epoch: int | None, fetch_offset: int,
-                      leader_end_for_epoch: tuple[int, int]) -> Divergence | None:
+                      leader_end_for_epoch: tuple[int, int], log_start_offset: int = 0
+                      ) -> Divergence | _OutOfRange | None:
     """The leader's check of a follower fetch: ``leader_end_for_epoch`` is the leader's
-    (epoch, end offset) for ``last_fetched_epoch``. Returns the divergence to report, if any."""
+    (epoch, end offset) for ``last_fetched_epoch``. Returns the divergence to report, the
+    OUT_OF_RANGE sentinel, or None (read the log).
+
+    Kafka's Partition.fetchRecords order: an epoch the leader cannot place, and a fetch
+    offset below the log start, are OFFSET_OUT_OF_RANGE *before* any divergence is reported
+    (a divergence answer there made the follower truncate nothing and ask again forever)."""
     if last_fetched_epoch is None or last_fetched_epoch < 0:
         return None
     epoch, end = leader_end_for_epoch
-    if epoch == UNDEFINED_EPOCH:
-        # The leader knows no epoch that old: the follower must truncate to the leader's start.
-        return Divergence(UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+    if epoch == UNDEFINED_EPOCH or end == UNDEFINED_OFFSET:
+        return OUT_OF_RANGE
+    if fetch_offset < log_start_offset:
+        return OUT_OF_RANGE
     if epoch < last_fetched_epoch or end < fetch_offset:
         return Divergence(epoch, end)
     return None

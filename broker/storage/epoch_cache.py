@@ -59,10 +59,13 @@ class LeaderEpochCache:
         """Kafka's OffsetForLeaderEpoch answer: (largest epoch <= requested, its end offset).
 
         The end offset of an epoch is the start offset of the next larger epoch, or the log end
-        offset for the latest epoch. If the requested epoch is older than every entry the answer
-        is (UNDEFINED_EPOCH, UNDEFINED_OFFSET).
+        offset for the latest epoch. If the requested epoch is older than every entry (retention
+        or a long outage moved the log start past it) the answer is (requested epoch, start of
+        the first entry), as Kafka's LeaderEpochFileCache.endOffsetFor answers: the follower
+        truncates to the leader's log start and carries on, where UNDEFINED made it truncate
+        nothing and ask again forever (issue 15, finding 2).
         """
-        if not self._entries:
+        if not self._entries or requested_epoch < 0:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
         if requested_epoch == self._entries[-1][0]:
             return requested_epoch, log_end_offset
@@ -70,7 +73,7 @@ class LeaderEpochCache:
         for i, (epoch, _start) in enumerate(self._entries):
             if epoch > requested_epoch:
                 if found is None:
-                    return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+                    return requested_epoch, self._entries[0][1]
                 return found, self._entries[i][1]
             found = epoch
         # requested epoch is newer than the latest one we know

@@ -3,7 +3,7 @@
 import pytest
 
 from broker.storage.log import Log
-from broker.truncation import Divergence, follower_truncation, leader_divergence
+from broker.truncation import OUT_OF_RANGE, Divergence, follower_truncation, leader_divergence
 from common.names import TopicPartition
 from common.records import decode_all
 from tests.storage.helpers import batch
@@ -15,10 +15,17 @@ from tests.storage.helpers import batch
     (3, 10, (3, 10), None),
     (3, 12, (3, 10), Divergence(3, 10)),      # follower wrote past the leader's end of epoch 3
     (5, 12, (3, 10), Divergence(3, 10)),      # leader never had epoch 5
-    (5, 12, (-1, -1), Divergence(-1, -1)),    # leader knows no epoch that old
+    (5, 12, (-1, -1), OUT_OF_RANGE),          # leader cannot place the epoch at all
 ])
 def test_leader_divergence(last_epoch, fetch_offset, leader_answer, expected):
     assert leader_divergence(last_epoch, fetch_offset, leader_answer) == expected
+
+
+def test_fetch_below_log_start_is_out_of_range_before_any_divergence():
+    # Kafka checks the log start before comparing epochs: a divergence answer here would
+    # make the follower truncate nothing and fetch the same offset again.
+    assert leader_divergence(3, 4, (3, 2), log_start_offset=10) is OUT_OF_RANGE
+    assert leader_divergence(3, 12, (3, 10), log_start_offset=10) == Divergence(3, 10)
 
 
 @pytest.mark.parametrize("div, own, leo, hw, expected", [

@@ -198,7 +198,8 @@ def test_end_offset_for_epoch(tmp_path):
     assert log.end_offset_for_epoch(2) == (1, 3)
     assert log.end_offset_for_epoch(3) == (3, 5)
     assert log.end_offset_for_epoch(5) == (5, 9)
-    assert log.end_offset_for_epoch(0) == (-1, -1)
+    # older than every entry: Kafka's (requested epoch, first entry's start offset)
+    assert log.end_offset_for_epoch(0) == (0, 0)
 
 
 def test_retention_by_time_deletes_whole_old_segments_below_hw(tmp_path):

@@ -1,0 +1,84 @@
+"""In-process brokers for replication tests: a ReplicaManager, LogManager and fetcher manager
+per broker behind a real gRPC server, driven by hand-made LeaderAndIsr requests (no
+controller)."""
+
+import asyncio
+
+import grpc
+
+from broker.fetcher import GRPC_OPTIONS, ReplicaFetcherManager
+from broker.metadata_cache import MetadataCache
+from broker.metrics import BrokerMetrics
+from broker.replica_manager import ReplicaManager
+from broker.servicer import BrokerServicer
+from broker.storage.log_manager import LogManager
+from common.config import build_config
+from common.names import TopicPartition
+from common.observability import configure_event_log
+from common.records import ProducerRecord, build_batch
+from common.rpc import replog_pb2 as pb
+from common.rpc import replog_pb2_grpc
+
+TP = TopicPartition("t", 0)
+
+
+class Node:
+    def __init__(self, broker_id, tmp_path, fileops=None, overrides=()):
+        cfg = build_config([("broker.id", str(broker_id), "test"),
+                            ("replica.fetch.wait.max.ms", "100", "test"),
+                            ("replica.fetch.backoff.ms", "50", "test"),
+                            *((k, v, "test") for k, v in overrides)])
+        self.id = broker_id
+        self.lm = LogManager([str(tmp_path / f"b{broker_id}")], broker_id, fileops=fileops)
+        self.lm.startup()
+        events = configure_event_log(str(tmp_path / f"b{broker_id}.json"), "broker",
+                                     broker=broker_id)
+        self.rm = ReplicaManager(broker_id, cfg, self.lm, MetadataCache(),
+                                 BrokerMetrics(broker_id), events)
+        self.rm.broker_epoch = 100 + broker_id
+        self.rm.fetcher_manager = ReplicaFetcherManager(broker_id, lambda: self.rm.broker_epoch,
+                                                        cfg, self.lm, self.rm.metrics, events)
+
+    async def start(self):
+        self.server = grpc.aio.server(options=GRPC_OPTIONS)
+        replog_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(self.rm, self.id),
+                                                     self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        await self.server.start()
+        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.port}")
+        self.stub = replog_pb2_grpc.BrokerStub(self.channel)
+
+    async def stop(self):
+        await self.rm.fetcher_manager.shutdown()
+        await self.channel.close()
+        await self.server.stop(0)
+        self.lm.shutdown()
+
+    def endpoint(self):
+        return pb.BrokerEndpoint(broker_id=self.id, host="127.0.0.1", port=self.port)
+
+
+def leader_and_isr(target, leader, epoch, isr, replicas, nodes, controller_epoch=1,
+                   partition_epoch=None):
+    return pb.LeaderAndIsrRequest(
+        controller_id=0, controller_epoch=controller_epoch, broker_epoch=target.rm.broker_epoch,
+        partition_states=[pb.LeaderAndIsrPartitionState(
+            topic=TP.topic, partition=TP.partition, controller_epoch=controller_epoch,
+            leader=leader, leader_epoch=epoch, isr=isr,
+            partition_epoch=epoch if partition_epoch is None else partition_epoch,
+            replicas=replicas)],
+        live_leaders=[n.endpoint() for n in nodes if n.id == leader])
+
+
+def produce_req(tag, n=5, acks=-1):
+    recs = [ProducerRecord(f"{tag}{i}".encode(), f"value-{tag}{i}".encode()) for i in range(n)]
+    return pb.ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[pb.ProduceTopicData(
+        topic=TP.topic, partition_data=[pb.ProducePartitionData(
+            partition=TP.partition, records=build_batch(recs))])])
+
+
+async def wait_until(cond, timeout=10.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)

@@ -1,0 +1,117 @@
+"""Regression tests for the replication-core findings of issue 15, one per finding, named after
+it. Each makes its interleaving happen deterministically: a log dir's executor is held by a
+job waiting on a threading.Event, so the storage calls queued behind it run in a known order
+relative to the LeaderAndIsr under test. No sleeps decide an outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from broker.replica_manager import FetchPartitionRequest
+from common.records import decode_all
+from tests.broker.inprocess import TP, leader_and_isr, produce_req, wait_until
+from tests.storage.helpers import batch
+
+
+class HeldExecutor:
+    """Holds a log dir's single executor thread until released: everything queued on that dir
+    meanwhile runs afterwards, in order."""
+
+    def __init__(self, node):
+        self.dir = node.lm.log_dir_of(TP)
+        self.gate = threading.Event()
+        self.job = node.lm.run_in_dir(self.dir, self.gate.wait)
+
+    def queued(self) -> int:
+        return len(self.dir.pending)
+
+    async def release(self):
+        self.gate.set()
+        await self.job
+
+
+async def _yield_until(cond, rounds=100):
+    for _ in range(rounds):
+        if cond():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition not reached")
+
+
+async def test_new_leader_epoch_starts_at_leo_after_queued_truncation(nodes):
+    """Finding 1. A follower of epoch 5 holding [(4,0),(5,10)] up to offset 20 has a truncation
+    to 14 queued on its log dir when it becomes leader of epoch 7. Epoch 7 starts at 14 (the
+    LEO once the truncation ran), not at the 20 read on the event loop before it."""
+    a, _ = nodes
+    log = a.lm.get_or_create_log(TP)
+    for epoch in (4, 5):
+        for i in range(5):
+            log.append_as_leader(batch(2, tag=f"e{epoch}-{i}-"), epoch)
+    assert a.rm.partitions == {}
+    # follower of broker 2, whose address it does not know: its fetcher stays idle
+    await a.rm.leader_and_isr(leader_and_isr(a, 2, 5, [1, 2], [1, 2], []))
+    held = HeldExecutor(a)
+    truncation = asyncio.ensure_future(a.lm.run(TP, log.truncate_to, 14))
+    await _yield_until(lambda: held.queued() == 1)
+    becoming_leader = asyncio.ensure_future(
+        a.rm.leader_and_isr(leader_and_isr(a, 1, 7, [1], [1, 2], [])))
+    await _yield_until(lambda: a.rm.partitions[TP].leader_epoch == 7)
+    await held.release()
+    await truncation
+    assert [e for _, e in await becoming_leader] == [0]
+    assert log.epoch_cache.entries == [(4, 0), (5, 10), (7, 14)]
+    assert a.rm.partitions[TP].leader_epoch_start_offset == 14
+    # A replica that kept the old epoch-5 tail up to 20 is told to truncate to 14 now; with
+    # the stale start (7, 20) it got no divergence and kept different bytes at 14..19.
+    [r] = await a.rm.fetch(2, 102, 0, 1, 1 << 20, [FetchPartitionRequest(
+        TP, 20, 1 << 20, current_leader_epoch=7, last_fetched_epoch=5)])
+    assert r.diverging == (5, 14)
+
+
+async def test_follower_behind_leaders_earliest_epoch_resets_to_log_start(nodes):
+    """Finding 2. The leader's log starts at 100 in epoch 3 (retention took the rest); the
+    follower holds offsets 0..4 of epoch 1, all below its HW. It must end with the leader's
+    log, not spin on a divergence answer that truncates nothing."""
+    a, b = nodes
+    la = a.lm.get_or_create_log(TP)
+    la.truncate_fully_and_start_at(100)
+    la.append_as_leader(batch(5, tag="kept"), 3)
+    lb = b.lm.get_or_create_log(TP)
+    lb.append_as_leader(batch(5, tag="old"), 1)
+    lb.high_watermark = 5  # committed in epoch 1, before the follower's long outage
+    for n in nodes:
+        await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 4, [1], [1, 2], nodes))
+    await wait_until(lambda: lb.log_end_offset == la.log_end_offset == 105)
+    assert lb.log_start_offset == 100
+    assert lb.read(100, 1 << 20) == la.read(100, 1 << 20)
+    assert lb.epoch_cache.entries == [(3, 100)]  # epoch 4 wrote nothing yet
+    assert la.epoch_cache.entries == [(3, 100), (4, 105)]
+
+
+async def test_fetcher_does_not_move_hw_of_partition_that_became_leader_during_append(nodes):
+    """Finding 8. The follower's append of fetched records is queued behind a held executor
+    when a LeaderAndIsr makes it leader. When the append completes the fetcher must not write
+    the old leader's HW (0 here: a third ISR member never fetched) over the new leader's."""
+    a, b = nodes
+    for n in nodes:
+        await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1, 2, 3], [1, 2, 3], nodes))
+    await a.stub.Produce(produce_req("x", acks=1))
+    lb = b.lm.get_or_create_log(TP)
+    await wait_until(lambda: lb.log_end_offset == 5)
+    assert lb.high_watermark == 0
+    held = HeldExecutor(b)
+    await a.stub.Produce(produce_req("y", acks=1))
+    await wait_until(lambda: held.queued() >= 1)  # the fetcher's append of 5..9 waits
+    becoming_leader = asyncio.ensure_future(
+        b.rm.leader_and_isr(leader_and_isr(b, 2, 1, [2], [1, 2, 3], nodes)))
+    await _yield_until(lambda: b.rm.partitions[TP].is_leader)
+    assert lb.high_watermark == 5  # the new leader, alone in its ISR, committed its LEO
+    await held.release()
+    assert [e for _, e in await becoming_leader] == [0]
+    await _yield_until(lambda: b.rm.partitions[TP].leader_epoch_start_offset == 10)
+    for _ in range(10):  # let the fetcher task finish its turn
+        await asyncio.sleep(0)
+    assert lb.high_watermark >= 5
+    assert lb.epoch_cache.entries == [(0, 0), (1, 10)]
+    assert [r.key for r in decode_all(lb.read(0, 1 << 20))][-1] == b"y4"
