@@ -6,6 +6,19 @@ stderr when it stops: after ``--max-messages``, after ``--timeout-ms`` without a
 Ctrl-C. Without ``--partition`` it reads every partition of the topic. It starts at the end of
 each partition unless ``--from-beginning`` or ``--offset`` says otherwise (``--offset`` takes a
 number, ``earliest`` or ``latest``, and needs ``--partition``, as in Kafka).
+
+Perf mode (``--messages N``) is kafka-consumer-perf-test: it reads N records of every partition
+of the topic from the beginning (``--from-latest``: from the end) without printing them, then
+prints Kafka's ConsumerPerformance header and line::
+
+    start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+    rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+
+MB is 1024*1024 bytes of keys and values, as in Kafka. replog has no consumer groups, so
+rebalance.time.ms is the time to assign the partitions and find their start offsets (metadata
+and ListOffsets), the part of start-up Kafka's group join stands for; fetch.* figures exclude it.
+It stops early when no record arrives for ``--timeout`` ms (Kafka's warning on stderr).
+``--show-detailed-stats`` adds a line every ``--reporting-interval`` ms.
 """
 
 from __future__ import annotations
@@ -14,9 +27,10 @@ import asyncio
 import signal
 import sys
 import time
+from datetime import datetime
 
 from admin.client import Consumer, ConsumerRecord, KafkaError, TopicPartition
-from admin.produce_cmd import _unescape, parse_kv
+from admin.produce_cmd import _unescape, client_kwargs, parse_kv
 from common.errors import ReplogError
 
 _FORMATTER_KEYS = {"print.timestamp", "print.key", "print.offset", "print.partition",
@@ -91,10 +105,9 @@ async def console_consume(args, out=None) -> int:
                                   f"Valid values are 'earliest', 'latest', or a non-negative "
                                   f"long.")
     reset = "earliest" if args.from_beginning or offset == "earliest" else "latest"
-    props = parse_kv(args.consumer_property, "--consumer-property")
+    kw = consumer_kwargs(parse_kv(args.consumer_property, "--consumer-property"))
     consumer = Consumer(args.bootstrap_server, auto_offset_reset=reset,
-                        max_block_ms=args.max_block_ms,
-                        fetch_max_wait_ms=int(props.get("fetch.max.wait.ms", 500)))
+                        max_block_ms=args.max_block_ms, **kw)
     count = 0
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -152,15 +165,142 @@ async def console_consume(args, out=None) -> int:
     return 0
 
 
+# Consumer settings accepted by --consumer-property (Kafka's names).
+_CONSUMER_KEYS = {
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
+    "fetch.min.bytes": ("fetch_min_bytes", int),
+    "fetch.max.bytes": ("fetch_max_bytes", int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+}
+
+
+def consumer_kwargs(props: dict[str, str]) -> dict:
+    return client_kwargs(props, _CONSUMER_KEYS, "consumer")
+
+
+def _java_date(fmt: str, t: float) -> str:
+    """Kafka's default --date-format ``yyyy-MM-dd HH:mm:ss:SSS`` (the only Java pattern
+    letters replog translates: y M d H m s S)."""
+    d = datetime.fromtimestamp(t)
+    out = fmt.replace("yyyy", f"{d.year:04d}").replace("MM", f"{d.month:02d}")
+    out = out.replace("dd", f"{d.day:02d}").replace("HH", f"{d.hour:02d}")
+    out = out.replace("mm", f"{d.minute:02d}").replace("ss", f"{d.second:02d}")
+    return out.replace("SSS", f"{d.microsecond // 1000:03d}")
+
+
+class ConsumerPerfStats:
+    """Kafka ConsumerPerformance's counters and its output lines."""
+
+    HEADER_FIELDS = ("data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+                     "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+
+    def __init__(self, date_format: str):
+        self.date_format = date_format
+        self.start = time.time()
+        self.rebalance_ms = 0
+        self.bytes = 0
+        self.messages = 0
+        self.last_report = self.start
+        self.last_bytes = 0
+        self.last_messages = 0
+
+    def header(self, detailed: bool) -> str:
+        lead = "time, threadId, " if detailed else "start.time, end.time, "
+        return lead + self.HEADER_FIELDS
+
+    def _line(self, t0: float, t1: float, nbytes: int, nmsg: int, rebalance_ms: int) -> str:
+        elapsed_s = max(t1 - t0, 1e-9)
+        fetch_ms = max(int((t1 - t0) * 1000) - rebalance_ms, 0)
+        mb = nbytes / (1024 * 1024)
+        fetch_s = max(fetch_ms / 1000, 1e-9)
+        return (f"{mb:.4f}, {mb / elapsed_s:.4f}, {nmsg}, {nmsg / elapsed_s:.4f}, "
+                f"{rebalance_ms}, {fetch_ms}, {mb / fetch_s:.4f}, {nmsg / fetch_s:.4f}")
+
+    def total_line(self, end: float) -> str:
+        return (f"{_java_date(self.date_format, self.start)}, "
+                f"{_java_date(self.date_format, end)}, "
+                + self._line(self.start, end, self.bytes, self.messages, self.rebalance_ms))
+
+    def progress_line(self, now: float) -> str:
+        # Kafka's detailed lines cover the interval since the previous one; the rebalance
+        # time counts in the interval it happened in (the first).
+        rebalance = self.rebalance_ms if self.last_report == self.start else 0
+        line = (f"{_java_date(self.date_format, now)}, 0, "
+                + self._line(self.last_report, now, self.bytes - self.last_bytes,
+                             self.messages - self.last_messages, rebalance))
+        self.last_report, self.last_bytes, self.last_messages = now, self.bytes, self.messages
+        return line
+
+
+async def perf_consume(args, out=None) -> ConsumerPerfStats:
+    out = out or sys.stdout
+    if args.messages <= 0:
+        raise ReplogError("--messages must be a positive number")
+    if args.max_messages is not None or args.partition is not None or args.offset is not None:
+        raise ReplogError("--messages (perf mode) reads every partition and cannot be used "
+                          "with --max-messages, --partition or --offset")
+    kw = consumer_kwargs(parse_kv(args.consumer_property, "--consumer-property"))
+    if args.fetch_size is not None:
+        kw["max_partition_fetch_bytes"] = args.fetch_size
+    consumer = Consumer(args.bootstrap_server, max_block_ms=args.max_block_ms, **kw)
+    stats = ConsumerPerfStats(args.date_format)
+    if not args.hide_header:
+        print(stats.header(args.show_detailed_stats), file=out, flush=True)
+    timeout_s = args.timeout / 1000
+    interval_s = args.reporting_interval / 1000
+    clock = time.time
+    async with consumer:
+        await consumer.assign_topic(args.topic)
+        if args.from_latest:
+            consumer.seek_to_end()
+        else:
+            consumer.seek_to_beginning()
+        for tp in consumer.assignment():
+            await consumer.position(tp)
+        stats.rebalance_ms = int((clock() - stats.start) * 1000)
+        last_consumed = clock()
+        while stats.messages < args.messages:
+            records = await consumer.poll(100, max_records=args.messages - stats.messages)
+            now = clock()
+            if records:
+                last_consumed = now
+                n = 0
+                for r in records:
+                    n += (len(r.value) if r.value is not None else 0) + \
+                        (len(r.key) if r.key is not None else 0)
+                stats.bytes += n
+                stats.messages += len(records)
+                if args.show_detailed_stats and now - stats.last_report >= interval_s:
+                    print(stats.progress_line(now), file=out, flush=True)
+            elif now - last_consumed > timeout_s:
+                print(f"WARNING: Exiting before consuming the expected number of messages: "
+                      f"timeout ({args.timeout} ms) exceeded. You can use the --timeout option "
+                      f"to increase the timeout.", file=sys.stderr, flush=True)
+                break
+    end = clock()
+    if args.show_detailed_stats:
+        if stats.messages > stats.last_messages:
+            print(stats.progress_line(end), file=out, flush=True)
+    else:
+        print(stats.total_line(end), file=out, flush=True)
+    return stats
+
+
 def _run(args) -> int:
     try:
+        if args.messages is not None:
+            asyncio.run(perf_consume(args))
+            return 0
         return asyncio.run(console_consume(args))
     except KafkaError as e:
         raise ReplogError(str(e)) from None
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("consume", help="print records to stdout (kafka-console-consumer)")
+    p = sub.add_parser("consume", help="print records to stdout (kafka-console-consumer), or "
+                                       "a load test with --messages (kafka-consumer-perf-test)")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                    help="any broker of the cluster (host:port[,host:port...])")
     p.add_argument("--topic", required=True)
@@ -179,5 +319,21 @@ def add_parsers(sub) -> None:
                         "print.timestamp, print.headers, print.value, key.separator, "
                         "line.separator (repeatable)")
     p.add_argument("--consumer-property", action="append", metavar="KEY=VALUE",
-                   help="consumer setting (fetch.max.wait.ms)")
+                   help="consumer setting by Kafka name: fetch.max.wait.ms, fetch.min.bytes, "
+                        "fetch.max.bytes, max.partition.fetch.bytes (repeatable)")
+    perf = p.add_argument_group("perf mode (kafka-consumer-perf-test)")
+    perf.add_argument("--messages", type=int, help="records to consume (turns perf mode on)")
+    perf.add_argument("--timeout", type=int, default=10000,
+                      help="stop when no record arrives for this many ms (default 10000)")
+    perf.add_argument("--from-latest", action="store_true",
+                      help="start at the end of each partition, not the beginning")
+    perf.add_argument("--fetch-size", type=int,
+                      help="max.partition.fetch.bytes (default 1048576)")
+    perf.add_argument("--reporting-interval", type=int, default=5000,
+                      help="ms between --show-detailed-stats lines (default 5000)")
+    perf.add_argument("--show-detailed-stats", action="store_true",
+                      help="print a line every --reporting-interval")
+    perf.add_argument("--hide-header", action="store_true", help="do not print the header")
+    perf.add_argument("--date-format", default="yyyy-MM-dd HH:mm:ss:SSS",
+                      help="Java date pattern for the time columns")
     p.set_defaults(func=_run)

@@ -64,21 +64,28 @@ def parse_kv(items: list[str] | None, what: str) -> dict[str, str]:
     return out
 
 
-def producer_kwargs(props: dict[str, str]) -> dict:
+def client_kwargs(props: dict[str, str], keys: dict[str, tuple[str | None, type]],
+                  what: str) -> dict:
+    """Kafka-named client settings -> the client class's keyword arguments (``keys`` maps a
+    Kafka name to (argument name or None to ignore it, converter))."""
     out: dict = {}
     for k, v in props.items():
-        spec = _PRODUCER_KEYS.get(k)
+        spec = keys.get(k)
         if spec is None:
-            raise ReplogError(f"Unknown producer property '{k}' (supported: "
-                              f"{', '.join(sorted(_PRODUCER_KEYS))})")
+            raise ReplogError(f"Unknown {what} property '{k}' (supported: "
+                              f"{', '.join(sorted(keys))})")
         name, conv = spec
         if name is None:
             continue
         try:
             out[name] = conv(v)
         except ValueError:
-            raise ReplogError(f"Invalid value {v!r} for producer property '{k}'") from None
+            raise ReplogError(f"Invalid value {v!r} for {what} property '{k}'") from None
     return out
+
+
+def producer_kwargs(props: dict[str, str]) -> dict:
+    return client_kwargs(props, _PRODUCER_KEYS, "producer")
 
 
 def _unescape(s: str) -> str:
