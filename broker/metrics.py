@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from common.supervise import failures_counter
+
 
 class BrokerMetrics:
     def __init__(self, broker_id: int):
@@ -37,6 +39,7 @@ class BrokerMetrics:
                                        "partitions the fetchers stopped tracking (KIP-461)",
                                        ["clientId"], registry=r)
         self.failed_partitions.labels(clientId="Replica").set(0)
+        self.background_failures = failures_counter(r)
         self._gauges: list[Gauge] = []
 
     def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:

@@ -40,6 +40,7 @@ from common.config import Config
 from common.observability import configure_event_log, quiet_third_party_logs, start_metrics_endpoint
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from common.supervise import supervised
 from common.zk import AsyncZk
 
 
@@ -124,10 +125,11 @@ class BrokerServer:
 
         await self._register()
         await self._refresh_controller()
-        self._tasks += [loop.create_task(c, name=n) for n, c in (
-            ("isr-expiration", self.rm.isr_expiration_loop()),
-            ("hw-checkpoint", self.rm.checkpoint_loop()),
-            ("log-retention", self.rm.retention_loop()))]
+        self._tasks += [loop.create_task(
+            supervised(n, f, self.events, self.metrics.background_failures), name=n)
+            for n, f in (("isr-expiration", self.rm.isr_expiration_loop),
+                         ("hw-checkpoint", self.rm.checkpoint_loop),
+                         ("log-retention", self.rm.retention_loop))]
         self.events.info("broker_started", address=f"{self.host}:{self.port}",
                          broker_epoch=self.rm.broker_epoch, metrics_port=self.metrics_port,
                          log_dirs=[d.path for d in self.log_manager.dirs],

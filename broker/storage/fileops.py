@@ -120,6 +120,21 @@ class _Fault:
     remaining: int | None  # how many more times it fires; None = until cleared
 
 
+class _Hold:
+    def __init__(self, prefix: str, ops: frozenset[str]):
+        self.prefix = prefix
+        self.ops = ops
+        self.entered = threading.Event()  # an operation is blocked here
+        self._released = threading.Event()
+
+    def wait(self) -> None:
+        self.entered.set()
+        self._released.wait()
+
+    def release(self) -> None:
+        self._released.set()
+
+
 class FaultInjectingFileOps(FileOps):
     """FileOps that fails or slows operations under chosen path prefixes, for tests.
 
@@ -131,6 +146,8 @@ class FaultInjectingFileOps(FileOps):
 
     def __init__(self) -> None:
         self._faults: list[_Fault] = []
+        self._partials: list[_Fault] = []
+        self._holds: list[_Hold] = []
         self._paths: dict[int, str] = {}
         self._lock = threading.Lock()
 
@@ -138,6 +155,22 @@ class FaultInjectingFileOps(FileOps):
         with self._lock:
             self._faults.append(_Fault(os.path.abspath(prefix), frozenset(ops or OPS), err, 0.0,
                                        times))
+
+    def partial_write(self, prefix: str, nbytes: int, err: int = errno.ENOSPC,
+                      times: int | None = 1) -> None:
+        """The next write(s) under ``prefix`` put only their first ``nbytes`` bytes on disk
+        and then fail with ``err``: what a disk filling up mid-write does."""
+        with self._lock:
+            self._partials.append(_Fault(os.path.abspath(prefix), frozenset({"write"}), err,
+                                         float(nbytes), times))
+
+    def hold(self, prefix: str, ops=None) -> _Hold:
+        """Block matching operations until ``release()``: a test makes a storage call stop
+        at a chosen point (``entered`` is set once one is blocked) and acts meanwhile."""
+        h = _Hold(os.path.abspath(prefix), frozenset(ops or OPS))
+        with self._lock:
+            self._holds.append(h)
+        return h
 
     def slow(self, prefix: str, delay_s: float, ops=None) -> None:
         with self._lock:
@@ -148,9 +181,29 @@ class FaultInjectingFileOps(FileOps):
         with self._lock:
             self._faults = [f for f in self._faults
                             if prefix is not None and f.prefix != os.path.abspath(prefix)]
+            self._partials = [f for f in self._partials
+                              if prefix is not None and f.prefix != os.path.abspath(prefix)]
+            holds, self._holds = self._holds, [h for h in self._holds if prefix is not None
+                                               and h.prefix != os.path.abspath(prefix)]
+        for h in holds:
+            if h not in self._holds:
+                h.release()
+
+    @staticmethod
+    def _under(path: str, prefix: str) -> bool:
+        return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
     def _check(self, op: str, path: str | None) -> None:
-        if path is None or not self._faults:
+        if path is None:
+            return
+        if self._holds:
+            abspath = os.path.abspath(path)
+            with self._lock:
+                holds = [h for h in self._holds
+                         if op in h.ops and self._under(abspath, h.prefix)]
+            for h in holds:
+                h.wait()
+        if not self._faults:
             return
         path = os.path.abspath(path)
         delay = 0.0
@@ -179,8 +232,26 @@ class FaultInjectingFileOps(FileOps):
         super().close(fd)
 
     def writev(self, fd, buffers, total=None):
-        self._check("write", self._paths.get(fd))
+        path = self._paths.get(fd)
+        self._check("write", path)
+        partial = self._take_partial(path)
+        if partial is not None:
+            data = b"".join(bytes(b) for b in buffers)
+            super().writev(fd, [data[:int(partial.delay_s)]])
+            raise OSError(partial.err, os.strerror(partial.err), path)
         return super().writev(fd, buffers, total)
+
+    def _take_partial(self, path: str | None) -> _Fault | None:
+        if path is None or not self._partials:
+            return None
+        path = os.path.abspath(path)
+        with self._lock:
+            for f in self._partials:
+                if self._under(path, f.prefix) and (f.remaining is None or f.remaining > 0):
+                    if f.remaining is not None:
+                        f.remaining -= 1
+                    return f
+        return None
 
     def pwrite(self, fd, data, offset):
         self._check("write", self._paths.get(fd))

@@ -87,7 +87,13 @@ class Log:
         self.unflushed_messages = 0
         self.epoch_cache = LeaderEpochCache()
         self.recovered_bytes_truncated = 0
+        self.load_problems: list[str] = []  # what loading found and repaired, for the events
         self.closed = False
+        # Set by the first I/O error of a write: the files may no longer match what this
+        # object believes (a partial write, a failed index or checkpoint update), so every
+        # later append, truncation or roll is refused until the log is reloaded from disk
+        # (the JBOD issue takes its dir offline; finding 6).
+        self.failed: str | None = None
 
     # ------------------------------------------------------------------ loading
 
@@ -136,36 +142,56 @@ class Log:
         if needs_recovery:
             first_to_recover = max(0, bisect.bisect_right(bases, recovery_point) - 1)
         for i, base in enumerate(bases):
+            if self.segments and base != self.segments[-1].next_offset:
+                # Segments of an uncompacted log are contiguous: each starts where the previous
+                # one ends. A gap or an overlap means files were lost or mixed up; keep the
+                # contiguous prefix (the later segments go, as after a truncation).
+                self.load_problems.append(
+                    f"segment {base} does not start at the previous segment's end "
+                    f"{self.segments[-1].next_offset}: it and later segments are deleted")
+                self._delete_segment_files(bases[i:], interval, now)
+                break
+            seg = LogSegment(self.dir, base, fo, interval, now)
             try:
                 if i >= first_to_recover:
-                    seg = LogSegment(self.dir, base, fo, interval, now)
-                    seg.fd = fo.open(seg.log_path, os.O_RDWR | os.O_APPEND)
-                    seg.size = fo.fsize(seg.fd)
+                    seg.open_for_recovery()
                     truncated = seg.recover(on_batch=self._assign_epoch_on_recovery)
                 else:
-                    seg = LogSegment.open(self.dir, base, fo, interval, now)
+                    seg.load()
                     truncated = 0
-            except SegmentCorruption:
-                # Only possible for a segment before the recovery point: the disk changed under
-                # a flushed segment. Recover it like an unflushed one.
-                seg.recover(on_batch=self._assign_epoch_on_recovery)
-                truncated = 1
+            except SegmentCorruption as c:
+                # A segment before the recovery point whose unindexed tail fails validation:
+                # the disk changed under flushed data. Recover it as an unflushed one - truncate
+                # at its first invalid batch - and drop every later segment (issue 15, finding
+                # 5: this path used the previous iteration's segment, or none at all).
+                self.load_problems.append(f"segment {base} is corrupt before the recovery "
+                                          f"point: {c.reason}")
+                truncated = max(1, seg.recover(on_batch=self._assign_epoch_on_recovery))
+            except BaseException:
+                seg.close_fd()
+                raise
             self._add_segment(seg)
             if truncated:
                 self.recovered_bytes_truncated += truncated
                 # Everything after the first invalid batch is gone: drop the later segments.
-                for later in bases[i + 1:]:
-                    LogSegment(self.dir, later, fo, interval, now).delete_files()
+                self._delete_segment_files(bases[i + 1:], interval, now)
                 break
         if not self.segments:
             start = max(log_start_offset, 0)
             self._add_segment(LogSegment.create(self.dir, start, fo, interval, now))
         leo = self.log_end_offset
         self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset), leo)
-        self.recovery_point = leo if needs_recovery else min(recovery_point, leo)
+        # Recovered bytes read back from the page cache are valid but not necessarily on disk:
+        # the recovery point stays at the checkpoint's (or the LEO, if smaller) until the next
+        # flush, so a power loss after this start is recovered from there again.
+        self.recovery_point = min(recovery_point, leo)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
         self.epoch_cache.truncate_from_end(leo)
         self.epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def _delete_segment_files(self, bases: list[int], interval: int, now: int) -> None:
+        for base in bases:
+            LogSegment(self.dir, base, self.fileops, interval, now).delete_files()
 
     def _assign_epoch_on_recovery(self, h: rec.BatchHeader) -> None:
         if h.partition_leader_epoch >= 0 and h.partition_leader_epoch > \
@@ -252,13 +278,14 @@ class Log:
             num_records += count
             offset = last + 1
             pos += size
+        self._check_writable()
         try:
             self._append(iov, metas, end, first)
             if leader_epoch >= 0 and leader_epoch != self.epoch_cache.latest_epoch():
                 self.epoch_cache.assign(leader_epoch, first)
             self._after_append(num_records)
         except OSError as e:
-            raise LogAppendError(self.log_dir, str(self.tp), e) from e
+            raise self._fail(LogAppendError(self.log_dir, str(self.tp), e)) from e
         return LogAppendInfo(first, offset - 1, max_ts, num_records, end)
 
     def append_as_follower(self, records) -> LogAppendInfo:
@@ -293,14 +320,26 @@ class Log:
             expected = h.next_offset
         if not metas:
             return LogAppendInfo(first, first - 1, -1, 0, 0)
+        self._check_writable()
         try:
             self._append(iov, metas, valid, first)
             for epoch, start in epochs:
                 self.epoch_cache.assign(epoch, start)
             self._after_append(num_records)
         except OSError as e:
-            raise LogAppendError(self.log_dir, str(self.tp), e) from e
+            raise self._fail(LogAppendError(self.log_dir, str(self.tp), e)) from e
         return LogAppendInfo(first, expected - 1, max_ts, num_records, valid)
+
+    def _check_writable(self) -> None:
+        if self.failed is not None:
+            raise LogAppendError(self.log_dir, str(self.tp),
+                                 detail=f"the log failed earlier and refuses writes until it "
+                                        f"is reloaded: {self.failed}")
+
+    def _fail(self, error: KafkaStorageError) -> KafkaStorageError:
+        if self.failed is None:
+            self.failed = str(error)
+        return error
 
     def _append(self, iov: list, metas: list[tuple[int, int, int]], nbytes: int,
                 first_offset: int) -> None:
@@ -333,10 +372,11 @@ class Log:
     def roll(self) -> None:
         """Force a new segment at the log end offset (if the active one is not empty)."""
         if self.active_segment.size > 0:
+            self._check_writable()
             try:
                 self._roll(self.log_end_offset)
             except OSError as e:
-                raise LogAppendError(self.log_dir, str(self.tp), e) from e
+                raise self._fail(LogAppendError(self.log_dir, str(self.tp), e)) from e
 
     def _after_append(self, num_records: int) -> None:
         self.unflushed_messages += num_records
@@ -402,6 +442,7 @@ class Log:
         anything was removed. A follower calls this before fetching from a new leader."""
         if offset < 0:
             raise ValueError(f"cannot truncate {self.tp} to negative offset {offset}")
+        self._check_writable()
         if offset >= self.log_end_offset:
             # Nothing to remove, but an epoch that started at the log end without writing a
             # batch (a leadership with no appends) is dropped, or a follower would report it
@@ -422,7 +463,7 @@ class Log:
             leo = self.log_end_offset
             self.epoch_cache.truncate_from_end(leo)
         except OSError as e:
-            raise LogTruncationError(self.log_dir, str(self.tp), e) from e
+            raise self._fail(LogTruncationError(self.log_dir, str(self.tp), e)) from e
         self.recovery_point = min(self.recovery_point, leo)
         self.high_watermark = min(self.high_watermark, leo)
         self.log_start_offset = min(self.log_start_offset, leo)
@@ -431,6 +472,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset`` (a follower whose fetch offset
         fell out of the leader's range)."""
+        self._check_writable()
         try:
             for seg in self.segments:
                 seg.delete_files()
@@ -440,7 +482,7 @@ class Log:
                                                 self.config.index_interval_bytes, self.clock()))
             self.epoch_cache.clear()
         except OSError as e:
-            raise LogTruncationError(self.log_dir, str(self.tp), e) from e
+            raise self._fail(LogTruncationError(self.log_dir, str(self.tp), e)) from e
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
 
     # ------------------------------------------------------------------ flush / retention

@@ -81,6 +81,13 @@ class LogManager:
         self.dirs = [LogDir(d, i, self.fileops) for i, d in enumerate(log_dirs)]
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
+        # Logs are created on the default executor, deleted on a log dir's thread, taken
+        # offline on the event loop, and listed by checkpoint/retention jobs on log dir
+        # threads: every change to ``logs``/``_dir_of`` and every iteration over them holds
+        # this lock (iterations copy under it). Without it a checkpoint iterating while a
+        # LeaderAndIsr created a log raised "dictionary changed size during iteration" and
+        # checkpointing stopped for good (issue 15, finding 7).
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ startup
 
@@ -128,8 +135,9 @@ class LogManager:
                            recovery_point=recovery_points.get(tp, 0),
                            log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp, 0),
                            needs_recovery=not d.had_clean_shutdown)
-            self.logs[tp] = log
-            self._dir_of[tp] = d
+            with self._lock:
+                self.logs[tp] = log
+                self._dir_of[tp] = d
         # The marker is removed only once the dir is loaded: a crash from here on means
         # "not clean" at the next start (Kafka does the same).
         if d.had_clean_shutdown:
@@ -165,7 +173,9 @@ class LogManager:
         return next((d for d in self.dirs if d.path == path), None)
 
     def partitions_in(self, d: LogDir) -> list[TopicPartition]:
-        return sorted(tp for tp, ld in self._dir_of.items() if ld is d)
+        with self._lock:
+            items = list(self._dir_of.items())
+        return sorted(tp for tp, ld in items if ld is d)
 
     def next_log_dir(self) -> LogDir:
         """The online dir with the fewest partitions; ties go to the earlier one in log.dirs."""
@@ -174,7 +184,9 @@ class LogManager:
             raise LogDirOfflineError(",".join(d.path for d in self.dirs),
                                      detail="no online log dir is left")
         counts = {d.path: 0 for d in online}
-        for ld in self._dir_of.values():
+        with self._lock:
+            placed = list(self._dir_of.values())
+        for ld in placed:
             if ld.path in counts:
                 counts[ld.path] += 1
         return min(online, key=lambda d: (counts[d.path], d.index))
@@ -194,13 +206,15 @@ class LogManager:
             d = self.next_log_dir()
         log = Log.open(d.path, tp, self.config, fileops=self.fileops, clock=self.clock,
                        needs_recovery=False)
-        self.logs[tp] = log
-        self._dir_of[tp] = d
+        with self._lock:
+            self.logs[tp] = log
+            self._dir_of[tp] = d
         return log
 
     def delete_log(self, tp: TopicPartition) -> None:
-        log = self.logs.pop(tp, None)
-        self._dir_of.pop(tp, None)
+        with self._lock:
+            log = self.logs.pop(tp, None)
+            self._dir_of.pop(tp, None)
         if log is not None:
             log.delete()
 
@@ -267,21 +281,31 @@ class LogManager:
     def checkpoint(self, d: LogDir | None = None) -> None:
         """Write the recovery-point, replication-offset (HW) and log-start checkpoints."""
         for ld in ([d] if d else self.online_dirs):
-            tps = self.partitions_in(ld)
+            if not ld.online:
+                continue  # went offline after this job was queued: nothing of it is written
+            logs = self._logs_in(ld)
             ld.checkpoints[RECOVERY_POINT_CHECKPOINT].write(
-                {tp: self.logs[tp].recovery_point for tp in tps})
+                {tp: log.recovery_point for tp, log in logs})
             ld.checkpoints[REPLICATION_OFFSET_CHECKPOINT].write(
-                {tp: self.logs[tp].high_watermark for tp in tps})
+                {tp: log.high_watermark for tp, log in logs})
             ld.checkpoints[LOG_START_OFFSET_CHECKPOINT].write(
-                {tp: self.logs[tp].log_start_offset for tp in tps})
+                {tp: log.log_start_offset for tp, log in logs})
+
+    def _logs_in(self, d: LogDir) -> list[tuple[TopicPartition, Log]]:
+        """A snapshot of the open logs of ``d``, taken under the lock."""
+        with self._lock:
+            return sorted(((tp, self.logs[tp]) for tp, ld in self._dir_of.items()
+                           if ld is d and not self.logs[tp].closed), key=lambda e: e[0])
 
     def cleanup(self, d: LogDir | None = None) -> dict[TopicPartition, list[int]]:
         """Apply retention to the logs of ``d`` (every online dir if None); returns the deleted
         segments per partition. Run it on the dir's executor (``run_in_dir``)."""
         deleted = {}
         for ld in ([d] if d else self.online_dirs):
-            for tp in self.partitions_in(ld):
-                gone = self.logs[tp].delete_old_segments()
+            for tp, log in self._logs_in(ld):
+                if log.closed or not ld.online:
+                    continue  # deleted or taken offline while this job ran
+                gone = log.delete_old_segments()
                 if gone:
                     deleted[tp] = gone
         return deleted
@@ -297,10 +321,12 @@ class LogManager:
     def _take_offline(self, d: LogDir, reason: str) -> list[TopicPartition]:
         d.online = False
         d.error = reason
-        lost = self.partitions_in(d)
-        for tp in lost:
-            log = self.logs.pop(tp)
-            self._dir_of.pop(tp)
+        with self._lock:
+            lost = sorted(tp for tp, ld in self._dir_of.items() if ld is d)
+            logs = [self.logs.pop(tp) for tp in lost]
+            for tp in lost:
+                self._dir_of.pop(tp)
+        for log in logs:
             log._close_fds()
             log.closed = True
         return lost

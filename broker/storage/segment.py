@@ -109,22 +109,40 @@ class LogSegment:
         Raises SegmentCorruption if the tail holds an invalid batch (the caller recovers).
         """
         seg = cls(partition_dir, base_offset, fileops, index_interval_bytes, now_ms)
-        seg.fd = fileops.open(seg.log_path, os.O_RDWR | os.O_APPEND)
-        seg.size = fileops.fsize(seg.fd)
-        if not seg._load_indexes():
-            seg._clear_indexes()
-        if seg.size >= rec.HEADER_SIZE:
+        try:
+            seg.load()
+        except BaseException:
+            seg.close_fd()
+            raise
+        return seg
+
+    def open_for_recovery(self) -> None:
+        """Open the file only: ``recover()`` re-validates and re-indexes all of it."""
+        self.fd = self.fileops.open(self.log_path, os.O_RDWR | os.O_APPEND)
+        self.size = self.fileops.fsize(self.fd)
+
+    def load(self) -> None:
+        """Open the file, load the indexes and validate the unindexed tail. On
+        SegmentCorruption the segment stays open, so the caller can ``recover()`` it."""
+        self.open_for_recovery()
+        if not self._load_indexes():
+            self._clear_indexes()
+        if self.size >= rec.HEADER_SIZE:
             # Kafka rolls by time from the first batch's max timestamp.
-            seg.rolling_base_ms = seg.read_batch_header(0).max_timestamp
-            seg.first_batch_seen = True
-        start = seg.idx_positions[-1] if seg.idx_positions else 0
-        if seg.idx_positions:
+            self.rolling_base_ms = self.read_batch_header(0).max_timestamp
+            self.first_batch_seen = True
+        start = self.idx_positions[-1] if self.idx_positions else 0
+        if self.idx_positions:
             # Resume the walk at the last indexed batch, so the tail is validated and indexed;
             # that batch's entry is dropped and re-added by the walk.
-            seg._truncate_indexes_from_position(start)
-            seg.bytes_since_last_index = index_interval_bytes + 1
-        seg._scan(start, validate=True, expected_min_offset=base_offset)
-        return seg
+            self._truncate_indexes_from_position(start)
+            self.bytes_since_last_index = self.index_interval_bytes + 1
+        self._scan(start, validate=True, expected_min_offset=self.base_offset)
+
+    def close_fd(self) -> None:
+        if self.fd >= 0:
+            self.fileops.close(self.fd)
+            self.fd = -1
 
     def _load_indexes(self) -> bool:
         """Load both index files; False if either fails its sanity check (Kafka rebuilds then)."""
@@ -240,8 +258,12 @@ class LogSegment:
             self.max_timestamp = max_ts
             self.offset_of_max_timestamp = last_offset
         if self.bytes_since_last_index > self.index_interval_bytes:
-            self.idx_offsets.append(last_offset)
+            # Readers (the fetch read pool) bisect idx_offsets and then index idx_positions
+            # without a lock while this runs on the log dir's thread: the position goes in
+            # first, so every offset a reader can see has its position (and truncation
+            # removes offsets first). Each list operation is atomic under the GIL.
             self.idx_positions.append(position)
+            self.idx_offsets.append(last_offset)
             if not self.ti_timestamps or self.max_timestamp > self.ti_timestamps[-1]:
                 self.ti_timestamps.append(self.max_timestamp)
                 self.ti_offsets.append(self.offset_of_max_timestamp)
@@ -252,7 +274,18 @@ class LogSegment:
         """Write ``iov`` (whole batches) at the end; ``batches`` lists each one's
         (last_offset, max_timestamp, size) in order."""
         position = self.size
-        self.fileops.writev(self.fd, iov, total)
+        try:
+            self.fileops.writev(self.fd, iov, total)
+        except OSError:
+            # A partial write (ENOSPC, EIO) may have left some bytes after ``position``. With
+            # O_APPEND the next write would land after them while every position here assumed
+            # they are not there, and recovery would later drop all that follows (finding 6):
+            # cut the file back. The Log refuses further writes whether or not this works.
+            try:
+                self.fileops.ftruncate(self.fd, position)
+            except OSError:
+                pass
+            raise
         self.dirty = True
         if not self.first_batch_seen:
             self.rolling_base_ms = batches[0][1]
@@ -266,9 +299,17 @@ class LogSegment:
     # ----------------------------------------------------------------- read
 
     def lookup(self, offset: int) -> int:
-        """Position of the batch of the largest index entry <= offset, or 0."""
-        i = bisect.bisect_right(self.idx_offsets, offset) - 1
-        return self.idx_positions[i] if i >= 0 else 0
+        """Position of the batch of the largest index entry <= offset, or 0. Safe against a
+        concurrent append or truncation (see _index_batch): the offsets list is never longer
+        than the positions list as a reader sees them."""
+        offsets, positions = self.idx_offsets, self.idx_positions
+        i = bisect.bisect_right(offsets, offset) - 1
+        if i < 0:
+            return 0
+        try:
+            return positions[i]
+        except IndexError:  # truncated under us: the walk from 0 is always right
+            return 0
 
     def translate_offset(self, offset: int, start: int | None = None) -> BatchPosition | None:
         """The first batch whose last offset >= ``offset``, or None if there is none.
@@ -306,7 +347,7 @@ class LogSegment:
 
     def _truncate_indexes_from_position(self, position: int) -> None:
         i = bisect.bisect_left(self.idx_positions, position)
-        del self.idx_offsets[i:]
+        del self.idx_offsets[i:]  # offsets first: see _index_batch
         del self.idx_positions[i:]
         self._idx_persisted = min(self._idx_persisted, i)
 
