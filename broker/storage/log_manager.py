@@ -292,10 +292,10 @@ class LogManager:
                 {tp: log.log_start_offset for tp, log in logs})
 
     def _logs_in(self, d: LogDir) -> list[tuple[TopicPartition, Log]]:
-        """A snapshot of the open logs of ``d``, taken under the lock."""
+        """A snapshot of the logs of ``d``, taken under the lock."""
         with self._lock:
-            return sorted(((tp, self.logs[tp]) for tp, ld in self._dir_of.items()
-                           if ld is d and not self.logs[tp].closed), key=lambda e: e[0])
+            return sorted(((tp, self.logs[tp]) for tp, ld in self._dir_of.items() if ld is d),
+                          key=lambda e: e[0])
 
     def cleanup(self, d: LogDir | None = None) -> dict[TopicPartition, list[int]]:
         """Apply retention to the logs of ``d`` (every online dir if None); returns the deleted

@@ -31,7 +31,8 @@ def _three_segments(tmp_path) -> list[tuple[int, str]]:
 
 
 def _flip_byte_in_batch(path: str, batch_no: int) -> int:
-    raw = open(path, "rb").read()
+    with open(path, "rb") as f:
+        raw = f.read()
     position = [b.position for b in iter_batches(raw)][batch_no]
     with open(path, "r+b") as f:
         f.seek(position + 100)
@@ -183,6 +184,6 @@ async def test_supervised_loop_is_logged_counted_and_restarted(tmp_path):
                            30)
     assert len(runs) == 2
     assert failures.labels(task="hw-checkpoint")._value.get() == 1
-    logged = [json.loads(line) for line in open(tmp_path / "ev.json")]
+    logged = [json.loads(line) for line in (tmp_path / "ev.json").read_text().splitlines()]
     assert [(e["event"], e["task"]) for e in logged] == [("background_task_failed",
                                                           "hw-checkpoint")]
