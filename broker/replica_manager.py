@@ -142,9 +142,12 @@ class ReplicaManager:
             raise RequestError(ErrorCode.STALE_CONTROLLER_EPOCH,
                                f"controller epoch {controller_epoch} is older than "
                                f"{self.controller_epoch}")
-        if broker_epoch >= 0 and self.broker_epoch >= 0 and broker_epoch != self.broker_epoch:
+        # Only an *older* broker epoch is stale (Kafka's isBrokerEpochStale): a newer one is
+        # this broker's new registration, which the controller saw before the broker's own
+        # create returned and recorded it.
+        if broker_epoch >= 0 and self.broker_epoch >= 0 and broker_epoch < self.broker_epoch:
             raise RequestError(ErrorCode.STALE_BROKER_EPOCH,
-                               f"broker epoch {broker_epoch} is not this broker's epoch "
+                               f"broker epoch {broker_epoch} is older than this broker's epoch "
                                f"{self.broker_epoch}")
         self.controller_epoch = controller_epoch
 
@@ -200,6 +203,21 @@ class ReplicaManager:
         missing = [tp for tp, _ in todo if self.log_manager.get_log(tp) is None]
         created_errors = await loop.run_in_executor(None, self._create_logs, missing) \
             if missing else {}
+        for tp, s in todo:
+            log = self.log_manager.get_log(tp)
+            p = self.partitions.get(tp)
+            if log is not None and log.failed is not None and \
+                    (p is None or s.leader_epoch != p.leader_epoch):
+                # KIP-461: a new leader epoch gives a failed partition another try; a log
+                # that failed a write must first be rebuilt from its files.
+                try:
+                    fresh = await self.log_manager.run(tp, self.log_manager.reload_log, tp)
+                    self.events.info("log_reloaded", partition=str(tp), error=log.failed,
+                                     leo=fresh.log_end_offset)
+                    if p is not None:
+                        p.log = fresh
+                except KafkaStorageError as e:
+                    created_errors[tp] = str(e)
 
         now = self.clock()
         to_follow: dict[TopicPartition, Partition] = {}
@@ -298,13 +316,15 @@ class ReplicaManager:
         for s in req.partition_states:
             tp = TopicPartition(s.topic, s.partition)
             p = self.partitions.get(tp)
-            if self.fetcher_manager is not None:
-                self.fetcher_manager.remove_partitions([tp])
-                self.fetcher_manager.on_stop_replica(tp)
+            # The epoch is checked first: a stale StopReplica must leave the fetcher and the
+            # KIP-461 failed-partition state alone (Kafka's stopReplicas order).
             if p is not None and s.HasField("leader_epoch") and s.leader_epoch >= 0 and \
                     s.leader_epoch < p.leader_epoch:
                 results.append((tp, ErrorCode.FENCED_LEADER_EPOCH))
                 continue
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove_partitions([tp])
+                self.fetcher_manager.on_stop_replica(tp)
             if s.delete_partition:
                 self.partitions.pop(tp, None)
                 if self.log_manager.get_log(tp) is not None:
@@ -397,18 +417,24 @@ class ReplicaManager:
 
     async def _await_replication(self, tp: TopicPartition, res: ProduceResult,
                                  end: tuple[int, int], deadline: float) -> ProduceResult:
-        """Kafka's DelayedProduce: done when the HW reaches the batch's end, failed when the
-        leadership moved or the ISR fell below min.insync.replicas."""
+        """Kafka's DelayedProduce: done when the HW reaches the batch's end, failed when this
+        broker no longer leads, when the batch is no longer in the log as written (a leader
+        epoch bump that truncated it), or when the ISR fell below min.insync.replicas. A bump
+        that left this broker leading with the batch intact is no failure: the batch is
+        committed once the HW passes it, whatever the epoch (issue 15)."""
         if res.error != ErrorCode.NONE:
             return res
         epoch, end_offset = end
         p = self.partitions.get(tp)
         while True:
-            if p is None or self.partitions.get(tp) is not p or not p.is_leader or \
-                    p.leader_epoch != epoch:
+            if p is None or self.partitions.get(tp) is not p or not p.is_leader:
                 return ProduceResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                      f"leadership of {tp} changed before the records were "
                                      f"replicated")
+            if p.leader_epoch != epoch and not _batch_intact(p, epoch, end_offset):
+                return ProduceResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                     f"the records of {tp} were truncated by a leader change "
+                                     f"before they were replicated")
             waiter = p.hw_moved.future()
             if p.high_watermark >= end_offset:
                 return res
@@ -498,8 +524,12 @@ class ReplicaManager:
             if div is not None:
                 return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
                                    diverging=(div.epoch, div.end_offset))
-            if replica_id in p.replicas and fp.fetch_offset <= log.log_end_offset:
-                f = p.followers.get(replica_id)
+            f = p.followers.get(replica_id)
+            # A fetch from an older incarnation of the follower (KIP-903) is served, but its
+            # offsets say nothing about the replica as it is now: they neither move the HW
+            # nor let it back into the ISR.
+            stale = f is not None and 0 <= broker_epoch < f.broker_epoch
+            if not stale and replica_id in p.replicas and fp.fetch_offset <= log.log_end_offset:
                 if self.pending_reads_in_sync and f is not None and \
                         isr_rules.pending_fetch_eligible(f, fp.fetch_offset):
                     # Seed 002: recorded before the read, so a slow read keeps it in sync.
@@ -646,6 +676,14 @@ class ReplicaManager:
                     self.events.error("retention_failed", log_dir=e.log_dir, error=str(e))
             for tp, bases in deleted.items():
                 self.events.info("segments_deleted", partition=str(tp), base_offsets=bases)
+
+
+def _batch_intact(p: Partition, epoch: int, end_offset: int) -> bool:
+    """Whether the log still holds, below ``end_offset``, what was written in ``epoch``: the
+    LEO is past it and the leader-epoch cache still places its last offset in that epoch."""
+    log = p.log
+    return log is not None and log.log_end_offset >= end_offset and \
+        log.epoch_cache.epoch_for_offset(end_offset - 1) == epoch
 
 
 def _assign_epochs(items):

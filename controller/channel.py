@@ -14,7 +14,9 @@ controller sends the new incarnation what it needs on its startup.
 
 Not retried: FAILED_PRECONDITION (the broker saw a newer controller epoch - code 11 - so this
 controller is deposed; or the request names an old broker epoch - code 77 - and the new
-registration will get fresh requests), INVALID_ARGUMENT and UNIMPLEMENTED.
+registration will get fresh requests), INVALID_ARGUMENT and UNIMPLEMENTED. The exception: code
+77 for a request carrying the broker's current registration epoch is retried (the broker has
+not recorded its new epoch yet).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from typing import Any
 
 import grpc
 
+from common.errors import ErrorCode
 from common.rpc import replog_pb2_grpc
+from common.rpc_status import error_code_of
 from common.zk_layout import BrokerRegistration
 from controller.request_batch import BrokerBatch
 
@@ -84,7 +88,7 @@ class _BrokerSender:
                 except asyncio.CancelledError:
                     raise
                 except grpc.aio.AioRpcError as e:
-                    if e.code() in _NOT_RETRIED:
+                    if e.code() in _NOT_RETRIED and not self._not_yet_registered(item, e):
                         m.notify(self.reg.broker_id, item, None, e)
                         _settle(item.done, False)
                         break
@@ -101,6 +105,16 @@ class _BrokerSender:
                 m.notify(self.reg.broker_id, item, resp, None)
                 _settle(item.done, True)
                 break
+
+    def _not_yet_registered(self, item: _Item, e: grpc.aio.AioRpcError) -> bool:
+        """STALE_BROKER_EPOCH for a request carrying the broker's *current* registration
+        epoch: the broker re-registered and has not recorded its new epoch yet (the
+        controller's watch fired before the broker's create returned). Retried with backoff
+        - this sender lives only as long as that registration - where dropping it left the
+        new incarnation without its LeaderAndIsr."""
+        return (e.code() == grpc.StatusCode.FAILED_PRECONDITION
+                and error_code_of(e) == ErrorCode.STALE_BROKER_EPOCH
+                and getattr(item.request, "broker_epoch", -1) == self.reg.epoch)
 
     async def close(self) -> None:
         self.task.cancel()

@@ -411,7 +411,7 @@ class Controller:
     # ================================================================== applying decisions
 
     async def _execute(self, d: D.Decision, started: float | None = None,
-                       retry_creates: bool = True
+                       retry_creates: bool = True, retries: int = 3
                        ) -> tuple[set[TopicPartition], list[Delivery]]:
         """Write ZooKeeper, apply to the context, send the requests (in that order)."""
         act = self.active
@@ -441,6 +441,15 @@ class Controller:
                                                     started, retry_creates=False)
             failed = (failed - set(orphans)) | more_failed
             futures += more
+        if failed and retries > 0:
+            # A refused election is decided again on the re-read state (bounded: a znode
+            # rewritten on every attempt is left to the next event).
+            again = D.reelect_after_refused_writes(ctx, sorted(failed))
+            if not again.empty:
+                more_failed, more = await self._execute(again, started, retry_creates=False,
+                                                        retries=retries - 1)
+                failed = (failed - set(again.writes)) | more_failed
+                futures += more
         return failed, futures
 
     def _record(self, ctx: ControllerContext, d: D.Decision, failed: set[TopicPartition],

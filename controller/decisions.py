@@ -315,6 +315,18 @@ def elect_offline_partitions(ctx: ControllerContext) -> Decision:
     return b.build()
 
 
+def reelect_after_refused_writes(ctx: ControllerContext,
+                                 tps: Iterable[TopicPartition]) -> Decision:
+    """Partitions whose state write was refused (someone else changed the znode; the
+    controller has re-read it) and whose leader is now not eligible: decide their election
+    again on the state ZooKeeper holds. Only adopting the re-read state left such a partition
+    led by a dead broker - offline until some unrelated event (issue 15)."""
+    b = _Builder(ctx)
+    _elect_offline(b, [tp for tp in tps if tp in ctx.leadership
+                       and ctx.leadership[tp].leader not in ctx.eligible_ids])
+    return b.build()
+
+
 # ============================================================================ failover
 
 def on_controller_failover(ctx: ControllerContext) -> Decision:

@@ -211,6 +211,22 @@ class LogManager:
             self._dir_of[tp] = d
         return log
 
+    def reload_log(self, tp: TopicPartition) -> Log:
+        """Re-open a failed log from its files, with recovery from its recovery point (run on
+        its dir's executor). A log that failed a write refuses writes until this rebuilds
+        its in-memory state from what is on disk (issue 15, finding 6)."""
+        old = self.logs[tp]
+        d = self._dir_of[tp]
+        old._close_fds()
+        old.closed = True
+        log = Log.open(d.path, tp, self.config, fileops=self.fileops, clock=self.clock,
+                       recovery_point=old.recovery_point, log_start_offset=old.log_start_offset,
+                       high_watermark=old.high_watermark, needs_recovery=True)
+        with self._lock:
+            if self.logs.get(tp) is old:
+                self.logs[tp] = log
+        return log
+
     def delete_log(self, tp: TopicPartition) -> None:
         with self._lock:
             log = self.logs.pop(tp, None)

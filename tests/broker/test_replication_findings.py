@@ -115,3 +115,57 @@ async def test_fetcher_does_not_move_hw_of_partition_that_became_leader_during_a
     assert lb.high_watermark >= 5
     assert lb.epoch_cache.entries == [(0, 0), (1, 10)]
     assert [r.key for r in decode_all(lb.read(0, 1 << 20))][-1] == b"y4"
+
+
+async def test_newer_broker_epoch_is_accepted_older_refused(nodes):
+    """Issue 15 ("broker epochs"): only an older broker epoch is stale. On the commit before,
+    a request carrying the broker's new registration epoch (which the controller saw before
+    the broker recorded it) was refused as STALE_BROKER_EPOCH."""
+    from broker.replica_manager import RequestError
+    a, _ = nodes
+    newer = leader_and_isr(a, 1, 0, [1], [1, 2], [])
+    newer.broker_epoch = a.rm.broker_epoch + 5
+    assert [e for _, e in await a.rm.leader_and_isr(newer)] == [0]
+    older = leader_and_isr(a, 1, 1, [1], [1, 2], [])
+    older.broker_epoch = a.rm.broker_epoch - 1
+    try:
+        await a.rm.leader_and_isr(older)
+        raise AssertionError("an older broker epoch was accepted")
+    except RequestError as e:
+        assert "older" in str(e)
+
+
+async def test_acks_all_survives_a_leader_epoch_bump_that_keeps_the_batch(nodes):
+    """Issue 15 ("produce"): the leader is re-elected in a new epoch while an acks=all batch
+    waits for its follower. It still leads and the batch is intact, so the produce succeeds
+    once replicated; on the commit before it failed with NOT_LEADER_OR_FOLLOWER."""
+    a, b = nodes
+    for n in nodes:
+        await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1, 2], [1, 2], nodes))
+    b.rm.fetcher_manager.remove_partitions([TP])  # the follower stops fetching for a while
+    produce = asyncio.ensure_future(a.stub.Produce(produce_req("p")))
+    await wait_until(lambda: a.lm.get_log(TP).log_end_offset == 5)
+    for n in nodes:  # same leader, new epoch; the follower fetches again
+        await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 1, [1, 2], [1, 2], nodes))
+    resp = await produce
+    pr = resp.responses[0].partition_responses[0]
+    assert (pr.error_code, pr.base_offset) == (0, 0)
+    assert b.lm.get_log(TP).log_end_offset == 5
+
+
+async def test_fetch_from_an_older_follower_incarnation_does_not_move_the_hw(nodes):
+    """Issue 15 ("follower fetch state"): a fetch carrying an older broker epoch than the
+    follower's known one is served but must not advance the HW (KIP-903)."""
+    a, _ = nodes
+    await a.rm.leader_and_isr(leader_and_isr(a, 1, 0, [1, 2], [1, 2], []))
+
+    async def fetch(offset, broker_epoch):
+        [r] = await a.rm.fetch(2, broker_epoch, 0, 1, 1 << 20, [FetchPartitionRequest(
+            TP, offset, 1 << 20, current_leader_epoch=0)])
+        return r
+    await fetch(0, 102)
+    await a.rm.produce(1, 5000, [(TP, batch(5))])
+    r = await fetch(5, 90)  # the old incarnation claims to have everything
+    assert r.error == 0 and a.lm.get_log(TP).high_watermark == 0
+    await fetch(5, 102)
+    assert a.lm.get_log(TP).high_watermark == 5

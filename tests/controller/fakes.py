@@ -67,7 +67,7 @@ class Received:
 class FakeBroker(replog_pb2_grpc.BrokerServicer):
     """Serves LeaderAndIsr / UpdateMetadata / StopReplica, recording them. Rejects a
     controller epoch older than the newest seen (FAILED_PRECONDITION + 11) and a broker epoch
-    that is not its registration's (FAILED_PRECONDITION + 77), as the broker contract says."""
+    older than its registration's (FAILED_PRECONDITION + 77), as the broker contract says."""
 
     broker_id: int
     rack: str | None = None
@@ -78,6 +78,9 @@ class FakeBroker(replog_pb2_grpc.BrokerServicer):
     rejected: list[Received] = field(default_factory=list)
     max_controller_epoch: int = -1
     stop_replica_error: int = 0
+    # Refuse this many requests with STALE_BROKER_EPOCH whatever their epoch: a broker that
+    # re-registered and has not recorded its new epoch yet.
+    lagging_epoch_refusals: int = 0
 
     async def start(self) -> FakeBroker:
         self.server = grpc.aio.server()
@@ -95,7 +98,9 @@ class FakeBroker(replog_pb2_grpc.BrokerServicer):
             self.rejected.append(Received(kind, request))
             context.set_trailing_metadata(((ERROR_CODE_KEY, "11"),))
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "stale controller epoch")
-        if request.broker_epoch != self.epoch:
+        lagging = self.lagging_epoch_refusals > 0
+        self.lagging_epoch_refusals = max(0, self.lagging_epoch_refusals - 1)
+        if request.broker_epoch < self.epoch or lagging:
             self.rejected.append(Received(kind, request))
             context.set_trailing_metadata(((ERROR_CODE_KEY, "77"),))
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "stale broker epoch")

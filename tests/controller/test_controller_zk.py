@@ -449,3 +449,21 @@ async def test_a_refused_write_is_reread_and_not_applied(controllers, fake_broke
     assert state(zk, "t", 1)["isr"] == [1] and s.partition_epoch == 0
     assert state(zk, "t", 0)["leader_epoch"] == 7  # untouched
     assert ctx.leadership[TopicPartition("t", 0)].leader_epoch == 7
+
+
+async def test_refused_election_write_is_reread_and_decided_again(
+        controllers, fake_brokers, broker_sessions, zk):
+    """Issue 15 ("controller retries"): another writer rewrote t-0's state, so the election
+    after its leader dies is refused. On the commit before, the controller only adopted the
+    re-read state and t-0 stayed led by the dead broker; now it elects again on that state."""
+    await fake_brokers(1, 2, 3)
+    srv = await active_controller(controllers)
+    await wait_for(lambda: len(srv.controller.context.live_brokers) == 3)
+    await create(srv, "t", assignments={0: [1, 2, 3]})
+    intruder = {**state(zk, "t", 0), "leader_epoch": 7}
+    zk.set(L.partition_state_path("t", 0), json.dumps(intruder).encode())
+    broker_sessions.kill(1)
+    await wait_for(lambda: state(zk, "t", 0)["leader"] == 2, what="t-0 to be re-elected")
+    assert state(zk, "t", 0)["leader_epoch"] == 8 and state(zk, "t", 0)["isr"] == [2, 3]
+    ctx = srv.controller.context
+    assert ctx.leadership[TopicPartition("t", 0)].leader == 2

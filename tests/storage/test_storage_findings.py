@@ -187,3 +187,21 @@ async def test_supervised_loop_is_logged_counted_and_restarted(tmp_path):
     logged = [json.loads(line) for line in (tmp_path / "ev.json").read_text().splitlines()]
     assert [(e["event"], e["task"]) for e in logged] == [("background_task_failed",
                                                           "hw-checkpoint")]
+
+
+def test_failed_log_takes_writes_again_once_reloaded_from_its_files(tmp_path):
+    from broker.storage.log_manager import LogManager
+    fo = FaultInjectingFileOps()
+    lm = LogManager([str(tmp_path / "d0")], 1, fileops=fo)
+    lm.startup()
+    log = lm.get_or_create_log(TP)
+    log.append_as_leader(batch(3, tag="a"), 0)
+    fo.partial_write(str(tmp_path), 25, errno.EIO)
+    with pytest.raises(LogAppendError):
+        log.append_as_leader(batch(3, tag="b"), 0)
+    assert log.failed is not None
+    fresh = lm.reload_log(TP)
+    assert lm.get_log(TP) is fresh and fresh.failed is None and log.closed
+    fresh.append_as_leader(batch(2, tag="c"), 0)
+    assert [r.key for r in decode_all(fresh.read(0, 1 << 20))] == \
+        [b"a0", b"a1", b"a2", b"c0", b"c1"]
