@@ -108,7 +108,13 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("log.roll.ms", _int(1), 7 * 24 * 3600 * 1000, "roll a segment at this age"),
     _k("log.roll.hours", _int(1), 168, "roll a segment at this age (log.roll.ms wins)"),
     _k("log.index.interval.bytes", _int(0), 4096, "bytes between offset index entries"),
-    _k("log.flush.interval.messages", _int(1), LONG_MAX, "fsync after this many messages"),
+    _k("log.flush.interval.messages", _int(1), LONG_MAX,
+       "fsync after this many messages: the append that crosses it fsyncs the segment files "
+       "and new directory entries and moves the recovery point; only flushed records survive "
+       "a power loss on this broker (otherwise durability comes from replication)"),
+    _k("file.delete.delay.ms", _int(0), 60000,
+       "a deleted segment is renamed to .deleted at once and removed this much later, so "
+       "reads already under way finish on its open file"),
     _k("log.flush.offset.checkpoint.interval.ms", _int(0), 60000, "recovery point checkpoints"),
     _k("log.retention.ms", _int(-1), None, "delete segments older than this (-1: never)"),
     _k("log.retention.hours", _int(-1), 168, "as log.retention.ms, in hours"),
@@ -188,7 +194,8 @@ class Config(Mapping[str, Any]):
                          retention_bytes=self["log.retention.bytes"],
                          flush_interval_messages=self["log.flush.interval.messages"],
                          index_interval_bytes=self["log.index.interval.bytes"],
-                         max_message_bytes=self["message.max.bytes"])
+                         max_message_bytes=self["message.max.bytes"],
+                         file_delete_delay_ms=self["file.delete.delay.ms"])
 
 
 def parse_properties_text(text: str, source: str) -> list[tuple[str, str, str]]:

@@ -57,9 +57,17 @@ class LogConfig:
     segment_ms: int = 7 * 24 * 3600 * 1000           # log.roll.ms
     retention_ms: int = 7 * 24 * 3600 * 1000         # log.retention.ms (-1: unlimited)
     retention_bytes: int = -1                        # log.retention.bytes (-1: unlimited)
-    flush_interval_messages: int = (1 << 63) - 1     # log.flush.interval.messages
+    # log.flush.interval.messages. What it promises: a record is on this broker's disk (it
+    # survives a power loss) once the append that brings the unflushed count to this value
+    # returns - that append fsyncs the segments written since the last flush, the directory
+    # entries of segments and partition dirs created since, and moves the recovery point.
+    # Records not yet flushed survive a process crash (the page cache keeps them) but not a
+    # power loss; recovery then keeps a prefix of whole batches. Kafka's default (never)
+    # leaves durability to replication: acks=all with min.insync.replicas.
+    flush_interval_messages: int = (1 << 63) - 1
     index_interval_bytes: int = 4096                 # log.index.interval.bytes
     max_message_bytes: int = 1048588                 # message.max.bytes
+    file_delete_delay_ms: int = 60000                # file.delete.delay.ms
 
 
 class LogAppendInfo(NamedTuple):
@@ -88,6 +96,14 @@ class Log:
         self.epoch_cache = LeaderEpochCache()
         self.recovered_bytes_truncated = 0
         self.load_problems: list[str] = []  # what loading found and repaired, for the events
+        # Directory entries created since the last flush (new segments; a new partition dir
+        # in the log dir): fsynced by the next flush, or the files could vanish at power loss.
+        self._dir_unsynced = False
+        self._log_dir_unsynced = False
+        # Segments removed from the log (retention, truncation), renamed to .deleted and
+        # waiting file.delete.delay.ms before their fds close and files go: a read already
+        # under way on the read pool finishes on the open file (Kafka's asyncDeleteSegment).
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.closed = False
         # Set by the first I/O error of a write: the files may no longer match what this
         # object believes (a partial write, a failed index or checkpoint update), so every
@@ -124,6 +140,8 @@ class Log:
     def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int,
               needs_recovery: bool) -> None:
         fo = self.fileops
+        if not fo.exists(self.dir):
+            self._log_dir_unsynced = True
         fo.mkdir(self.dir)
         checkpoint = LeaderEpochCheckpointFile(self.log_dir, self.dir, str(self.tp), fo)
         self.epoch_cache = LeaderEpochCache(checkpoint.read(), persist=checkpoint.write)
@@ -179,6 +197,7 @@ class Log:
         if not self.segments:
             start = max(log_start_offset, 0)
             self._add_segment(LogSegment.create(self.dir, start, fo, interval, now))
+            self._dir_unsynced = True
         leo = self.log_end_offset
         self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset), leo)
         # Recovered bytes read back from the page cache are valid but not necessarily on disk:
@@ -203,6 +222,8 @@ class Log:
         self._bases.append(seg.base_offset)
 
     def _close_fds(self) -> None:
+        for _, seg in self._pending_deletes:
+            seg.close_fd()
         for seg in self.segments:
             if seg.fd >= 0:
                 self.fileops.close(seg.fd)
@@ -367,6 +388,7 @@ class Log:
         new = LogSegment.create(self.dir, base_offset, self.fileops,
                                 self.config.index_interval_bytes, self.clock())
         self._add_segment(new)
+        self._dir_unsynced = True
         return new
 
     def roll(self) -> None:
@@ -457,7 +479,7 @@ class Log:
             return True
         try:
             while len(self.segments) > 1 and self.segments[-1].base_offset > offset:
-                self.segments.pop().delete_files()
+                self._delete_later(self.segments.pop())
                 self._bases.pop()
             self.active_segment.truncate_to(offset)
             leo = self.log_end_offset
@@ -475,11 +497,12 @@ class Log:
         self._check_writable()
         try:
             for seg in self.segments:
-                seg.delete_files()
+                self._delete_later(seg)
             self.segments.clear()
             self._bases.clear()
             self._add_segment(LogSegment.create(self.dir, offset, self.fileops,
                                                 self.config.index_interval_bytes, self.clock()))
+            self._dir_unsynced = True
             self.epoch_cache.clear()
         except OSError as e:
             raise self._fail(LogTruncationError(self.log_dir, str(self.tp), e)) from e
@@ -501,6 +524,12 @@ class Log:
                 seg.flush()
                 seg.persist_indexes(fsync=True)
         active.flush()
+        if self._dir_unsynced:
+            self.fileops.fsync_dir(self.dir)
+            self._dir_unsynced = False
+        if self._log_dir_unsynced:
+            self.fileops.fsync_dir(self.log_dir)
+            self._log_dir_unsynced = False
         self.recovery_point = leo
         self.unflushed_messages = 0
 
@@ -522,7 +551,7 @@ class Log:
             if not (by_time or by_size):
                 break
             try:
-                seg.delete_files()
+                self._delete_later(seg)
             except OSError as e:
                 raise LogDeletionError(self.log_dir, str(self.tp), e) from e
             self.segments.pop(0)
@@ -534,6 +563,27 @@ class Log:
             self.epoch_cache.truncate_from_start(self.log_start_offset)
         return deleted
 
+    def _delete_later(self, seg: LogSegment) -> None:
+        """Rename ``seg``'s files to .deleted (a crash before their removal deletes them on
+        load) and remove them after file.delete.delay.ms."""
+        seg.rename_to_deleted()
+        self._pending_deletes.append((self.clock() + self.config.file_delete_delay_ms, seg))
+
+    def delete_due_segments(self, force: bool = False) -> int:
+        """Close and remove the .deleted segments whose delay has passed (all with
+        ``force``). Run on the log dir's executor (the retention job calls it)."""
+        if not self._pending_deletes:
+            return 0
+        now = self.clock()
+        due = [e for e in self._pending_deletes if force or e[0] <= now]
+        self._pending_deletes = [e for e in self._pending_deletes if e not in due]
+        try:
+            for _, seg in due:
+                seg.delete_files()
+        except OSError as e:
+            raise LogDeletionError(self.log_dir, str(self.tp), e) from e
+        return len(due)
+
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
@@ -541,6 +591,7 @@ class Log:
         if self.closed:
             return
         try:
+            self.delete_due_segments(force=True)
             self._flush()
             for seg in self.segments:
                 seg.persist_indexes(fsync=True)

@@ -321,6 +321,7 @@ class LogManager:
             for tp, log in self._logs_in(ld):
                 if log.closed or not ld.online:
                     continue  # deleted or taken offline while this job ran
+                log.delete_due_segments()
                 gone = log.delete_old_segments()
                 if gone:
                     deleted[tp] = gone

@@ -447,6 +447,16 @@ class LogSegment:
                 self.fileops.close(self.fd)
                 self.fd = -1
 
+    def rename_to_deleted(self) -> None:
+        """Rename the three files to ``<name>.deleted``; the open fd keeps serving reads."""
+        for attr in ("log_path", "index_path", "time_index_path"):
+            path = getattr(self, attr)
+            try:
+                self.fileops.replace(path, path + ".deleted")
+            except FileNotFoundError:
+                continue
+            setattr(self, attr, path + ".deleted")
+
     def delete_files(self) -> None:
         if self.fd >= 0:
             self.fileops.close(self.fd)

@@ -147,7 +147,7 @@ def test_retention_survives_its_log_dir_going_offline_mid_run(tmp_path):
         for i in range(6):
             log.append_as_leader(batch(1, size=400, tag=f"{i}"), 0)
         log.high_watermark = log.log_end_offset
-    held = fo.hold(str(tmp_path / "d0" / "a-0"), ops={"unlink"})
+    held = fo.hold(str(tmp_path / "d0" / "a-0"), ops={"rename"})
     errors = []
 
     def retention():
@@ -205,3 +205,50 @@ def test_failed_log_takes_writes_again_once_reloaded_from_its_files(tmp_path):
     fresh.append_as_leader(batch(2, tag="c"), 0)
     assert [r.key for r in decode_all(fresh.read(0, 1 << 20))] == \
         [b"a0", b"a1", b"a2", b"c0", b"c1"]
+
+
+def test_retention_renames_to_deleted_and_removes_after_the_delay(tmp_path):
+    """Issue 15 ("retention"): a segment leaving the log is renamed at once and removed only
+    after file.delete.delay.ms, so a read already holding its fd finishes; on the commit
+    before, its fd was closed under such reads."""
+    from tests.storage.helpers import Clock
+    clock = Clock()
+    log = Log.open(str(tmp_path), TP, LogConfig(segment_bytes=1000, retention_bytes=1,
+                                                file_delete_delay_ms=60_000),
+                   needs_recovery=False, clock=clock)
+    for i in range(5):
+        log.append_as_leader(batch(1, size=400, tag=f"{i}"), 0)
+    log.high_watermark = log.log_end_offset
+    first = log.segments[0]
+    fd = first.fd
+    assert log.delete_old_segments()
+    assert first.log_path.endswith(".log.deleted") and os.path.exists(first.log_path)
+    assert first.read(0, 100)  # an in-flight read on the old fd still works
+    assert log.delete_due_segments() == 0
+    clock.now += 60_001
+    assert log.delete_due_segments() >= 1
+    assert first.fd == -1 and not os.path.exists(first.log_path)
+    assert fd >= 0
+    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".deleted")]
+
+
+def test_new_segments_directory_entries_are_fsynced_by_the_next_flush(tmp_path):
+    """Issue 15 ("power-loss durability"): a rolled segment's directory entry reaches the disk
+    with the flush, or a power loss could lose the whole file although its data was fsynced."""
+    synced = []
+
+    class RecordingFileOps(FaultInjectingFileOps):
+        def fsync_dir(self, path):
+            synced.append(os.path.abspath(path))
+            super().fsync_dir(path)
+    log = Log.open(str(tmp_path), TP, LogConfig(segment_bytes=1000), needs_recovery=False,
+                   fileops=RecordingFileOps())
+    for i in range(4):
+        log.append_as_leader(batch(1, size=400, tag=f"{i}"), 0)
+    assert len(log.segments) > 1
+    log.flush()
+    assert os.path.abspath(str(tmp_path / "t-0")) in synced  # the partition dir
+    assert os.path.abspath(str(tmp_path)) in synced  # the log dir (new partition dir)
+    synced.clear()
+    log.flush()
+    assert synced == []  # nothing new in either directory
