@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Self
 
 from admin.client.errors import KafkaError, KafkaTimeoutError, TransportError
 from admin.client.metadata import MetadataCache, TopicInfo
@@ -96,7 +97,7 @@ class Consumer:
         self._error: BaseException | None = None  # raised by the next poll
         self._closed = False
 
-    async def __aenter__(self) -> Consumer:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -396,7 +397,9 @@ class Consumer:
         for tp in tps:
             self._backoff_until[tp] = until
         if refresh:
-            self.metadata.request_update()
+            # now, not a retry.backoff after the last refresh: the new leader is usually
+            # known by the time this partition's backoff ends
+            self.metadata.request_update(immediate=True)
 
     def _handle_partition(self, tp: TopicPartition, fetch_offset: int,
                           p: pb.FetchPartitionResponse, resp: pb.FetchResponse) -> None:
@@ -424,9 +427,10 @@ class Consumer:
                 raise OffsetOutOfRangeError(tp, fetch_offset)
             self._positions[tp] = None  # reset by the policy on the next poll
             return
-        if p.HasField("current_leader") and p.current_leader.leader_id >= 0:
-            self.metadata.update_leader(tp.topic, tp.partition, p.current_leader.leader_id,
-                                        p.current_leader.leader_epoch, resp.node_endpoints)
+        if p.HasField("current_leader") and p.current_leader.leader_id >= 0 and \
+                self.metadata.update_leader(tp.topic, tp.partition, p.current_leader.leader_id,
+                                            p.current_leader.leader_epoch, resp.node_endpoints):
+            return  # KIP-951: the next poll fetches from the new leader, no backoff
         err = KafkaError(code, f"Fetch for {tp}", topic=tp.topic, partition=tp.partition)
         if err.retriable:
             self._retry_later([tp], refresh=err.invalidates_metadata)

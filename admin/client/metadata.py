@@ -10,6 +10,7 @@ epoch, so a client never moves back to a deposed leader because a lagging broker
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from dataclasses import dataclass, field, replace
@@ -216,12 +217,16 @@ class MetadataCache:
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, backoff_max_s)
 
-    def request_update(self) -> None:
-        """Refresh in the background, at most once per retry.backoff.ms."""
+    def request_update(self, immediate: bool = False) -> asyncio.Task | None:
+        """Refresh in the background, at most once per retry.backoff.ms (``immediate``: now,
+        for an error that says the leader moved; still one refresh in flight at a time).
+        Returns the refresh task (the one already running, if any)."""
         if self._refresh_task is not None and not self._refresh_task.done():
-            return
-        delay = max(0.0, self._last_attempt + self.retry_backoff_s - time.monotonic())
+            return self._refresh_task
+        delay = 0.0 if immediate else \
+            max(0.0, self._last_attempt + self.retry_backoff_s - time.monotonic())
         self._refresh_task = asyncio.ensure_future(self._background_refresh(delay))
+        return self._refresh_task
 
     async def _background_refresh(self, delay: float) -> ClusterMetadata | None:
         if delay:
@@ -236,10 +241,8 @@ class MetadataCache:
         task, self._refresh_task = self._refresh_task, None
         if task is not None and not task.done():
             task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down
                 await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
-                pass
 
     # ------------------------------------------------------------------ updates
 

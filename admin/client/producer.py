@@ -30,12 +30,12 @@ after a lost acknowledgement can duplicate a batch, as in Kafka with enable.idem
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Self
 
 from admin.client.errors import (
     KafkaError,
@@ -61,8 +61,11 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-@dataclass(frozen=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
+    """What an acknowledged send() resolves to. A NamedTuple, not a frozen dataclass: one is
+    built per record on the send path, and a frozen dataclass's __init__ (a setattr per field)
+    cost more than the record's share of encoding and CRC."""
+
     topic: str
     partition: int
     offset: int  # -1 with acks=0
@@ -118,6 +121,7 @@ class _Batch:
         "payload",
         "records",
         "retry_at",
+        "sent_epoch",
         "size",
         "tp",
     )
@@ -133,6 +137,7 @@ class _Batch:
         self.full = False
         self.payload: bytes | None = None
         self.retry_at = 0.0
+        self.sent_epoch = -1  # the partition's leader epoch when last sent
         self.done = loop.create_future()
 
 
@@ -171,6 +176,7 @@ class Producer:
             metadata_max_age_ms=metadata_max_age_ms)
 
         self._batches: dict[TopicPartition, deque[_Batch]] = {}
+        self._tps: dict[str, list[TopicPartition]] = {}  # one key object per partition
         self._incomplete: set[_Batch] = set()
         self._in_flight: dict[int, int] = {}  # broker id -> outstanding requests
         self._muted: set[TopicPartition] = set()  # max_in_flight == 1: one batch per partition
@@ -195,7 +201,7 @@ class Producer:
             self._sender = asyncio.create_task(self._run(), name="replog-producer-sender")
         return self
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
@@ -214,10 +220,8 @@ class Producer:
             except TimeoutError:
                 pass
             self._sender.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down
                 await self._sender
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
-                pass
             for t in list(self._requests):
                 t.cancel()
             if self._requests:
@@ -285,7 +289,10 @@ class Producer:
         if self._buffered + size > self.buffer_memory and self._buffered > 0:
             await self._wait_for_buffer(size)
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-        fut, new_batch, full = self._append(TopicPartition(topic, partition),
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) != n:
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(n)]
+        fut, new_batch, full = self._append(tps[partition],
                                             _PendingRecord(key, value, headers, ts), size)
         self.partitioner.on_append(topic, partition, size, n, t.available_partitions)
         if full or new_batch:
@@ -408,6 +415,10 @@ class Producer:
             b = dq[0]
             if b.attempts:
                 ready_at = b.retry_at
+                if ready_at > now and self._leader_moved(b):
+                    # KIP-951: a retry to a new leader skips the backoff; the backoff is for
+                    # asking the same broker again.
+                    ready_at = now
             elif b.full or len(dq) > 1 or force:
                 ready_at = now
             else:
@@ -429,6 +440,7 @@ class Producer:
                 continue  # a completing request wakes the sender
             if b.payload is None:
                 b.payload = build_producer_batch(b.records)
+            b.sent_epoch = self._leader_epoch(tp)
             size = len(b.payload)
             if bid in sizes and sizes[bid] + size > self.max_request_size:
                 wait = 0.0 if wait is None else min(wait, 0.0)
@@ -495,11 +507,24 @@ class Producer:
                 self._muted.discard(b.tp)
             self._wake()
 
+    def _leader_epoch(self, tp: TopicPartition) -> int:
+        p = self.metadata.partition(tp.topic, tp.partition)
+        return p.leader_epoch if p is not None else -1
+
+    def _leader_moved(self, b: _Batch) -> bool:
+        return self._leader_epoch(b.tp) > b.sent_epoch
+
     def _on_error(self, b: _Batch, err: KafkaError) -> None:
         b.attempts += 1
         b.last_error = err
-        if err.invalidates_metadata:
-            self.metadata.request_update()
+        if err.invalidates_metadata and not self._leader_moved(b):
+            # No KIP-951 hint applied: refresh now, not a retry.backoff after the last
+            # refresh, and wake the sender when the answer is in, so the batch goes to the
+            # new leader as soon as the metadata names one (see _drain), not after a fixed
+            # backoff (issue 7: controlled shutdown moves thousands of leaders at once).
+            task = self.metadata.request_update(immediate=True)
+            if task is not None:
+                task.add_done_callback(lambda _: self._wake())
         now = time.monotonic()
         can_retry = (err.retriable and not self._closed
                      and (self.retries is None or b.attempts <= self.retries)
@@ -513,15 +538,19 @@ class Producer:
         self._batches.setdefault(b.tp, deque()).appendleft(b)
 
     def _complete(self, b: _Batch, base_offset: int, log_append_time: int) -> None:
-        tp = b.tp
-        for i, fut in enumerate(b.futures):
+        topic, partition = b.tp
+        make = RecordMetadata
+        offset = base_offset if base_offset >= 0 else -1
+        step = 1 if base_offset >= 0 else 0
+        for fut, r in zip(b.futures, b.records):
             if not fut.done():
-                r = b.records[i]
-                fut.set_result(RecordMetadata(
-                    tp.topic, tp.partition, base_offset + i if base_offset >= 0 else -1,
+                key, value = r.key, r.value
+                fut.set_result(make(
+                    topic, partition, offset,
                     log_append_time if log_append_time >= 0 else r.timestamp,
-                    len(r.key) if r.key is not None else -1,
-                    len(r.value) if r.value is not None else -1))
+                    len(key) if key is not None else -1,
+                    len(value) if value is not None else -1))
+            offset += step
         self._release(b)
 
     def _fail(self, b: _Batch, err: BaseException) -> None:
