@@ -22,7 +22,7 @@ import asyncio
 
 import pytest
 
-from admin.client import AdminClient, Consumer, Producer, TopicPartition
+from admin.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from admin.client.transport import ChannelPool, call
 from common.rpc import replog_pb2 as pb
 
@@ -60,9 +60,12 @@ async def test_acks_all_produce_and_consume_do_not_wait_out_the_long_poll(cluste
     })
     bs = c.bootstrap_servers
     async with AdminClient(bs) as admin:
-        for t in TOPICS:
-            await admin.create_topic(t, PARTITIONS, 3, configs={"min.insync.replicas": "2"})
-        await admin.create_topic("idle", 1, 3)
+        # One CreateTopics: each broker gets one LeaderAndIsr, so its fetchers get all their
+        # partitions at once (a partition added later waits for the parked Fetch to return).
+        created = await admin.create_topics(
+            [NewTopic(t, PARTITIONS, 3, configs={"min.insync.replicas": "2"}) for t in TOPICS]
+            + [NewTopic("idle", 1, 3)])
+        assert not [e for e in created.values() if isinstance(e, Exception)], created
         tps = [TopicPartition(t, p) for t in TOPICS for p in range(PARTITIONS)]
         leaders = {}
         for t, info in (await admin.describe_topics(list(TOPICS))).items():
