@@ -3,6 +3,7 @@ per broker behind a real gRPC server, driven by hand-made LeaderAndIsr requests 
 controller)."""
 
 import asyncio
+import json
 
 import grpc
 
@@ -31,13 +32,16 @@ class Node:
         self.id = broker_id
         self.lm = LogManager([str(tmp_path / f"b{broker_id}")], broker_id, fileops=fileops)
         self.lm.startup()
-        events = configure_event_log(str(tmp_path / f"b{broker_id}.json"), "broker",
-                                     broker=broker_id)
+        self.events_path = tmp_path / f"b{broker_id}.json"
+        events = configure_event_log(str(self.events_path), "broker", broker=broker_id)
         self.rm = ReplicaManager(broker_id, cfg, self.lm, MetadataCache(),
                                  BrokerMetrics(broker_id), events)
         self.rm.broker_epoch = 100 + broker_id
         self.rm.fetcher_manager = ReplicaFetcherManager(broker_id, lambda: self.rm.broker_epoch,
                                                         cfg, self.lm, self.rm.metrics, events)
+
+    def events_logged(self) -> list[dict]:
+        return [json.loads(line) for line in self.events_path.read_text().splitlines()]
 
     async def start(self):
         self.server = grpc.aio.server(options=GRPC_OPTIONS)

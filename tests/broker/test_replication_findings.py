@@ -169,3 +169,22 @@ async def test_fetch_from_an_older_follower_incarnation_does_not_move_the_hw(nod
     assert r.error == 0 and a.lm.get_log(TP).high_watermark == 0
     await fetch(5, 102)
     assert a.lm.get_log(TP).high_watermark == 5
+
+
+async def test_fetcher_offset_reset_truncates_to_the_leaders_end(nodes):
+    """The fetcher's OFFSET_OUT_OF_RANGE path (Kafka's handleOutOfRangeError): a follower
+    ahead of the leader with no epoch to compare (its leader-epoch checkpoint was lost) asks
+    the leader for its log end, truncates there (whole batches: the stray 10-record batch goes
+    whole) and then copies the leader's log."""
+    a, b = nodes
+    la, lb = a.lm.get_or_create_log(TP), b.lm.get_or_create_log(TP)
+    la.append_as_leader(batch(5, tag="leader"), 0)
+    lb.append_as_leader(batch(10, tag="stray"), 0)
+    lb.epoch_cache.clear()
+    for n in nodes:
+        await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 1, [1, 2], [1, 2], nodes))
+    await a.stub.Produce(produce_req("more", n=3))
+    assert lb.log_end_offset == la.log_end_offset == 8
+    [reset] = [e for e in b.events_logged() if e["event"] == "fetch_offset_reset"]
+    assert reset["leo"] == 0
+    assert lb.read(0, 1 << 20) == la.read(0, 1 << 20)

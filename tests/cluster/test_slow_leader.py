@@ -92,6 +92,9 @@ async def test_flag_off_followers_drop_out_and_acks_all_stalls(cluster_factory, 
     s = await partition_state(bs, "t")
     assert s.leader == 1  # Kafka's behaviour: the slow leader keeps leading
     assert scrape(c.broker(1).metrics_url)["replog_leadership_relinquished_total"] == 0
+    # the disk recovers: nothing acknowledged (before or during the stall) was lost
+    faults.write_text("[]")
+    await assert_acked_read_back(bs, acked)
 
 
 async def test_flag_on_followers_stay_and_slow_leader_relinquishes(cluster_factory, tmp_path):
@@ -116,6 +119,11 @@ async def test_flag_on_followers_stay_and_slow_leader_relinquishes(cluster_facto
     # the followers were never pushed out of the ISR by the slow leader
     assert all({2, 3} <= set(isr) for isr in isr_seen), isr_seen
     # nothing acknowledged was lost: every acked record is read back (from the new leader)
+    await assert_acked_read_back(bs, acked)
+
+
+async def assert_acked_read_back(bs, acked: dict[int, bytes]) -> None:
+    """Every acknowledged record is read back by a consumer at its offset."""
     got = {}
     async with Consumer(bs, auto_offset_reset="earliest") as cons:
         await cons.assign([("t", 0)])
