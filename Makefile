@@ -9,9 +9,9 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 PROTO_SRC := $(wildcard proto/replog/v1/*.proto)
 STUBS := common/rpc/replog_pb2.py
 
-.PHONY: setup run test bench stubs zookeeper clean lint
+.PHONY: setup run test bench demo stubs zookeeper chromium clean lint
 
-setup: $(VENV)/.installed zookeeper $(STUBS)
+setup: $(VENV)/.installed zookeeper chromium $(STUBS)
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,14 @@ zookeeper:
 	fi
 	@command -v java >/dev/null || { echo "java is missing (ZooKeeper needs a JRE)" >&2; exit 1; }
 
+# The analytics integration test renders replog analyze's report in headless Chromium.
+chromium:
+	@if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "Chromium missing: run 'apt-get install chromium' as root" >&2; exit 1; fi; \
+	  echo "installing Debian's chromium"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+
 $(STUBS): $(PROTO_SRC) $(VENV)/.installed
 	$(PY) tools/gen_stubs.py
 
@@ -40,6 +48,9 @@ test: setup
 
 bench: setup
 	$(PY) -m bench
+
+demo: setup
+	$(VENV)/bin/replog demo --data-dir demo-data
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -10,6 +10,7 @@ it the same way; if the supervisor itself was killed, ``down`` stops the process
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import threading
 
@@ -37,6 +38,7 @@ def _up(args) -> int:
                            startup_timeout_s=args.startup_timeout)
     stop = threading.Event()
     up = False
+    exporter = None
 
     def on_signal(signum, _frame):
         if not up:
@@ -50,6 +52,8 @@ def _up(args) -> int:
               + (f", ZooKeeper at {args.zookeeper}" if args.zookeeper else ""), flush=True)
         cluster.start()
         up = True
+        if args.export:
+            exporter = _start_exporter(cluster, args.export, args.export_interval_ms)
         print(f"Bootstrap servers: {cluster.bootstrap_servers}")
         print(f"ZooKeeper: {cluster.zookeeper_connect}")
         print(f"Active controller: {cluster.active_controller_id()}")
@@ -72,10 +76,35 @@ def _up(args) -> int:
         print("Stopped.", flush=True)
         return 0
     finally:
+        if exporter is not None:  # after the cluster: the export ends with its shutdown
+            _stop_exporter(exporter)
         if cluster._lock_fd is not None:  # interrupted or failed: nothing may outlive us
             cluster.stop(graceful=False)
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _start_exporter(cluster: LocalCluster, out: str, interval_ms: int) -> subprocess.Popen:
+    """``replog metrics export`` as its own process for the cluster's lifetime: a stalled
+    scrape or a slow disk there never delays the supervisor (analytics/export.py)."""
+    log = (cluster.data_dir / "logs" / "exporter.log").open("ab")
+    proc = subprocess.Popen(
+        [cluster.python, "-m", "admin.cli", "metrics", "export", "--cluster",
+         str(cluster.data_dir), "--out", out, "--interval-ms", str(interval_ms)],
+        env=cluster.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    log.close()
+    print(f"Exporting metrics and events every {interval_ms} ms to {out}", flush=True)
+    return proc
+
+
+def _stop_exporter(proc: subprocess.Popen) -> None:
+    proc.terminate()  # SIGTERM: one last round, then the manifest is closed
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _down(args) -> int:
@@ -108,6 +137,10 @@ def add_parsers(sub) -> None:
                         "min.insync.replicas=2 (repeatable)")
     p.add_argument("--startup-timeout", type=float, default=60.0,
                    help="seconds to wait for the cluster to come up (default 60)")
+    p.add_argument("--export", metavar="DIR",
+                   help="run 'replog metrics export' into DIR while the cluster is up")
+    p.add_argument("--export-interval-ms", type=int, default=1000,
+                   help="sampling interval of --export (default 1000)")
     p.set_defaults(func=_up)
 
     p = actions.add_parser("down", help="stop a cluster started in the background")

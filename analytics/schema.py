@@ -93,7 +93,9 @@ EVENT_SCHEMA = StructType([
     StructField("controller_id", _L),
     StructField("cluster_id", _S),
     StructField("partition", _S),
-    StructField("partitions", ArrayType(_S)),
+    # Read as text: some events use "partitions" for a count (topic_created), others for a
+    # list (log_dir_offline); a type clash would drop the whole line. normalize_events parses.
+    StructField("partitions", _S),
     StructField("leader_epoch", _L),
     StructField("partition_epoch", _L),
     StructField("old_leader", _L),
@@ -121,4 +123,5 @@ EVENT_COLUMNS_DROPPED = ("timestamp", "process", "controller_id", "_corrupt_reco
 NORMALIZED_EVENT_SCHEMA = StructType(
     [StructField("ts", DoubleType()), StructField("role", _S), StructField("node", _L),
      StructField("source", _S)]
-    + [f for f in EVENT_SCHEMA.fields if f.name not in EVENT_COLUMNS_DROPPED])
+    + [StructField(f.name, ArrayType(_S)) if f.name == "partitions" else f
+       for f in EVENT_SCHEMA.fields if f.name not in EVENT_COLUMNS_DROPPED])

@@ -11,7 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-LOG4J2 = Path(__file__).resolve().parent / "log4j2.properties"
+# spark-class puts SPARK_CONF_DIR on the JVM's classpath, where log4j2 finds
+# log4j2.properties; -Dlog4j2.configurationFile in extraJavaOptions does not reach a driver
+# that pyspark launches.
+CONF_DIR = Path(__file__).resolve().parent / "spark_conf"
 
 
 def session(master: str = "local[*]", app: str = "replog-analyze", shuffle_partitions: int = 4,
@@ -20,20 +23,17 @@ def session(master: str = "local[*]", app: str = "replog-analyze", shuffle_parti
     # none of; still, point them at this interpreter so a stray one would match the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
     # Spark's own log4j start-up chatter would bury the one-line errors the CLI promises.
-    java_opts = f"-Dlog4j2.configurationFile=file:{LOG4J2}"
-    b = SparkSession.builder
-    for k, v in (extra or {}).items():
-        b = b.config(k, v)
-    return (b.master(master).appName(app)
+    os.environ.setdefault("SPARK_CONF_DIR", str(CONF_DIR))
+    from pyspark.sql import SparkSession
+    b = (SparkSession.builder.master(master).appName(app)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
             .config("spark.default.parallelism", str(shuffle_partitions))
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.sql.adaptive.enabled", "true")
-            .config("spark.driver.extraJavaOptions", java_opts)
-            .config("spark.executor.extraJavaOptions", java_opts)
-            .config("spark.driver.memory", "1g")
-            .getOrCreate())
+            .config("spark.driver.memory", "1g"))
+    for k, v in (extra or {}).items():
+        b = b.config(k, v)
+    return b.getOrCreate()

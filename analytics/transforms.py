@@ -72,10 +72,12 @@ def normalize_events(raw: DataFrame) -> DataFrame:
         .otherwise(F.col("controller_id"))
     from analytics.schema import NORMALIZED_EVENT_SCHEMA
     rest = [f.name for f in NORMALIZED_EVENT_SCHEMA.fields][4:]
+    cols = [F.from_json("partitions", "array<string>").alias("partitions")
+            if c == "partitions" else F.col(c) for c in rest]
     out = raw.select(ts.cast("double").alias("ts"), F.col("process").alias("role"),
                      node.cast("long").alias("node"),
                      F.concat_ws("-", F.col("process"), node.cast("string")).alias("source"),
-                     *rest)
+                     *cols)
     return out.where(F.col("event").isNotNull() & F.col("ts").isNotNull())
 
 
@@ -279,9 +281,10 @@ def isr_churn_by_broker(replica_changes: DataFrame) -> DataFrame:
 
 
 def flapping_partitions(changes: DataFrame, window_s: float = 60.0,
-                        min_changes: int = 4) -> DataFrame:
-    """Partitions whose ISR changed at least ``min_changes`` times within ``window_s`` (two
-    shrink/expand cycles a minute by default, what Kafka operators call ISR flapping):
+                        min_changes: int = 6) -> DataFrame:
+    """Partitions whose ISR changed at least ``min_changes`` times within ``window_s`` (three
+    shrink/expand cycles a minute by default, what Kafka operators call ISR flapping; two
+    could be two unrelated faults):
     [partition, changes, max_changes_in_window, first_flap_ts]."""
     # rangeBetween takes whole numbers: order by milliseconds.
     w = Window.partitionBy("partition").orderBy("ms").rangeBetween(-round(window_s * 1000), 0)

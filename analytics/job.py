@@ -1,0 +1,330 @@
+"""``replog analyze --input DIR --output DIR [--master URL]``: the thin main around the transforms.
+
+1. Check the input before any JVM starts, so that bad input costs one line and no Spark
+   start-up: a ``manifest.json`` of a replog export, some data, Parquet files that are Parquet
+   (magic bytes at both ends), and event lines of this export's cluster only.
+2. Read it into DataFrames (JSON Lines with explicit schemas; Parquet where present).
+3. ``compute``: every table of the report, from ``analytics.transforms`` (pure).
+4. Write each table as ``OUTPUT/tables/<name>.parquet`` (Spark) and ``<name>.csv`` (one file,
+   from the driver: the tables are small and a single file is what people open), then
+   ``OUTPUT/summary.json`` and ``OUTPUT/report.html`` (``analytics.report``).
+
+Runs on ``local[*]`` unless ``--master`` names a cluster (``spark://host:port``); on a cluster the
+executors read the input and write the Parquet tables by path, so both must be on storage they
+share with the driver (the same host, for a local standalone cluster).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+
+from analytics import transforms as T
+from analytics.schema import (
+    EVENT_SCHEMA,
+    EVENTS_DIR,
+    EXPORT_FORMAT,
+    MANIFEST,
+    SAMPLE_SCHEMA,
+    SAMPLES_DIR,
+    SCRAPE_SCHEMA,
+    SCRAPES_DIR,
+)
+from common.errors import ReplogError
+
+# The tables, in report order; each is written as CSV and Parquet.
+TABLES = ("failover_summary", "failovers", "availability", "recoveries", "isr_changes",
+          "isr_churn_by_partition", "isr_churn_by_broker", "flapping_partitions",
+          "unclean_elections", "log_dir_failures", "reassignments", "throughput_by_broker",
+          "throughput", "follower_lag", "under_replicated", "offline_partitions",
+          "process_transitions", "scrape_health")
+
+
+class AnalyzeError(ReplogError):
+    """Input that cannot be analysed, or a Spark failure, said in one line."""
+
+
+# ---------------------------------------------------------------------------- input checks
+
+def _data_files(d: Path) -> tuple[list[Path], list[Path]]:
+    if not d.is_dir():
+        return [], []
+    files = sorted(p for p in d.iterdir() if p.is_file() and p.stat().st_size > 0)
+    return ([p for p in files if p.suffix == ".jsonl"], [p for p in files if p.suffix == ".parquet"])
+
+
+def _check_parquet(p: Path, root: Path) -> None:
+    # A Parquet file starts and ends with "PAR1"; Spark's own error for a bad one is a page of
+    # Java stack. Checked here, before any JVM starts.
+    size = p.stat().st_size
+    with p.open("rb") as f:
+        head = f.read(4)
+        f.seek(max(0, size - 4))
+        tail = f.read(4)
+    if size < 12 or head != b"PAR1" or tail != b"PAR1":
+        raise AnalyzeError(f"{p.relative_to(root)} is not a Parquet file (corrupt or truncated)")
+
+
+def check_input(input_dir: str | os.PathLike[str]) -> dict:
+    """Validate an export dir; returns its manifest plus the data files found.
+
+    Raises AnalyzeError naming the first problem."""
+    root = Path(input_dir)
+    if not root.is_dir():
+        raise AnalyzeError(f"{root}: no such directory")
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AnalyzeError(f"{root} is not a replog export: no {MANIFEST} (write one with "
+                           f"'replog metrics export --cluster DATA_DIR --out {root}')") from None
+    except (ValueError, UnicodeDecodeError):
+        raise AnalyzeError(f"{root / MANIFEST} is not JSON") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != EXPORT_FORMAT:
+        raise AnalyzeError(f"{root / MANIFEST} is not the manifest of a replog export")
+    files = {}
+    for sub in (SAMPLES_DIR, SCRAPES_DIR, EVENTS_DIR):
+        jsonl, parquet = _data_files(root / sub)
+        for p in parquet:
+            _check_parquet(p, root)
+        files[sub] = (jsonl, parquet)
+    if not any(j or p for j, p in files.values()):
+        raise AnalyzeError(f"{root} holds no samples, scrapes or events (was the exporter "
+                           f"stopped before its first round?)")
+    cluster = manifest.get("cluster_id")
+    seen: dict[str, Path] = {}
+    for p in files[EVENTS_DIR][0]:
+        with p.open("rb") as f:
+            for raw in f:
+                # The stamp is near the end of a line; a cheap find avoids parsing every line.
+                i = raw.rfind(b'"cluster_id":')
+                if i < 0:
+                    continue
+                try:
+                    cid = json.loads(raw).get("cluster_id")
+                except ValueError:
+                    continue  # a torn line: dropped (and counted) by the reader
+                if cid and cid not in seen:
+                    seen[cid] = p
+    others = {c: p for c, p in seen.items() if c != cluster} if cluster else \
+        dict(list(seen.items())[1:])
+    if others:
+        c, p = next(iter(others.items()))
+        raise AnalyzeError(f"{p.relative_to(root)} holds events of cluster {c}, but this export "
+                           f"is of cluster {cluster or next(iter(seen))}: events from another "
+                           f"cluster cannot be analysed together")
+    return {"manifest": manifest, "files": files}
+
+
+# ---------------------------------------------------------------------------- read
+
+def _read(spark, schema, files: tuple[list[Path], list[Path]], corrupt_column: bool = False):
+    jsonl, parquet = files
+    frames = []
+    if jsonl:
+        r = spark.read.schema(schema).option("mode", "PERMISSIVE")
+        if corrupt_column:
+            r = r.option("columnNameOfCorruptRecord", "_corrupt_record")
+        frames.append(r.json([str(p) for p in jsonl]))
+    if parquet:
+        cols = [f.name for f in schema.fields if f.name != "_corrupt_record"]
+        df = spark.read.parquet(*[str(p) for p in parquet])
+        missing = [c for c in cols if c not in df.columns]
+        if missing:
+            raise AnalyzeError(f"{parquet[0].parent.name}/*.parquet lacks column(s) "
+                               f"{', '.join(missing)}")
+        from pyspark.sql import functions as F
+        df = df.select(*[F.col(f.name).cast(f.dataType) if f.name in df.columns
+                         else F.lit(None).cast(f.dataType).alias(f.name)
+                         for f in schema.fields])
+        frames.append(df)
+    if not frames:
+        return spark.createDataFrame([], schema)
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
+
+
+def read_export(spark, checked: dict) -> dict:
+    files = checked["files"]
+    raw_events = _read(spark, EVENT_SCHEMA, files[EVENTS_DIR], corrupt_column=True).cache()
+    malformed = raw_events.where("_corrupt_record IS NOT NULL").count()
+    events = T.normalize_events(raw_events).cache()
+    samples = _read(spark, SAMPLE_SCHEMA, files[SAMPLES_DIR]).where("ts IS NOT NULL").cache()
+    scrapes = _read(spark, SCRAPE_SCHEMA, files[SCRAPES_DIR]).where("ts IS NOT NULL").cache()
+    return {"events": events, "samples": samples, "scrapes": scrapes,
+            "malformed_event_lines": malformed}
+
+
+# ---------------------------------------------------------------------------- compute
+
+def compute(events, samples, scrapes, span: tuple[float, float]) -> dict:
+    """Every table of the report (lazy DataFrames) from the three inputs: pure."""
+    transitions = T.process_transitions(scrapes).cache()
+    losses = T.leader_losses(events, transitions)
+    failover = T.failovers(losses, events).cache()
+    changes = T.isr_changes(events).cache()
+    replica_changes = T.isr_replica_changes(changes).cache()
+    rates = T.counter_rates(samples).cache()
+    return {
+        "failover_summary": T.failover_summary(failover),
+        "failovers": failover,
+        "availability": T.availability(failover, T.partitions(events), *span),
+        "recoveries": T.replica_recoveries(replica_changes, events, transitions),
+        "isr_changes": changes.orderBy("ts", "partition"),
+        "isr_churn_by_partition": T.isr_churn_by_partition(changes),
+        "isr_churn_by_broker": T.isr_churn_by_broker(replica_changes),
+        "flapping_partitions": T.flapping_partitions(changes),
+        "unclean_elections": T.unclean_elections(events),
+        "log_dir_failures": T.log_dir_failures(events, replica_changes),
+        "reassignments": T.reassignments(events),
+        "throughput_by_broker": T.throughput_by_broker(rates),
+        "throughput": rates,
+        "follower_lag": T.follower_lag(samples),
+        "under_replicated": T.gauge_series(
+            samples, "kafka_server_replicamanager_underreplicatedpartitions"),
+        "offline_partitions": T.gauge_series(
+            samples, "kafka_controller_kafkacontroller_offlinepartitionscount"),
+        "process_transitions": transitions.orderBy("ts", "process"),
+        "scrape_health": T.scrape_health(scrapes),
+        "_skew": T.skew_bound(events),
+    }
+
+
+def _plain(v):
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, list):
+        return " ".join(str(x) for x in v)
+    return v
+
+
+def write_csv(path: Path, columns: list[str], rows: list) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        for r in rows:
+            w.writerow(["" if _plain(v) is None else _plain(v) for v in r])
+
+
+def summarize(manifest: dict, span, counts: dict, data: dict, skew: dict) -> list[tuple]:
+    """The report's summary table: (figure, value) rows, computed from collected tables."""
+    def col(name, c):
+        return [r[c] for r in data[name]["rows"]]
+    fo = [r for r in data["failovers"]["rows"]]
+    served = [r["failover_s"] for r in fo if r["failover_s"] is not None]
+    avail = col("availability", "availability_pct")
+    rec = [x for x in col("recoveries", "recovery_s") if x is not None]
+    ch = data["isr_changes"]["rows"]
+    trans = data["process_transitions"]["rows"]
+    out = [
+        ("cluster id", manifest.get("cluster_id") or "unknown"),
+        ("observed", f"{span[1] - span[0]:.1f} s" if span[0] is not None else "nothing"),
+        ("sampling interval", f"{manifest.get('interval_ms', '?')} ms"),
+        ("processes sampled", len(data["scrape_health"]["rows"])),
+        ("events / samples / scrapes",
+         f"{counts['events']} / {counts['samples']} / {counts['scrapes']}"),
+        ("malformed event lines (dropped)", counts["malformed_event_lines"]),
+        ("process outages seen by the exporter (kill, pause)",
+         sum(1 for r in trans if r["kind"] == "down")),
+        ("partitions", len(avail)),
+        ("leader losses (failovers)", len(fo)),
+        ("failover p50 / max", f"{_pct(served, 0.5):.3f} s / {max(served):.3f} s"
+         if served else "-"),
+        ("never served again", sum(1 for r in fo if r["failover_s"] is None)),
+        ("lowest partition availability", f"{min(avail):.3f} %" if avail else "-"),
+        ("replica recoveries (rejoined ISR)", len(rec)),
+        ("recovery p50 / max", f"{_pct(rec, 0.5):.3f} s / {max(rec):.3f} s" if rec else "-"),
+        ("ISR shrinks / expands",
+         f"{sum(r['kind'] == 'shrink' for r in ch)} / {sum(r['kind'] == 'expand' for r in ch)}"),
+        ("flapping partitions", len(data["flapping_partitions"]["rows"])),
+        ("unclean elections / recoveries", len(data["unclean_elections"]["rows"])),
+        ("log-dir failures (partitions)", len(data["log_dir_failures"]["rows"])),
+        ("reassignments", len(data["reassignments"]["rows"])),
+        ("clock skew bound (causality)",
+         f"{skew['skew_bound_s']:.3f} s over {skew['pairs']} elections"),
+    ]
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    """Linear-interpolation percentile (Spark's ``percentile``)."""
+    v = sorted(values)
+    k = (len(v) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def analyze(spark, input_dir: str, output_dir: str, render: bool = True) -> dict:
+    """Check, read, compute, write; returns {"summary": [...], "report": path, ...}."""
+    t0 = time.perf_counter()
+    checked = check_input(input_dir)
+    out = Path(output_dir)
+    tables_dir = out / "tables"
+    if tables_dir.exists():
+        shutil.rmtree(tables_dir)
+    tables_dir.mkdir(parents=True)
+    try:
+        frames = read_export(spark, checked)
+        span = T.observed_span(frames["events"], frames["scrapes"])
+        if span[0] is None:
+            raise AnalyzeError(f"{input_dir} holds no event or scrape with a time")
+        tables = compute(frames["events"], frames["samples"], frames["scrapes"], span)
+        data = {}
+        for name in TABLES:
+            t1 = time.perf_counter()
+            # Cached: the Parquet write and the collect share one computation.
+            df = tables[name].cache()
+            df.write.mode("overwrite").parquet(str(tables_dir / f"{name}.parquet"))
+            rows = df.collect()
+            df.unpersist()
+            if os.environ.get("REPLOG_ANALYZE_TIMING"):
+                print(f"{name}: {time.perf_counter() - t1:.2f} s", file=sys.stderr)
+            write_csv(tables_dir / f"{name}.csv", df.columns, rows)
+            data[name] = {"columns": df.columns, "rows": [r.asDict() for r in rows]}
+        skew = tables["_skew"].collect()[0].asDict()
+        counts = {"events": frames["events"].count(), "samples": frames["samples"].count(),
+                  "scrapes": frames["scrapes"].count(),
+                  "malformed_event_lines": frames["malformed_event_lines"]}
+    except (PySparkException, Py4JError) as e:  # pages of JVM stack: keep the first line
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise AnalyzeError(f"Spark could not analyse {input_dir}: {first[:300]}") from None
+    summary = summarize(checked["manifest"], span, counts, data, skew)
+    result = {"summary": summary, "span": span, "seconds": time.perf_counter() - t0,
+              "tables": {n: len(d["rows"]) for n, d in data.items()}}
+    (out / "summary.json").write_text(json.dumps(
+        {"summary": dict(summary), "tables": result["tables"], "span": span}, indent=2) + "\n")
+    if render:
+        from analytics.report import render_report
+        result["report"] = render_report(out, checked["manifest"], summary, data, span)
+    return result
+
+
+def main(input_dir: str, output_dir: str, master: str | None = None) -> int:
+    checked_first = check_input(input_dir)  # bad input: one line, no JVM
+    del checked_first
+    from analytics.spark import session
+    try:
+        spark = session(master or "local[*]")
+    except (PySparkException, Py4JError, OSError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise AnalyzeError(f"cannot start Spark{' on ' + master if master else ''}: "
+                           f"{first[:300]}") from None
+    try:
+        result = analyze(spark, input_dir, output_dir)
+    finally:
+        spark.stop()
+    for k, v in result["summary"]:
+        print(f"{k + ':':<52} {v}")
+    print(f"Tables: {Path(output_dir) / 'tables'}")
+    print(f"Report: {result['report']}")
+    return 0
