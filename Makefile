@@ -9,7 +9,7 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 PROTO_SRC := $(wildcard proto/replog/v1/*.proto)
 STUBS := common/rpc/replog_pb2.py
 
-.PHONY: setup run test bench demo stubs zookeeper chromium clean lint
+.PHONY: setup run test bench demo stubs zookeeper chromium clean lint soak
 
 setup: $(VENV)/.installed zookeeper chromium $(STUBS)
 
@@ -48,6 +48,11 @@ test: setup
 
 bench: setup
 	$(PY) -m bench
+
+# Long runs that do not belong in `make test`: the replication integration tests looped on
+# random seeds (SOAK_MINUTES, default 30); the first failure stops it and prints its seed.
+soak: setup
+	$(PY) tools/soak.py
 
 demo: setup
 	$(VENV)/bin/replog demo --data-dir demo-data
