@@ -28,7 +28,7 @@ DEFAULT_TESTS = [
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--minutes", type=float, default=float(os.environ.get("SOAK_MINUTES", 30)))
+    ap.add_argument("--minutes", type=float, default=float(os.environ.get("SOAK_MINUTES", "30")))
     ap.add_argument("--seed", type=int, default=None, help="the first round's seed")
     ap.add_argument("tests", nargs="*", default=DEFAULT_TESTS)
     args = ap.parse_args(argv)

@@ -67,7 +67,7 @@ async def test_seeded_faults_leave_no_divergence_and_no_stuck_follower(cluster_f
         await eventually(lambda: _all_isrs_full(bs), timeout=90,
                          what=f"every replica back in every ISR after step {step} (seed {seed})")
         before = len(acked)
-        await eventually(lambda: len(acked) >= before + 60, timeout=60,
+        await eventually(lambda before=before: len(acked) >= before + 60, timeout=60,
                          what=f"acks=all produce going on after step {step} (seed {seed})")
     stop.set()
     await writer
