@@ -188,3 +188,26 @@ async def test_fetcher_offset_reset_truncates_to_the_leaders_end(nodes):
     [reset] = [e for e in b.events_logged() if e["event"] == "fetch_offset_reset"]
     assert reset["leo"] == 0
     assert lb.read(0, 1 << 20) == la.read(0, 1 << 20)
+
+
+async def test_stale_stop_replica_leaves_fetcher_and_failed_state_alone(nodes):
+    """Issue 15 ("StopReplica"): a StopReplica older than the partition's leader epoch is
+    FENCED_LEADER_EPOCH and touches nothing. On the commit before, the fetcher dropped the
+    partition and its KIP-461 failed state was cleared before the epoch was checked."""
+    from common.errors import ErrorCode
+    from common.rpc import replog_pb2 as pb
+    _, b = nodes
+    for n in nodes:
+        await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 3, [1, 2], [1, 2], nodes))
+    fm = b.rm.fetcher_manager
+    assert any(TP in f.partitions for f in fm.fetchers.values())
+    fm.failed_partitions.fail(TP, 3)
+    stale = pb.StopReplicaRequest(controller_id=0, controller_epoch=1,
+                                  broker_epoch=b.rm.broker_epoch, partition_states=[
+                                      pb.StopReplicaPartitionState(topic=TP.topic,
+                                                                   partition=TP.partition,
+                                                                   leader_epoch=2)])
+    [(_, code)] = await b.rm.stop_replica(stale)
+    assert code == ErrorCode.FENCED_LEADER_EPOCH
+    assert TP in fm.failed_partitions
+    assert any(TP in f.partitions for f in fm.fetchers.values())
