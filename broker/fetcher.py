@@ -128,7 +128,9 @@ class ReplicaFetcher:
                 continue
             req = self._build_request(ready)
             try:
-                resp = await stub.Fetch(req, timeout=m.max_wait_ms / 1000 + 10)
+                resp = await self._fetch_unless_woken(stub, req, ready)
+                if resp is None:
+                    continue  # partitions joined (or left backoff): fetch again with them
             except grpc.aio.AioRpcError as e:
                 # Transport error: the whole fetcher waits, no partition is marked failed.
                 m.events.warning("fetch_failed", fetcher=self.name, leader=self.leader_id,
@@ -145,6 +147,36 @@ class ReplicaFetcher:
                         continue  # removed or re-assigned while the fetch was in flight
                     await self._process(tp, s, r)
         m._fetcher_idle(self)
+
+    async def _fetch_unless_woken(self, stub, req: pb.FetchRequest,
+                                  ready: dict[TopicPartition, FetchState]):
+        """One Fetch, given up (None) when this fetcher gains partitions or one of its delayed
+        partitions becomes ready: the leader parks a Fetch up to replica.fetch.wait.max.ms,
+        and partitions that joined meanwhile - a new leader's, after a controlled shutdown
+        moved leadership - would wait that long for their first fetch (issue 7)."""
+        self._wake.clear()
+        loop = asyncio.get_running_loop()
+        delayed = [s.delayed_until for tp, s in self.partitions.items() if tp not in ready]
+        timer = loop.call_at(loop.time() + max(0.0, min(delayed) - time.monotonic()),
+                             self._wake.set) if delayed else None
+        call = stub.Fetch(req, timeout=self.manager.max_wait_ms / 1000 + 10)
+        woken = asyncio.ensure_future(self._wake.wait())
+        fetched = asyncio.ensure_future(_await(call))
+        try:
+            await asyncio.wait({fetched, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            if timer is not None:
+                timer.cancel()
+        if fetched.done():
+            return fetched.result()
+        call.cancel()
+        fetched.cancel()
+        try:
+            await fetched
+        except (asyncio.CancelledError, grpc.aio.AioRpcError):
+            pass
+        return None
 
     def _build_request(self, ready: dict[TopicPartition, FetchState]) -> pb.FetchRequest:
         m = self.manager
@@ -390,3 +422,7 @@ def _name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return str(code)
+
+
+async def _await(call):
+    return await call

@@ -63,22 +63,22 @@ class Node:
 
 
 def leader_and_isr(target, leader, epoch, isr, replicas, nodes, controller_epoch=1,
-                   partition_epoch=None):
+                   partition_epoch=None, tp=TP):
     return pb.LeaderAndIsrRequest(
         controller_id=0, controller_epoch=controller_epoch, broker_epoch=target.rm.broker_epoch,
         partition_states=[pb.LeaderAndIsrPartitionState(
-            topic=TP.topic, partition=TP.partition, controller_epoch=controller_epoch,
+            topic=tp.topic, partition=tp.partition, controller_epoch=controller_epoch,
             leader=leader, leader_epoch=epoch, isr=isr,
             partition_epoch=epoch if partition_epoch is None else partition_epoch,
             replicas=replicas)],
         live_leaders=[n.endpoint() for n in nodes if n.id == leader])
 
 
-def produce_req(tag, n=5, acks=-1):
+def produce_req(tag, n=5, acks=-1, tp=TP, timeout_ms=5000):
     recs = [ProducerRecord(f"{tag}{i}".encode(), f"value-{tag}{i}".encode()) for i in range(n)]
-    return pb.ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[pb.ProduceTopicData(
-        topic=TP.topic, partition_data=[pb.ProducePartitionData(
-            partition=TP.partition, records=build_batch(recs))])])
+    return pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms, topic_data=[pb.ProduceTopicData(
+        topic=tp.topic, partition_data=[pb.ProducePartitionData(
+            partition=tp.partition, records=build_batch(recs))])])
 
 
 async def wait_until(cond, timeout=10.0):

@@ -104,3 +104,34 @@ async def test_follower_fetch_of_two_partitions_wakes_on_one(leader):
     assert [r.value for r in decode_all(r0.records)] == [b"v"]
     assert r1.records == b""
     marker.cancel()
+
+
+async def test_partition_joining_a_parked_follower_fetcher_is_fetched_at_once(tmp_path):
+    """A follower fetcher parked in a long poll (replica.fetch.wait.max.ms = 60 s) for t-0
+    gains t-1 (a LeaderAndIsr made this broker its follower). On the commit before, t-1 was
+    not fetched until the parked Fetch returned, so an acks=all produce to t-1 waited out the
+    long poll; now the fetcher reissues its Fetch with t-1 at once. Ordering, not durations:
+    the produce completes before a 3 s marker fetch on an idle partition does."""
+    from tests.broker.inprocess import Node, leader_and_isr, produce_req
+    slow = [("replica.fetch.wait.max.ms", "60000")]  # the most a Fetch may ask for
+    a, b = Node(1, tmp_path, overrides=slow), Node(2, tmp_path, overrides=slow)
+    for n in (a, b):
+        await n.start()
+    try:
+        for tp in (T0, IDLE):
+            for n in (a, b):
+                await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1, 2], [1, 2], [a, b], tp=tp))
+        await a.stub.Produce(produce_req("warm", tp=T0))  # b's fetcher is parked from now on
+        await a.stub.LeaderAndIsr(leader_and_isr(a, 1, 0, [1, 2], [1, 2], [a, b], tp=T1))
+        await b.stub.LeaderAndIsr(leader_and_isr(b, 1, 0, [1, 2], [1, 2], [a, b], tp=T1))
+        marker = _fetch(a.rm, -1, [IDLE], SHORT_MS)
+        produce = asyncio.ensure_future(a.stub.Produce(produce_req("x", tp=T1,
+                                                                   timeout_ms=60000)))
+        done = await _first_done(produce, marker)
+        assert produce in done and marker not in done, \
+            "t-1 waited for the follower's parked Fetch to return"
+        assert produce.result().responses[0].partition_responses[0].error_code == 0
+        marker.cancel()
+    finally:
+        for n in (a, b):
+            await n.stop()
