@@ -142,9 +142,15 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _table(columns: list[str], rows: list[dict]) -> str:
+def _table(columns: list[str], rows: list[dict], t0: float | None = None) -> str:
+    """An HTML table; times (``ts``, ``*_ts``) shown as seconds since ``t0``, like the plots
+    (the CSV keeps Unix seconds)."""
+    def cell(c, v):
+        if t0 is not None and (c == "ts" or c.endswith("_ts")) and isinstance(v, float):
+            return f"+{v - t0:.3f}"
+        return _fmt(v)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r[c]))}</td>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(c, r[c]))}</td>" for c in columns)
                    + "</tr>" for r in rows[:MAX_ROWS])
     more = (f"<p class=note>{len(rows) - MAX_ROWS} more rows in the CSV.</p>"
             if len(rows) > MAX_ROWS else "")
@@ -200,10 +206,12 @@ def render_report(out: Path, manifest: dict, summary: list[tuple], data: dict, s
     for title, name, note in SECTIONS:
         d = data[name]
         parts.append(f"<h2>{html.escape(title)}</h2>")
+        note = note + (" Times: seconds since the start of the data." if d["rows"] and any(
+            c == "ts" or c.endswith("_ts") for c in d["columns"]) else "")
         if note:
             parts.append(f"<p class=note>{html.escape(note)}</p>")
         if d["rows"]:
-            parts.append(_table(d["columns"], d["rows"]))
+            parts.append(_table(d["columns"], d["rows"], t0))
         else:
             parts.append("<p class=note>None in this run.</p>")
         parts.append(f"<p class=note>tables/{name}.csv, tables/{name}.parquet</p>")

@@ -189,6 +189,9 @@ def test_standalone_spark_cluster_gives_the_same_tables(failover_run):
     import pyspark
     env = {**_env(), "SPARK_HOME": str(Path(pyspark.__file__).parent),
            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(root / "spark-work")}
+    # The master and worker log at Spark's default INFO level: their readiness lines are read
+    # below (analytics/spark.py quiets only the job's driver).
+    env.pop("SPARK_CONF_DIR", None)
     port = free_port()
     master_url = f"spark://127.0.0.1:{port}"
     procs = []
