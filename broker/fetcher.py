@@ -138,6 +138,7 @@ class ReplicaFetcher:
                 self._close_channel()
                 await asyncio.sleep(backoff)
                 continue
+            items = []
             for t in resp.responses:
                 for r in t.partitions:
                     tp = TopicPartition(t.topic, r.partition)
@@ -145,7 +146,14 @@ class ReplicaFetcher:
                     if s is None or s is not ready.get(tp) or \
                             s.partition.leader_epoch != s.leader_epoch:
                         continue  # removed or re-assigned while the fetch was in flight
-                    await self._process(tp, s, r)
+                    items.append((tp, s, r))
+            # Every partition's append is queued before any is awaited: one executor hand-off
+            # per log dir per round trip, not one per partition in turn (issue 7).
+            appends = {tp: self._queue_append(tp, s, r) for tp, s, r in items
+                       if r.error_code == ErrorCode.NONE and r.records
+                       and not r.HasField("diverging_epoch")}
+            for tp, s, r in items:
+                await self._process(tp, s, r, appends.get(tp))
         m._fetcher_idle(self)
 
     async def _fetch_unless_woken(self, stub, req: pb.FetchRequest,
@@ -195,7 +203,19 @@ class ReplicaFetcher:
             max_wait_ms=m.max_wait_ms, min_bytes=m.min_bytes, max_bytes=m.response_max_bytes,
             topics=[pb.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
 
-    async def _process(self, tp: TopicPartition, s: FetchState, r) -> None:
+    def _queue_append(self, tp: TopicPartition, s: FetchState, r) -> asyncio.Future:
+        """Queue the follower append of ``r``'s records on the log dir's executor; errors
+        (the dir went offline) are delivered through the future, to ``_process``."""
+        log = s.partition.log
+        try:
+            return self.manager.log_manager.submit(tp, log.append_as_follower, r.records)
+        except Exception as e:  # noqa: BLE001 - handed to _process, which classifies it
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(e)
+            return fut
+
+    async def _process(self, tp: TopicPartition, s: FetchState, r,
+                       append: asyncio.Future | None = None) -> None:
         m = self.manager
         p = s.partition
         log = p.log
@@ -207,7 +227,8 @@ class ReplicaFetcher:
                                                            r.diverging_epoch.end_offset))
                     return
                 if r.records:
-                    info = await m.log_manager.append_as_follower(tp, r.records)
+                    info = await (append if append is not None
+                                  else m.log_manager.append_as_follower(tp, r.records))
                     m.metrics.replication_bytes_in.inc(info.valid_bytes)
                     p.data.notify()
                     if not self._still_following(tp, s, log):

@@ -544,6 +544,15 @@ class ReplicaManager:
             upper = log.log_end_offset
         else:
             upper = p.high_watermark
+        if upper <= fp.fetch_offset <= log.log_end_offset and \
+                fp.fetch_offset >= log.log_start_offset:
+            # Nothing to read yet - the common case for a caught-up follower or consumer, and
+            # for most partitions of a multi-partition Fetch: answer without a read-pool
+            # hand-off (one per idle partition per round trip otherwise; issue 7).
+            if pending is not None:
+                isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
+            return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, b"",
+                               leader_id=p.leader_id, leader_epoch=p.leader_epoch)
         started = time.monotonic()
         try:
             read = asyncio.get_running_loop().run_in_executor(

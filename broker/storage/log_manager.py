@@ -246,12 +246,18 @@ class LogManager:
         """Run ``fn(*args)`` on the executor of ``tp``'s log dir (appends, truncation,
         flush): storage I/O never runs on the event loop, and calls for one dir run in the
         order they were made."""
+        return await self.submit(tp, fn, *args)
+
+    def submit(self, tp: TopicPartition, fn: Callable, *args) -> asyncio.Future:
+        """``run`` without the coroutine: the call is queued when this returns, so a caller
+        queuing several (a fetcher's appends for every partition of one response) has them
+        drained in one executor hand-off."""
         d = self._dir_of.get(tp)
         if d is None:
             raise KeyError(f"no log for {tp}")
         if not d.online:
             raise LogDirOfflineError(d.path, str(tp), detail="the log dir is offline")
-        return await self.run_in_dir(d, fn, *args)
+        return self.run_in_dir(d, fn, *args)
 
     def run_in_dir(self, d: LogDir, fn: Callable, *args) -> asyncio.Future:
         loop = asyncio.get_running_loop()
