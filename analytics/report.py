@@ -68,8 +68,10 @@ def _markers(ax, data: dict, t0: float) -> None:
                         fontsize=7, color=color, rotation=90, va="top", ha="right")
     for r in data["log_dir_failures"]["rows"]:
         ax.axvline(r["ts"] - t0, color="tab:purple", lw=1.2, ls=":")
-    for r in data["failovers"]["rows"]:
-        ax.plot([r["loss_ts"] - t0], [0], marker="|", color="grey", ms=10,
+    # One artist for all leader losses: thousands of separate ones take minutes to draw.
+    losses = [r["loss_ts"] - t0 for r in data["failovers"]["rows"]]
+    if losses:
+        ax.plot(losses, [0] * len(losses), ls="none", marker="|", color="grey", ms=10,
                 transform=ax.get_xaxis_transform(), clip_on=False)
 
 
