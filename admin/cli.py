@@ -9,6 +9,7 @@ with exit status 1 — never a traceback.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 
 from common.errors import ReplogError
@@ -44,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # The client commands (produce, consume, e2e-latency and their perf modes) keep tens of
+    # megabytes of records in flight as small objects; with CPython's default gen-0
+    # threshold the collector re-scans them hundreds of times a second. Measured with
+    # `replog produce` perf mode, acks=all RF 3, 64 KiB batches: 33.7 -> 40.1 MB/s.
+    gc.freeze()  # what the imports allocated is never garbage
+    gc.set_threshold(50_000, 20, 100)
     try:
         return args.func(args) or 0
     except KeyboardInterrupt:

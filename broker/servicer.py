@@ -107,13 +107,19 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         max_bytes = max(1, min(request.max_bytes or (50 << 20), 64 << 20))
         results = await self.rm.fetch(replica_id, broker_epoch, request.max_wait_ms,
                                       max(request.min_bytes, 0), max_bytes, parts)
-        by_topic: dict[str, list] = {}
+        # Built in place with add(): constructing a FetchTopicResponse from a list of finished
+        # partition messages deep-copies each of them, records included - ~10% of a leader's
+        # event-loop time under acks=all load (issue 7).
+        resp = pb.FetchResponse()
+        topics: dict[str, pb.FetchTopicResponse] = {}
         for fp, r in zip(parts, results):
-            pr = pb.FetchPartitionResponse(partition=fp.tp.partition, error_code=int(r.error),
-                                           high_watermark=r.high_watermark,
-                                           last_stable_offset=r.high_watermark,
-                                           log_start_offset=r.log_start_offset,
-                                           records=bytes(r.records))
+            t = topics.get(fp.tp.topic)
+            if t is None:
+                t = topics[fp.tp.topic] = resp.responses.add(topic=fp.tp.topic)
+            pr = t.partitions.add(partition=fp.tp.partition, error_code=int(r.error),
+                                  high_watermark=r.high_watermark,
+                                  last_stable_offset=r.high_watermark,
+                                  log_start_offset=r.log_start_offset, records=r.records)
             if r.diverging is not None:
                 pr.diverging_epoch.CopyFrom(pb.EpochEndOffset(epoch=r.diverging[0],
                                                               end_offset=r.diverging[1]))
@@ -122,9 +128,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                 if info is not None:
                     pr.current_leader.CopyFrom(pb.LeaderAndEpoch(leader_id=info.leader,
                                                                  leader_epoch=info.leader_epoch))
-            by_topic.setdefault(fp.tp.topic, []).append(pr)
-        return pb.FetchResponse(responses=[pb.FetchTopicResponse(topic=t, partitions=ps)
-                                           for t, ps in by_topic.items()])
+        return resp
 
     async def ListOffsets(self, request, context):
         replica_id = request.replica_id if request.HasField("replica_id") else -1
