@@ -130,6 +130,9 @@ class ReplicaManager:
                 lambda: sum(p.log is None and not p.stopped for p in parts()))
         m.gauge("kafka_log_logmanager_offlinelogdirectorycount", "offline log dirs",
                 lambda: len(self.log_manager.offline_dirs))
+        m.labelled_gauge("kafka_log_logmanager_logdirectoryoffline",
+                         "1 when the log dir is offline, else 0", "logDirectory",
+                         lambda: {d.path: float(not d.online) for d in self.log_manager.dirs})
         m.gauge("replog_replicamanager_pendingfollowerfetches",
                 "follower fetches being read that keep their follower in sync (seed 002)",
                 lambda: sum(len(f.pending_fetches) for p in parts()

@@ -121,8 +121,11 @@ class BrokerServer:
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set("replog.v1.Broker", health_pb2.HealthCheckResponse.SERVING)
         if self.config["metrics.port"] is not None:
+            # On the gRPC listener's interface: loopback for a local cluster, every interface
+            # in a container (listeners=0.0.0.0:9092) so Prometheus can scrape it there.
             self.metrics_port = start_metrics_endpoint(self.metrics.registry,
-                                                       self.config["metrics.port"])
+                                                       self.config["metrics.port"],
+                                                       host=bind.rsplit(":", 1)[0] or "0.0.0.0")
 
         await self._register()
         await self._refresh_controller()
