@@ -32,6 +32,9 @@ def _up(args) -> int:
         raise ReplogError("--controllers must be at least 1")
     if args.log_dirs_per_broker < 1:
         raise ReplogError("--log-dirs-per-broker must be at least 1")
+    if args.prometheus:
+        from admin.prometheus import prometheus_binary
+        prometheus_binary()  # no binary: the install command, before anything is started
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, controllers=args.controllers,
                            log_dirs_per_broker=args.log_dirs_per_broker,
                            zookeeper=args.zookeeper, overrides=_overrides(args.override),
@@ -39,6 +42,7 @@ def _up(args) -> int:
     stop = threading.Event()
     up = False
     exporter = None
+    prometheus = None
 
     def on_signal(signum, _frame):
         if not up:
@@ -54,6 +58,8 @@ def _up(args) -> int:
         up = True
         if args.export:
             exporter = _start_exporter(cluster, args.export, args.export_interval_ms)
+        if args.prometheus:
+            prometheus = _start_prometheus(cluster, args.prometheus_port)
         print(f"Bootstrap servers: {cluster.bootstrap_servers}")
         print(f"ZooKeeper: {cluster.zookeeper_connect}")
         print(f"Active controller: {cluster.active_controller_id()}")
@@ -76,6 +82,8 @@ def _up(args) -> int:
         print("Stopped.", flush=True)
         return 0
     finally:
+        if prometheus is not None:
+            prometheus.stop()
         if exporter is not None:  # after the cluster: the export ends with its shutdown
             _stop_exporter(exporter)
         if cluster._lock_fd is not None:  # interrupted or failed: nothing may outlive us
@@ -96,6 +104,17 @@ def _start_exporter(cluster: LocalCluster, out: str, interval_ms: int) -> subpro
     log.close()
     print(f"Exporting metrics and events every {interval_ms} ms to {out}", flush=True)
     return proc
+
+
+def _start_prometheus(cluster: LocalCluster, port: int):
+    """Debian's Prometheus scraping every process in cluster.json, with the alert and recording
+    rules of docker/prometheus/rules (admin/prometheus.py)."""
+    from admin.prometheus import PrometheusServer
+    server = PrometheusServer(cluster.cluster_json_path, cluster.data_dir / "prometheus",
+                              port=port).start()
+    print(f"Prometheus: {server.url} (alerts: {server.url}/alerts; log "
+          f"{server.log_file})", flush=True)
+    return server
 
 
 def _stop_exporter(proc: subprocess.Popen) -> None:
@@ -141,6 +160,12 @@ def add_parsers(sub) -> None:
                    help="run 'replog metrics export' into DIR while the cluster is up")
     p.add_argument("--export-interval-ms", type=int, default=1000,
                    help="sampling interval of --export (default 1000)")
+    p.add_argument("--prometheus", action="store_true",
+                   help="start Prometheus (Debian's 'prometheus') scraping the cluster, with "
+                        "replog's alert rules; prints its URL")
+    p.add_argument("--prometheus-port", type=int, default=9090,
+                   help="Prometheus's port on 127.0.0.1 with --prometheus (default 9090; "
+                        "0: any free port)")
     p.set_defaults(func=_up)
 
     p = actions.add_parser("down", help="stop a cluster started in the background")
