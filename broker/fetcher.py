@@ -219,6 +219,11 @@ class ReplicaFetcher:
         m = self.manager
         p = s.partition
         log = p.log
+        if not self._still_following(tp, s, log):
+            # An earlier partition of this response was awaited meanwhile, and a LeaderAndIsr
+            # or StopReplica changed this one: its answer (a divergence to truncate to, a HW)
+            # is from a leader it no longer follows. A queued append has run; that is all.
+            return
         problem, detail, log_dir = Problem.NONE, "", None
         try:
             if r.error_code == ErrorCode.NONE:

@@ -707,9 +707,11 @@ def _assign_epochs(items):
         if log.closed:
             continue
         start = log.log_end_offset
+        # The in-memory cache takes the entry before its checkpoint is written, so the start
+        # is known even when that write fails (the failure is reported, not hidden).
+        started.append((p, epoch, start))
         try:
             log.epoch_cache.assign(epoch, start)
-            started.append((p, epoch, start))
         except (KafkaStorageError, OSError) as e:
             failed.append((log.tp, str(e)))
     return started, failed
