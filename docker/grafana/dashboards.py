@@ -1,0 +1,160 @@
+"""replog's Grafana dashboards as code: ``python docker/grafana/dashboards.py`` writes
+``docker/grafana/dashboards/*.json``; ``--check`` fails when the committed JSON differs.
+
+Plain Python data rather than a dashboards library: the panels are a title, a unit and PromQL,
+and Grafana's JSON model for a timeseries/stat panel is small enough to write out here with no
+dependency. Every query uses Kafka's metric names (docker/prometheus/metrics.txt) or the
+recording rules of docker/prometheus/rules/, and tests/observability/test_prometheus_live.py runs
+each one against a real Prometheus scraping a real cluster. Grafana itself is not installable on
+the build machine, so the JSON is provisioned in compose (docker/grafana/provisioning/) and
+checked there by query, not rendered.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "dashboards"
+DATASOURCE = {"type": "prometheus", "uid": "replog-prometheus"}
+
+# (dashboard uid, title, [(panel title, kind, unit, [(PromQL, legend)])])
+DASHBOARDS = [
+    ("replog-overview", "replog / Cluster overview", [
+        ("Brokers up", "stat", "none", [("replog:brokers_up:sum", "brokers")]),
+        ("Active controllers", "stat", "none",
+         [("sum(kafka_controller_kafkacontroller_activecontrollercount)", "active")]),
+        ("Offline partitions", "stat", "none",
+         [("sum(kafka_controller_kafkacontroller_offlinepartitionscount)", "offline")]),
+        ("Under-replicated partitions", "stat", "none",
+         [("replog:underreplicatedpartitions:sum", "under-replicated")]),
+        ("Under min ISR partitions", "stat", "none",
+         [("replog:underminisrpartitions:sum", "under min ISR")]),
+        ("Partitions and leaders", "timeseries", "none",
+         [("kafka_controller_kafkacontroller_globalpartitioncount > 0", "partitions"),
+          ("replog:leaders:sum", "leaders")]),
+        ("Bytes in per broker", "timeseries", "Bps",
+         [("instance:replog_bytesin:rate1m", "{{instance}}")]),
+        ("Produce requests per broker", "timeseries", "reqps",
+         [("instance:replog_producerequests:rate1m", "{{instance}}")]),
+    ]),
+    ("replog-replication", "replog / Replication and ISR", [
+        ("Under-replicated partitions by leader", "timeseries", "none",
+         [("kafka_server_replicamanager_underreplicatedpartitions", "{{instance}}")]),
+        ("Under min ISR by leader", "timeseries", "none",
+         [("kafka_server_replicamanager_underminisrpartitioncount", "{{instance}}")]),
+        ("ISR shrinks / expands", "timeseries", "ops",
+         [("rate(kafka_server_replicamanager_isrshrinks_total[1m])", "shrinks {{instance}}"),
+          ("rate(kafka_server_replicamanager_isrexpands_total[1m])", "expands {{instance}}")]),
+        ("Failed ISR updates (AlterPartition)", "timeseries", "ops",
+         [("rate(kafka_server_replicamanager_failedisrupdates_total[1m])", "{{instance}}")]),
+        ("Follower max lag (messages)", "timeseries", "none",
+         [("kafka_server_replicafetchermanager_maxlag", "{{instance}} {{clientId}}")]),
+        ("Fetcher failed partitions (KIP-461)", "timeseries", "none",
+         [("kafka_server_replicafetchermanager_failedpartitionscount",
+           "{{instance}} {{clientId}}")]),
+        ("Replication bytes in", "timeseries", "Bps",
+         [("instance:replog_replicationbytesin:rate1m", "{{instance}}")]),
+        ("Pending follower fetches (seed 002)", "timeseries", "none",
+         [("replog_replicamanager_pendingfollowerfetches", "{{instance}}")]),
+        ("Leaderships relinquished (slow leader)", "timeseries", "none",
+         [("increase(replog_leadership_relinquished_total[5m])", "{{instance}}")]),
+    ]),
+    ("replog-logdirs", "replog / Log dirs", [
+        ("Offline log dirs", "stat", "none", [("replog:offlinelogdirectories:sum", "offline")]),
+        ("Log dir offline (1 = offline)", "timeseries", "none",
+         [("kafka_log_logmanager_logdirectoryoffline", "{{instance}} {{logDirectory}}")]),
+        ("Offline replicas", "timeseries", "none",
+         [("kafka_server_replicamanager_offlinereplicacount", "{{instance}}")]),
+        ("Partitions per broker", "timeseries", "none",
+         [("kafka_server_replicamanager_partitioncount", "{{instance}}")]),
+    ]),
+    ("replog-controller", "replog / Controller and elections", [
+        ("Active controller", "timeseries", "none",
+         [("kafka_controller_kafkacontroller_activecontrollercount", "{{instance}}")]),
+        ("Controller epoch", "timeseries", "none",
+         [("max(replog_controller_epoch)", "epoch")]),
+        ("Leader elections", "timeseries", "ops",
+         [("replog:leaderelections:rate5m", "batches/s"),
+          ("sum by (reason) (rate(replog_controller_leader_elections_total[5m]))",
+           "{{reason}}")]),
+        ("Leader election latency p99", "timeseries", "ms",
+         [("replog:leaderelectionlatency_ms:p99_5m", "p99")]),
+        ("Preferred replica imbalance", "timeseries", "none",
+         [("sum(kafka_controller_kafkacontroller_preferredreplicaimbalancecount)", "imbalance")]),
+        ("Live brokers (controller's view)", "timeseries", "none",
+         [("max(replog_controller_live_brokers)", "live")]),
+        ("Controller event queue", "timeseries", "none",
+         [("replog_controller_event_queue_size", "{{instance}}")]),
+    ]),
+    ("replog-unclean", "replog / Unclean elections", [
+        ("Unclean leader elections (10m)", "stat", "none",
+         [("sum(increase(kafka_controller_controllerstats_uncleanleaderelections_total[10m]))",
+           "unclean")]),
+        ("Unclean leader elections", "timeseries", "none",
+         [("sum(kafka_controller_controllerstats_uncleanleaderelections_total)", "total")]),
+        # Offline partitions are what an unclean election would end (with data loss).
+        ("Offline partitions", "timeseries", "none",
+         [("sum(kafka_controller_kafkacontroller_offlinepartitionscount)", "offline")]),
+    ]),
+]
+
+
+def panel(pid: int, title: str, kind: str, unit: str, targets: list[tuple[str, str]]) -> dict:
+    width = 6 if kind == "stat" else 12
+    height = 4 if kind == "stat" else 8
+    return {
+        "id": pid, "type": kind, "title": title, "datasource": DATASOURCE,
+        "gridPos": {"h": height, "w": width, "x": 0, "y": 0},  # x/y laid out below
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [{"refId": chr(ord("A") + i), "datasource": DATASOURCE, "expr": expr,
+                     "legendFormat": legend} for i, (expr, legend) in enumerate(targets)],
+    }
+
+
+def dashboard(uid: str, title: str, panels: list[tuple]) -> dict:
+    out, x, y, row_h = [], 0, 0, 0
+    for i, spec in enumerate(panels, 1):
+        p = panel(i, *spec)
+        w, h = p["gridPos"]["w"], p["gridPos"]["h"]
+        if x + w > 24:
+            x, y, row_h = 0, y + row_h, 0
+        p["gridPos"].update(x=x, y=y)
+        x, row_h = x + w, max(row_h, h)
+        out.append(p)
+    return {"uid": uid, "title": title, "tags": ["replog", "kafka"], "timezone": "browser",
+            "schemaVersion": 38, "version": 1, "refresh": "10s",
+            "time": {"from": "now-30m", "to": "now"}, "panels": out}
+
+
+def render() -> dict[str, str]:
+    return {f"{uid}.json": json.dumps(dashboard(uid, title, panels), indent=2) + "\n"
+            for uid, title, panels in DASHBOARDS}
+
+
+def queries() -> list[tuple[str, str, str]]:
+    """(dashboard uid, panel title, PromQL) of every panel target."""
+    return [(uid, spec[0], expr) for uid, _title, panels in DASHBOARDS
+            for spec in panels for expr, _legend in spec[3]]
+
+
+def main(argv: list[str]) -> int:
+    files = render()
+    if "--check" in argv:
+        stale = [n for n, text in files.items()
+                 if not (OUT / n).exists() or (OUT / n).read_text() != text]
+        stale += [p.name for p in OUT.glob("*.json") if p.name not in files]
+        if stale:
+            print(f"stale dashboards (run python {Path(__file__).name}): {', '.join(stale)}",
+                  file=sys.stderr)
+            return 1
+        return 0
+    OUT.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (OUT / name).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
