@@ -211,3 +211,35 @@ async def test_stale_stop_replica_leaves_fetcher_and_failed_state_alone(nodes):
     assert code == ErrorCode.FENCED_LEADER_EPOCH
     assert TP in fm.failed_partitions
     assert any(TP in f.partitions for f in fm.fetchers.values())
+
+
+async def test_partition_that_became_leader_while_an_earlier_one_appended_is_not_truncated(nodes):
+    """Finding 8, second half: one Fetch response carries records for t-0 and a diverging
+    epoch for t-1. While t-0's append waits on the held executor, a LeaderAndIsr makes this
+    broker t-1's leader. The divergence answer is from a leader it no longer follows: t-1
+    must keep its log. (Without the check before each partition, the fetcher truncated the
+    new leader's log to the old leader's end of epoch 0.)"""
+    from common.names import TopicPartition
+    a, b = nodes
+    t1 = TopicPartition("t", 1)
+    a1, b1 = a.lm.get_or_create_log(t1), b.lm.get_or_create_log(t1)
+    a1.append_as_leader(batch(5, tag="both"), 0)
+    b1.append_as_follower(a1.read(0, 1 << 20))
+    b1.append_as_leader(batch(5, tag="b-only"), 1)  # epoch 1: a never had it
+    for tp in (TP, t1):
+        await a.stub.LeaderAndIsr(leader_and_isr(a, 1, 2, [1, 2], [1, 2], nodes, tp=tp))
+    await a.stub.Produce(produce_req("t0", acks=1))
+    b.lm.get_or_create_log(TP)  # HeldExecutor finds the log dir through t-0's log
+    held = HeldExecutor(b)
+    for tp in (TP, t1):
+        await b.stub.LeaderAndIsr(leader_and_isr(b, 1, 2, [1, 2], [1, 2], nodes, tp=tp))
+    await wait_until(lambda: held.queued() >= 1)  # t-0's append waits; t-1's divergence too
+    becoming_leader = asyncio.ensure_future(
+        b.rm.leader_and_isr(leader_and_isr(b, 2, 3, [2], [1, 2], nodes, tp=t1)))
+    await _yield_until(lambda: b.rm.partitions[t1].is_leader)
+    await held.release()
+    assert [e for _, e in await becoming_leader] == [0]
+    for _ in range(20):  # let the fetcher finish its turn
+        await asyncio.sleep(0)
+    assert b1.log_end_offset == 10
+    assert b1.epoch_cache.entries == [(0, 0), (1, 5), (3, 10)]
