@@ -1,0 +1,11 @@
+"""replog's chaos runner (SPEC C10): seeded fault schedules, nemeses, a workload that records
+a history, and a Jepsen-style checker over that history.
+
+- ``chaos.schedule``: the schedule, a pure function of (seed, duration, nemeses, topology);
+- ``chaos.nemesis``: one small class per fault, each with start/stop/heal, against the real
+  processes of a running cluster (found through ``cluster.json``);
+- ``chaos.workload`` and ``chaos.history``: producers (acks=all and acks=1) and consumers whose
+  every operation is written to a JSON Lines history;
+- ``chaos.checker``: pure checks of a history, each violation naming its property and evidence;
+- ``chaos.runner`` and ``chaos.cli``: ``replog chaos --seed N``.
+"""

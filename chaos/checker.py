@@ -1,0 +1,335 @@
+"""The Jepsen-style checker: pure functions from a history (chaos/history.py) to a verdict.
+
+Properties, each named in the verdict with its evidence (the operations that break it):
+
+- ``acked-write-lost``: every write acknowledged with acks=all is read back after the heal
+  exactly at its acknowledged offset, and no read ever saw another value there (acks=1 writes
+  may be lost when a leader dies before its followers fetched them: Kafka's contract);
+- ``duplicate``: no value is at two offsets (the workload's producer never retries, so a
+  duplicate can only come from the brokers);
+- ``offset-two-values``: no offset held two different values, across every read over time;
+- ``failed-write-present``: a write that failed for certain (``fail``, e.g. NOT_ENOUGH_REPLICAS
+  refused before the append) is nowhere in the log; ``info`` writes may be present or absent;
+- ``read-order``: each consumer reads each partition's offsets in order, without a gap;
+- ``writer-order``: a writer's record acknowledged before it sent a later record of the same
+  partition sits at a lower offset than that later record;
+- ``replica-divergence``: after the heal, every in-sync replica's log is byte-identical below
+  the HW (batches read from the segment files: leader epoch and CRC included);
+- ``kafka-python-disagrees``: kafka-python's independent parser reads every replica's batches
+  with valid CRCs and the same records as replog's parser;
+- ``isr-not-full``: after the heal every replica is back in its partition's ISR;
+- ``incomplete-history``: the history has no final read or no replica states.
+
+The verdict also reports availability: per partition the longest window without an
+acknowledged acks=all write, next to the detection timeouts (informational, never a violation).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+MAX_EVIDENCE = 5
+
+
+@dataclass
+class Violation:
+    property: str
+    message: str
+    evidence: list[dict] = field(default_factory=list)
+    count: int = 1
+
+    def describe(self) -> str:
+        more = f" ({self.count} in all)" if self.count > 1 else ""
+        lines = [f"{self.property}: {self.message}{more}"]
+        lines += [f"    {e}" for e in self.evidence[:MAX_EVIDENCE]]
+        return "\n".join(lines)
+
+
+@dataclass
+class Verdict:
+    violations: list[Violation]
+    stats: dict
+
+    @property
+    def valid(self) -> bool:
+        return not self.violations
+
+    def summary(self) -> str:
+        if self.valid:
+            return "VALID: " + _stats_line(self.stats)
+        names = sorted({v.property for v in self.violations})
+        return f"INVALID ({', '.join(names)}): " + _stats_line(self.stats)
+
+    def describe(self) -> str:
+        return "\n".join([self.summary(), *(v.describe() for v in self.violations)])
+
+    def to_json(self) -> dict:
+        return {"valid": self.valid, "stats": self.stats,
+                "violations": [{"property": v.property, "message": v.message,
+                                "count": v.count, "evidence": v.evidence[:MAX_EVIDENCE]}
+                               for v in self.violations]}
+
+
+def _stats_line(s: dict) -> str:
+    return (f"{s.get('acked_all', 0)} acks=all and {s.get('acked_one', 0)} acks=1 writes "
+            f"acknowledged, {s.get('unknown', 0)} unknown, {s.get('failed', 0)} failed; "
+            f"{s.get('records_read', 0)} records read; longest acks=all write gap "
+            f"{s.get('max_unavailable_s', 0):.1f}s")
+
+
+# ---------------------------------------------------------------------------- the history
+
+@dataclass(frozen=True)
+class Write:
+    process: str
+    invoke: dict
+    complete: dict | None  # None: the run ended before it completed (counts as unknown)
+
+    @property
+    def partition(self) -> int:
+        return self.invoke["value"]["partition"]
+
+    @property
+    def value(self) -> str:
+        return self.invoke["value"]["value"]
+
+    @property
+    def acks(self) -> str:
+        return self.invoke["value"]["acks"]
+
+    @property
+    def outcome(self) -> str:
+        return self.complete["type"] if self.complete is not None else "info"
+
+    @property
+    def offset(self) -> int | None:
+        return self.complete["value"].get("offset") if self.outcome == "ok" else None
+
+
+def writes(history: list[dict]) -> list[Write]:
+    """Pair each send's invoke with its completion (the same process's next op)."""
+    pending: dict[str, dict] = {}
+    out: list[Write] = []
+    for op in history:
+        if op["f"] != "send":
+            continue
+        if op["type"] == "invoke":
+            pending[op["process"]] = op
+        else:
+            inv = pending.pop(op["process"], None)
+            if inv is not None:
+                out.append(Write(op["process"], inv, op))
+    out += [Write(p, inv, None) for p, inv in pending.items()]
+    out.sort(key=lambda w: w.invoke["index"])
+    return out
+
+
+def _final(history: list[dict], f: str) -> dict | None:
+    found = [op for op in history if op["f"] == f and op["type"] == "ok"]
+    return found[-1] if found else None
+
+
+def final_log(history: list[dict]) -> dict[int, dict[int, str]] | None:
+    """partition -> offset -> value, as read back after the heal."""
+    op = _final(history, "final-read")
+    if op is None:
+        return None
+    out: dict[int, dict[int, str]] = defaultdict(dict)
+    for p, offset, value in op["value"]["records"]:
+        out[p][offset] = value
+    return out
+
+
+# ---------------------------------------------------------------------------- the checks
+
+def check(history: list[dict], session_timeout_s: float | None = None) -> Verdict:
+    ws = writes(history)
+    log = final_log(history)
+    violations: list[Violation] = []
+    if log is None:
+        violations.append(Violation("incomplete-history",
+                                    "no final-read: the run ended before reading back"))
+        log = {}
+    violations += check_acked_writes(ws, log, history)
+    violations += check_duplicates(log)
+    violations += check_offsets_single_valued(history)
+    violations += check_failed_writes_absent(ws, log)
+    violations += check_read_order(history)
+    violations += check_writer_order(ws, log)
+    replicas = _final(history, "replicas")
+    if replicas is None:
+        violations.append(Violation("incomplete-history", "no replica states after the heal"))
+    else:
+        violations += check_replicas(replicas["value"]["partitions"])
+    return Verdict([v for v in violations if v.count], stats(history, ws, session_timeout_s))
+
+
+def _grouped(prop: str, message: str, evidence: list[dict]) -> list[Violation]:
+    if not evidence:
+        return []
+    return [Violation(prop, message, evidence[:MAX_EVIDENCE], len(evidence))]
+
+
+def check_acked_writes(ws: list[Write], log: dict[int, dict[int, str]],
+                       history: list[dict]) -> list[Violation]:
+    seen = _observations(history)
+    lost = []
+    for w in ws:
+        if w.outcome != "ok" or w.acks != "all":
+            continue
+        p, o = w.partition, w.offset
+        at = log.get(p, {}).get(o)
+        others = sorted(v for v in seen.get((p, o), ()) if v != w.value)
+        if at != w.value or others:
+            lost.append({"op": w.complete["index"], "partition": p, "offset": o,
+                         "value": w.value, "final_read_there": at, "other_reads_there": others})
+    return _grouped("acked-write-lost", "acks=all writes not read back at their acknowledged "
+                    "offset", lost)
+
+
+def _observations(history: list[dict]) -> dict[tuple[int, int], set[str]]:
+    seen: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for op in history:
+        if op["type"] == "ok" and op["f"] in ("read", "final-read"):
+            for p, offset, value in op["value"]["records"]:
+                seen[(p, offset)].add(value)
+    return seen
+
+
+def check_duplicates(log: dict[int, dict[int, str]]) -> list[Violation]:
+    where: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for p, offsets in log.items():
+        for o, v in offsets.items():
+            where[v].append((p, o))
+    dups = [{"value": v, "at": sorted(at)} for v, at in where.items() if len(at) > 1]
+    return _grouped("duplicate", "values at more than one offset", dups)
+
+
+def check_offsets_single_valued(history: list[dict]) -> list[Violation]:
+    first: dict[tuple[int, int], tuple[str, int]] = {}
+    bad = []
+    for op in history:
+        if op["type"] != "ok" or op["f"] not in ("read", "final-read"):
+            continue
+        for p, offset, value in op["value"]["records"]:
+            prev = first.setdefault((p, offset), (value, op["index"]))
+            if prev[0] != value:
+                bad.append({"partition": p, "offset": offset, "value": prev[0],
+                            "read_in_op": prev[1], "then": value, "read_in_op_then": op["index"]})
+    return _grouped("offset-two-values", "offsets read with two different values", bad)
+
+
+def check_failed_writes_absent(ws: list[Write], log: dict[int, dict[int, str]]
+                               ) -> list[Violation]:
+    present = {v: (p, o) for p, offsets in log.items() for o, v in offsets.items()}
+    bad = [{"op": w.complete["index"], "value": w.value, "error": w.complete["value"].get("error"),
+            "found_at": present[w.value]}
+           for w in ws if w.outcome == "fail" and w.value in present]
+    return _grouped("failed-write-present", "writes that failed for certain are in the log", bad)
+
+
+def check_read_order(history: list[dict]) -> list[Violation]:
+    last: dict[tuple[str, int], tuple[int, int]] = {}  # (process, partition) -> (offset, op)
+    bad = []
+    for op in history:
+        if op["type"] != "ok" or op["f"] != "read":
+            continue
+        for p, offset, _value in op["value"]["records"]:
+            prev = last.get((op["process"], p))
+            if prev is not None and offset != prev[0] + 1:
+                bad.append({"process": op["process"], "partition": p, "after": prev[0],
+                            "in_op": prev[1], "read": offset, "in_op_then": op["index"],
+                            "what": "gap" if offset > prev[0] + 1 else "went back"})
+            last[(op["process"], p)] = (offset, op["index"])
+    return _grouped("read-order", "consumers read offsets out of order or with gaps", bad)
+
+
+def check_writer_order(ws: list[Write], log: dict[int, dict[int, str]]) -> list[Violation]:
+    at = {v: o for offsets in log.values() for o, v in offsets.items()}
+    acked_max: dict[tuple[str, int], tuple[int, Write]] = {}
+    bad = []
+    for w in ws:  # in invoke order: a writer sends one record at a time
+        o = at.get(w.value)
+        if o is None:
+            continue
+        key = (w.process, w.partition)
+        prev = acked_max.get(key)
+        if prev is not None and o < prev[0]:
+            bad.append({"process": w.process, "partition": w.partition,
+                        "acked_first": prev[1].value, "at": prev[0],
+                        "sent_later": w.value, "found_at": o})
+        if w.outcome == "ok" and (prev is None or o > prev[0]):
+            acked_max[key] = (o, w)
+    return _grouped("writer-order", "a writer's later record sits before one acknowledged "
+                    "earlier", bad)
+
+
+def check_replicas(partitions: list[dict]) -> list[Violation]:
+    """``partitions``: [{"partition", "hw", "replicas", "isr",
+    "logs": {broker: [[base, last, sha256], ...]},
+    "kafka_python": {broker: {"crc_ok": bool, "agrees": bool}}}]."""
+    diverged, isr_bad, parser_bad = [], [], []
+    for part in partitions:
+        p, hw = part["partition"], part["hw"]
+        if sorted(part["isr"]) != sorted(part["replicas"]):
+            isr_bad.append({"partition": p, "replicas": part["replicas"], "isr": part["isr"]})
+        logs = {int(b): [tuple(x) for x in batches if x[1] < hw]
+                for b, batches in part["logs"].items() if int(b) in part["isr"]}
+        if logs:
+            ref_broker = min(logs)
+            ref = logs[ref_broker]
+            for b, batches in sorted(logs.items()):
+                if batches != ref:
+                    diverged.append({"partition": p, "hw": hw, "brokers": [ref_broker, b],
+                                     **_first_difference(ref, batches)})
+        for b, kp in sorted(part.get("kafka_python", {}).items()):
+            if not kp.get("crc_ok", True) or not kp.get("agrees", True):
+                parser_bad.append({"partition": p, "broker": int(b), **kp})
+    return (_grouped("replica-divergence", "in-sync replicas differ below the HW", diverged)
+            + _grouped("isr-not-full", "replicas not back in the ISR after the heal", isr_bad)
+            + _grouped("kafka-python-disagrees", "kafka-python reads a replica differently",
+                       parser_bad))
+
+
+def _first_difference(a: list[tuple], b: list[tuple]) -> dict:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return {"batch": i, "one": list(x), "other": list(y)}
+    return {"batch": min(len(a), len(b)), "batches": [len(a), len(b)]}
+
+
+# ---------------------------------------------------------------------------- availability
+
+def stats(history: list[dict], ws: list[Write], session_timeout_s: float | None) -> dict:
+    out = {"acked_all": 0, "acked_one": 0, "unknown": 0, "failed": 0, "records_read": 0}
+    for w in ws:
+        if w.outcome == "ok":
+            out["acked_all" if w.acks == "all" else "acked_one"] += 1
+        elif w.outcome == "fail":
+            out["failed"] += 1
+        else:
+            out["unknown"] += 1
+    out["records_read"] = sum(len(op["value"]["records"]) for op in history
+                              if op["type"] == "ok" and op["f"] == "read")
+    gaps = unavailability(history, ws)
+    out["unavailable_s_per_partition"] = gaps
+    out["max_unavailable_s"] = max(gaps.values(), default=0.0)
+    if session_timeout_s is not None:
+        out["session_timeout_s"] = session_timeout_s
+    return out
+
+
+def unavailability(history: list[dict], ws: list[Write]) -> dict[int, float]:
+    """Per partition, the longest window without an acknowledged acks=all write, between the
+    first and the last acknowledgement of the run (the workload writes every partition)."""
+    acks: dict[int, list[float]] = defaultdict(list)
+    for w in ws:
+        if w.outcome == "ok" and w.acks == "all":
+            acks[w.partition].append(w.complete["time"])
+    out = {}
+    for p, times in sorted(acks.items()):
+        times.sort()
+        out[p] = round(max((b - a for a, b in itertools.pairwise(times)), default=0.0), 3)
+    return out

@@ -1,0 +1,420 @@
+"""Nemeses: one small class per fault, each with ``start``, ``stop`` and ``heal``.
+
+A nemesis acts on the real processes of a running cluster. Facts (pids, ports, log dirs,
+fault-injection files) are read from the cluster's ``cluster.json`` each time, because a
+restart changes the pid; starting a process again goes through the :class:`LocalCluster` that
+runs it, so its ``cluster.json`` stays right. ``start`` breaks something and returns what it
+did (the resolved target: ``controller`` becomes ``controller-100``); ``stop`` ends that one
+fault; ``heal`` undoes whatever is still broken and is safe to call at any time, any number of
+times (the runner calls every nemesis's heal before checking).
+
+``unavailable()`` says why a nemesis cannot run here (no root, no nft, no loop devices), and
+the runner then records its faults as skipped, keeping their slots in the schedule.
+
+Not here yet, and why: reassignment and JBOD moves mid-fault (the controller answers
+AlterPartitionReassignments and the broker AlterReplicaLogDirs with UNIMPLEMENTED until C5/C6
+land); clock offsets (no broker reads an injectable clock from its config).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno as errno_mod
+import json
+import os
+import signal
+from pathlib import Path
+
+from admin.local_cluster import LocalCluster, ProcessHandle
+from chaos import disk, netfilter
+from chaos.schedule import Fault, parse_log_dir
+
+SLOW_READ_DELAY_MS = 1500  # seed 002's slow leader: reads slower than replica.lag.time.max.ms
+
+
+class ClusterProcesses:
+    """The processes of a cluster: facts from ``cluster.json``, lifecycle through the
+    :class:`LocalCluster` that started them."""
+
+    def __init__(self, cluster: LocalCluster):
+        self.cluster = cluster
+
+    def info(self) -> dict:
+        return json.loads(self.cluster.cluster_json_path.read_text(encoding="utf-8"))
+
+    def resolve(self, target: str) -> str:
+        """``controller`` -> the active controller's name; other names as they are."""
+        if target != "controller":
+            return target
+        cid = self.cluster.active_controller_id()
+        if cid is None:
+            cid = min(self.cluster.controllers)
+        return f"controller-{cid}"
+
+    def handle(self, name: str) -> ProcessHandle:
+        role, _, nid = name.partition("-")
+        group = self.cluster.brokers if role == "broker" else self.cluster.controllers
+        return group[int(nid)]
+
+    def pid(self, name: str) -> int | None:
+        info = self.info()
+        if name == "zookeeper":
+            return info.get("zookeeper_pid")
+        role, _, nid = name.partition("-")
+        for p in info.get(f"{role}s", []):
+            if p["id"] == int(nid):
+                return p.get("pid")
+        return None
+
+    def ports(self, name: str) -> list[int]:
+        info = self.info()
+        if name == "zookeeper":
+            hostport = info["zookeeper"].split("/", 1)[0].split(",")[0]
+            return [int(hostport.rsplit(":", 1)[1])]
+        role, _, nid = name.partition("-")
+        for p in info.get(f"{role}s", []):
+            if p["id"] == int(nid):
+                return [int(p["address"].rsplit(":", 1)[1])]
+        raise KeyError(name)
+
+    def log_dir(self, broker_id: int, index: int) -> str:
+        for p in self.info()["brokers"]:
+            if p["id"] == broker_id:
+                return p["log_dirs"][index]
+        raise KeyError(broker_id)
+
+    def fault_file(self, broker_id: int) -> Path | None:
+        path = self.cluster.broker(broker_id).properties().get("fault.injection.file")
+        return Path(str(path)) if path else None
+
+    # ZooKeeper has no ProcessHandle: LocalCluster runs it as a ZooKeeperServer.
+    def kill_zookeeper(self) -> None:
+        zk = self.cluster.zookeeper_server
+        if zk is None or zk.pid is None:
+            raise RuntimeError("the cluster does not run its own ZooKeeper")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(zk.pid, signal.SIGKILL)  # the JVM runs in its own process group
+        zk._proc.wait()
+
+    def start_zookeeper(self) -> None:
+        zk = self.cluster.zookeeper_server
+        # Same port as before, or every connect string in the cluster goes stale: the
+        # server would otherwise pick a new one if the old were briefly taken (hook wanted:
+        # ZooKeeperServer.restart() keeping its port).
+        zk._port_pinned = True
+        zk.start()
+        self.cluster._write_cluster_json()
+
+
+class Nemesis:
+    name = ""
+
+    def __init__(self, procs: ClusterProcesses, shared: dict):
+        self.procs = procs
+        self.shared = shared  # what nemeses share: the Netfilter, the loop mounts, bootstrap
+
+    def unavailable(self) -> str | None:
+        return None
+
+    async def start(self, fault: Fault) -> dict:
+        raise NotImplementedError
+
+    async def stop(self, fault: Fault) -> dict:
+        return {}
+
+    async def heal(self) -> None:
+        return None
+
+
+class KillNemesis(Nemesis):
+    """kill -9, then start again: a broker (crash recovery of its logs), the active
+    controller (failover through ZooKeeper), or ZooKeeper itself."""
+
+    name = "kill"
+
+    def __init__(self, procs, shared):
+        super().__init__(procs, shared)
+        self.down: set[str] = set()
+
+    async def start(self, fault):
+        name = self.procs.resolve(fault.target[0])
+        if name == "zookeeper":
+            await asyncio.to_thread(self.procs.kill_zookeeper)
+        else:
+            await self.procs.handle(name).akill(signal.SIGKILL)
+        self.down.add(name)
+        return {"killed": name}
+
+    async def stop(self, fault):
+        return {"started": await self._restart_all()}
+
+    async def heal(self):
+        await self._restart_all()
+
+    async def _restart_all(self) -> list[str]:
+        started = []
+        for name in sorted(self.down):
+            if name == "zookeeper":
+                await asyncio.to_thread(self.procs.start_zookeeper)
+            else:
+                h = self.procs.handle(name)
+                if not h.is_running():
+                    await h.astart()
+            started.append(name)
+            self.down.discard(name)
+        return started
+
+
+class BounceNemesis(KillNemesis):
+    """A clean bounce: SIGTERM (a broker moves its leaderships away first, a controller
+    resigns), then start again after a while."""
+
+    name = "bounce"
+
+    async def start(self, fault):
+        name = self.procs.resolve(fault.target[0])
+        await self.procs.handle(name).astop()
+        self.down.add(name)
+        return {"stopped": name}
+
+
+class PauseNemesis(Nemesis):
+    """SIGSTOP past the session timeout: the process keeps its sockets but its ZooKeeper
+    session expires and its followers fall out of the ISR; SIGCONT wakes a zombie leader."""
+
+    name = "pause"
+
+    def __init__(self, procs, shared):
+        super().__init__(procs, shared)
+        self.paused: set[str] = set()
+
+    async def start(self, fault):
+        name = self.procs.resolve(fault.target[0])
+        self.procs.handle(name).pause()
+        self.paused.add(name)
+        return {"paused": name}
+
+    async def stop(self, fault):
+        return {"resumed": self._resume_all()}
+
+    async def heal(self):
+        self._resume_all()
+
+    def _resume_all(self) -> list[str]:
+        done = sorted(self.paused)
+        for name in done:
+            self.procs.handle(name).resume()
+        self.paused.clear()
+        return done
+
+
+class PartitionNemesis(Nemesis):
+    """Cut the network between two processes (chaos/netfilter.py)."""
+
+    name = "partition"
+
+    def unavailable(self):
+        return netfilter.unavailable()
+
+    @property
+    def net(self) -> netfilter.Netfilter:
+        return self.shared["netfilter"]
+
+    async def start(self, fault):
+        a, b = (self.procs.resolve(t) for t in fault.target)
+        for src, dst in ((a, b), (b, a)):
+            pid = self.procs.pid(src)
+            if pid is not None:
+                self.net.block(src, pid, self.procs.ports(dst))
+        return {"between": [a, b]}
+
+    async def stop(self, fault):
+        self.net.heal()
+        return {"healed": True}
+
+    async def heal(self):
+        self.net.heal()
+
+
+class ExpireNemesis(PartitionNemesis):
+    """A real ZooKeeper session expiry of a broker or controller in another process: its
+    link to ZooKeeper is cut past the session timeout, so the *server* expires the session
+    (ephemeral znodes deleted, the controller told); on heal the client reconnects, learns
+    of the expiry and builds a new session. common.zookeeper.expire_session would do it
+    without root, but needs the session's password, which only the process itself has."""
+
+    name = "expire"
+
+    async def start(self, fault):
+        name = self.procs.resolve(fault.target[0])
+        pid = self.procs.pid(name)
+        if pid is None:
+            return {"skipped": f"{name} not running"}
+        self.net.block(name, pid, self.procs.ports("zookeeper"))
+        return {"cut_from_zookeeper": name}
+
+
+class _FaultFileNemesis(Nemesis):
+    """Rules in a broker's ``fault.injection.file`` (broker/fault_injection.py)."""
+
+    def __init__(self, procs, shared):
+        super().__init__(procs, shared)
+        self.active: set[int] = set()
+
+    def unavailable(self):
+        if any(self.procs.fault_file(b) is None for b in self.procs.cluster.brokers):
+            return "the brokers were started without fault.injection.file"
+        return None
+
+    def _write(self, broker_id: int, rules: list[dict]) -> None:
+        path = self.procs.fault_file(broker_id)
+        assert path is not None
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rules))
+        os.replace(tmp, path)  # the broker never reads half a file
+
+
+class EioNemesis(_FaultFileNemesis):
+    """EIO on every write and fsync under one log dir: the broker takes the dir offline.
+    An offline log dir stays offline until the broker restarts (Kafka's rule too), so the
+    fault ends with the rule cleared and a clean bounce of that broker."""
+
+    name = "eio"
+
+    async def start(self, fault):
+        b, d = parse_log_dir(fault.target[0])
+        path = self.procs.log_dir(b, d)
+        self._write(b, [{"path": path, "errno": errno_mod.errorcode[errno_mod.EIO],
+                         "ops": ["write", "fsync"]}])
+        self.active.add(b)
+        return {"log_dir": path}
+
+    async def stop(self, fault):
+        return {"restarted": await self._clear_and_restart()}
+
+    async def heal(self):
+        await self._clear_and_restart()
+
+    async def _clear_and_restart(self) -> list[int]:
+        done = sorted(self.active)
+        for b in done:
+            self._write(b, [])
+            await self.procs.cluster.broker(b).arestart()
+        self.active.clear()
+        return done
+
+
+class SlowDiskNemesis(_FaultFileNemesis):
+    """Every read of one broker's log dirs takes SLOW_READ_DELAY_MS: seed 002's slow leader
+    (KIP-501: its followers must not be thrown out of the ISR for the leader's slowness)."""
+
+    name = "slow"
+
+    async def start(self, fault):
+        b = int(fault.target[0].removeprefix("broker-"))
+        dirs = [self.procs.log_dir(b, i) for i in range(len(self.procs.cluster.broker(b).log_dirs))]
+        self._write(b, [{"path": d, "delay_ms": SLOW_READ_DELAY_MS, "ops": ["pread"]}
+                        for d in dirs])
+        self.active.add(b)
+        return {"slow_reads": dirs, "delay_ms": SLOW_READ_DELAY_MS}
+
+    async def stop(self, fault):
+        return {"cleared": self._clear()}
+
+    async def heal(self):
+        self._clear()
+
+    def _clear(self) -> list[int]:
+        done = sorted(self.active)
+        for b in done:
+            self._write(b, [])
+        self.active.clear()
+        return done
+
+
+class _LoopDiskNemesis(Nemesis):
+    """A fault on a loop-mounted log dir (chaos/disk.py), mounted by the runner before the
+    broker started; the fault ends with the broker stopped, the dir repaired and the broker
+    started again (an offline log dir comes back only with a restart)."""
+
+    def __init__(self, procs, shared):
+        super().__init__(procs, shared)
+        self.broken: set[tuple[int, int]] = set()
+
+    def unavailable(self):
+        return disk.unavailable()
+
+    def mount(self, fault: Fault) -> disk.LoopMountedLogDir:
+        return self.shared["mounts"][parse_log_dir(fault.target[0])]
+
+    async def stop(self, fault):
+        return {"repaired": await self._repair_all()}
+
+    async def heal(self):
+        await self._repair_all()
+
+    async def _repair_all(self) -> list[str]:
+        done = []
+        for b, d in sorted(self.broken):
+            h = self.procs.cluster.broker(b)
+            await h.astop()
+            m = self.shared["mounts"][(b, d)]
+            await asyncio.to_thread(self._repair, m)
+            await h.astart()
+            done.append(f"broker-{b}:logdir-{d}")
+        self.broken.clear()
+        return done
+
+    def _repair(self, m: disk.LoopMountedLogDir) -> None:
+        m.unfill()
+        m.repair()
+
+
+class Ext4ErrorNemesis(_LoopDiskNemesis):
+    """A real ext4 error: the kernel remounts the log dir read-only, writes fail (EROFS)."""
+
+    name = "ext4"
+
+    async def start(self, fault):
+        m = self.mount(fault)
+        await asyncio.to_thread(m.trigger_error)
+        self.broken.add(parse_log_dir(fault.target[0]))
+        return {"log_dir": str(m.log_dir), "device": m.device()}
+
+
+class DiskFullNemesis(_LoopDiskNemesis):
+    """The log dir's file system fills up: appends fail with ENOSPC."""
+
+    name = "enospc"
+
+    async def start(self, fault):
+        m = self.mount(fault)
+        await asyncio.to_thread(m.fill)
+        self.broken.add(parse_log_dir(fault.target[0]))
+        return {"log_dir": str(m.log_dir), "filled": True}
+
+
+class PreferredElectionNemesis(Nemesis):
+    """An admin operation mid-fault: a preferred leader election of every partition through
+    the AdminClient (Kafka's kafka-leader-election.sh). Errors (ELECTION_NOT_NEEDED,
+    PREFERRED_LEADER_NOT_AVAILABLE while a broker is down) are recorded, not raised."""
+
+    name = "elect"
+
+    async def start(self, fault):
+        from admin.client.admin_client import AdminClient
+        async with AdminClient(self.shared["bootstrap"], request_timeout_ms=5000,
+                               default_api_timeout_ms=15000) as admin:
+            results = await admin.elect_leaders("preferred", None, timeout_ms=10000)
+        errors: dict[str, int] = {}
+        for err in results.values():
+            key = "NONE" if err is None else type(err).__name__ + f"({err.error_code})"
+            errors[key] = errors.get(key, 0) + 1
+        return {"partitions": len(results), "results": errors}
+
+
+NEMESIS_CLASSES: dict[str, type[Nemesis]] = {
+    c.name: c for c in (KillNemesis, BounceNemesis, PauseNemesis, PartitionNemesis,
+                        ExpireNemesis, EioNemesis, SlowDiskNemesis, Ext4ErrorNemesis,
+                        DiskFullNemesis, PreferredElectionNemesis)}

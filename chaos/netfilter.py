@@ -1,0 +1,118 @@
+"""Network partitions between chosen processes of one machine: nftables on loopback ports.
+
+Every replog process listens on 127.0.0.1, so addresses cannot tell processes apart; ports
+and sockets can. A process to be cut off is moved into its own cgroup v2 group
+(``<cgroup2 mount>/replog-chaos-<pid>/<name>``), and a rule in this runner's own table
+(``inet replog_chaos_<pid>``) drops packets that a socket of that group sends out on ``lo`` to
+the other side's listening ports. Dropping one direction of every connection between two
+processes stalls TCP both ways, which is what a partition looks like to gRPC and ZooKeeper:
+calls time out, sessions are not renewed. Nothing else is touched: rules only match ``lo``,
+only the cluster's own ports, and the table and groups are removed on heal.
+
+Needs root, the ``nft`` binary and a cgroup v2 hierarchy under /sys/fs/cgroup (nft resolves
+group paths there); ``unavailable()`` says which is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+NFT_BASE = Path("/sys/fs/cgroup")
+
+
+def cgroup2_mount() -> Path | None:
+    try:
+        with open("/proc/mounts", encoding="utf-8") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 2 and parts[2] == "cgroup2":
+                    return Path(parts[1])
+    except OSError:
+        return None
+    return None
+
+
+def unavailable() -> str | None:
+    """Why partitions cannot be made here, or None when they can."""
+    if os.geteuid() != 0:
+        return "needs root (nftables rules and cgroups)"
+    if shutil.which("nft") is None:
+        return "needs the nft binary (Debian's nftables package)"
+    mount = cgroup2_mount()
+    if mount is None or not (mount == NFT_BASE or NFT_BASE in mount.parents):
+        return "needs a cgroup v2 hierarchy under /sys/fs/cgroup"
+    return None
+
+
+class Netfilter:
+    """This runner's nftables table and cgroups; ``block(src, pid, ports)`` drops what the
+    process ``pid`` sends to ``ports``; ``heal()`` removes every rule and group."""
+
+    def __init__(self, tag: str | None = None):
+        self.tag = tag or str(os.getpid())
+        self.table = f"replog_chaos_{self.tag}"
+        mount = cgroup2_mount()
+        self.root = (mount / f"replog-chaos-{self.tag}") if mount is not None else None
+        self._moved: dict[int, Path] = {}  # pid -> the cgroup it came from
+        self._table_made = False
+
+    def _nft(self, *args: str) -> None:
+        subprocess.run(["nft", *args], check=True, capture_output=True, text=True)
+
+    def _ensure_table(self) -> None:
+        if not self._table_made:
+            self._nft("add", "table", "inet", self.table)
+            self._nft("add", "chain", "inet", self.table, "out",
+                      "{ type filter hook output priority 0; policy accept; }")
+            self._table_made = True
+
+    def _group_of(self, name: str, pid: int) -> tuple[str, int]:
+        """Move ``pid`` (all its threads) into its own group; return nft's path and level."""
+        assert self.root is not None
+        group = self.root / name
+        group.mkdir(parents=True, exist_ok=True)
+        if pid not in self._moved:
+            self._moved[pid] = _current_cgroup(pid)
+        (group / "cgroup.procs").write_text(f"{pid}\n")
+        mount = cgroup2_mount()
+        assert mount is not None
+        level = len(group.relative_to(mount).parts)
+        return str(group.relative_to(NFT_BASE)), level
+
+    def block(self, name: str, pid: int, ports: list[int]) -> None:
+        self._ensure_table()
+        path, level = self._group_of(name, pid)
+        port_set = ", ".join(str(p) for p in sorted(set(ports)))
+        self._nft("add", "rule", "inet", self.table, "out", "oifname", "lo", "socket",
+                  "cgroupv2", "level", str(level), f'"{path}"', "tcp", "dport",
+                  f"{{ {port_set} }}", "drop")
+
+    def heal(self) -> None:
+        if self._table_made:
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self._nft("delete", "table", "inet", self.table)
+            self._table_made = False
+        for pid, origin in list(self._moved.items()):
+            with contextlib.suppress(OSError):  # the process may have died meanwhile
+                (origin / "cgroup.procs").write_text(f"{pid}\n")
+            del self._moved[pid]
+        if self.root is not None and self.root.exists():
+            for group in sorted(self.root.iterdir(), reverse=True):
+                if group.is_dir():
+                    with contextlib.suppress(OSError):  # busy: a process we never moved back
+                        group.rmdir()
+            with contextlib.suppress(OSError):
+                self.root.rmdir()
+
+
+def _current_cgroup(pid: int) -> Path:
+    mount = cgroup2_mount()
+    assert mount is not None
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        if line.startswith("0::"):
+            return mount / line[3:].lstrip("/")
+    return mount

@@ -1,0 +1,274 @@
+"""One chaos run: start a cluster, run the seeded schedule under the workload, heal, read
+everything back, snapshot every replica's log, check the history.
+
+Timing: the schedule's offsets are kept against the run's clock (each fault starts at its
+``at_s`` after the workload started, and stops at its end); a fault whose start or stop takes
+longer (a restart waits until the process is ready) delays the ones after it, and the history
+records when each really happened, so a replay can be compared line by line.
+
+Files in the data dir: the cluster's own (``cluster.json``, ``logs/``, log dirs),
+``schedule.json``, ``history.jsonl`` (the artefact to keep) and ``verdict.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from admin.client.admin_client import AdminClient
+from admin.client.consumer import Consumer
+from admin.local_cluster import LocalCluster
+from chaos import checker
+from chaos.disk import LoopMountedLogDir
+from chaos.history import History
+from chaos.nemesis import NEMESIS_CLASSES, ClusterProcesses, Nemesis
+from chaos.netfilter import Netfilter
+from chaos.schedule import Schedule, Timeouts, Topology, make_schedule
+from chaos.workload import final_read, run_workload
+from common.records import iter_batches
+
+TOPIC = "chaos"
+
+
+@dataclass
+class RunConfig:
+    seed: int
+    duration_s: float
+    nemeses: tuple[str, ...]
+    data_dir: Path
+    brokers: int = 3
+    controllers: int = 1
+    log_dirs_per_broker: int = 2
+    partitions: int = 6
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    heal_timeout_s: float = 90.0
+
+    def topology(self) -> Topology:
+        return Topology(tuple(range(1, self.brokers + 1)), self.log_dirs_per_broker, True)
+
+    def schedule(self) -> Schedule:
+        return make_schedule(self.seed, self.duration_s, self.nemeses, self.topology(),
+                             self.timeouts)
+
+
+@dataclass
+class RunResult:
+    schedule: Schedule
+    history_path: Path
+    verdict: checker.Verdict
+    skipped: dict[str, str]
+
+
+def cluster_overrides(t: Timeouts) -> dict[str, object]:
+    return {"zookeeper.session.timeout.ms": int(t.session_timeout_s * 1000),
+            "replica.lag.time.max.ms": int(t.lag_time_max_s * 1000),
+            "replica.fetch.wait.max.ms": 200,
+            "unclean.leader.election.enable": "false"}
+
+
+def run(cfg: RunConfig, log=print) -> RunResult:
+    return asyncio.run(_run(cfg, log))
+
+
+async def _run(cfg: RunConfig, log) -> RunResult:
+    schedule = cfg.schedule()
+    data = cfg.data_dir.resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "schedule.json").write_text(schedule.to_json() + "\n")
+    faults_dir = data / "faults"
+    faults_dir.mkdir(exist_ok=True)
+    cluster = LocalCluster(
+        data, brokers=cfg.brokers, controllers=cfg.controllers,
+        log_dirs_per_broker=cfg.log_dirs_per_broker,
+        overrides=cluster_overrides(cfg.timeouts),
+        per_broker_overrides={b: {"fault.injection.file": str(faults_dir / f"broker-{b}.json")}
+                              for b in range(1, cfg.brokers + 1)})
+    shared: dict = {"netfilter": Netfilter(), "mounts": {}}
+    procs = ClusterProcesses(cluster)
+    nemeses = {n: NEMESIS_CLASSES[n](procs, shared) for n in cfg.nemeses}
+    skipped = {n: why for n, nem in nemeses.items() if (why := nem.unavailable())}
+    history: History | None = None
+    try:
+        if not ({"ext4", "enospc"} & set(skipped)):
+            for b, d in schedule.log_dirs_to_mount():
+                m = LoopMountedLogDir(data / f"broker-{b}" / f"logdir-{d}",
+                                      data / "disks" / f"broker-{b}-logdir-{d}.img")
+                await asyncio.to_thread(m.create_and_mount)
+                shared["mounts"][(b, d)] = m
+        await asyncio.to_thread(cluster.start)
+        shared["bootstrap"] = cluster.bootstrap_servers
+        log(f"Cluster up in {data}: bootstrap {cluster.bootstrap_servers}")
+        await _create_topic(cluster.bootstrap_servers, cfg)
+        history = History(data / "history.jsonl")  # time 0 = the workload's start
+        stop = asyncio.Event()
+        workload = asyncio.create_task(run_workload(cluster.bootstrap_servers, TOPIC,
+                                                    cfg.partitions, history, stop))
+        try:
+            await _run_schedule(schedule, nemeses, skipped, history, log)
+            await _heal_all(nemeses, history)
+            healed = await _wait_healed(cluster.bootstrap_servers, cfg, cfg.heal_timeout_s)
+            history.record("nemesis", "ok" if healed else "info", "healed",
+                           {"isr_full": healed})
+            await asyncio.sleep(3.0)  # writes go on after the heal: availability came back
+        finally:
+            stop.set()
+            await workload
+        await final_read(cluster.bootstrap_servers, TOPIC, cfg.partitions, history)
+        await _snapshot_replicas(cluster, cfg, history)
+    finally:
+        with contextlib.suppress(Exception):
+            await _heal_all(nemeses, None)
+        if history is not None:
+            history.close()
+        await asyncio.to_thread(cluster.stop, False)
+        shared["netfilter"].heal()
+        for m in shared["mounts"].values():
+            with contextlib.suppress(Exception):
+                m.unmount()
+    ops = history.ops
+    verdict = checker.check(ops, cfg.timeouts.session_timeout_s)
+    (data / "verdict.json").write_text(json.dumps(verdict.to_json(), indent=2) + "\n")
+    return RunResult(schedule, data / "history.jsonl", verdict, skipped)
+
+
+async def _create_topic(bootstrap: str, cfg: RunConfig) -> None:
+    async with AdminClient(bootstrap) as admin:
+        await admin.create_topic(TOPIC, num_partitions=cfg.partitions,
+                                 replication_factor=min(3, cfg.brokers),
+                                 configs={"min.insync.replicas": "2"})
+    if not await _wait_healed(bootstrap, cfg, 60.0):
+        raise RuntimeError("the chaos topic's ISRs were not full within 60 s of creation")
+
+
+async def _run_schedule(schedule: Schedule, nemeses: dict[str, Nemesis],
+                        skipped: dict[str, str], history: History, log) -> None:
+    # Starts and stops in time order; a stop sorts before a start at the same instant.
+    events = sorted([(f.at_s, 1, f) for f in schedule.faults]
+                    + [(f.end_s, 0, f) for f in schedule.faults if f.duration_s > 0],
+                    key=lambda e: (e[0], e[1], e[2].index))
+    for at, kind, fault in events:
+        delay = at - history.now()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        what = "start" if kind else "stop"
+        value = {"fault": fault.to_json()}
+        if fault.nemesis in skipped:
+            if kind:
+                history.record("nemesis", "info", what, {**value, "skipped":
+                                                         skipped[fault.nemesis]})
+                log(f"  {history.now():7.2f}s skip  {fault.describe()}: "
+                    f"{skipped[fault.nemesis]}")
+            continue
+        history.record("nemesis", "invoke", what, value)
+        nem = nemeses[fault.nemesis]
+        try:
+            result = await (nem.start(fault) if kind else nem.stop(fault))
+        except Exception as e:  # noqa: BLE001 - a nemesis that fails is recorded, then healed
+            history.record("nemesis", "info", what, {**value, "error": f"{type(e).__name__}: "
+                                                                      f"{e}"[:300]})
+            log(f"  {history.now():7.2f}s {what:<5} {fault.describe()}: FAILED {e}")
+            continue
+        history.record("nemesis", "ok", what, {**value, "result": result})
+        log(f"  {history.now():7.2f}s {what:<5} #{fault.index} {fault.nemesis} {result}")
+
+
+async def _heal_all(nemeses: dict[str, Nemesis], history: History | None) -> None:
+    for name, nem in nemeses.items():
+        try:
+            await nem.heal()
+        except Exception as e:  # noqa: BLE001 - heal the others anyway
+            if history is not None:
+                history.record("nemesis", "info", "heal", {"nemesis": name, "error": str(e)})
+
+
+async def _partition_states(bootstrap: str) -> dict[int, tuple[list[int], list[int], int]]:
+    async with AdminClient(bootstrap, request_timeout_ms=5000) as admin:
+        info = (await admin.describe_topics([TOPIC]))[TOPIC]
+    return {p.partition: (list(p.replicas), list(p.isr), p.leader) for p in info.partitions}
+
+
+async def _wait_healed(bootstrap: str, cfg: RunConfig, timeout_s: float) -> bool:
+    """Every replica back in its ISR, polled until ``timeout_s``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        with contextlib.suppress(Exception):
+            states = await _partition_states(bootstrap)
+            if len(states) == cfg.partitions and all(
+                    sorted(r) == sorted(i) for r, i, _ in states.values()):
+                return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.5)
+
+
+def replica_log(log_dirs: list[str], partition: int) -> tuple[list[list], dict]:
+    """Every batch of a replica's segment files: [base, last, sha256 of the bytes after the
+    offset field (leader epoch and CRC included)], plus kafka-python's reading of the same
+    files (CRCs valid, same records as replog's parser) when kafka-python is installed."""
+    batches: list[list] = []
+    raw_all = b""
+    for d in log_dirs:
+        for seg in sorted(glob.glob(os.path.join(d, f"{TOPIC}-{partition}", "*.log"))):
+            with open(seg, "rb") as f:
+                raw = f.read()
+            raw_all += raw
+            for b in iter_batches(raw, validate=False, allow_partial_tail=True):
+                batches.append([b.header.base_offset, b.header.last_offset,
+                                hashlib.sha256(bytes(b.data[8:])).hexdigest()[:16]])
+    return batches, _kafka_python_view(raw_all)
+
+
+def _kafka_python_view(raw: bytes) -> dict:
+    try:
+        from kafka.record.default_records import DefaultRecordBatch
+    except ImportError:
+        return {}
+    from common.records import decode_all
+    theirs, crc_ok, pos = [], True, 0
+    while pos + 12 <= len(raw):
+        length = int.from_bytes(raw[pos + 8:pos + 12], "big")
+        if pos + 12 + length > len(raw):
+            break  # a partial tail, as replog's parser allows
+        kb = DefaultRecordBatch(bytearray(raw[pos:pos + 12 + length]))
+        crc_ok = crc_ok and kb.validate_crc()
+        theirs += [(r.offset, r.value) for r in kb]
+        pos += 12 + length
+    ours = [(r.offset, r.value) for r in decode_all(raw)]
+    return {"crc_ok": crc_ok, "agrees": theirs == ours, "records": len(theirs)}
+
+
+async def _snapshot_replicas(cluster: LocalCluster, cfg: RunConfig, history: History) -> None:
+    """Once every replica has the leader's log end (bounded wait), record each replica's
+    batches below the HW and the ISR (``replicas``)."""
+    bootstrap = cluster.bootstrap_servers
+    history.record("checker", "invoke", "replicas", {})
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60.0
+    while True:
+        states = await _partition_states(bootstrap)
+        async with Consumer(bootstrap, request_timeout_ms=5000) as c:
+            ends = await c.end_offsets([(TOPIC, p) for p in range(cfg.partitions)])
+        hw = {tp[1]: o for tp, o in ends.items()}
+        parts = []
+        for p, (replicas, isr, leader) in sorted(states.items()):
+            logs, kp = {}, {}
+            for b in replicas:
+                dirs = [str(d) for d in cluster.broker(b).log_dirs]
+                logs[str(b)], view = await asyncio.to_thread(replica_log, dirs, p)
+                if view:
+                    kp[str(b)] = view
+            parts.append({"partition": p, "hw": hw[p], "replicas": replicas, "isr": isr,
+                          "leader": leader, "logs": logs, "kafka_python": kp})
+        level = all(len({(x[-1][1] if x else -1) for x in part["logs"].values()}) == 1
+                    for part in parts)
+        if level or loop.time() >= deadline:
+            break
+        await asyncio.sleep(0.5)
+    history.record("checker", "ok", "replicas", {"partitions": parts, "level": level})

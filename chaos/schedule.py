@@ -1,0 +1,189 @@
+"""The fault schedule: a pure function of the seed (TigerBeetle's VOPR rule: one seed replays
+the whole run).
+
+``make_schedule(seed, duration_s, nemeses, topology, timeouts)`` decides which fault, against
+which process or log dir, starts at which offset from the start of the run and how long it
+lasts. It reads nothing but its arguments and draws only from ``random.Random(seed)``, so the
+same arguments give the same schedule on any machine: a nemesis that cannot run here (no root,
+no nft) keeps its slot and is reported as skipped by the runner, rather than shifting every
+later fault.
+
+Rules the schedule keeps, and why:
+
+- one fault at a time (a fault's window ends, then a recovery gap of 2-4 s): with RF 3 and
+  min.insync.replicas=2 a single fault must never cost acks=all availability for long, and a
+  violation found under one fault is easier to read than one under three;
+- except ``elect`` (a preferred leader election through the AdminClient), which is an admin
+  operation *mid-fault*: it lands inside the previous fault's window, as ducktape's
+  "admin operation during a bounce" cases do;
+- pauses and ZooKeeper session cuts last longer than the session timeout (otherwise nothing
+  expires and the fault tests nothing), partitions and slow disks longer than
+  replica.lag.time.max.ms (otherwise the ISR never shrinks);
+- the first fault waits a warm-up, so the workload has written before anything breaks.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+
+# name -> what it does (printed by `replog chaos --help` and in the schedule).
+NEMESES: dict[str, str] = {
+    "kill": "kill -9 a broker, the active controller or ZooKeeper, restart it after a while",
+    "bounce": "clean bounce: SIGTERM (a broker does a controlled shutdown), then start again",
+    "pause": "SIGSTOP a broker or the active controller past the session timeout, then SIGCONT",
+    "partition": "cut the network between two processes (nftables on their loopback ports)",
+    "expire": "expire a broker's or controller's ZooKeeper session (its ZooKeeper link cut "
+              "past the session timeout: the server expires it)",
+    "eio": "EIO on every write to one log dir (the broker's fault-injection file seam)",
+    "slow": "slow reads on every log dir of one broker (the seam's delay; seed-002)",
+    "ext4": "a real ext4 error on a loop-mounted log dir (errors=remount-ro)",
+    "enospc": "a loop-mounted log dir filled up until writes fail with ENOSPC",
+    "elect": "a preferred leader election through the AdminClient, in the middle of a fault",
+}
+NEEDS_ROOT = frozenset({"partition", "expire", "ext4", "enospc"})
+WARM_UP_S = 2.0
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What the schedule may target: broker ids, log dirs per broker, and whether the cluster
+    runs its own ZooKeeper (only then may ZooKeeper be killed)."""
+
+    brokers: tuple[int, ...] = (1, 2, 3)
+    log_dirs_per_broker: int = 2
+    own_zookeeper: bool = True
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The detection timeouts of the cluster under test, which the fault durations exceed."""
+
+    session_timeout_s: float = 4.0  # zookeeper.session.timeout.ms
+    lag_time_max_s: float = 2.0  # replica.lag.time.max.ms
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scheduled fault. ``target`` names processes (``broker-2``, ``controller`` for the
+    active controller, ``zookeeper``) or a log dir (``broker-2:logdir-1``); ``partition`` has
+    two targets, ``elect`` targets ``all`` partitions."""
+
+    index: int
+    at_s: float
+    nemesis: str
+    target: tuple[str, ...]
+    duration_s: float
+
+    @property
+    def end_s(self) -> float:
+        return self.at_s + self.duration_s
+
+    def describe(self) -> str:
+        return (f"#{self.index:<3} at {self.at_s:7.2f}s  {self.nemesis:<9} "
+                f"{' <-> '.join(self.target):<28} for {self.duration_s:5.2f}s")
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "target": list(self.target)}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    seed: int
+    duration_s: float
+    nemeses: tuple[str, ...]
+    faults: tuple[Fault, ...] = field(default_factory=tuple)
+
+    def describe(self) -> str:
+        head = (f"seed {self.seed}, {self.duration_s:g}s, nemeses {','.join(self.nemeses)}: "
+                f"{len(self.faults)} fault(s)")
+        return "\n".join([head, *("  " + f.describe() for f in self.faults)])
+
+    def log_dirs_to_mount(self) -> list[tuple[int, int]]:
+        """(broker id, log dir index) of every log dir that ext4/enospc faults need on a
+        loop-mounted file system, in order of first use."""
+        out: list[tuple[int, int]] = []
+        for f in self.faults:
+            if f.nemesis in ("ext4", "enospc"):
+                b, d = parse_log_dir(f.target[0])
+                if (b, d) not in out:
+                    out.append((b, d))
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps({"seed": self.seed, "duration_s": self.duration_s,
+                           "nemeses": list(self.nemeses),
+                           "faults": [f.to_json() for f in self.faults]}, sort_keys=True)
+
+
+def parse_nemeses(text: str) -> tuple[str, ...]:
+    """``kill,pause`` -> ("kill", "pause"); ``all`` -> every nemesis. Unknown names raise."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return tuple(NEMESES)
+    unknown = [n for n in names if n not in NEMESES]
+    if unknown or not names:
+        raise ValueError(f"unknown nemesis {','.join(unknown) or '(none)'}; choose from "
+                         f"{','.join(NEMESES)} or all")
+    return tuple(dict.fromkeys(names))  # keep order, drop repeats
+
+
+def parse_log_dir(target: str) -> tuple[int, int]:
+    """``broker-2:logdir-1`` -> (2, 1)."""
+    proc, _, d = target.partition(":")
+    return int(proc.removeprefix("broker-")), int(d.removeprefix("logdir-"))
+
+
+def make_schedule(seed: int, duration_s: float, nemeses: tuple[str, ...],
+                  topology: Topology = Topology(), timeouts: Timeouts = Timeouts()) -> Schedule:
+    """The faults of a run of ``duration_s`` seconds, drawn from ``seed`` only."""
+    if not nemeses:
+        raise ValueError("no nemesis chosen")
+    rng = random.Random(seed)
+    brokers = [f"broker-{b}" for b in topology.brokers]
+    processes = [*brokers, "controller"]
+    faults: list[Fault] = []
+    t = WARM_UP_S
+    while True:
+        nemesis = rng.choice(nemeses)
+        if nemesis == "elect":
+            if faults and faults[-1].duration_s > 0:
+                prev = faults[-1]  # mid-fault: inside the previous window
+                at = prev.at_s + prev.duration_s * rng.uniform(0.2, 0.8)
+                faults.append(Fault(len(faults), round(at, 2), "elect", ("all",), 0.0))
+                continue
+            if t > duration_s:
+                break
+            faults.append(Fault(len(faults), round(t, 2), "elect", ("all",), 0.0))
+            t += rng.uniform(2.0, 4.0)
+            continue
+        target, dur = _draw(rng, nemesis, brokers, processes, topology, timeouts)
+        if t + dur > duration_s:
+            break
+        faults.append(Fault(len(faults), round(t, 2), nemesis, target, round(dur, 2)))
+        t += dur + rng.uniform(2.0, 4.0)
+    return Schedule(seed, duration_s, tuple(nemeses), tuple(faults))
+
+
+def _draw(rng: random.Random, nemesis: str, brokers: list[str], processes: list[str],
+          topology: Topology, timeouts: Timeouts) -> tuple[tuple[str, ...], float]:
+    session, lag = timeouts.session_timeout_s, timeouts.lag_time_max_s
+    if nemesis == "kill":
+        pool = processes + (["zookeeper"] if topology.own_zookeeper else [])
+        return (rng.choice(pool),), rng.uniform(0.5, 3.0)
+    if nemesis == "bounce":
+        return (rng.choice(processes),), rng.uniform(0.5, 2.0)
+    if nemesis == "pause":
+        return (rng.choice(processes),), session + rng.uniform(1.0, 3.0)
+    if nemesis == "partition":
+        a, b = rng.sample([*processes, "zookeeper"], 2)
+        return (a, b), max(session, lag) + rng.uniform(1.0, 3.0)
+    if nemesis == "expire":
+        return (rng.choice(processes),), session + rng.uniform(1.0, 2.0)
+    if nemesis == "slow":
+        return (rng.choice(brokers),), lag + rng.uniform(1.0, 3.0)
+    if nemesis in ("eio", "ext4", "enospc"):
+        d = rng.randrange(topology.log_dirs_per_broker)
+        return (f"{rng.choice(brokers)}:logdir-{d}",), rng.uniform(2.0, 5.0)
+    raise ValueError(f"unknown nemesis {nemesis!r}")
