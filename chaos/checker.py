@@ -152,6 +152,9 @@ def check(history: list[dict], session_timeout_s: float | None = None) -> Verdic
         violations.append(Violation("incomplete-history",
                                     "no final-read: the run ended before reading back"))
         log = {}
+    elif not _final(history, "final-read")["value"].get("complete", True):
+        violations.append(Violation("incomplete-history", "the final read stopped before "
+                                    "every partition's HW: lost writes may be unread ones"))
     violations += check_acked_writes(ws, log, history)
     violations += check_duplicates(log)
     violations += check_offsets_single_valued(history)
