@@ -215,10 +215,13 @@ class Producer:
         self._closing = True
         if self._sender is not None:
             self._wake()
-            try:
-                await asyncio.wait_for(self._wait_all(), timeout_s)
-            except TimeoutError:
-                pass
+            # Wait for the buffered records, but not for a sender that is gone: when the
+            # task running the sender was cancelled (event-loop shutdown cancels every task)
+            # nothing would ever complete them, and close() hung for good.
+            waiter = asyncio.ensure_future(self._wait_all())
+            await asyncio.wait({waiter, self._sender}, timeout=timeout_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
             self._sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down
                 await self._sender

@@ -290,3 +290,16 @@ async def test_consumer_unknown_topic_and_partition(fake):
             await consumer.assign_topic("nope")
         with pytest.raises(KafkaError, match="partition t-3 does not exist"):
             await consumer.assign([("t", 3)])
+
+
+async def test_close_returns_when_the_sender_task_was_cancelled(fake):
+    """Event-loop shutdown cancels every task, the producer's sender included; close() (run by
+    ``async with`` as the cancelled caller unwinds) must then fail what is buffered instead of
+    waiting for a sender that will never complete it (it hung a soak run's teardown)."""
+    fake.state.add_topic("t", 1, 1)
+    p = await Producer(fake.bootstrap, linger_ms=600_000, delivery_timeout_ms=900_000).start()
+    fut = await p.send("t", b"v", partition=0)  # lingers in the buffer
+    p._sender.cancel()
+    await asyncio.wait_for(p.close(), 30)  # a failure here is the hang, not a timing claim
+    with pytest.raises(KafkaError):
+        await fut

@@ -51,6 +51,15 @@ async def test_seeded_faults_leave_no_divergence_and_no_stuck_follower(cluster_f
     acked: dict[tuple[int, int], bytes] = {}
     stop = asyncio.Event()
     writer = asyncio.ensure_future(_produce(bs, acked, stop))
+    try:
+        await _faults(c, bs, rng, seed, acked)
+    finally:
+        stop.set()
+        await writer
+    await _check(c, bs, seed, acked)
+
+
+async def _faults(c, bs, rng, seed, acked) -> None:
     for step in range(3):
         victim = rng.choice([1, 2, 3])
         fault = rng.choice(["kill", "pause"])
@@ -69,9 +78,9 @@ async def test_seeded_faults_leave_no_divergence_and_no_stuck_follower(cluster_f
         before = len(acked)
         await eventually(lambda before=before: len(acked) >= before + 60, timeout=60,
                          what=f"acks=all produce going on after step {step} (seed {seed})")
-    stop.set()
-    await writer
 
+
+async def _check(c, bs, seed, acked) -> None:
     # no stuck follower: all replicas at the leader's end
     await eventually(lambda: _replicas_level(c), timeout=60,
                      what=f"every replica at its leader's log end (seed {seed})")
@@ -100,8 +109,12 @@ async def _produce(bs, acked, stop):
 
 
 async def _all_isrs_full(bs) -> bool:
-    async with AdminClient(bs, request_timeout_ms=5000) as admin:
-        info = (await admin.describe_topics([TOPIC]))[TOPIC]
+    try:
+        async with AdminClient(bs, request_timeout_ms=5000) as admin:
+            info = (await admin.describe_topics([TOPIC]))[TOPIC]
+    except KafkaError:
+        # e.g. a restarted broker answered before its first UpdateMetadata: "unknown topic"
+        return False
     return all(info.partition(p) is not None and len(info.partition(p).isr) == 3
                for p in range(PARTITIONS))
 
