@@ -9,7 +9,7 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 PROTO_SRC := $(wildcard proto/replog/v1/*.proto)
 STUBS := common/rpc/replog_pb2.py
 
-.PHONY: setup run test bench demo stubs zookeeper chromium clean lint soak
+.PHONY: setup run test bench demo stubs zookeeper chromium clean lint soak chaos-sweep
 
 setup: $(VENV)/.installed zookeeper chromium $(STUBS)
 
@@ -53,6 +53,11 @@ bench: setup
 # random seeds (SOAK_MINUTES, default 30); the first failure stops it and prints its seed.
 soak: setup
 	$(PY) tools/soak.py
+
+# replog chaos over many seeds (CHAOS_SEEDS, default 200, x CHAOS_DURATION s, all nemeses;
+# root gives every nemesis): the first invalid verdict stops it and prints its replay command.
+chaos-sweep: setup
+	$(PY) -m chaos.sweep --seeds $${CHAOS_SEEDS:-200} --duration $${CHAOS_DURATION:-60}
 
 demo: setup
 	$(VENV)/bin/replog demo --data-dir demo-data

@@ -84,12 +84,18 @@ class Netfilter:
         return str(group.relative_to(NFT_BASE)), level
 
     def block(self, name: str, pid: int, ports: list[int]) -> None:
+        """Drop what ``pid`` sends to ``ports`` on lo: its new connections through its
+        cgroup, its existing ones through their local ports (a socket keeps the cgroup it
+        was created in, so moving the process does not move its open connections)."""
         self._ensure_table()
         path, level = self._group_of(name, pid)
-        port_set = ", ".join(str(p) for p in sorted(set(ports)))
+        dports = _nft_set(ports)
         self._nft("add", "rule", "inet", self.table, "out", "oifname", "lo", "socket",
-                  "cgroupv2", "level", str(level), f'"{path}"', "tcp", "dport",
-                  f"{{ {port_set} }}", "drop")
+                  "cgroupv2", "level", str(level), f'"{path}"', "tcp", "dport", dports, "drop")
+        local = local_tcp_ports(pid)
+        if local:
+            self._nft("add", "rule", "inet", self.table, "out", "oifname", "lo", "tcp",
+                      "sport", _nft_set(local), "tcp", "dport", dports, "drop")
 
     def heal(self) -> None:
         if self._table_made:
@@ -116,3 +122,33 @@ def _current_cgroup(pid: int) -> Path:
         if line.startswith("0::"):
             return mount / line[3:].lstrip("/")
     return mount
+
+
+def _nft_set(ports) -> str:
+    return "{ " + ", ".join(str(p) for p in sorted(set(ports))) + " }"
+
+
+def local_tcp_ports(pid: int) -> set[int]:
+    """Local ports of the TCP sockets ``pid`` holds open (its fds matched against
+    /proc/net/tcp{,6} by socket inode)."""
+    inodes = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    try:
+        for fd in fd_dir.iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    except OSError:
+        return set()
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 9 and cols[9] in inodes:
+                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
