@@ -120,11 +120,18 @@ class Nemesis:
     async def start(self, fault: Fault) -> dict:
         raise NotImplementedError
 
+    # A nemesis implements undo(): what stop() does (its result is recorded under the name
+    # ``undone``) and what heal() does, since a stop ends the one fault that is in effect.
+    undone = "undone"
+
+    async def undo(self) -> list | bool:
+        return []
+
     async def stop(self, fault: Fault) -> dict:
-        return {}
+        return {self.undone: await self.undo()}
 
     async def heal(self) -> None:
-        return None
+        await self.undo()
 
 
 class KillNemesis(Nemesis):
@@ -146,13 +153,9 @@ class KillNemesis(Nemesis):
         self.down.add(name)
         return {"killed": name}
 
-    async def stop(self, fault):
-        return {"started": await self._restart_all()}
+    undone = "started"
 
-    async def heal(self):
-        await self._restart_all()
-
-    async def _restart_all(self) -> list[str]:
+    async def undo(self) -> list[str]:
         started = []
         for name in sorted(self.down):
             if name == "zookeeper":
@@ -195,13 +198,9 @@ class PauseNemesis(Nemesis):
         self.paused.add(name)
         return {"paused": name}
 
-    async def stop(self, fault):
-        return {"resumed": self._resume_all()}
+    undone = "resumed"
 
-    async def heal(self):
-        self._resume_all()
-
-    def _resume_all(self) -> list[str]:
+    async def undo(self) -> list[str]:
         done = sorted(self.paused)
         for name in done:
             self.procs.handle(name).resume()
@@ -229,12 +228,11 @@ class PartitionNemesis(Nemesis):
                 self.net.block(src, pid, self.procs.ports(dst))
         return {"between": [a, b]}
 
-    async def stop(self, fault):
-        self.net.heal()
-        return {"healed": True}
+    undone = "healed"
 
-    async def heal(self):
+    async def undo(self) -> bool:
         self.net.heal()
+        return True
 
 
 class ExpireNemesis(PartitionNemesis):
@@ -290,13 +288,9 @@ class EioNemesis(_FaultFileNemesis):
         self.active.add(b)
         return {"log_dir": path}
 
-    async def stop(self, fault):
-        return {"restarted": await self._clear_and_restart()}
+    undone = "restarted"
 
-    async def heal(self):
-        await self._clear_and_restart()
-
-    async def _clear_and_restart(self) -> list[int]:
+    async def undo(self) -> list[int]:
         done = sorted(self.active)
         for b in done:
             self._write(b, [])
@@ -319,13 +313,9 @@ class SlowDiskNemesis(_FaultFileNemesis):
         self.active.add(b)
         return {"slow_reads": dirs, "delay_ms": SLOW_READ_DELAY_MS}
 
-    async def stop(self, fault):
-        return {"cleared": self._clear()}
+    undone = "cleared"
 
-    async def heal(self):
-        self._clear()
-
-    def _clear(self) -> list[int]:
+    async def undo(self) -> list[int]:
         done = sorted(self.active)
         for b in done:
             self._write(b, [])
@@ -348,13 +338,9 @@ class _LoopDiskNemesis(Nemesis):
     def mount(self, fault: Fault) -> disk.LoopMountedLogDir:
         return self.shared["mounts"][parse_log_dir(fault.target[0])]
 
-    async def stop(self, fault):
-        return {"repaired": await self._repair_all()}
+    undone = "repaired"
 
-    async def heal(self):
-        await self._repair_all()
-
-    async def _repair_all(self) -> list[str]:
+    async def undo(self) -> list[str]:
         done = []
         for b, d in sorted(self.broken):
             h = self.procs.cluster.broker(b)

@@ -29,7 +29,7 @@ def _chaos(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, Pat
     data = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "admin.cli", "chaos", *args,
                            "--data-dir", str(data)],
-                          cwd=REPO, capture_output=True, text=True, timeout=480)
+                          cwd=REPO, capture_output=True, text=True, timeout=480, check=False)
     history = data / "history.jsonl"
     keep = os.environ.get("REPLOG_CHAOS_ARTIFACTS")
     if keep and history.exists():
