@@ -29,6 +29,7 @@ from pathlib import Path
 from admin.local_cluster import LocalCluster, ProcessHandle
 from chaos import disk, netfilter
 from chaos.schedule import Fault, parse_log_dir
+from common import zk_layout
 
 SLOW_READ_DELAY_MS = 1500  # seed 002's slow leader: reads slower than replica.lag.time.max.ms
 
@@ -37,14 +38,26 @@ class ClusterProcesses:
     """The processes of a cluster: facts from ``cluster.json``, lifecycle through the
     :class:`LocalCluster` that started them."""
 
-    def __init__(self, cluster: LocalCluster):
+    def __init__(self, cluster: LocalCluster, topic: str):
         self.cluster = cluster
+        self.topic = topic  # ``leader`` targets the leader of its partition 0
 
     def info(self) -> dict:
         return json.loads(self.cluster.cluster_json_path.read_text(encoding="utf-8"))
 
     def resolve(self, target: str) -> str:
-        """``controller`` -> the active controller's name; other names as they are."""
+        """``controller`` -> the active controller's name, ``leader`` -> the broker leading
+        partition 0 (its state znode); other names as they are."""
+        if target == "leader":
+            try:
+                data, stat = self.cluster.zk_client().get(
+                    zk_layout.partition_state_path(self.topic, 0))
+                leader = zk_layout.decode_partition_state(data, stat.version).leader
+            except Exception:  # noqa: BLE001 - no state yet or ZooKeeper down: any broker
+                leader = zk_layout.NO_LEADER
+            if leader == zk_layout.NO_LEADER:
+                leader = min(self.cluster.brokers)
+            return f"broker-{leader}"
         if target != "controller":
             return target
         cid = self.cluster.active_controller_id()

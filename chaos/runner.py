@@ -94,7 +94,7 @@ async def _run(cfg: RunConfig, log) -> RunResult:
         per_broker_overrides={b: {"fault.injection.file": str(faults_dir / f"broker-{b}.json")}
                               for b in range(1, cfg.brokers + 1)})
     shared: dict = {"netfilter": Netfilter(), "mounts": {}}
-    procs = ClusterProcesses(cluster)
+    procs = ClusterProcesses(cluster, TOPIC)
     nemeses = {n: NEMESIS_CLASSES[n](procs, shared) for n in cfg.nemeses}
     skipped = {n: why for n, nem in nemeses.items() if (why := nem.unavailable())}
     history: History | None = None

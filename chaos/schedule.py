@@ -66,9 +66,11 @@ class Timeouts:
 
 @dataclass(frozen=True)
 class Fault:
-    """One scheduled fault. ``target`` names processes (``broker-2``, ``controller`` for the
-    active controller, ``zookeeper``) or a log dir (``broker-2:logdir-1``); ``partition`` has
-    two targets, ``elect`` targets ``all`` partitions."""
+    """One scheduled fault. ``target`` names processes (``broker-2``; ``controller``, the
+    active controller, and ``leader``, the leader of the workload's partition 0, both resolved
+    when the fault starts, as in ducktape's {leader, controller} matrix; ``zookeeper``) or a
+    log dir (``broker-2:logdir-1``); ``partition`` has two targets, ``elect`` targets
+    ``all`` partitions."""
 
     index: int
     at_s: float
@@ -170,12 +172,12 @@ def _draw(rng: random.Random, nemesis: str, brokers: list[str], processes: list[
           topology: Topology, timeouts: Timeouts) -> tuple[tuple[str, ...], float]:
     session, lag = timeouts.session_timeout_s, timeouts.lag_time_max_s
     if nemesis == "kill":
-        pool = processes + (["zookeeper"] if topology.own_zookeeper else [])
+        pool = [*processes, "leader"] + (["zookeeper"] if topology.own_zookeeper else [])
         return (rng.choice(pool),), rng.uniform(0.5, 3.0)
     if nemesis == "bounce":
-        return (rng.choice(processes),), rng.uniform(0.5, 2.0)
+        return (rng.choice([*processes, "leader"]),), rng.uniform(0.5, 2.0)
     if nemesis == "pause":
-        return (rng.choice(processes),), session + rng.uniform(1.0, 3.0)
+        return (rng.choice([*processes, "leader"]),), session + rng.uniform(1.0, 3.0)
     if nemesis == "partition":
         a, b = rng.sample([*processes, "zookeeper"], 2)
         return (a, b), max(session, lag) + rng.uniform(1.0, 3.0)

@@ -67,7 +67,8 @@ def test_seed_1_kill_and_pause_is_valid_and_replays_its_schedule(tmp_path):
                     reason=f"partition/expire/ext4 nemeses: "
                            f"{netfilter.unavailable() or disk.unavailable()}")
 def test_root_nemeses_partition_expire_and_ext4_are_valid(tmp_path):
-    # Seed 3 draws a ZooKeeper partition, an ext4 error and a session expiry, among others.
+    # Seed 3 draws a session expiry, a controller/broker partition and a full disk, with a
+    # preferred election in the middle of the expiry.
     proc, _data = _chaos(tmp_path, "--seed", "3", "--duration", "30",
                          "--nemesis", "partition,expire,ext4,enospc,elect")
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
