@@ -31,6 +31,7 @@ from broker.storage.log import RecordTooLargeError
 from broker.storage.log_manager import LogManager
 from broker.truncation import OUT_OF_RANGE, leader_divergence
 from common.config import Config
+from common.dynamic_config import effective_min_isr
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
 
@@ -95,8 +96,17 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.controller_epoch = -1
         self.broker_epoch = -1
+        # Topic overrides as last read from /config/topics/<t>. A topic missing here while it
+        # has partitions is *unknown* (ZooKeeper could not be read): its min ISR is then the
+        # strictest one, never the broker default (issue 15, finding 4).
         self.topic_configs: dict[str, dict[str, str]] = {}
+        # This broker's dynamic configs (/config/brokers/<default> under /config/brokers/<id>),
+        # None while they cannot be read. Set by broker/config_manager.py.
+        self.broker_dynamic_config: dict[str, str] | None = {}
         self._load_topic_config = topic_config_loader
+        self._config_tickets: dict[str, int] = {}  # topic -> latest load started
+        self._config_applied: dict[str, int] = {}  # topic -> ticket of the config held
+        self._config_retries: dict[str, asyncio.Task] = {}
         self.fetcher_manager = None  # set by the server (broker.fetcher.ReplicaFetcherManager)
         self.alter_partition = None  # set by the server (broker.alter_partition)
         self.lag_max_ms = config["replica.lag.time.max.ms"]
@@ -154,23 +164,93 @@ class ReplicaManager:
                                f"{self.broker_epoch}")
         self.controller_epoch = controller_epoch
 
-    async def _topic_config(self, topic: str) -> dict[str, str]:
-        if topic not in self.topic_configs:
-            cfg = {}
-            if self._load_topic_config is not None:
-                try:
-                    cfg = await self._load_topic_config(topic)
-                except Exception:  # noqa: BLE001 - ZooKeeper hiccup: fall back to defaults
-                    cfg = {}
-            self.topic_configs[topic] = cfg
-        return self.topic_configs[topic]
+    # ------------------------------------------------------------------ dynamic topic configs
 
-    def _min_isr(self, topic: str) -> int:
-        raw = self.topic_configs.get(topic, {}).get("min.insync.replicas")
+    async def _topic_config(self, topic: str) -> dict[str, str] | None:
+        """The topic's overrides, read from ZooKeeper the first time; None while unreadable
+        (never ``{}``: that would silently mean the broker's weaker default)."""
+        if topic not in self.topic_configs:
+            if self._load_topic_config is None:
+                self.topic_configs[topic] = {}
+            else:
+                await self._load_and_apply_topic_config(topic)
+        return self.topic_configs.get(topic)
+
+    async def reload_topic_config(self, topic: str) -> None:
+        """A change notification named ``topic`` (broker/config_manager.py, Kafka's
+        TopicConfigHandler): re-read it and apply it to the topic's partitions. A topic this
+        broker neither holds nor is loading is skipped - it reads the config when it gets one."""
+        if self._load_topic_config is None:
+            return
+        loading = self._config_tickets.get(topic, 0) > self._config_applied.get(topic, 0)
+        if topic not in self.topic_configs and not loading and \
+                not any(tp.topic == topic for tp in self.partitions):
+            return
+        await self._load_and_apply_topic_config(topic)
+
+    async def _load_and_apply_topic_config(self, topic: str) -> bool:
+        # Loads may overlap (LeaderAndIsr and a notification): one started later read a newer
+        # state, so an earlier one finishing after it must not overwrite it.
+        ticket = self._config_tickets[topic] = self._config_tickets.get(topic, 0) + 1
         try:
-            return max(1, int(raw)) if raw is not None else self.config["min.insync.replicas"]
-        except ValueError:
-            return self.config["min.insync.replicas"]
+            cfg = await self._load_topic_config(topic)
+        except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable or znode unreadable
+            if self._config_applied.get(topic, 0) < ticket:
+                self.events.error("topic_config_unavailable", topic=topic, error=str(e)[:200],
+                                  min_isr="replication factor until read")
+                self.apply_topic_config(topic, None)
+                self._retry_topic_config(topic)
+            return False
+        if self._config_applied.get(topic, 0) < ticket:
+            self._config_applied[topic] = ticket
+            self.apply_topic_config(topic, cfg)
+        return True
+
+    def _retry_topic_config(self, topic: str) -> None:
+        task = self._config_retries.get(topic)
+        if task is None or task.done():
+            self._config_retries[topic] = asyncio.ensure_future(self._retry_loop(topic))
+
+    async def _retry_loop(self, topic: str) -> None:
+        delay = 0.2
+        while topic not in self.topic_configs:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            if await self._load_and_apply_topic_config(topic):
+                self.events.info("topic_config_recovered", topic=topic,
+                                 config=self.topic_configs.get(topic))
+                return
+
+    def apply_topic_config(self, topic: str, cfg: dict[str, str] | None) -> None:
+        """Hold ``cfg`` (None: unknown) as the topic's overrides and re-derive its partitions'
+        min ISR at once: the next acks=all produce is checked against it (Kafka's
+        TopicConfigHandler updating the log config in place)."""
+        if cfg is None:
+            self.topic_configs.pop(topic, None)
+        else:
+            self.topic_configs[topic] = dict(cfg)
+        self._refresh_min_isr(lambda tp: tp.topic == topic)
+
+    def apply_broker_config(self, dynamic: dict[str, str] | None) -> None:
+        """This broker's dynamic configs changed (None: unknown); topics without their own
+        override follow them."""
+        self.broker_dynamic_config = None if dynamic is None else dict(dynamic)
+        self._refresh_min_isr(lambda tp: True)
+
+    def _refresh_min_isr(self, which) -> None:
+        for tp, p in list(self.partitions.items()):
+            if not which(tp):
+                continue
+            new = self._min_isr(tp.topic, len(p.replicas))
+            if new != p.min_isr:
+                self.events.info("min_isr_changed", partition=str(tp), old=p.min_isr, new=new)
+                p.min_isr = new
+                if p.is_leader:
+                    p.maybe_advance_hw()  # a lower min ISR may unfreeze the HW
+
+    def _min_isr(self, topic: str, replication_factor: int) -> int:
+        return effective_min_isr(self.topic_configs.get(topic), self.broker_dynamic_config,
+                                 self.config["min.insync.replicas"], replication_factor)
 
     async def leader_and_isr(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
         async with self._state_change:
@@ -236,7 +316,7 @@ class ReplicaManager:
                 p = self.partitions[tp] = Partition(tp, self.broker_id)
             if s.topic in req.topic_ids:
                 p.topic_id = req.topic_ids[s.topic]
-            p.min_isr = self._min_isr(s.topic)
+            p.min_isr = self._min_isr(s.topic, len(s.replicas))
             if p.log is None:
                 p.log = self.log_manager.get_log(tp)
             was_leader = p.is_leader

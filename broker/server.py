@@ -27,6 +27,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.exceptions import NodeExistsError
 
 from broker.alter_partition import AlterPartitionManager
+from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fault_injection import watch_fault_file
 from broker.fetcher import GRPC_OPTIONS, ReplicaFetcherManager
@@ -63,6 +64,7 @@ class BrokerServer:
         self.stopping = asyncio.Event()
         self.log_manager: LogManager | None = None
         self.rm: ReplicaManager | None = None
+        self.configs: ConfigManager | None = None
         self.server: grpc.aio.Server | None = None
         self.host = "127.0.0.1"
         self.port = -1
@@ -102,11 +104,16 @@ class BrokerServer:
             self.broker_id, lambda: self.rm.broker_epoch, self.controller, self.metrics,
             self.events)
         self.rm.alter_partition.start()
+        # Dynamic configs are read before registering, so no LeaderAndIsr is applied with a
+        # broker-level min ISR older than ZooKeeper's (issue 15, finding 4).
+        self.configs = ConfigManager(self.zk, self.broker_id, self.config, self.rm, self.events)
+        await self.configs.start()
 
         listener = (self.config["advertised.listeners"] or self.config["listeners"])[0]
         bind = self.config["listeners"][0]
         self.server = grpc.aio.server(options=GRPC_OPTIONS)
-        replog_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(self.rm, self.broker_id),
+        replog_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(self.rm, self.broker_id,
+                                                                    self.configs),
                                                      self.server)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
@@ -133,7 +140,8 @@ class BrokerServer:
             supervised(n, f, self.events, self.metrics.background_failures), name=n)
             for n, f in (("isr-expiration", self.rm.isr_expiration_loop),
                          ("hw-checkpoint", self.rm.checkpoint_loop),
-                         ("log-retention", self.rm.retention_loop))]
+                         ("log-retention", self.rm.retention_loop),
+                         ("config-changes", self.configs.run))]
         self.events.info("broker_started", address=f"{self.host}:{self.port}",
                          broker_epoch=self.rm.broker_epoch, metrics_port=self.metrics_port,
                          log_dirs=[d.path for d in self.log_manager.dirs],
@@ -205,7 +213,9 @@ class BrokerServer:
         if state == "LOST":
             self._session_lost = True
             self.events.warning("zookeeper_session_lost")
-        elif state == "CONNECTED" and self._session_lost and not self.stopping.is_set():
+        if state == "CONNECTED" and self.configs is not None:
+            self.configs.wake()  # a new session has no watches; changes may have been missed
+        if state == "CONNECTED" and self._session_lost and not self.stopping.is_set():
             self._session_lost = False
             asyncio.ensure_future(self._reregister())
 

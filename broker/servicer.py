@@ -11,9 +11,11 @@ import shutil
 
 import grpc
 
+from broker.config_manager import ConfigManager
 from broker.replica_manager import FetchPartitionRequest, ReplicaManager, RequestError
 from common import rpc_status
-from common.errors import ErrorCode, InvalidTopicError
+from common.dynamic_config import Alteration, AlterOp
+from common.errors import ErrorCode, InvalidTopicError, ReplogError
 from common.names import TopicPartition, validate_topic
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
@@ -38,10 +40,31 @@ def _endpoints(rm: ReplicaManager) -> list:
             for e in rm.metadata.brokers.values()]
 
 
+_ENTITY_TYPES = {pb.TOPIC: "topics", pb.BROKER: "brokers"}
+
+
+def _config_error(e: Exception) -> tuple[int, str]:
+    """A per-resource outcome: the Kafka code of a ReplogError, else UNKNOWN_SERVER_ERROR
+    (ZooKeeper unreachable...), with a one-line message."""
+    code = e.error_code if isinstance(e, ReplogError) else ErrorCode.UNKNOWN_SERVER_ERROR
+    return int(code), (str(e) or type(e).__name__).splitlines()[0][:300]
+
+
+def _entity_type(resource, out) -> str | None:
+    """ZooKeeper's entity type of a config resource; None (and INVALID_REQUEST in ``out``)
+    for a type replog has no configs for."""
+    entity_type = _ENTITY_TYPES.get(resource.resource_type)
+    if entity_type is None:
+        out.error_code = int(ErrorCode.INVALID_REQUEST)
+        out.error_message = f"unsupported resource type {resource.resource_type}"
+    return entity_type
+
+
 class BrokerServicer(replog_pb2_grpc.BrokerServicer):
-    def __init__(self, rm: ReplicaManager, broker_id: int):
+    def __init__(self, rm: ReplicaManager, broker_id: int, configs: ConfigManager | None = None):
         self.rm = rm
         self.broker_id = broker_id
+        self.configs = configs
 
     async def _guard(self, context, fn):
         try:
@@ -283,3 +306,56 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             self.rm.update_metadata(request)
             return pb.UpdateMetadataResponse()
         return await self._guard(context, go)
+
+    # ------------------------------------------------------------------ configs
+
+    async def _config_manager(self, context) -> ConfigManager:
+        if self.configs is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                                "this broker serves no dynamic configs (no ZooKeeper)")
+        return self.configs
+
+    async def DescribeConfigs(self, request, context):
+        configs = await self._config_manager(context)
+        resp = pb.DescribeConfigsResponse()
+        for r in request.resources:
+            out = resp.results.add(resource_type=r.resource_type, resource_name=r.resource_name)
+            entity_type = _entity_type(r, out)
+            if entity_type is None:
+                continue
+            try:
+                entries = await configs.describe(entity_type, r.resource_name,
+                                                 list(r.configuration_keys))
+            except Exception as e:  # noqa: BLE001 - reported per resource
+                out.error_code, out.error_message = _config_error(e)
+                continue
+            for e in entries:
+                pe = out.configs.add(name=e.name, read_only=e.read_only,
+                                     config_source=int(e.source), is_sensitive=e.sensitive)
+                if e.value is not None:
+                    pe.value = e.value
+                if request.include_synonyms:
+                    for syn in e.synonyms:
+                        ps = pe.synonyms.add(name=syn.name, source=int(syn.source))
+                        if syn.value is not None:
+                            ps.value = syn.value
+        return resp
+
+    async def IncrementalAlterConfigs(self, request, context):
+        configs = await self._config_manager(context)
+        resp = pb.IncrementalAlterConfigsResponse()
+        for r in request.resources:
+            out = resp.responses.add(resource_type=r.resource_type,
+                                     resource_name=r.resource_name)
+            entity_type = _entity_type(r, out)
+            if entity_type is None:
+                continue
+            try:
+                alterations = [Alteration(c.name, AlterOp(c.config_operation),
+                                          c.value if c.HasField("value") else None)
+                               for c in r.configs]
+                await configs.alter(entity_type, r.resource_name, alterations,
+                                    request.validate_only)
+            except Exception as e:  # noqa: BLE001 - reported per resource
+                out.error_code, out.error_message = _config_error(e)
+        return resp

@@ -14,6 +14,8 @@ Kafka's ZooKeeper-era layout (KafkaZkClient / ZkData), versioned JSON:
                                               "leader_epoch":..,"isr":[..],"elr":[..],
                                               "last_known_elr":[..],"leader_recovery_state":0}
     /config/topics/<t>                       {"version":1,"config":{...}}
+    /config/brokers/<id> | <default>         {"version":1,"config":{...}}  (dynamic configs)
+    /config/changes/config_change_<seq>      {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>
     /admin/reassign_partitions               (seed 004 / Kafka's JSON)
     /admin/preferred_replica_election
@@ -45,6 +47,8 @@ BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 ADMIN = "/admin"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
@@ -52,8 +56,8 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 RESTART_PARTITIONS = "/restart_partitions"
 
 # Persistent paths created once by whoever gets there first.
-PERSISTENT_PATHS = ("/cluster", BROKER_IDS, TOPICS, CONFIG_TOPICS, CONFIG_BROKERS, ADMIN,
-                    DELETE_TOPICS, RESTART_PARTITIONS)
+PERSISTENT_PATHS = ("/cluster", BROKER_IDS, TOPICS, CONFIG_TOPICS, CONFIG_BROKERS,
+                    CONFIG_CHANGES, ADMIN, DELETE_TOPICS, RESTART_PARTITIONS)
 
 LEADER_RECOVERED = 0
 LEADER_RECOVERING = 1
@@ -261,3 +265,39 @@ def encode_topic_config(config: dict[str, str]) -> bytes:
 
 def decode_topic_config(data: bytes) -> dict[str, str]:
     return {str(k): str(v) for k, v in _loads(data, "topic config").get("config", {}).items()}
+
+
+# Kafka's ConfigType names: the first part of a change notification's entity path.
+CONFIG_TYPE_PATHS = {"topics": CONFIG_TOPICS, "brokers": CONFIG_BROKERS}
+
+
+def entity_config_path(entity_type: str, name: str) -> str:
+    """``/config/topics/<t>``, ``/config/brokers/<id>`` or ``/config/brokers/<default>``."""
+    return f"{CONFIG_TYPE_PATHS[entity_type]}/{name}"
+
+
+encode_entity_config = encode_topic_config  # the same {"version":1,"config":{...}} for brokers
+decode_entity_config = decode_topic_config
+
+
+def encode_config_change(entity_type: str, name: str) -> bytes:
+    """Kafka's version-2 change notification (AdminZkClient.changeEntityConfig): every broker
+    watching /config/changes reloads the named entity's config."""
+    return _dumps({"version": 2, "entity_path": f"{entity_type}/{name}"})
+
+
+def decode_config_change(data: bytes) -> tuple[str, str]:
+    """(entity type, entity name) of a change notification; ValueError if malformed."""
+    o = _loads(data, CONFIG_CHANGES)
+    entity_type, sep, name = str(o.get("entity_path", "")).partition("/")
+    if o.get("version") != 2 or not sep or not name or entity_type not in CONFIG_TYPE_PATHS:
+        raise ValueError(f"{CONFIG_CHANGES}: unsupported notification {o}")
+    return entity_type, name
+
+
+def config_change_seq(node: str) -> int | None:
+    """The sequence number of a ``config_change_<seq>`` child; None for any other name."""
+    if not node.startswith(CONFIG_CHANGE_PREFIX):
+        return None
+    digits = node[len(CONFIG_CHANGE_PREFIX):]
+    return int(digits) if digits.isdigit() else None

@@ -7,17 +7,19 @@ INVALID_CONFIG, INVALID_REQUEST.
 
 Topic configs: the keys below are Kafka's topic-level names that replog's brokers or controller
 give a meaning to; brokers read /config/topics/<t> themselves. Unknown keys are INVALID_CONFIG
-(Kafka's "Unknown topic config name"). Partial: no AlterConfigs yet, so overrides are set only
-at creation (or by writing the znode, which the controller watches).
+(Kafka's "Unknown topic config name"). The key table lives in common/dynamic_config.py: brokers
+check IncrementalAlterConfigs (``replog configs``) against the same one, and the controller
+watches /config/topics/<t> for the changes it acts on.
 """
 
 from __future__ import annotations
 
 import base64
 import random
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from common.dynamic_config import TOPIC_CONFIGS
 from common.errors import ErrorCode, InvalidTopicError, ReplogError
 from common.names import validate_topic
 from controller.assignment import (
@@ -27,72 +29,12 @@ from controller.assignment import (
     validate_explicit_assignment,
 )
 
-LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
-
 
 class TopicError(ReplogError):
     def __init__(self, error_code: ErrorCode, message: str):
         super().__init__(message)
         self.error_code = error_code
         self.message = message
-
-
-def _long(lo: int, hi: int = LONG_MAX, type_name: str = "LONG") -> Callable[[str], None]:
-    def check(v: str) -> None:
-        try:
-            n = int(v.strip())
-        except ValueError:
-            raise ValueError(f"Not a number of type {type_name}") from None
-        if n < lo or n > hi:
-            raise ValueError(f"Value must be at least {lo}" if n < lo else
-                             f"Value must be no more than {hi}")
-    return check
-
-
-def _bool(v: str) -> None:
-    if v.strip().lower() not in ("true", "false"):
-        raise ValueError("Expected value to be either true or false")
-
-
-def _one_of(*options: str) -> Callable[[str], None]:
-    def check(v: str) -> None:
-        for item in v.split(","):
-            if item.strip() not in options:
-                raise ValueError(f"String must be one of: {', '.join(options)}")
-    return check
-
-
-def _replica_list(v: str) -> None:
-    # Kafka's throttled-replicas syntax: "*" or "partition:broker,partition:broker".
-    if v.strip() in ("", "*"):
-        return
-    for item in v.split(","):
-        p, sep, b = item.strip().partition(":")
-        if not sep or not p.isdigit() or not b.isdigit():
-            raise ValueError("must be the literal '*' or a list of replicas in the following "
-                             "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
-
-
-TOPIC_CONFIGS: Mapping[str, Callable[[str], None]] = {
-    "cleanup.policy": _one_of("delete", "compact"),
-    "compression.type": _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-    "delete.retention.ms": _long(0),
-    "file.delete.delay.ms": _long(0),
-    "flush.messages": _long(1),
-    "flush.ms": _long(0),
-    "follower.replication.throttled.replicas": _replica_list,
-    "index.interval.bytes": _long(0, INT_MAX, "INT"),
-    "leader.replication.throttled.replicas": _replica_list,
-    "max.message.bytes": _long(0, INT_MAX, "INT"),
-    "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
-    "min.insync.replicas": _long(1, INT_MAX, "INT"),
-    "retention.bytes": _long(-1),
-    "retention.ms": _long(-1),
-    "segment.bytes": _long(14, INT_MAX, "INT"),
-    "segment.ms": _long(1),
-    "unclean.leader.election.enable": _bool,
-}
 
 
 def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:

@@ -53,6 +53,9 @@ BROKER_RPCS = {
     "LeaderAndIsr": ("LeaderAndIsrRequest", "LeaderAndIsrResponse"),
     "StopReplica": ("StopReplicaRequest", "StopReplicaResponse"),
     "UpdateMetadata": ("UpdateMetadataRequest", "UpdateMetadataResponse"),
+    "DescribeConfigs": ("DescribeConfigsRequest", "DescribeConfigsResponse"),
+    "IncrementalAlterConfigs": ("IncrementalAlterConfigsRequest",
+                                "IncrementalAlterConfigsResponse"),
 }
 
 CONTROLLER_RPCS = {
