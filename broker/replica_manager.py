@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from broker import fencing
 from broker import isr as isr_rules
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
@@ -151,17 +152,10 @@ class ReplicaManager:
     # ------------------------------------------------------------------ controller requests
 
     def _check_controller(self, controller_epoch: int, broker_epoch: int) -> None:
-        if controller_epoch < self.controller_epoch:
-            raise RequestError(ErrorCode.STALE_CONTROLLER_EPOCH,
-                               f"controller epoch {controller_epoch} is older than "
-                               f"{self.controller_epoch}")
-        # Only an *older* broker epoch is stale (Kafka's isBrokerEpochStale): a newer one is
-        # this broker's new registration, which the controller saw before the broker's own
-        # create returned and recorded it.
-        if broker_epoch >= 0 and self.broker_epoch >= 0 and broker_epoch < self.broker_epoch:
-            raise RequestError(ErrorCode.STALE_BROKER_EPOCH,
-                               f"broker epoch {broker_epoch} is older than this broker's epoch "
-                               f"{self.broker_epoch}")
+        refused = fencing.controller_request_error(controller_epoch, broker_epoch,
+                                                   self.controller_epoch, self.broker_epoch)
+        if refused is not None:
+            raise RequestError(*refused)
         self.controller_epoch = controller_epoch
 
     # ------------------------------------------------------------------ dynamic topic configs
@@ -272,13 +266,12 @@ class ReplicaManager:
                 continue
             p = self.partitions.get(tp)
             if p is not None and p.log is not None and not p.stopped:
-                if s.leader_epoch < p.leader_epoch or (
-                        s.leader_epoch == p.leader_epoch and s.partition_epoch < p.partition_epoch):
-                    results.append((tp, ErrorCode.STALE_CONTROLLER_EPOCH))
-                    continue
-                if (s.leader_epoch, s.partition_epoch) == (p.leader_epoch, p.partition_epoch):
-                    # the same state again (e.g. a new controller resending it): nothing to do
-                    results.append((tp, ErrorCode.NONE))
+                change = fencing.partition_state_change(s.leader_epoch, s.partition_epoch,
+                                                        p.leader_epoch, p.partition_epoch)
+                if change is not fencing.StateChange.NEWER:
+                    # older: refused; the same (a new controller resending it): nothing to do
+                    results.append((tp, ErrorCode.STALE_CONTROLLER_EPOCH
+                                    if change is fencing.StateChange.OLDER else ErrorCode.NONE))
                     continue
             await self._topic_config(s.topic)
             todo.append((tp, s))
@@ -401,8 +394,8 @@ class ReplicaManager:
             p = self.partitions.get(tp)
             # The epoch is checked first: a stale StopReplica must leave the fetcher and the
             # KIP-461 failed-partition state alone (Kafka's stopReplicas order).
-            if p is not None and s.HasField("leader_epoch") and s.leader_epoch >= 0 and \
-                    s.leader_epoch < p.leader_epoch:
+            if p is not None and fencing.stop_replica_is_stale(
+                    s.leader_epoch if s.HasField("leader_epoch") else None, p.leader_epoch):
                 results.append((tp, ErrorCode.FENCED_LEADER_EPOCH))
                 continue
             if self.fetcher_manager is not None:
@@ -476,13 +469,13 @@ class ReplicaManager:
             return ProduceResult(code, f"this broker has no replica of {tp}"
                                  if code == ErrorCode.NOT_LEADER_OR_FOLLOWER else
                                  f"unknown topic or partition {tp}"), (-1, -1)
-        if not p.is_leader:
-            return ProduceResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                 f"broker {self.broker_id} is not the leader of {tp}"), (-1, -1)
-        if acks == -1 and len(p.isr) < p.min_isr:
-            return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                 f"the ISR of {tp} {list(p.isr)} is smaller than "
-                                 f"min.insync.replicas={p.min_isr}"), (-1, -1)
+        refused = fencing.produce_admission_error(acks, p.is_leader, len(p.isr), p.min_isr)
+        if refused is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            return ProduceResult(refused, f"broker {self.broker_id} is not the leader of "
+                                          f"{tp}"), (-1, -1)
+        if refused is not None:
+            return ProduceResult(refused, f"the ISR of {tp} {list(p.isr)} is smaller than "
+                                          f"min.insync.replicas={p.min_isr}"), (-1, -1)
         epoch = p.leader_epoch
         try:
             info = await self.log_manager.run(tp, p.log.append_as_leader, records, epoch)
@@ -583,12 +576,11 @@ class ReplicaManager:
         if not p.is_leader:
             return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_id=p.leader_id,
                                leader_epoch=p.leader_epoch)
-        if fp.current_leader_epoch is not None and fp.current_leader_epoch >= 0:
-            if fp.current_leader_epoch < p.leader_epoch:
-                return FetchResult(ErrorCode.FENCED_LEADER_EPOCH, leader_id=p.leader_id,
-                                   leader_epoch=p.leader_epoch)
-            if fp.current_leader_epoch > p.leader_epoch:
-                return FetchResult(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        fenced = fencing.leader_epoch_error(fp.current_leader_epoch, p.leader_epoch)
+        if fenced is ErrorCode.FENCED_LEADER_EPOCH:
+            return FetchResult(fenced, leader_id=p.leader_id, leader_epoch=p.leader_epoch)
+        if fenced is not None:
+            return FetchResult(fenced)
         log = p.log
         pending = None
         if replica_id >= 0:
@@ -690,10 +682,9 @@ class ReplicaManager:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
         if not p.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
-        if current_leader_epoch is not None and current_leader_epoch >= 0 and \
-                current_leader_epoch != p.leader_epoch:
-            return (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < p.leader_epoch
-                    else ErrorCode.UNKNOWN_LEADER_EPOCH), -1, -1
+        fenced = fencing.leader_epoch_error(current_leader_epoch, p.leader_epoch)
+        if fenced is not None:
+            return fenced, -1, -1
         if timestamp == EARLIEST_TIMESTAMP:
             return ErrorCode.NONE, p.log.log_start_offset, p.leader_epoch
         if timestamp == LATEST_TIMESTAMP:
@@ -708,11 +699,9 @@ class ReplicaManager:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
         if not p.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
-        if current_leader_epoch is not None and current_leader_epoch >= 0:
-            if current_leader_epoch < p.leader_epoch:
-                return ErrorCode.FENCED_LEADER_EPOCH, -1, -1
-            if current_leader_epoch > p.leader_epoch:
-                return ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1
+        fenced = fencing.leader_epoch_error(current_leader_epoch, p.leader_epoch)
+        if fenced is not None:
+            return fenced, -1, -1
         epoch, end = p.log.end_offset_for_epoch(leader_epoch)
         return ErrorCode.NONE, epoch, end
 
