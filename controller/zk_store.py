@@ -53,6 +53,7 @@ from common.names import TopicPartition
 from common.zk import AsyncZk
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
 from controller.decisions import PartitionWrite
+from controller.store import ControllerMovedError
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,8 @@ class _MultiRead(namedtuple("_MultiRead", "paths")):
         return results
 
 
-class ControllerMovedError(Exception):
-    """The /controller_epoch check failed: another controller was elected since."""
+# ControllerMovedError is defined with the store protocol (controller/store.py), so that
+# every MetadataStore raises the same one; it is re-exported here for existing imports.
 
 
 def _is_rollback(e: Any) -> bool:
@@ -115,6 +116,8 @@ async def _gather_bounded(coros: Iterable, limit: int = MAX_CONCURRENT_READS) ->
 
 
 class ZkStore:
+    """The MetadataStore (controller/store.py) on a real ZooKeeper, through kazoo."""
+
     def __init__(self, zk: AsyncZk):
         self.zk = zk
         self._multi_read = True

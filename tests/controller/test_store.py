@@ -1,0 +1,182 @@
+"""One contract, two MetadataStores: ZkStore on a real ZooKeeper and InMemoryStore. Every
+test runs against both, so the in-memory store (for scripts and the simulation of issue 8)
+refuses exactly what ZooKeeper refuses."""
+
+from __future__ import annotations
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
+
+from common.names import TopicPartition
+from common.zk import AsyncZk
+from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
+from common.zookeeper import expire_session
+from controller.decisions import PartitionWrite
+from controller.store import ControllerMovedError, InMemoryStore, MemoryTree
+from controller.zk_store import ZkStore
+from tests.controller.fakes import register, wait_for
+
+
+class ZkBackend:
+    def __init__(self, hosts: str):
+        self.hosts = hosts
+        self.clients: list = []
+
+    async def store(self):
+        zk = AsyncZk(self.hosts)
+        await zk.start()
+        self.clients.append(zk)
+        s = ZkStore(zk)
+        await s.ensure_paths()
+        return s
+
+    def session_of(self, store) -> int:
+        return store.zk.session_id
+
+    def register_broker(self, reg: BrokerRegistration):
+        """Registers with a session of its own; returns (epoch, session handle)."""
+        kz = KazooClient(self.hosts)
+        kz.start(timeout=15)
+        self.clients.append(kz)
+        return register(kz, reg), kz
+
+    def expire(self, session) -> None:
+        expire_session(session, self.hosts)
+
+    async def close(self):
+        for c in self.clients:
+            if isinstance(c, KazooClient):
+                c.stop()
+                c.close()
+            else:
+                await c.stop()
+
+
+class MemoryBackend:
+    def __init__(self):
+        self.tree = MemoryTree()
+
+    async def store(self):
+        return InMemoryStore(self.tree)
+
+    def session_of(self, store) -> int:
+        return store.session_id
+
+    def register_broker(self, reg: BrokerRegistration):
+        session = self.tree.new_session()
+        return self.tree.register_broker(reg, session), session
+
+    def expire(self, session) -> None:
+        self.tree.expire(session)
+
+    async def close(self):
+        return None
+
+
+@pytest.fixture(params=["zookeeper", "memory"])
+async def backend(request):
+    if request.param == "zookeeper":
+        b = ZkBackend(request.getfixturevalue("zk_hosts"))
+    else:
+        b = MemoryBackend()
+    yield b
+    await b.close()
+
+
+def tp(p: int, t: str = "t") -> TopicPartition:
+    return TopicPartition(t, p)
+
+
+async def _controller(backend, cid=1):
+    s = await backend.store()
+    won = await s.try_become_controller(ControllerInfo(cid, "h", cid))
+    return s, won
+
+
+async def test_election_reclaim_and_resign(backend):
+    a, won = await _controller(backend, 1)
+    assert won == (1, 1)
+    b, lost = await _controller(backend, 2)
+    assert lost is None
+    info, stat = await b.read_controller()
+    assert info.controller_id == 1
+    assert await a.reclaim_controller(stat.version) == (2, 2)
+    assert await a.reclaim_controller(stat.version + 5) is None
+    await b.resign(backend.session_of(b))  # not b's: nothing happens
+    assert (await b.read_controller())[0].controller_id == 1
+    await a.resign(backend.session_of(a))
+    assert await b.read_controller() is None
+    assert await b.try_become_controller(ControllerInfo(2, "h", 2)) == (3, 3)
+
+
+async def test_conditional_partition_writes(backend):
+    s, (_, version) = await _controller(backend)
+    await s.create_topic(TopicAssignment("t", "id", {0: [1, 2], 1: [2, 1]}), {"a": "1"},
+                         version)
+    with pytest.raises(NodeExistsError):
+        await s.create_topic(TopicAssignment("t", "id2", {0: [1]}), {}, version)
+    s0, s1 = LeaderAndIsr(1, 0, (1, 2), 1), LeaderAndIsr(2, 0, (2, 1), 1)
+    assert await s.write_partition_states([PartitionWrite(tp(0), None, s0),
+                                           PartitionWrite(tp(1), None, s1)], version) == set()
+    got = await s.read_partition_states([tp(0), tp(1), tp(2)])
+    assert {k: (v.leader, v.partition_epoch) for k, v in got.items()} == \
+        {tp(0): (1, 0), tp(1): (2, 0)}
+    # a write naming the version it replaces succeeds and bumps it; a stale one is refused
+    # alone, and a create of an existing znode too
+    moved = LeaderAndIsr(2, 1, (2,), 1)
+    failed = await s.write_partition_states([
+        PartitionWrite(tp(0), got[tp(0)], moved),
+        PartitionWrite(tp(1), LeaderAndIsr(2, 0, (2, 1), 1, partition_epoch=7), moved),
+        PartitionWrite(tp(1), None, moved)], version)
+    assert failed == {tp(1)}
+    now = await s.read_partition_states([tp(0), tp(1)])
+    assert (now[tp(0)].leader_epoch, now[tp(0)].partition_epoch) == (1, 1)
+    assert (now[tp(1)].leader, now[tp(1)].partition_epoch) == (2, 0)
+    assert await s.read_topic_config("t") == {"a": "1"}
+    assert (await s.read_assignment("t")).partitions == {0: [1, 2], 1: [2, 1]}
+
+
+async def test_a_deposed_controller_writes_nothing(backend):
+    a, (_, version) = await _controller(backend, 1)
+    await a.create_topic(TopicAssignment("t", "id", {0: [1]}), {}, version)
+    await a.resign(backend.session_of(a))
+    b, (_, _new) = await _controller(backend, 2)
+    with pytest.raises(ControllerMovedError):
+        await a.write_partition_states(
+            [PartitionWrite(tp(0), None, LeaderAndIsr(1, 0, (1,), 1))], version)
+    with pytest.raises(ControllerMovedError):
+        await a.create_topic(TopicAssignment("u", "id", {0: [1]}), {}, version)
+    with pytest.raises(ControllerMovedError):
+        await a.delete_topic("t", version)
+    assert await b.read_partition_states([tp(0)]) == {}
+    assert await b.read_topic_names() == ["t"]
+
+
+async def test_broker_registrations_are_ephemeral_and_watched(backend):
+    s = await backend.store()
+    fired: list = []
+    epoch, session = backend.register_broker(BrokerRegistration(1, "h", 9001))
+    regs = await s.read_brokers(watch=fired.append)
+    assert list(regs) == [1] and regs[1].epoch == epoch
+    backend.expire(session)
+    await wait_for(lambda: fired, what="the /brokers/ids watch")
+    assert await s.read_brokers() == {}
+    assert len(fired) == 1  # one-shot
+
+
+async def test_topic_deletion_removes_every_znode(backend):
+    s, (_, version) = await _controller(backend)
+    await s.create_topic(TopicAssignment("t", "id", {0: [1]}), {"a": "1"}, version)
+    await s.write_partition_states([PartitionWrite(tp(0), None, LeaderAndIsr(1, 0, (1,), 1))],
+                                   version)
+    fired: list = []
+    await s.read_topics_to_delete(watch=fired.append)
+    await s.mark_topic_for_deletion("t", version)
+    await wait_for(lambda: fired, what="the /admin/delete_topics watch")
+    assert await s.read_topics_to_delete() == ["t"]
+    await s.delete_topic("t", version)
+    assert await s.read_topic_names() == []
+    assert await s.read_topics_to_delete() == []
+    assert await s.read_partition_states([tp(0)]) == {}
+    assert await s.read_topic_config("t") == {}
