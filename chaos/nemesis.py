@@ -348,8 +348,15 @@ class _LoopDiskNemesis(Nemesis):
     def unavailable(self):
         return disk.unavailable()
 
-    def mount(self, fault: Fault) -> disk.LoopMountedLogDir:
-        return self.shared["mounts"][parse_log_dir(fault.target[0])]
+    def breaks(self, m: disk.LoopMountedLogDir) -> None:
+        raise NotImplementedError
+
+    async def start(self, fault):
+        key = parse_log_dir(fault.target[0])
+        m = self.shared["mounts"][key]
+        await asyncio.to_thread(self.breaks, m)
+        self.broken.add(key)
+        return {"log_dir": str(m.log_dir), "device": m.device()}
 
     undone = "repaired"
 
@@ -375,11 +382,8 @@ class Ext4ErrorNemesis(_LoopDiskNemesis):
 
     name = "ext4"
 
-    async def start(self, fault):
-        m = self.mount(fault)
-        await asyncio.to_thread(m.trigger_error)
-        self.broken.add(parse_log_dir(fault.target[0]))
-        return {"log_dir": str(m.log_dir), "device": m.device()}
+    def breaks(self, m):
+        m.trigger_error()
 
 
 class DiskFullNemesis(_LoopDiskNemesis):
@@ -387,11 +391,8 @@ class DiskFullNemesis(_LoopDiskNemesis):
 
     name = "enospc"
 
-    async def start(self, fault):
-        m = self.mount(fault)
-        await asyncio.to_thread(m.fill)
-        self.broken.add(parse_log_dir(fault.target[0]))
-        return {"log_dir": str(m.log_dir), "filled": True}
+    def breaks(self, m):
+        m.fill()
 
 
 class PreferredElectionNemesis(Nemesis):
