@@ -173,7 +173,7 @@ def _spark_class() -> Path:
     return Path(pyspark.__file__).parent / "bin" / "spark-class"
 
 
-def _wait_log(path: Path, text: str, proc: subprocess.Popen, timeout: float = 90) -> None:
+def _wait_log(path: Path, text: str, proc: subprocess.Popen, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists() and text in path.read_text(errors="replace"):
