@@ -9,9 +9,9 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 PROTO_SRC := $(wildcard proto/replog/v1/*.proto)
 STUBS := common/rpc/replog_pb2.py
 
-.PHONY: setup run test bench demo stubs zookeeper chromium clean lint soak chaos-sweep
+.PHONY: setup run test bench demo stubs zookeeper chromium prometheus docker compose-build compose-up compose-down clean lint soak chaos-sweep
 
-setup: $(VENV)/.installed zookeeper chromium $(STUBS)
+setup: $(VENV)/.installed zookeeper chromium prometheus docker $(STUBS)
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,23 @@ chromium:
 	  if [ "$$(id -u)" != 0 ]; then echo "Chromium missing: run 'apt-get install chromium' as root" >&2; exit 1; fi; \
 	  echo "installing Debian's chromium"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+
+# Debian's Prometheus (and promtool): the rule tests and `replog cluster up --prometheus`.
+prometheus:
+	@if ! command -v promtool >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "Prometheus missing: run 'apt-get install prometheus' as root" >&2; exit 1; fi; \
+	  echo "installing Debian's prometheus"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	fi
+
+# Docker engine, docker-compose and debootstrap for the compose test (tests/observability/
+# test_compose.py). Without root they are left alone: that test then skips, saying why.
+docker:
+	@if ! command -v dockerd >/dev/null || ! command -v docker-compose >/dev/null || ! command -v debootstrap >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "docker.io/docker-compose/debootstrap missing (need root to install): the compose test will skip" >&2; exit 0; fi; \
+	  echo "installing Debian's docker.io, docker-compose and debootstrap"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io docker-compose debootstrap >/dev/null; \
 	fi
 
 $(STUBS): $(PROTO_SRC) $(VENV)/.installed
@@ -58,6 +75,18 @@ soak: setup
 # root gives every nemesis): the first invalid verdict stops it and prints its replay command.
 chaos-sweep: setup
 	$(PY) -m chaos.sweep --seeds $${CHAOS_SEEDS:-200} --duration $${CHAOS_DURATION:-60}
+
+# The compose cluster (docker-compose.yml). REPLOG_BASE_IMAGE=python:3.11-slim where Docker
+# Hub is reachable; by default the base is built from Debian's packages (docker/base-image.sh).
+compose-build: setup
+	docker/build-images.sh $(PY)
+
+compose-up: compose-build
+	REPLOG_BASE_IMAGE=$${REPLOG_BASE_IMAGE:-replog-base:bookworm} docker-compose up -d
+	@echo "bootstrap (admin commands): 127.0.0.1:19092; Prometheus: http://127.0.0.1:19090"
+
+compose-down:
+	docker-compose down -v
 
 demo: setup
 	$(VENV)/bin/replog demo --data-dir demo-data

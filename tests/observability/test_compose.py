@@ -1,0 +1,132 @@
+"""docker-compose.yml built and run for real: the images from docker/ (base from Debian's
+packages, docker/base-image.sh), ZooKeeper + two controller candidates + three brokers +
+Prometheus up and healthy, records produced and consumed with `replog`, a broker killed with
+`docker-compose kill` and its leaderships moved with every acked record still readable, and
+Prometheus seeing every target. Torn down with `down -v`.
+
+Skips, saying why in one line, only when Docker cannot run at all (no engine and not root to
+start one, or dockerd refusing to start); `make setup` installs docker.io and docker-compose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.observability.catalog import REPO
+
+pytestmark = pytest.mark.integration
+
+PROJECT = "replog-test"  # not the `replog` project a developer's `make compose-up` uses
+BOOTSTRAP = "127.0.0.1:19092"
+PROMETHEUS = "http://127.0.0.1:19090"
+
+
+def run(*cmd: str, stdin: bytes | None = None, timeout: float = 900) -> str:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.setdefault("REPLOG_BASE_IMAGE", "replog-base:bookworm")
+    p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, cwd=REPO,
+                       env=env, check=False)
+    assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stdout.decode()}\n{p.stderr.decode()}"
+    return p.stdout.decode()
+
+
+def compose(*args: str, stdin: bytes | None = None) -> str:
+    return run("docker-compose", "-p", PROJECT, *args, stdin=stdin)
+
+
+def replog(*args: str) -> str:
+    return run(sys.executable, "-m", "admin.cli", *args, timeout=120)
+
+
+def wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            last = check()
+        except (AssertionError, OSError) as e:  # not up yet
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {timeout:.0f}s: {what} (last: {last!r})")
+        time.sleep(1)
+
+
+def docker_unusable() -> str | None:
+    for tool in ("docker", "dockerd", "docker-compose"):
+        if shutil.which(tool) is None:
+            # make setup installs them; only a machine without root can lack them.
+            return f"{tool} is not installed (make setup installs docker.io and docker-compose)"
+    p = subprocess.run([str(REPO / "docker" / "start-dockerd.sh")], capture_output=True,
+                       text=True, check=False)
+    return (p.stderr.strip().splitlines() or ["no Docker engine"])[-1] if p.returncode else None
+
+
+def leaders(topic: str) -> dict[int, int]:
+    out = replog("topics", "describe", "--bootstrap-server", BOOTSTRAP, "--topic", topic)
+    return {int(m[1]): int(m[2])
+            for m in re.finditer(r"Partition: (\d+)\tLeader: (-?\d+)", out)}
+
+
+def test_compose_cluster_produce_consume_broker_kill_and_prometheus():
+    reason = docker_unusable()
+    if reason:
+        pytest.skip(f"Docker cannot run here: {reason}")
+    run(str(REPO / "docker" / "build-images.sh"), sys.executable)
+    compose("down", "-v")  # leftovers of an interrupted run
+    try:
+        compose("up", "-d")
+        ids = compose("ps", "-q").split()
+        assert len(ids) == 7, ids  # zookeeper, 2 controllers, 3 brokers, prometheus
+
+        def healthy():
+            states = json.loads(run("docker", "inspect", *ids))
+            bad = [s["Name"] for s in states
+                   if s["State"].get("Health", {"Status": "healthy"})["Status"] != "healthy"]
+            return not bad
+        wait_for(healthy, 300, "every container healthy")
+
+        topic = "compose-orders"
+        wait_for(lambda: replog("topics", "create", "--bootstrap-server", BOOTSTRAP, "--topic",
+                                topic, "--partitions", "3", "--replication-factor", "3",
+                                "--config", "min.insync.replicas=2") or True,
+                 120, "topic created through the published port")
+        wait_for(lambda: all(v > 0 for v in leaders(topic).values()), 60, "leaders elected")
+        records = [f"record-{i}" for i in range(200)]
+        # Brokers advertise broker-N:9092, names that resolve on the compose network only.
+        compose("exec", "-T", "broker-2", "replog", "produce", "--bootstrap-server",
+                "broker-1:9092", "--topic", topic, "--acks", "all",
+                stdin="\n".join(records).encode() + b"\n")
+
+        def consume(container: str) -> list[str]:
+            return compose("exec", "-T", container, "replog", "consume", "--bootstrap-server",
+                           "broker-1:9092", "--topic", topic, "--from-beginning",
+                           "--max-messages", str(len(records))).split()
+        assert sorted(consume("broker-3")) == sorted(records)
+
+        def targets_up():
+            with urllib.request.urlopen(f"{PROMETHEUS}/api/v1/targets", timeout=5) as r:
+                active = json.loads(r.read())["data"]["activeTargets"]
+            return len(active) == 5 and all(t["health"] == "up" for t in active)
+        wait_for(targets_up, 120, "Prometheus sees all 5 targets up")
+
+        # Kill a broker other than the published bootstrap one that leads a partition.
+        before = leaders(topic)
+        victim = next(b for b in (2, 3) if b in before.values())
+        compose("kill", f"broker-{victim}")
+        wait_for(lambda: all(v not in (victim, -1) for v in leaders(topic).values()), 120,
+                 f"leadership moved off broker {victim}")
+        survivor = "broker-3" if victim == 2 else "broker-2"
+        assert sorted(consume(survivor)) == sorted(records)
+    finally:
+        compose("down", "-v")
