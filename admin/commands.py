@@ -31,7 +31,8 @@ def register(sub) -> None:
     p.set_defaults(func=_process("controller.server", ("controller.id",)))
 
     for name in ("admin.cluster_cmd", "admin.topics_cmd", "admin.produce_cmd",
-                 "admin.consume_cmd", "admin.e2e_latency_cmd", "analytics.cli", "chaos.cli"):
+                 "admin.consume_cmd", "admin.e2e_latency_cmd", "analytics.cli", "chaos.cli",
+                 "admin.configs_cmd"):
         try:
             mod = importlib.import_module(name)
         except ModuleNotFoundError as e:

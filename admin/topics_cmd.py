@@ -11,15 +11,16 @@ after ``Isr`` while a reassignment is in progress. With one of the partition fil
 ``--at-min-isr-partitions``) only the matching partition lines are printed, as in Kafka.
 
 ``--topic`` is a regular expression matched against whole topic names for describe, list and
-delete, as Kafka's include list is. "Configs:" lists the topic's overrides (Kafka prints the
-non-default entries). The min ISR used by the min-ISR filters is the topic's
-``min.insync.replicas`` override, else 1: replog has no DescribeConfigs to read a broker-wide
-default (partial; see the module's report).
+delete, as Kafka's include list is. "Configs:" lists the topic's overrides as DescribeConfigs
+reads them from ZooKeeper now (Kafka's TopicCommand asks describeConfigs too; it also prints
+static broker values, replog only the topic's own), and the min-ISR filters use the
+``min.insync.replicas`` the brokers apply (override, else broker dynamic or static default).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import sys
 from collections.abc import Iterable
@@ -82,18 +83,20 @@ def is_unavailable(p: PartitionInfo, live_brokers: set[int]) -> bool:
     return p.leader < 0 or p.leader not in live_brokers
 
 
-def is_under_min_isr(p: PartitionInfo, topic: TopicInfo) -> bool:
-    return p.leader < 0 or len(p.isr) < min_isr(topic)
+def is_under_min_isr(p: PartitionInfo, topic: TopicInfo, m: int | None = None) -> bool:
+    return p.leader < 0 or len(p.isr) < (min_isr(topic) if m is None else m)
 
 
-def is_at_min_isr(p: PartitionInfo, topic: TopicInfo) -> bool:
-    return len(p.isr) == min_isr(topic)
+def is_at_min_isr(p: PartitionInfo, topic: TopicInfo, m: int | None = None) -> bool:
+    return len(p.isr) == (min_isr(topic) if m is None else m)
 
 
 def describe_lines(topics: Iterable[TopicInfo], live_brokers: set[int], *,
                    under_replicated: bool = False, unavailable: bool = False,
-                   under_min_isr: bool = False, at_min_isr: bool = False) -> list[str]:
-    """Kafka's describe output for ``topics`` (already sorted and filtered by name)."""
+                   under_min_isr: bool = False, at_min_isr: bool = False,
+                   min_isrs: dict[str, int] | None = None) -> list[str]:
+    """Kafka's describe output for ``topics`` (already sorted and filtered by name);
+    ``min_isrs``: each topic's effective min ISR, if known (else its override or 1)."""
     describe_configs = not (under_replicated or unavailable or under_min_isr or at_min_isr)
     lines: list[str] = []
     for t in topics:
@@ -103,8 +106,8 @@ def describe_lines(topics: Iterable[TopicInfo], live_brokers: set[int], *,
             if (describe_configs
                     or (under_replicated and is_under_replicated(p))
                     or (unavailable and is_unavailable(p, live_brokers))
-                    or (under_min_isr and is_under_min_isr(p, t))
-                    or (at_min_isr and is_at_min_isr(p, t))):
+                    or (under_min_isr and is_under_min_isr(p, t, (min_isrs or {}).get(t.name)))
+                    or (at_min_isr and is_at_min_isr(p, t, (min_isrs or {}).get(t.name)))):
                 lines.append(format_partition_line(p))
     return lines
 
@@ -200,15 +203,29 @@ async def _create(args) -> int:
 
 async def _describe(args) -> int:
     async with _admin(args) as admin:
-        md = await admin.describe_cluster_metadata(all_topics=True, include_configs=True)
-    names = _matching((n for n, t in md.topics.items() if t.error_code == ErrorCode.NONE),
-                      args.topic)
-    _ensure_found(names, args.topic, args.if_exists)
-    lines = describe_lines((md.topics[n] for n in names), set(md.brokers),
+        md = await admin.describe_cluster_metadata(all_topics=True)
+        names = _matching((n for n, t in md.topics.items() if t.error_code == ErrorCode.NONE),
+                          args.topic)
+        _ensure_found(names, args.topic, args.if_exists)
+        described = await admin.describe_configs([("topics", n) for n in names]) \
+            if names else {}
+    topics, min_isrs = [], {}
+    for n in names:
+        got = described.get(("topics", n))
+        if isinstance(got, KafkaError):
+            raise _user_error(got)
+        entries = got or []
+        overrides = {e.name: e.value for e in entries
+                     if e.source == "DYNAMIC_TOPIC_CONFIG" and e.value is not None}
+        topics.append(dataclasses.replace(md.topics[n], configs=overrides))
+        for e in entries:
+            if e.name == "min.insync.replicas" and e.value is not None and e.value.isdigit():
+                min_isrs[n] = int(e.value)
+    lines = describe_lines(topics, set(md.brokers),
                            under_replicated=args.under_replicated_partitions,
                            unavailable=args.unavailable_partitions,
                            under_min_isr=args.under_min_isr_partitions,
-                           at_min_isr=args.at_min_isr_partitions)
+                           at_min_isr=args.at_min_isr_partitions, min_isrs=min_isrs)
     if lines:
         sys.stdout.write("\n".join(lines) + "\n")
     return 0

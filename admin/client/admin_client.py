@@ -5,7 +5,8 @@ to the active controller, whose address is in every Metadata response (controlle
 processes in replog, so it is not one of the brokers). A controller candidate that is not active
 answers NOT_CONTROLLER, and a controller that just died does not answer at all; either way the
 client re-reads Metadata and retries until its ``default_api_timeout_ms`` runs out, as Kafka's
-AdminClient does.
+AdminClient does. Configs (DescribeConfigs, IncrementalAlterConfigs) go to a broker, as in
+Kafka's ZooKeeper mode: a broker's own configs to that broker, the rest to any broker.
 """
 
 from __future__ import annotations
@@ -61,6 +62,42 @@ class PartitionReassignment:
 
 
 ELECTION_TYPES = {"preferred": pb.PREFERRED, "unclean": pb.UNCLEAN}
+
+# Kafka's ConfigResource types, by the CLI's entity-type names.
+CONFIG_RESOURCE_TYPES = {"topics": pb.TOPIC, "brokers": pb.BROKER}
+ALTER_OPS = {"set": pb.SET, "delete": pb.DELETE, "append": pb.APPEND, "subtract": pb.SUBTRACT}
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: str  # Kafka's ConfigSource name, e.g. "DYNAMIC_TOPIC_CONFIG"
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...]
+
+
+@dataclass(frozen=True)
+class AlterConfigOp:
+    name: str
+    op: str = "set"  # set | delete | append | subtract
+    value: str | None = None
+
+
+def _config_entry(e) -> ConfigEntry:
+    return ConfigEntry(e.name, e.value if e.HasField("value") else None,
+                       pb.ConfigSource.Name(e.config_source), e.read_only, e.is_sensitive,
+                       tuple(ConfigSynonym(s.name, s.value if s.HasField("value") else None,
+                                           pb.ConfigSource.Name(s.source))
+                             for s in e.synonyms))
 
 
 def _error_or_none(code: int, message: str, **ctx) -> KafkaError | None:
@@ -282,6 +319,70 @@ class AdminClient:
         return {(r.topic, r.partition): _error_or_none(r.error_code, r.error_message,
                                                        topic=r.topic, partition=r.partition)
                 for r in resp.results}
+
+    # ------------------------------------------------------------------ configs (any broker)
+
+    async def describe_configs(self, resources: Iterable[tuple[str, str]], *,
+                               include_synonyms: bool = True
+                               ) -> dict[tuple[str, str], list[ConfigEntry] | KafkaError]:
+        """Kafka's describeConfigs: ``(entity type, name)`` -> entries, for entity types
+        "topics" and "brokers" (name "" is the cluster-wide broker default). A broker's own
+        configs are asked of that broker; everything else of any live broker."""
+        by_broker = await self._route_config_resources(list(resources))
+        out: dict[tuple[str, str], list[ConfigEntry] | KafkaError] = {}
+        for addr, items in by_broker.items():
+            req = pb.DescribeConfigsRequest(include_synonyms=include_synonyms)
+            for entity_type, name in items:
+                req.resources.add(resource_type=CONFIG_RESOURCE_TYPES[entity_type],
+                                  resource_name=name)
+            resp = await call(self.pool.broker(addr).DescribeConfigs, req, addr,
+                              self.request_timeout_ms / 1000)
+            for (entity_type, name), r in zip(items, resp.results):
+                err = _error_or_none(r.error_code, r.error_message)
+                out[(entity_type, name)] = err or [_config_entry(e) for e in r.configs]
+        return out
+
+    async def incremental_alter_configs(
+            self, alterations: Mapping[tuple[str, str], Iterable[AlterConfigOp]], *,
+            validate_only: bool = False) -> dict[tuple[str, str], KafkaError | None]:
+        """Kafka's incrementalAlterConfigs: per resource, every operation or none."""
+        by_broker = await self._route_config_resources(list(alterations))
+        out: dict[tuple[str, str], KafkaError | None] = {}
+        for addr, items in by_broker.items():
+            req = pb.IncrementalAlterConfigsRequest(validate_only=validate_only)
+            for entity_type, name in items:
+                r = req.resources.add(resource_type=CONFIG_RESOURCE_TYPES[entity_type],
+                                      resource_name=name)
+                for op in alterations[(entity_type, name)]:
+                    c = r.configs.add(name=op.name, config_operation=ALTER_OPS[op.op])
+                    if op.value is not None:
+                        c.value = op.value
+            resp = await call(self.pool.broker(addr).IncrementalAlterConfigs, req, addr,
+                              self.request_timeout_ms / 1000)
+            for key, r in zip(items, resp.responses):
+                out[key] = _error_or_none(r.error_code, r.error_message)
+        return out
+
+    async def _route_config_resources(self, resources: list[tuple[str, str]]
+                                      ) -> dict[str, list[tuple[str, str]]]:
+        """Broker address -> the resources to send there (Kafka's AdminClient routes a
+        BROKER resource with an id to that broker, the rest to the least loaded node)."""
+        brokers = await self.live_brokers()
+        if not brokers:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "no live broker")
+        anyone = brokers[min(brokers)].address
+        out: dict[str, list[tuple[str, str]]] = {}
+        for entity_type, name in resources:
+            if entity_type not in CONFIG_RESOURCE_TYPES:
+                raise ValueError(f"unknown entity type {entity_type!r}")
+            addr = anyone
+            if entity_type == "brokers" and name:
+                if not name.isdigit() or int(name) not in brokers:
+                    raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE,
+                                     f"broker {name} is not alive")
+                addr = brokers[int(name)].address
+            out.setdefault(addr, []).append((entity_type, name))
+        return out
 
     # ------------------------------------------------------------------ plumbing
 

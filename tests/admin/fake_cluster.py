@@ -126,6 +126,20 @@ class FakeBroker(rpc.BrokerServicer):
                     ErrorCode.LEADER_NOT_AVAILABLE)
         return resp
 
+    async def DescribeConfigs(self, request, context):
+        # Topic overrides only, as DYNAMIC_TOPIC_CONFIG entries (what `topics describe` reads).
+        resp = pb.DescribeConfigsResponse()
+        for r in request.resources:
+            out = resp.results.add(resource_type=r.resource_type, resource_name=r.resource_name)
+            t = self.state.topics.get(r.resource_name)
+            if r.resource_type != pb.TOPIC or t is None:
+                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out.error_message = f"The topic '{r.resource_name}' does not exist."
+                continue
+            for k, v in sorted(t.configs.items()):
+                out.configs.add(name=k, value=v, config_source=pb.DYNAMIC_TOPIC_CONFIG)
+        return resp
+
     async def Produce(self, request, context):
         s = self.state
         if request.acks not in (-1, 0, 1):

@@ -205,3 +205,27 @@ async def test_topic_config_read_failure_does_not_weaken_min_isr(zk_hosts, zk, t
     finally:
         await node.stop()
         await client.stop()
+
+
+async def test_applied_changes_re_derive_min_isr_of_the_topics_partitions(tmp_path):
+    """What a notification ends in: the topic's override, else the broker's dynamic value,
+    else server.properties - applied to the partition at once, not at its next LeaderAndIsr."""
+    node = Node(1, tmp_path)
+    await node.start()
+    try:
+        await node.stub.LeaderAndIsr(leader_and_isr(node, 1, 0, [1, 2], [1, 2, 3], [node]))
+        p = node.rm.partitions[next(iter(node.rm.partitions))]
+        assert p.min_isr == 1
+        node.rm.apply_broker_config({"min.insync.replicas": "2"})
+        assert p.min_isr == 2
+        node.rm.apply_topic_config("t", {"min.insync.replicas": "3"})
+        assert p.min_isr == 3
+        resp = await node.stub.Produce(produce_req("x"))
+        assert resp.responses[0].partition_responses[0].error_code == \
+            ErrorCode.NOT_ENOUGH_REPLICAS
+        node.rm.apply_topic_config("t", {})
+        assert p.min_isr == 2
+        node.rm.apply_broker_config(None)  # unreadable: the replication factor
+        assert p.min_isr == 3
+    finally:
+        await node.stop()
