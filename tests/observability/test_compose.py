@@ -97,10 +97,13 @@ def test_compose_cluster_produce_consume_broker_kill_and_prometheus():
         wait_for(healthy, 300, "every container healthy")
 
         topic = "compose-orders"
-        wait_for(lambda: replog("topics", "create", "--bootstrap-server", BOOTSTRAP, "--topic",
-                                topic, "--partitions", "3", "--replication-factor", "3",
-                                "--config", "min.insync.replicas=2") or True,
-                 120, "topic created through the published port")
+        # Admin writes go to the controller's advertised address (controller-N:9093), which
+        # resolves on the compose network only: create there, read metadata from the host.
+        wait_for(lambda: compose("exec", "-T", "broker-1", "replog", "topics", "create",
+                                 "--bootstrap-server", "broker-1:9092", "--topic", topic,
+                                 "--partitions", "3", "--replication-factor", "3",
+                                 "--config", "min.insync.replicas=2") or True,
+                 120, "topic created")
         wait_for(lambda: all(v > 0 for v in leaders(topic).values()), 60, "leaders elected")
         records = [f"record-{i}" for i in range(200)]
         # Brokers advertise broker-N:9092, names that resolve on the compose network only.
