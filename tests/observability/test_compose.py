@@ -26,7 +26,6 @@ from tests.observability.catalog import REPO
 pytestmark = pytest.mark.integration
 
 PROJECT = "replog-test"  # not the `replog` project a developer's `make compose-up` uses
-BOOTSTRAP = "127.0.0.1:19092"
 PROMETHEUS = "http://127.0.0.1:19090"
 
 
@@ -41,10 +40,6 @@ def run(*cmd: str, stdin: bytes | None = None, timeout: float = 900) -> str:
 
 def compose(*args: str, stdin: bytes | None = None) -> str:
     return run("docker-compose", "-p", PROJECT, *args, stdin=stdin)
-
-
-def replog(*args: str) -> str:
-    return run(sys.executable, "-m", "admin.cli", *args, timeout=120)
 
 
 def wait_for(check, timeout: float, what: str):
@@ -73,7 +68,8 @@ def docker_unusable() -> str | None:
 
 
 def leaders(topic: str) -> dict[int, int]:
-    out = replog("topics", "describe", "--bootstrap-server", BOOTSTRAP, "--topic", topic)
+    out = compose("exec", "-T", "broker-1", "replog", "topics", "describe",
+                  "--bootstrap-server", "broker-1:9092", "--topic", topic)
     return {int(m[1]): int(m[2])
             for m in re.finditer(r"Partition: (\d+)\tLeader: (-?\d+)", out)}
 
@@ -97,8 +93,9 @@ def test_compose_cluster_produce_consume_broker_kill_and_prometheus():
         wait_for(healthy, 300, "every container healthy")
 
         topic = "compose-orders"
-        # Admin writes go to the controller's advertised address (controller-N:9093), which
-        # resolves on the compose network only: create there, read metadata from the host.
+        # Clients follow the advertised addresses (broker-N:9092, controller-N:9093), which
+        # resolve on the compose network only (replog has one listener; Kafka would add an
+        # EXTERNAL one): the CLI runs in a container there.
         wait_for(lambda: compose("exec", "-T", "broker-1", "replog", "topics", "create",
                                  "--bootstrap-server", "broker-1:9092", "--topic", topic,
                                  "--partitions", "3", "--replication-factor", "3",
