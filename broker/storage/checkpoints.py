@@ -91,9 +91,10 @@ class LeaderEpochCheckpointFile:
         self.path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT)
         self.fileops = fileops
 
-    def write(self, entries: list[tuple[int, int]]) -> None:
+    def write(self, entries: list[tuple[int, int]], fsync: bool = True) -> None:
         try:
-            self.fileops.write_file_atomically(self.path, _encode([f"{e} {o}" for e, o in entries]))
+            self.fileops.write_file_atomically(
+                self.path, _encode([f"{e} {o}" for e, o in entries]), fsync=fsync)
         except OSError as e:
             raise CheckpointIOError(self.log_dir, self.partition, cause=e) from e
 
@@ -107,5 +108,10 @@ class LeaderEpochCheckpointFile:
         try:
             return [(int(e), int(o)) for e, o in _decode(self.path, data, 2)]
         except ValueError as e:
-            raise CheckpointIOError(self.log_dir, self.partition,
-                                    detail=f"malformed {self.path}: {e}") from e
+            raise MalformedCheckpointError(self.log_dir, self.partition,
+                                           detail=f"malformed {self.path}: {e}") from e
+
+
+class MalformedCheckpointError(CheckpointIOError):
+    """The file was read but does not parse (a power loss after an unsynced write can leave
+    it empty or torn); the leader-epoch checkpoint is then rebuilt from the log."""

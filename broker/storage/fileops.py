@@ -94,21 +94,25 @@ class FileOps:
         finally:
             os.close(fd)
 
-    def write_file_atomically(self, path: str, data: bytes) -> None:
+    def write_file_atomically(self, path: str, data: bytes, fsync: bool = True) -> None:
         """Write to ``path.tmp``, fsync it, rename over ``path``, fsync the directory.
 
         A crash at any point leaves either the old file or the new one, never a torn one
-        (Kafka's CheckpointFile does the same).
+        (Kafka's CheckpointFile does the same). With ``fsync=False`` a process crash still
+        leaves one or the other, but a power loss may leave either, or an empty file: for
+        files the reader can rebuild (the leader-epoch checkpoint, see Log).
         """
         tmp = path + ".tmp"
         fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             self.writev(fd, [data])
-            self.fsync(fd)
+            if fsync:
+                self.fsync(fd)
         finally:
             self.close(fd)
         self.replace(tmp, path)
-        self.fsync_dir(os.path.dirname(path) or ".")
+        if fsync:
+            self.fsync_dir(os.path.dirname(path) or ".")
 
 
 @dataclass
