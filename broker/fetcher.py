@@ -169,7 +169,7 @@ class ReplicaFetcher:
                              self._wake.set) if delayed else None
         call = stub.Fetch(req, timeout=self.manager.max_wait_ms / 1000 + 10)
         woken = asyncio.ensure_future(self._wake.wait())
-        fetched = asyncio.ensure_future(_await(call))
+        fetched = asyncio.ensure_future(call)
         try:
             await asyncio.wait({fetched, woken}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -231,9 +231,8 @@ class ReplicaFetcher:
                     await self._truncate(tp, s, Divergence(r.diverging_epoch.epoch,
                                                            r.diverging_epoch.end_offset))
                     return
-                if r.records:
-                    info = await (append if append is not None
-                                  else m.log_manager.append_as_follower(tp, r.records))
+                if append is not None:  # queued by _run for every response with records
+                    info = await append
                     m.metrics.replication_bytes_in.inc(info.valid_bytes)
                     p.data.notify()
                     if not self._still_following(tp, s, log):
@@ -448,7 +447,3 @@ def _name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return str(code)
-
-
-async def _await(call):
-    return await call
