@@ -2,7 +2,6 @@
 per broker behind a real gRPC server, driven by hand-made LeaderAndIsr requests (no
 controller)."""
 
-import asyncio
 import json
 
 import grpc
@@ -19,6 +18,7 @@ from common.observability import configure_event_log
 from common.records import ProducerRecord, build_batch
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from tests.polling import async_wait_until as wait_until  # noqa: F401  (re-exported)
 
 TP = TopicPartition("t", 0)
 
@@ -79,10 +79,3 @@ def produce_req(tag, n=5, acks=-1, tp=TP, timeout_ms=5000):
     return pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms, topic_data=[pb.ProduceTopicData(
         topic=tp.topic, partition_data=[pb.ProducePartitionData(
             partition=tp.partition, records=build_batch(recs))])])
-
-
-async def wait_until(cond, timeout=10.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
