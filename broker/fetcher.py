@@ -36,12 +36,11 @@ from broker.partition import Partition
 from broker.storage.errors import KafkaStorageError
 from broker.truncation import Divergence, follower_truncation
 from common.errors import CorruptRecordError, ErrorCode
+from common.grpc_options import REPLICA_FETCHER_OPTIONS, ChannelFactory, insecure_channel
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 
-GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 << 20),
-                ("grpc.max_send_message_length", 64 << 20)]
 CLIENT_ID = "Replica"
 
 
@@ -103,7 +102,7 @@ class ReplicaFetcher:
         if not self.address:
             return None
         if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS)
+            self._channel = self.manager.channel_factory(self.address, REPLICA_FETCHER_OPTIONS)
             self._stub = replog_pb2_grpc.BrokerStub(self._channel)
         return self._stub
 
@@ -333,8 +332,10 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker_id: int, broker_epoch, config, log_manager, metrics, events):
+    def __init__(self, broker_id: int, broker_epoch, config, log_manager, metrics, events,
+                 channel_factory: ChannelFactory = insecure_channel):
         self.broker_id = broker_id
+        self.channel_factory = channel_factory  # the transport to leaders (tests inject one)
         self.broker_epoch = broker_epoch
         self.log_manager = log_manager
         self.metrics = metrics

@@ -30,7 +30,7 @@ from broker.alter_partition import AlterPartitionManager
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fault_injection import watch_fault_file
-from broker.fetcher import GRPC_OPTIONS, ReplicaFetcherManager
+from broker.fetcher import ReplicaFetcherManager
 from broker.metadata_cache import Endpoint, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
@@ -39,6 +39,7 @@ from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log_manager import LogManager
 from common import zk_layout as zl
 from common.config import Config
+from common.grpc_options import SERVER_OPTIONS
 from common.observability import configure_event_log, quiet_third_party_logs, start_metrics_endpoint
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
@@ -111,7 +112,7 @@ class BrokerServer:
 
         listener = (self.config["advertised.listeners"] or self.config["listeners"])[0]
         bind = self.config["listeners"][0]
-        self.server = grpc.aio.server(options=GRPC_OPTIONS)
+        self.server = grpc.aio.server(options=SERVER_OPTIONS)
         replog_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(self.rm, self.broker_id,
                                                                     self.configs),
                                                      self.server)

@@ -30,6 +30,7 @@ from typing import Any
 import grpc
 
 from common.errors import ErrorCode
+from common.grpc_options import CONTROLLER_TO_BROKER_OPTIONS, ChannelFactory, insecure_channel
 from common.rpc import replog_pb2_grpc
 from common.rpc_status import error_code_of
 from common.zk_layout import BrokerRegistration
@@ -37,13 +38,6 @@ from controller.request_batch import BrokerBatch
 
 log = logging.getLogger(__name__)
 
-CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
-    # Reconnect quickly to a broker that restarts on the same address.
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 2000),
-]
 _NOT_RETRIED = {grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT,
                 grpc.StatusCode.UNIMPLEMENTED}
 
@@ -69,7 +63,7 @@ class _BrokerSender:
     def __init__(self, reg: BrokerRegistration, manager: ControllerChannelManager):
         self.reg = reg
         self.manager = manager
-        self.channel = grpc.aio.insecure_channel(reg.address, options=CHANNEL_OPTIONS)
+        self.channel = manager.channel_factory(reg.address, CONTROLLER_TO_BROKER_OPTIONS)
         self.stub = replog_pb2_grpc.BrokerStub(self.channel)
         self.queue: asyncio.Queue[_Item] = asyncio.Queue()
         self.current: _Item | None = None
@@ -137,8 +131,10 @@ def _settle(fut: asyncio.Future, value: bool) -> None:
 class ControllerChannelManager:
     def __init__(self, on_response: ResponseCallback | None = None, *,
                  request_timeout_s: float = 30.0, retry_backoff_s: float = 0.1,
-                 max_retry_backoff_s: float = 2.0):
+                 max_retry_backoff_s: float = 2.0,
+                 channel_factory: ChannelFactory = insecure_channel):
         self.on_response = on_response
+        self.channel_factory = channel_factory  # the transport to brokers (tests inject one)
         self.request_timeout_s = request_timeout_s
         self.retry_backoff_s = retry_backoff_s
         self.max_retry_backoff_s = max_retry_backoff_s

@@ -30,6 +30,7 @@ from grpc_health.v1._async import HealthServicer
 from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client import CollectorRegistry
 
+from common.grpc_options import SERVER_OPTIONS
 from common.observability import configure_event_log, quiet_third_party_logs, start_metrics_endpoint
 from common.rpc import replog_pb2_grpc
 from common.zk import AsyncZk
@@ -40,8 +41,6 @@ from controller.metrics import ControllerMetrics
 from controller.servicer import ControllerServicer
 
 SERVICE_NAME = "replog.v1.Controller"
-SERVER_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
-                  ("grpc.max_send_message_length", 64 * 1024 * 1024)]
 
 
 def split_chroot(connect: str) -> tuple[str, str | None]:

@@ -1,9 +1,10 @@
 """gRPC channels to brokers and controllers, one per address, shared by a client's parts.
 
-Channel options matter for fault handling: gRPC's default reconnect backoff grows to 120 s, so
-a client that saw a broker die would not notice it coming back for minutes. Backoff is capped at
-1 s here. Calls never use wait_for_ready: a dead broker fails the call at once (UNAVAILABLE), and
-the producer/consumer move on to another leader after a metadata refresh.
+Channel options (common/grpc_options.py, CLIENT_OPTIONS) matter for fault handling: gRPC's
+default reconnect backoff grows to 120 s, so a client that saw a broker die would not notice it
+coming back for minutes; it is capped at 1 s. Calls never use wait_for_ready: a dead broker
+fails the call at once (UNAVAILABLE), and the producer/consumer move on to another leader after
+a metadata refresh.
 """
 
 from __future__ import annotations
@@ -12,23 +13,10 @@ import grpc
 import grpc.aio
 
 from admin.client.errors import from_rpc_error
+from common.grpc_options import CLIENT_OPTIONS
 from common.rpc import replog_pb2_grpc
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-
-CHANNEL_OPTIONS = (
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-    # Detect a peer that vanished without closing (SIGSTOP, network partition) on idle channels.
-    ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.keepalive_timeout_ms", 5_000),
-    ("grpc.keepalive_permit_without_calls", 0),
-    # No transparent retries of our RPCs: the producer owns retry policy (and ordering).
-    ("grpc.enable_retries", 0),
-)
+CHANNEL_OPTIONS = CLIENT_OPTIONS  # the name bench/bench_cluster.py imports
 
 
 def parse_address(text: str) -> str:
@@ -60,7 +48,7 @@ class ChannelPool:
         ch = self._channels.get(address)
         if ch is None:
             ch = self._channels[address] = grpc.aio.insecure_channel(address,
-                                                                     options=CHANNEL_OPTIONS)
+                                                                     options=CLIENT_OPTIONS)
         return ch
 
     def broker(self, address: str) -> replog_pb2_grpc.BrokerStub:

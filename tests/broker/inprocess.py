@@ -6,13 +6,14 @@ import json
 
 import grpc
 
-from broker.fetcher import GRPC_OPTIONS, ReplicaFetcherManager
+from broker.fetcher import ReplicaFetcherManager
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.servicer import BrokerServicer
 from broker.storage.log_manager import LogManager
 from common.config import build_config
+from common.grpc_options import SERVER_OPTIONS
 from common.names import TopicPartition
 from common.observability import configure_event_log
 from common.records import ProducerRecord, build_batch
@@ -44,7 +45,7 @@ class Node:
         return [json.loads(line) for line in self.events_path.read_text().splitlines()]
 
     async def start(self):
-        self.server = grpc.aio.server(options=GRPC_OPTIONS)
+        self.server = grpc.aio.server(options=SERVER_OPTIONS)
         replog_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(self.rm, self.id),
                                                      self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")

@@ -32,3 +32,26 @@ async def test_leader_and_isr_refused_by_a_freshly_registered_broker_is_retried(
     finally:
         await channel.close()
         await broker.stop()
+
+
+async def test_channels_come_from_the_injected_factory_with_the_controller_options():
+    """The transport seam (issue 8): the manager opens its broker channels through the factory
+    it is given, with the controller-to-broker options of common/grpc_options.py."""
+    from common.grpc_options import CONTROLLER_TO_BROKER_OPTIONS, insecure_channel
+    opened = []
+
+    def factory(address, options):
+        opened.append((address, tuple(options)))
+        return insecure_channel(address, options)
+
+    broker = await FakeBroker(1, epoch=50).start()
+    channel = ControllerChannelManager(retry_backoff_s=0.01, channel_factory=factory)
+    try:
+        reg = dataclasses.replace(broker.registration(), epoch=50)
+        channel.update_brokers({1: reg})
+        [delivery] = channel.send({1: _batch(50)})
+        assert await delivery.done is True
+        assert opened == [(reg.address, CONTROLLER_TO_BROKER_OPTIONS)]
+    finally:
+        await channel.close()
+        await broker.stop()
