@@ -51,7 +51,7 @@ class ControllerContext:
     epoch_zk_version: int = -1
     unclean_leader_election_default: bool = False
     # seed 002: how long a broker that relinquished leadership of a partition is skipped by
-    # preferred elections (ms). See decisions.relinquish_cooldown_ms.
+    # preferred elections (ms). See the seed-002 rule in controller/decisions.
     relinquish_cooldown_ms: int = 300_000
     live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)

@@ -598,7 +598,7 @@ class Controller:
         tps = D.imbalanced_partitions(ctx, int(self.config[
             "leader.imbalance.per.broker.percentage"]), self.wall_ms())
         if tps:
-            await self._execute(D.elect_leaders(ctx, D.ELECTION_PREFERRED, tps,
+            await self._execute(D.elect_leaders(ctx, D.ElectionType.PREFERRED, tps,
                                                 self.wall_ms()), ev.enqueued)
 
     # ================================================================== topic deletion

@@ -189,14 +189,14 @@ class Scenario:
                 return [f"rejected STALE_BROKER_EPOCH: {e}"]
             return self.run_decision(d)
         if cmd == "elect":
-            kind = D.ELECTION_PREFERRED if pos[0] == "preferred" else D.ELECTION_UNCLEAN
+            kind = D.ElectionType.PREFERRED if pos[0] == "preferred" else D.ElectionType.UNCLEAN
             tps = [_tp(x) for x in pos[1:]] or None
             return self.run_decision(D.elect_leaders(ctx, kind, tps, self.now))
         if cmd == "rebalance":
             pct = int(pos[0]) if pos else 10
             tps = D.imbalanced_partitions(ctx, pct, self.now)
             return ([f"imbalanced {' '.join(map(str, tps)) or '-'}"]
-                    + (self.run_decision(D.elect_leaders(ctx, D.ELECTION_PREFERRED, tps,
+                    + (self.run_decision(D.elect_leaders(ctx, D.ElectionType.PREFERRED, tps,
                                                          self.now)) if tps else []))
         if cmd == "delete":
             ctx.topics_to_delete.add(pos[0])

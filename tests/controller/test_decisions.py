@@ -178,13 +178,13 @@ def test_random_event_sequences_keep_invariants(seed, unclean, script):
                 assert ctx.leadership[tp].isr == new_isr
                 assert ctx.leadership[tp].leader_epoch == s.leader_epoch
         elif op == "preferred":
-            c.run(D.elect_leaders(ctx, D.ELECTION_PREFERRED, None, now))
+            c.run(D.elect_leaders(ctx, D.ElectionType.PREFERRED, None, now))
         elif op == "unclean":
-            d = c.run(D.elect_leaders(ctx, D.ELECTION_UNCLEAN, [tp], now))
+            d = c.run(D.elect_leaders(ctx, D.ElectionType.UNCLEAN, [tp], now))
             if d.outcomes[tp].error == ErrorCode.NONE:
                 assert ctx.leadership[tp].leader != NO_LEADER
         elif op == "rebalance":
-            c.run(D.elect_leaders(ctx, D.ELECTION_PREFERRED,
+            c.run(D.elect_leaders(ctx, D.ElectionType.PREFERRED,
                                   D.imbalanced_partitions(ctx, 10, now), now))
         elif op == "failover":
             ctx.epoch += 1

@@ -1,0 +1,95 @@
+"""The controller's decisions: pure functions from the ControllerContext (and an event) to a
+Decision - the partition states to write, the state-machine steps, and the requests to send.
+
+Nothing here awaits, touches ZooKeeper or a socket, or reads a clock (callers pass `now_ms`).
+The controller core (core.py) carries a Decision out in this order, which is the one rule that
+binds:
+
+    1. write `writes` to ZooKeeper (conditional on each znode version and the controller
+       epoch's version, in batched transactions);
+    2. `apply(ctx, decision, failed)` - only the partitions whose write succeeded change in
+       memory, and only their state-machine steps are taken;
+    3. send the requests (`leader_and_isr`, `update_metadata`, `stop_replica`), dropping the
+       failed partitions: the controller writes ZooKeeper before it tells brokers.
+
+One module per family:
+
+    base.py       Decision types, the builder, `next_state` (the only place a leader, leader
+                  epoch or ISR changes), `apply`
+    elections.py  new partitions, `elect_offline` (the one offline election), ElectLeaders,
+                  the automatic preferred-leader check
+    topics.py     new partitions of created topics
+    brokers.py    broker failure/startup/update, controlled shutdown, controller failover
+    isr.py        AlterPartition (KIP-497, KIP-704, seed 002 relinquish)
+    deletion.py   topic deletion
+
+Rules, with where they come from:
+
+- Every leader change bumps the leader epoch; so does every ISR change the controller makes
+  (Kafka's ZK-mode removeReplicasFromIsr bumps it, fencing the old leader's view). ISR changes
+  a leader asks for through AlterPartition keep the leader epoch (KIP-497).
+- The partition epoch is the state znode's version: a conditional set bumps it by one, so a
+  write's new state carries old.partition_epoch + 1 and a created znode 0.
+- The ISR never becomes empty: when every member is gone the last one stays (Kafka keeps the
+  last leader in the ISR, so a clean election can later pick it when it returns). With several
+  members lost at once replog keeps the last leader if it was a member, else the first member.
+- An unclean election (the new leader was not in the ISR) marks the leader RECOVERING
+  (KIP-704, as Kafka's ZK controller does since 3.2); the leader sends AlterPartition with
+  RECOVERED once it has rebuilt its state.
+- AlterPartition validation follows Kafka's ZK controller (processAlterPartition) with KIP-841/
+  KIP-903 eligibility: see `isr.alter_partition`.
+- Seed 002 (KIP-501 Solution 2): `relinquish_leadership` elects the first other eligible ISR
+  member and records the sender; preferred elections (manual and automatic) skip it until
+  `ControllerContext.relinquish_cooldown_ms` has passed. The cool-down defaults to
+  leader.imbalance.check.interval.seconds: the automatic preferred election runs once per that
+  interval, so a relinquishing leader is not handed its leadership back by the very next check,
+  and at the latest one interval after the cool-down it is rebalanced normally.
+
+Partial: reassignment (C6), restarted partitions (C5) and ELR (C7) decisions are not written
+yet; their selectors are in selectors.py and they will be further modules here returning the
+same Decision type.
+"""
+
+from controller.decisions.base import (  # noqa: F401
+    BrokerNotAvailable,
+    Builder,
+    Decision,
+    ElectionRecord,
+    ElectionType,
+    Outcome,
+    PartitionWrite,
+    RequestRejected,
+    StaleBrokerEpoch,
+    apply,
+    next_state,
+    shrink_isr,
+)
+from controller.decisions.brokers import (  # noqa: F401
+    BrokerDiff,
+    check_controlled_shutdown,
+    controlled_shutdown,
+    diff_brokers,
+    on_broker_modified,
+    on_brokers_failed,
+    on_brokers_started,
+    on_controller_failover,
+    remaining_leaderships,
+    remove_replicas_from_isr,
+)
+from controller.decisions.deletion import (  # noqa: F401
+    finish_topic_deletion,
+    on_stop_replica_response,
+    resume_topic_deletion,
+    start_topic_deletion,
+)
+from controller.decisions.elections import (  # noqa: F401
+    elect_leaders,
+    elect_offline,
+    elect_offline_partitions,
+    imbalanced_partitions,
+    on_topic_config_changed,
+    reelect_after_refused_writes,
+)
+from controller.decisions.isr import AlterPartitionItem, alter_partition  # noqa: F401
+from controller.decisions.topics import on_new_partitions  # noqa: F401
+from controller.selectors import ElectionReason  # noqa: F401

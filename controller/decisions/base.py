@@ -1,0 +1,233 @@
+"""Decision types, the builder every decision family uses, and `apply`.
+
+A decision is data: the partition-state znode writes, the state-machine steps taken after
+them, the requests to send, and per-partition answers for the RPC that asked. `next_state` is
+the one place a partition's leader, leader epoch and ISR change; the ELR bookkeeping of KIP-966
+(seed 001, C7) joins it there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+
+from common.errors import ErrorCode
+from common.names import TopicPartition
+from common.zk_layout import LeaderAndIsr
+from controller.context import ControllerContext, PartitionReplica
+from controller.selectors import ElectionReason
+from controller.state_machine import PartitionState, ReplicaState, TransitionPlan
+
+P = PartitionState
+R = ReplicaState
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' election type (the proto's ElectionType, Kafka's KIP-460)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True)
+class ElectionRecord:
+    """One leader election (event log `leader_election`, metrics)."""
+
+    tp: TopicPartition
+    old_leader: int
+    new_leader: int
+    leader_epoch: int
+    unclean: bool
+    reason: ElectionReason
+
+
+@dataclass(frozen=True)
+class PartitionWrite:
+    """A partition state znode write. `old` None creates the znode (version 0); otherwise a
+    set with expected version old.partition_epoch, after which the version is new's."""
+
+    tp: TopicPartition
+    old: LeaderAndIsr | None
+    new: LeaderAndIsr
+
+
+@dataclass(frozen=True)
+class Outcome:
+    error: ErrorCode = ErrorCode.NONE
+    message: str = ""
+
+
+@dataclass
+class Decision:
+    writes: dict[TopicPartition, PartitionWrite] = field(default_factory=dict)
+    elections: list[ElectionRecord] = field(default_factory=list)
+    partition_steps: list[tuple[TopicPartition, PartitionState]] = field(default_factory=list)
+    replica_steps: list[tuple[PartitionReplica, ReplicaState]] = field(default_factory=list)
+    # broker -> partition -> is_new (LeaderAndIsr carries the state the context has after
+    # apply, so a partition elected in the same decision is sent with its new leader)
+    leader_and_isr: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)
+    # broker -> partitions; an empty set still sends the live brokers and controller
+    update_metadata: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    # broker -> partition -> delete_partition
+    stop_replica: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)
+    # per-partition answers for RPCs (AlterPartition, ElectLeaders)
+    outcomes: dict[TopicPartition, Outcome] = field(default_factory=dict)
+    relinquished: dict[TopicPartition, tuple[int, float]] = field(default_factory=dict)
+    # topics whose replicas are all deleted: the shell removes their znodes next
+    deletable_topics: set[str] = field(default_factory=set)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.writes or self.partition_steps or self.replica_steps
+                    or self.leader_and_isr or self.update_metadata or self.stop_replica)
+
+    def isr_changes(self) -> list[PartitionWrite]:
+        """Writes that changed the ISR (event log `isr_change`)."""
+        return [w for w in self.writes.values()
+                if w.old is not None and tuple(w.old.isr) != tuple(w.new.isr)]
+
+
+class RequestRejected(Exception):
+    """A whole request refused (not one partition of it): the answer names the Kafka code."""
+
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class StaleBrokerEpoch(RequestRejected):
+    """The sender is not registered or is at another broker epoch (KIP-380)."""
+
+    error_code = ErrorCode.STALE_BROKER_EPOCH
+
+
+class BrokerNotAvailable(RequestRejected):
+    """The broker a request is about is not registered."""
+
+    error_code = ErrorCode.BROKER_NOT_AVAILABLE
+
+
+# ============================================================================ builder
+
+class Builder:
+    """Accumulates one Decision; reads through its own pending writes and transitions, so the
+    steps of a compound decision (failover: metadata, then elections) see each other."""
+
+    def __init__(self, ctx: ControllerContext):
+        self.ctx = ctx
+        self.d = Decision()
+        self.partitions: TransitionPlan = TransitionPlan(ctx.partition_sm)
+        self.replicas: TransitionPlan = TransitionPlan(ctx.replica_sm)
+
+    def leadership(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        w = self.d.writes.get(tp)
+        return w.new if w is not None else self.ctx.leadership.get(tp)
+
+    def pstate(self, tp: TopicPartition) -> PartitionState:
+        return self.partitions.state(tp)
+
+    def rstate(self, pr: PartitionReplica) -> ReplicaState:
+        return self.replicas.state(pr)
+
+    def write(self, tp: TopicPartition, new: LeaderAndIsr,
+              election: ElectionRecord | None = None) -> None:
+        prior = self.d.writes.get(tp)
+        if prior is not None:
+            # A second change in one decision: one znode write from the original version.
+            new = replace(new, partition_epoch=prior.new.partition_epoch)
+            self.d.writes[tp] = PartitionWrite(tp, prior.old, new)
+        else:
+            self.d.writes[tp] = PartitionWrite(tp, self.ctx.leadership.get(tp), new)
+        if election is not None:
+            self.d.elections.append(election)
+
+    def partition(self, tp: TopicPartition, target: PartitionState) -> None:
+        self.partitions.add(tp, target)
+
+    def replica(self, pr: PartitionReplica, target: ReplicaState) -> None:
+        self.replicas.add(pr, target)
+
+    def lai(self, brokers: Iterable[int], tp: TopicPartition, is_new: bool = False) -> None:
+        for b in brokers:
+            if b in self.ctx.live_brokers:
+                per = self.d.leader_and_isr.setdefault(b, {})
+                per[tp] = per.get(tp, False) or is_new
+
+    def lai_replicas(self, tp: TopicPartition, is_new: bool = False,
+                     exclude: Collection[int] = ()) -> None:
+        self.lai((r for r in self.ctx.replicas(tp) if r not in exclude), tp, is_new)
+
+    def um_all(self, tps: Iterable[TopicPartition]) -> None:
+        tps = set(tps)
+        for b in self.ctx.live_brokers:
+            self.d.update_metadata.setdefault(b, set()).update(tps)
+
+    def um_brokers(self, brokers: Iterable[int], tps: Iterable[TopicPartition] = ()) -> None:
+        tps = set(tps)
+        for b in brokers:
+            if b in self.ctx.live_brokers:
+                self.d.update_metadata.setdefault(b, set()).update(tps)
+
+    def stop(self, broker: int, tp: TopicPartition, delete: bool) -> None:
+        if broker in self.ctx.live_brokers:
+            per = self.d.stop_replica.setdefault(broker, {})
+            per[tp] = per.get(tp, False) or delete
+
+    def outcome(self, tp: TopicPartition, error: ErrorCode, message: str = "") -> None:
+        self.d.outcomes[tp] = Outcome(error, message)
+
+    def build(self) -> Decision:
+        self.d.partition_steps = list(self.partitions.steps)
+        self.d.replica_steps = list(self.replicas.steps)
+        return self.d
+
+
+def next_state(ctx: ControllerContext, s: LeaderAndIsr, *, leader: int | None = None,
+               isr: Sequence[int] | None = None, bump_leader_epoch: bool = True,
+               recovery: int | None = None) -> LeaderAndIsr:
+    """The only place a partition's leader, leader epoch or ISR changes (see the package
+    docstring for the epoch rules)."""
+    return replace(s,
+                   leader=s.leader if leader is None else leader,
+                   leader_epoch=s.leader_epoch + (1 if bump_leader_epoch else 0),
+                   isr=tuple(s.isr if isr is None else isr),
+                   controller_epoch=ctx.epoch,
+                   partition_epoch=s.partition_epoch + 1,
+                   leader_recovery_state=(s.leader_recovery_state if recovery is None
+                                          else recovery))
+
+
+def shrink_isr(isr: Sequence[int], gone: Collection[int], leader: int) -> tuple[int, ...]:
+    """ISR without `gone`, but never empty (see the module docstring)."""
+    kept = tuple(r for r in isr if r not in gone)
+    if kept or not isr:
+        return kept
+    return (leader,) if leader in isr else (isr[0],)
+
+
+def failed_election_message(tp: TopicPartition, strategy: str) -> str:
+    return f"Failed to elect leader for partition {tp} under strategy {strategy}"
+
+
+# ============================================================================ applying
+
+def apply(ctx: ControllerContext, decision: Decision,
+          failed: Collection[TopicPartition] = ()) -> None:
+    """Make a decision true in memory after its ZooKeeper writes; partitions in `failed` (whose
+    write was refused) keep their old state and take none of their steps."""
+    failed = set(failed)
+    for tp, w in decision.writes.items():
+        if tp not in failed:
+            ctx.leadership[tp] = w.new
+    for tp, target in decision.partition_steps:
+        if tp not in failed:
+            ctx.partition_sm.transition(tp, target)
+    for pr, target in decision.replica_steps:
+        if pr.tp not in failed:
+            ctx.replica_sm.transition(pr, target)
+    for tp, entry in decision.relinquished.items():
+        if tp not in failed:
+            ctx.relinquished[tp] = entry
