@@ -11,9 +11,14 @@
 - Checkpoints (recovery point, replication offset = HW, log start offset) are written per dir,
   atomically.
 
+- Every storage I/O error raised by a log dir's work (``run``/``submit``/``run_in_dir``), by log
+  creation or by loading the dir at startup is reported, naming the dir, to the
+  ``failure_channel`` (Kafka's LogDirFailureChannel, log_dir_failure_channel.py). The code that
+  hit the error still gets it; the channel's consumer decides what the dir's failure means.
+
 Partial by design (the JBOD issue, C5, completes it): ``mark_offline`` takes a dir offline and
 reports the partitions lost; the handler that turns that into ``/restart_partitions`` lives in
-the broker.
+the broker, and today the channel's consumer only logs and counts failures.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from broker.storage.checkpoints import (
 )
 from broker.storage.errors import KafkaStorageError, LogDirError, LogDirOfflineError
 from broker.storage.fileops import FileOps
+from broker.storage.log_dir_failure_channel import LogDirFailureChannel
 from broker.storage.log import Log, LogConfig, wall_clock_ms
 from common.names import TopicPartition, validate_topic
 
@@ -68,7 +74,8 @@ class LogDir:
 class LogManager:
     def __init__(self, log_dirs: list[str], broker_id: int, config: LogConfig | None = None, *,
                  cluster_id: str | None = None, fileops: FileOps | None = None,
-                 clock: Callable[[], int] = wall_clock_ms):
+                 clock: Callable[[], int] = wall_clock_ms,
+                 failure_channel: LogDirFailureChannel | None = None):
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
         if len({os.path.abspath(d) for d in log_dirs}) != len(log_dirs):
@@ -78,6 +85,7 @@ class LogManager:
         self.cluster_id = cluster_id
         self.config = config or LogConfig()
         self.clock = clock
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self.dirs = [LogDir(d, i, self.fileops) for i, d in enumerate(log_dirs)]
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
@@ -97,6 +105,7 @@ class LogManager:
             try:
                 self._load_dir(d)
             except KafkaStorageError as e:
+                self.report_failure(d, e)
                 self._take_offline(d, str(e))
         if not self.online_dirs:
             raise LogDirError(",".join(d.path for d in self.dirs),
@@ -204,8 +213,12 @@ class LogManager:
                 raise LogDirOfflineError(d.path, str(tp), detail="the log dir is offline")
         else:
             d = self.next_log_dir()
-        log = Log.open(d.path, tp, self.config, fileops=self.fileops, clock=self.clock,
-                       needs_recovery=False)
+        try:
+            log = Log.open(d.path, tp, self.config, fileops=self.fileops, clock=self.clock,
+                           needs_recovery=False)
+        except KafkaStorageError as e:
+            self.report_failure(d, e)
+            raise
         with self._lock:
             self.logs[tp] = log
             self._dir_of[tp] = d
@@ -270,9 +283,16 @@ class LogManager:
             d.executor.submit(self._drain, d, loop)
         return fut
 
-    @staticmethod
-    def _drain(d: LogDir, loop: asyncio.AbstractEventLoop) -> None:
-        """Executor thread: run every queued call in order, settle them in one loop wake-up."""
+    def report_failure(self, d: LogDir, error: BaseException) -> None:
+        """Hand a storage I/O error of ``d`` to the failure channel (any thread). A refusal
+        because the dir is already offline is no new failure."""
+        if isinstance(error, (KafkaStorageError, OSError)) and \
+                not isinstance(error, LogDirOfflineError):
+            self.failure_channel.maybe_add_offline_log_dir(d.path, str(error), error)
+
+    def _drain(self, d: LogDir, loop: asyncio.AbstractEventLoop) -> None:
+        """Executor thread: run every queued call in order, settle them in one loop wake-up;
+        every I/O error goes to the failure channel as well as to its caller."""
         while True:
             with d.lock:
                 batch, d.pending = d.pending, []
@@ -284,6 +304,7 @@ class LogManager:
                 try:
                     done.append((fut, fn(*args), None))
                 except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+                    self.report_failure(d, e)
                     done.append((fut, None, e))
             try:
                 loop.call_soon_threadsafe(_settle_all, done)
