@@ -58,6 +58,8 @@ class FakeState:
         self.appended = asyncio.Condition()
         self.not_controller_answers = 0  # the next N controller calls answer NOT_CONTROLLER
         self.unknown_to_metadata: set[str] = set()  # topics hidden from Metadata for a while
+        self.metadata_answers = 0  # Metadata requests answered, by any broker
+        self.hidden_answers = 0  # of those, answers that hid a topic of unknown_to_metadata
         self._ids = 0
 
     def new_topic_id(self) -> str:
@@ -113,6 +115,7 @@ class FakeBroker(rpc.BrokerServicer):
             t = s.topics.get(name)
             if t is None or name in s.unknown_to_metadata:
                 resp.topics.add(topic=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                s.hidden_answers += t is not None
                 continue
             mt = resp.topics.add(topic=name, topic_id=t.topic_id)
             if request.include_topic_configs:
@@ -124,6 +127,7 @@ class FakeBroker(rpc.BrokerServicer):
                     adding_replicas=p.adding, removing_replicas=p.removing,
                     error_code=ErrorCode.NONE if p.leader >= 0 else
                     ErrorCode.LEADER_NOT_AVAILABLE)
+        s.metadata_answers += 1
         return resp
 
     async def DescribeConfigs(self, request, context):

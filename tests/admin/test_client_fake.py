@@ -19,6 +19,7 @@ from admin.client import (
 from common.errors import ErrorCode
 from common.records import iter_batches
 from tests.admin.fake_cluster import FakeCluster
+from tests.polling import async_wait_until
 
 
 @pytest.fixture
@@ -195,8 +196,12 @@ async def test_broker_death_then_new_leader(fake):
     async with Producer(fake.bootstrap, retry_backoff_ms=10) as producer:
         await (await producer.send("t", b"a"))
         await fake.kill_broker(1)
+        answered = fake.state.metadata_answers
         fut = await producer.send("t", b"b")  # fails with a transport error, retried...
-        await asyncio.sleep(0.2)
+        # the failure was seen: the producer asked for metadata again (still naming broker 1)
+        await async_wait_until(lambda: fake.state.metadata_answers > answered,
+                               what="a metadata refresh after the failed send")
+        assert not fut.done()
         fake.state.move_leader("t", 0, 3)  # ...until the new leader is elected
         md = await asyncio.wait_for(fut, 10)
     assert md.offset == 1
@@ -213,8 +218,8 @@ async def test_topic_appearing_late_in_metadata_is_waited_for(fake):
     fake.state.add_topic("t", 1, 1)
     fake.state.unknown_to_metadata.add("t")
 
-    async def reveal():
-        await asyncio.sleep(0.3)
+    async def reveal():  # once the producer has been told the topic is unknown
+        await async_wait_until(lambda: fake.state.hidden_answers, what="t answered unknown")
         fake.state.unknown_to_metadata.clear()
 
     async with Producer(fake.bootstrap, max_block_ms=5000, retry_backoff_ms=20) as producer:

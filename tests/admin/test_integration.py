@@ -15,11 +15,13 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from admin.client import AdminClient, Consumer, KafkaError, Producer, TopicPartition
 from admin.local_cluster import LocalCluster, LocalClusterError
 from common.errors import ErrorCode
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -41,15 +43,12 @@ def one_line_error(p: subprocess.CompletedProcess, contains: str) -> None:
     assert "Traceback" not in err
 
 
-def wait_until(cond, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+def exited(pid: int) -> bool:
+    """Gone, or a zombie (exited, not yet reaped by its parent)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def describe(bootstrap: str, *extra: str) -> list[str]:
@@ -244,9 +243,7 @@ def test_cluster_up_and_down_cli(tmp_path, zk_server):
         assert p.returncode == 0, p.stderr.decode()
         assert up.wait(60) == 0
         for pid in pids:
-            wait_until(lambda pid=pid: not os.path.exists(f"/proc/{pid}")
-                       or "Z" in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1][:3],
-                       what=f"pid {pid} to exit")
+            wait_until(lambda pid=pid: exited(pid), what=f"pid {pid} to exit")
     finally:
         if up.poll() is None:
             up.send_signal(signal.SIGTERM)

@@ -2,33 +2,41 @@
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import glob
 import os
+import urllib.request
+
+import grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from admin.client.admin_client import AdminClient
 from common.records import iter_batches
+from common.rpc import replog_pb2 as pb
+from common.rpc import replog_pb2_grpc
+from tests.polling import async_wait_until
 
-
-async def eventually(check, timeout: float = 30.0, interval: float = 0.1, what: str = ""):
-    """Await ``check()`` (sync or async) until it returns a truthy value; fail after timeout."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    last = None
-    while True:
-        last = check()
-        if asyncio.iscoroutine(last):
-            last = await last
-        if last:
-            return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"not reached within {timeout}s: {what} (last: {last!r})")
-        await asyncio.sleep(interval)
+# Each poll of a real cluster is an RPC or a scrape: every 0.1 s is enough.
+eventually = functools.partial(async_wait_until, interval=0.1)
 
 
 async def partition_state(bootstrap: str, topic: str, partition: int = 0):
     async with AdminClient(bootstrap, request_timeout_ms=5000) as admin:
         info = (await admin.describe_topics([topic]))[topic]
         return info.partition(partition)
+
+
+async def standby_of(address: str, controller_id: int) -> bool:
+    """Whether the controller at ``address`` is a standby that knows ``controller_id`` is
+    active: it refuses a request as NOT_CONTROLLER (41), naming that controller."""
+    try:
+        async with grpc.aio.insecure_channel(address) as ch:
+            await replog_pb2_grpc.ControllerStub(ch).DescribeCluster(
+                pb.DescribeClusterRequest(), timeout=2)
+    except grpc.aio.AioRpcError as e:
+        return ("replog-error-code", "41") in tuple(e.trailing_metadata() or ()) \
+            and f"controller {controller_id} " in e.details()
+    return False
 
 
 def replica_batches(cluster, broker_id: int, topic: str, partition: int, below: int):
@@ -49,16 +57,15 @@ def replica_batches(cluster, broker_id: int, topic: str, partition: int, below: 
 
 
 def scrape(url: str) -> dict[str, float]:
-    """A process's /metrics as {'name{labels}': value}."""
-    import urllib.request
+    """A process's /metrics as {'name{label="value",...}': value}, labels in served order."""
     with urllib.request.urlopen(url, timeout=5) as resp:
         text = resp.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
+    return {s.name + _labels(s.labels): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
 
 
 def partition_dir(cluster, broker_id: int, topic: str, partition: int) -> str:

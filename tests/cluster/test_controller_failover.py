@@ -4,7 +4,6 @@ is fenced and changes nothing."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from admin.client.admin_client import AdminClient
 from admin.client.producer import Producer
 from common import zk_layout as zl
-from tests.cluster.helpers import eventually, partition_state
+from tests.cluster.helpers import eventually, partition_state, standby_of
 
 pytestmark = pytest.mark.integration
 
@@ -75,11 +74,13 @@ async def test_paused_controller_is_fenced_when_it_wakes(cluster_factory):
         c.broker(s.leader).kill()
         moved = await eventually(lambda: _led_by_other(bs, s.leader), timeout=30,
                                  what="election by the new controller")
+        znode_before = partition_znode(c, "t", 0)
     finally:
         c.controller(first).resume()
-    znode_before = partition_znode(c, "t", 0)
-    # give the woken controller time to try whatever it had queued: it must change nothing
-    await asyncio.sleep(3)
+    # Woken, it tries whatever it had queued, then resigns and learns the new controller:
+    # once it refuses requests naming it, it can no longer change anything.
+    await eventually(lambda: standby_of(c.controller(first).address, second), timeout=30,
+                     what="the woken controller to step down")
     assert c.active_controller_id() == second
     assert c.controller_epoch() == epoch + 1
     assert partition_znode(c, "t", 0) == znode_before

@@ -4,9 +4,6 @@ broker contract says), broker registration znodes, config building and polling."
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
@@ -16,6 +13,7 @@ from common.config import build_config
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.zk_layout import BrokerRegistration, broker_path, encode_broker
+from tests.polling import async_wait_until as wait_for  # noqa: F401  (re-exported)
 
 ERROR_CODE_KEY = "replog-error-code"
 
@@ -26,20 +24,6 @@ def controller_config(zk_hosts: str, controller_id: int, **overrides):
                "zookeeper.connection.timeout.ms": "10000"}
     entries.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
     return build_config([(k, v, "test") for k, v in entries.items()])
-
-
-async def wait_for(cond: Callable[[], object], timeout: float = 15.0, what: str = "condition"):
-    """Poll `cond` (sync or returning an awaitable) until truthy; fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if asyncio.iscoroutine(v):
-            v = await v
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 class RecordingLog:

@@ -35,15 +35,17 @@ async def test_one_of_two_candidates_wins_and_the_epoch_increments(controllers, 
     a = await controllers(1)
     b = await controllers(2)
     await wait_for(lambda: a.controller.is_active or b.controller.is_active, what="a winner")
-    await asyncio.sleep(0.2)  # let the loser settle: both must not be active
     active, standby = (a, b) if a.controller.is_active else (b, a)
+    # The loser has run its election once it knows who won: from then on it stays a standby.
+    await wait_for(lambda: standby.controller.active_controller is not None
+                   and standby.controller.active_controller.controller_id
+                   == active.controller_id, what="the loser to learn the winner")
     assert not standby.controller.is_active
     assert epoch_in_zk(zk) == (1, 1)
     assert active.controller.epoch == 1
     info = L.decode_controller(zk.get(L.CONTROLLER)[0])
     assert (info.controller_id, info.address) == (active.controller_id, active.address)
     # The standby knows who is active and says NOT_CONTROLLER (41) on every RPC.
-    await wait_for(lambda: standby.controller.active_controller is not None)
     with pytest.raises(grpc.aio.AioRpcError) as e:
         await describe(standby)
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION

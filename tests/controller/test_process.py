@@ -11,21 +11,23 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import urllib.request
 from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from common import zk_layout as L
-from common.rpc import replog_pb2 as pb
-from common.rpc import replog_pb2_grpc
+from tests.cluster.helpers import standby_of
 from tests.controller.fakes import wait_for
 from tests.controller.test_controller_zk import create, state
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
+ACTIVE_COUNT = "kafka_controller_kafkacontroller_activecontrollercount"
 
 
 def free_port() -> int:
@@ -76,15 +78,15 @@ async def test_process_serves_health_and_stops_cleanly_on_sigterm(tmp_path, zk_h
         assert json.loads(zk.get(L.CONTROLLER)[0])["port"] == int(address.rsplit(":", 1)[1])
         await wait_for(lambda: _is(health(address, "replog.v1.Controller"),
                                    health_pb2.HealthCheckResponse.SERVING))
-        text = await asyncio.get_running_loop().run_in_executor(None, scrape, metrics_port)
-        for name in ("kafka_controller_kafkacontroller_activecontrollercount 1.0",
-                     "kafka_controller_kafkacontroller_offlinepartitionscount 0.0",
-                     "kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+        samples = await asyncio.get_running_loop().run_in_executor(None, scrape, metrics_port)
+        assert samples[ACTIVE_COUNT] == 1
+        assert samples["kafka_controller_kafkacontroller_offlinepartitionscount"] == 0
+        for name in ("kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
                      "kafka_controller_kafkacontroller_globalpartitioncount",
                      "kafka_controller_kafkacontroller_globaltopiccount",
                      "kafka_controller_controllerstats_uncleanleaderelections_total",
                      "kafka_controller_controllerstats_leaderelectionlatency_ms_bucket"):
-            assert name in text, name
+            assert name in samples, name
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
         out, err = proc.communicate()
@@ -97,19 +99,16 @@ async def test_process_serves_health_and_stops_cleanly_on_sigterm(tmp_path, zk_h
         stop(proc)
 
 
-def scrape(port: int) -> str:
-    import urllib.request
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) \
-                .read().decode()
-            if "activecontrollercount 1.0" in text or time.monotonic() > deadline:
-                return text
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(0.1)
+def scrape(port: int) -> dict[str, float]:
+    """The controller's /metrics as {sample name: value} (labels dropped), once it counts itself
+    the active controller."""
+    def active():
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+            text = resp.read().decode()
+        samples = {s.name: s.value for f in text_string_to_metric_families(text)
+                   for s in f.samples}
+        return samples if samples.get(ACTIVE_COUNT) == 1 else None
+    return wait_until(active, 10, "the metrics to count an active controller", ignore=(OSError,))
 
 
 async def _is(aw, value) -> bool:
@@ -163,19 +162,8 @@ async def test_paused_controller_wakes_up_fenced(tmp_path, zk_hosts, zk, control
 
         os.kill(proc.pid, signal.SIGCONT)
         # Woken, it must end up a standby that knows controller 2 is active.
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                async with grpc.aio.insecure_channel(address) as ch:
-                    await replog_pb2_grpc.ControllerStub(ch).DescribeCluster(
-                        pb.DescribeClusterRequest(), timeout=2)
-            except grpc.aio.AioRpcError as e:
-                if ("replog-error-code", "41") in tuple(e.trailing_metadata() or ()) and \
-                        "controller 2" in e.details():
-                    break
-            if time.monotonic() >= deadline:
-                pytest.fail("the woken controller never stepped down")
-            await asyncio.sleep(0.05)
+        await wait_for(lambda: standby_of(address, 2), timeout=20,
+                       what="the woken controller to step down", interval=0.05)
         assert (state(zk, "t", 0), zk.get(L.CONTROLLER_EPOCH)[0]) == before
         assert json.loads(zk.get(L.CONTROLLER)[0])["brokerid"] == 2
         # Brokers that heard epoch 2 never accepted anything from epoch 1 afterwards.

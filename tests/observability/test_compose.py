@@ -10,18 +10,19 @@ start one, or dockerd refusing to start); `make setup` installs docker.io and do
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
 from tests.observability.catalog import REPO
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -42,19 +43,9 @@ def compose(*args: str, stdin: bytes | None = None) -> str:
     return run("docker-compose", "-p", PROJECT, *args, stdin=stdin)
 
 
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        try:
-            last = check()
-        except (AssertionError, OSError) as e:  # not up yet
-            last = e
-        if last and not isinstance(last, Exception):
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout:.0f}s: {what} (last: {last!r})")
-        time.sleep(1)
+# A container or service still starting fails its check (a command's exit status, a refused
+# connection): that counts as "not up yet".
+wait_for = functools.partial(wait_until, interval=1, ignore=(AssertionError, OSError))
 
 
 def docker_unusable() -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -19,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from admin.prometheus import PrometheusServer
 from tests.observability.catalog import REPO, catalog
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -29,18 +29,6 @@ def replog(*args: str, stdin: bytes | None = None) -> str:
                        env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert p.returncode == 0, p.stderr.decode()
     return p.stdout.decode()
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout:.0f}s: {what} (last: {last!r})")
-        time.sleep(0.5)
 
 
 def families(url: str) -> dict:
@@ -94,7 +82,7 @@ def test_prometheus_scrapes_the_cluster_and_fires_broker_down_alerts(cluster_fac
         def targets_up():
             active = prom.api("targets")["activeTargets"]
             return len(active) == 5 and all(t["health"] == "up" for t in active)
-        wait_for(targets_up, 60, "5 targets up")
+        wait_until(targets_up, 60, "5 targets up", interval=0.5)
 
         # Every recording rule and dashboard query evaluates without error (an error raises at
         # once) and returns data: rates need two scrapes, so the empty ones are retried.
@@ -104,7 +92,7 @@ def test_prometheus_scrapes_the_cluster_and_fires_broker_down_alerts(cluster_fac
         def all_answered():
             pending[:] = [q for q in pending if not prom.api("query", query=q)["result"]]
             return not pending
-        wait_for(all_answered, 60, f"data for every query: {pending}")
+        wait_until(all_answered, 60, f"data for every query: {pending}", interval=0.5)
 
         def firing(*names):
             alerts = prom.api("alerts")["alerts"]
@@ -113,15 +101,15 @@ def test_prometheus_scrapes_the_cluster_and_fires_broker_down_alerts(cluster_fac
         assert not firing("BrokerDown") and not firing("UnderReplicatedPartitions")
 
         c.broker(3).kill()
-        wait_for(lambda: firing("BrokerDown", "UnderReplicatedPartitions"), 120,
-                 "BrokerDown and UnderReplicatedPartitions firing")
+        wait_until(lambda: firing("BrokerDown", "UnderReplicatedPartitions"), 120,
+                   "BrokerDown and UnderReplicatedPartitions firing", interval=0.5)
         down = [a for a in prom.api("alerts")["alerts"]
                 if a["labels"]["alertname"] == "BrokerDown"]
         assert [a["labels"]["node_id"] for a in down] == ["3"]
 
         c.broker(3).start()
-        wait_for(lambda: not any(firing(n) for n in ("BrokerDown",
-                                                      "UnderReplicatedPartitions")),
-                 120, "BrokerDown and UnderReplicatedPartitions resolved")
+        wait_until(lambda: not any(firing(n) for n in ("BrokerDown",
+                                                       "UnderReplicatedPartitions")),
+                   120, "BrokerDown and UnderReplicatedPartitions resolved", interval=0.5)
     finally:
         prom.stop()
