@@ -1,113 +1,174 @@
-"""Events of the controller's single event queue (Kafka's ControllerEvent types).
+"""Events: every fact that enters the controller core goes through `ControllerCore.step` as
+one of these (Kafka's ControllerEvent types, as data).
 
-ZooKeeper watches, the ZooKeeper connection listener, broker responses, timers and gRPC
-requests only *post* events; one task processes them one at a time (controller.py), so no two
-decisions ever interleave. Events that answer an RPC carry a future the servicer awaits.
+ZooKeeper watches, broker responses, timers and RPCs become events in the shell
+(controller.py), which steps them one at a time, so no two decisions ever interleave. Events
+carry no futures and read no clock: the shell stamps `now_ms` (wall time, for seed 002's
+cool-down) from its injected clock, and keeps its own bookkeeping of who waits for an answer
+(`request_id`). Protobuf stops at the servicer: RPC events hold plain values.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
+from controller.decisions import AlterPartitionItem
 
 
-@dataclass
+@dataclass(frozen=True)
 class Event:
-    enqueued: float = field(default_factory=time.monotonic, init=False)
-    future: asyncio.Future | None = field(default=None, init=False)
+    now_ms: float = field(default=0.0, kw_only=True)
 
     @property
     def name(self) -> str:
         return type(self).__name__
 
-    def resolve(self, value: Any) -> None:
-        if self.future is not None and not self.future.done():
-            self.future.set_result(value)
 
-    def fail(self, error: BaseException) -> None:
-        if self.future is not None and not self.future.done():
-            self.future.set_exception(error)
+# ---- lifecycle, results, time ----------------------------------------------------------------
 
-
-# ---- election and ZooKeeper session ------------------------------------------------------
-
-@dataclass
-class Elect(Event):
-    """Start-up, reconnection, or /controller vanished: try to become the controller."""
+@dataclass(frozen=True)
+class Activate(Event):
+    """This controller won the election: load the cluster and take over (onControllerFailover)."""
 
 
-@dataclass
-class ControllerChange(Event):
-    """/controller was created, changed or deleted."""
+@dataclass(frozen=True)
+class Completed(Event):
+    """The outcome of the effect the core is waiting for (a store read or write)."""
+
+    value: Any = None
 
 
-# ---- cluster changes (watches) ----------------------------------------------------------
+@dataclass(frozen=True)
+class TimerFired(Event):
+    name: str = ""
 
-@dataclass
+
+# ---- cluster changes (watches: "go and read", as Kafka's handlers do) ------------------------
+
+@dataclass(frozen=True)
 class BrokerChange(Event):
     """/brokers/ids children changed: registrations appeared or vanished."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class BrokerModification(Event):
     broker_id: int = -1
 
 
-@dataclass
+@dataclass(frozen=True)
 class TopicChange(Event):
     """/brokers/topics children changed (a topic created outside CreateTopics)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TopicDeletionChange(Event):
     """/admin/delete_topics children changed."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TopicConfigChange(Event):
     topic: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class StopReplicaResponse(Event):
-    generation: int = 0
+    """A broker's answer to StopReplica(delete=true), per partition (transport errors count
+    as UNKNOWN_SERVER_ERROR)."""
+
     broker_id: int = -1
-    errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+    errors: Mapping[TopicPartition, ErrorCode] = field(default_factory=dict)
 
 
-@dataclass
-class AutoRebalance(Event):
-    """Timer: leader.imbalance.check.interval.seconds."""
+# ---- RPCs (request_id: the shell's handle for the caller waiting for the Reply) --------------
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    num_partitions: int | None = None
+    replication_factor: int | None = None
+    assignments: Mapping[int, list[int]] | None = None
+    configs: Mapping[str, str] = field(default_factory=dict)
 
 
-# ---- RPCs --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TopicResult:
+    """CreateTopics' answer for one topic (Kafka's CreatableTopicResult)."""
 
-@dataclass
+    name: str
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str = ""
+    topic_id: str = ""
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class CreateTopics(Event):
-    request: Any = None
+    request_id: int = 0
+    topics: tuple[NewTopic, ...] = ()
+    validate_only: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class DeleteTopics(Event):
-    request: Any = None
+    """Answered at once with (results, topics to wait for); each of those topics is answered
+    again by a `TopicDeleted` effect when its deletion finishes."""
+
+    request_id: int = 0
+    topics: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(frozen=True)
+class DeletionResult:
+    name: str
+    topic_id: str = ""
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str = ""
+
+
+@dataclass(frozen=True)
 class AlterPartition(Event):
-    request: Any = None
+    request_id: int = 0
+    broker_id: int = -1
+    broker_epoch: int = -1
+    items: tuple[AlterPartitionItem, ...] = ()
 
 
-@dataclass
+@dataclass(frozen=True)
+class PartitionAnswer:
+    """AlterPartition's answer for one partition: the code and the state now in force."""
+
+    tp: TopicPartition
+    topic_id: str
+    error_code: ErrorCode
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+    partition_epoch: int = -1
+
+
+@dataclass(frozen=True)
 class ControlledShutdown(Event):
+    request_id: int = 0
     broker_id: int = -1
     broker_epoch: int = -1
 
 
-@dataclass
+@dataclass(frozen=True)
 class ElectLeaders(Event):
-    request: Any = None
+    request_id: int = 0
+    election_type: int = 0
+    partitions: tuple[TopicPartition, ...] | None = None  # None: every partition
+
+
+@dataclass(frozen=True)
+class ElectionResult:
+    tp: TopicPartition
+    error_code: ErrorCode
+    error_message: str = ""

@@ -111,6 +111,11 @@ class ControllerServer:
         status = (health_pb2.HealthCheckResponse.SERVING if active
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
         asyncio.get_running_loop().create_task(self.health.set(SERVICE_NAME, status))
+        if active:
+            # The loaded context lives as long as this activation: keep the cyclic GC from
+            # re-scanning it on every full collection (CPython's gc.freeze). A process-level
+            # choice, so it is made here and not in the controller.
+            gc.freeze()
 
     async def stop(self, grace_s: float = 5.0) -> None:
         await self.health.enter_graceful_shutdown()

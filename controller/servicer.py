@@ -1,4 +1,5 @@
-"""The gRPC Controller service: wire <-> the Controller's coroutines. No decisions here.
+"""The gRPC Controller service: protobuf <-> the Controller's plain values (events.py). No
+decisions here: this is where protobuf stops on the way in and starts on the way out.
 
 Whole-request errors follow the proto's convention 1: a gRPC status with the Kafka code in the
 trailing metadata key `replog-error-code`. A candidate that is not the active controller fails
@@ -12,13 +13,19 @@ AlterPartitionReassignments and ListPartitionReassignments answer UNIMPLEMENTED 
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from common import rpc_status
 from common.errors import ErrorCode
+from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from controller import decisions as D
+from controller import events as E
 from controller.controller import Controller, NotControllerError, RequestError
+from controller.request_batch import broker_endpoint, controller_endpoint
 
 MAX_TOPICS_PER_REQUEST = 10_000
 MAX_PARTITIONS_PER_REQUEST = 1_000_000
@@ -77,6 +84,79 @@ def _validate_delete(req: pb.DeleteTopicsRequest) -> None:
     _check(len(req.topic_names) <= MAX_TOPICS_PER_REQUEST, "too many topics in one request")
 
 
+# ---- protobuf <-> the controller's plain values (events.py) ----------------------------------
+
+def _create_args(req: pb.CreateTopicsRequest) -> tuple:
+    topics = tuple(E.NewTopic(
+        name=t.name,
+        num_partitions=t.num_partitions if t.HasField("num_partitions") else None,
+        replication_factor=t.replication_factor if t.HasField("replication_factor") else None,
+        assignments={a.partition: list(a.broker_ids) for a in t.assignments} or None,
+        configs=dict(t.configs)) for t in req.topics)
+    return topics, req.validate_only, req.timeout_ms
+
+
+def _create_response(results: list[E.TopicResult]) -> pb.CreateTopicsResponse:
+    out = pb.CreateTopicsResponse()
+    for r in results:
+        t = out.topics.add(name=r.name, error_code=r.error_code, topic_id=r.topic_id,
+                           num_partitions=r.num_partitions,
+                           replication_factor=r.replication_factor)
+        if r.error_message:
+            t.error_message = r.error_message
+        t.configs.update(r.configs)
+    return out
+
+
+def _delete_response(results: list[E.DeletionResult]) -> pb.DeleteTopicsResponse:
+    out = pb.DeleteTopicsResponse()
+    for r in results:
+        d = out.responses.add(name=r.name, topic_id=r.topic_id, error_code=r.error_code)
+        if r.error_message:
+            d.error_message = r.error_message
+    return out
+
+
+def _alter_args(req: pb.AlterPartitionRequest) -> tuple:
+    items = tuple(
+        D.AlterPartitionItem(
+            TopicPartition(t.topic, p.partition), p.leader_epoch,
+            tuple((s.broker_id, s.broker_epoch) for s in p.new_isr_with_epochs),
+            p.partition_epoch, int(p.leader_recovery_state), t.topic_id,
+            p.relinquish_leadership)
+        for t in req.topics for p in t.partitions)
+    return req.broker_id, req.broker_epoch, items
+
+
+def _alter_response(answers: list[E.PartitionAnswer]) -> pb.AlterPartitionResponse:
+    """Grouped by topic in the request's order, as Kafka's AlterPartitionResponse is."""
+    resp = pb.AlterPartitionResponse()
+    topics: dict[tuple[str, str], Any] = {}
+    for a in answers:
+        key = (a.tp.topic, a.topic_id)
+        tr = topics.get(key)
+        if tr is None:
+            tr = topics[key] = resp.topics.add(topic=a.tp.topic, topic_id=a.topic_id)
+        r = tr.partitions.add(partition=a.tp.partition, error_code=a.error_code,
+                              leader_id=a.leader, leader_epoch=a.leader_epoch,
+                              partition_epoch=a.partition_epoch,
+                              leader_recovery_state=a.leader_recovery_state)
+        r.isr.extend(a.isr)
+    return resp
+
+
+def _elect_args(req: pb.ElectLeadersRequest) -> tuple:
+    tps = None if req.all_topic_partitions else tuple(
+        TopicPartition(t.topic, p) for t in req.topic_partitions for p in t.partitions)
+    return int(req.election_type), tps, req.timeout_ms
+
+
+def _elect_response(results: list[E.ElectionResult]) -> pb.ElectLeadersResponse:
+    return pb.ElectLeadersResponse(replica_election_results=[
+        pb.PartitionResult(topic=r.tp.topic, partition=r.tp.partition, error_code=r.error_code,
+                           error_message=r.error_message) for r in results])
+
+
 class ControllerServicer(replog_pb2_grpc.ControllerServicer):
     def __init__(self, controller: Controller):
         self.controller = controller
@@ -96,27 +176,42 @@ class ControllerServicer(replog_pb2_grpc.ControllerServicer):
             await _abort(context, e.status, e.error_code, e.message)
 
     async def CreateTopics(self, request, context):
-        return await self._call(context, self.controller.create_topics, request,
-                                _validate_create)
+        async def create(req):
+            return _create_response(await self.controller.create_topics(*_create_args(req)))
+        return await self._call(context, create, request, _validate_create)
 
     async def DeleteTopics(self, request, context):
-        return await self._call(context, self.controller.delete_topics, request,
-                                _validate_delete)
+        async def delete(req):
+            return _delete_response(await self.controller.delete_topics(
+                tuple(req.topic_names), req.timeout_ms))
+        return await self._call(context, delete, request, _validate_delete)
 
     async def AlterPartition(self, request, context):
-        return await self._call(context, self.controller.alter_partition, request,
-                                _validate_alter)
+        async def alter(req):
+            return _alter_response(await self.controller.alter_partition(*_alter_args(req)))
+        return await self._call(context, alter, request, _validate_alter)
 
     async def ControlledShutdown(self, request, context):
-        return await self._call(context, self.controller.controlled_shutdown, request)
+        async def shutdown(req):
+            remaining = await self.controller.controlled_shutdown(req.broker_id,
+                                                                  req.broker_epoch)
+            return pb.ControlledShutdownResponse(remaining_partitions=[
+                pb.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in remaining])
+        return await self._call(context, shutdown, request)
 
     async def ElectLeaders(self, request, context):
-        return await self._call(context, self.controller.elect_leaders, request,
-                                _validate_elect)
+        async def elect(req):
+            return _elect_response(await self.controller.elect_leaders(*_elect_args(req)))
+        return await self._call(context, elect, request, _validate_elect)
 
     async def DescribeCluster(self, request, context):
         async def describe(_req):
-            return self.controller.describe_cluster()
+            cluster_id, ctx = self.controller.cluster_view()
+            return pb.DescribeClusterResponse(
+                cluster_id=cluster_id, controller_id=self.controller.controller_id,
+                controller_epoch=ctx.epoch,
+                brokers=[broker_endpoint(r) for _, r in sorted(ctx.live_brokers.items())],
+                controller=controller_endpoint(self.controller.info))
         return await self._call(context, describe, request)
 
     async def AlterPartitionReassignments(self, request, context):

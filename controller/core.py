@@ -1,0 +1,461 @@
+"""ControllerCore: the active controller as one `step(event) -> effects` state machine
+(etcd raft's RawNode, h11's Connection). No awaits, no sockets, no clock, no ZooKeeper.
+
+    core = ControllerCore(info, epoch, epoch_version, config, rng)
+    effects = core.step(events.Activate(now_ms=...))
+    # carry out effects in order; for the last one, if it needs_result:
+    effects = core.step(events.Completed(value=outcome))
+
+Every fact enters here: broker registrations and changes, topic and config changes, RPC
+requests, broker responses, store outcomes and timer fires. What the controller does comes out
+as effects (effects.py): conditional store reads and writes, broker requests, timers, replies
+and event-log records. The rules the shell must keep:
+
+1. Carry out the effects of one step in list order.
+2. A `needs_result` effect ends its list. Step its outcome (`Completed`) before any other
+   event; nothing else may be stepped while the core waits (`waiting` is true).
+3. A store write refused as a whole (the controller epoch moved) or failing with an unknown
+   outcome ends this core: throw it away, and let a new one load from the store. In-memory
+   state is never trusted past a write whose outcome is unknown - which is what a real
+   failover does, and what the scripts' `crash-after N` and the simulation exercise.
+
+Each handler is written as a generator that yields effects and receives the outcomes of the
+store ones, so a sequence such as "write the new states, apply, tell the brokers, retry the
+refused ones" reads top to bottom; `step` drives it to its next store effect.
+
+Status: complete for topic creation and deletion, broker lifecycle, controlled shutdown,
+AlterPartition, ElectLeaders and the automatic preferred-leader check. Reassignment (C6),
+/restart_partitions (C5) and unclean recovery (C7) join as further handlers.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Generator, Mapping
+from typing import Any
+
+from common.errors import ErrorCode
+from common.names import TopicPartition
+from common.zk_layout import ControllerInfo, TopicAssignment
+from controller import decisions as D
+from controller import effects as X
+from controller import events as E
+from controller.assignment import BrokerMetadata
+from controller.context import ControllerContext
+from controller.request_batch import build_requests
+from controller.state_machine import PartitionState
+from controller.topics import TopicError, plan_topic
+
+Handler = Generator[X.Effect, Any, Any]
+
+AUTO_REBALANCE = "auto_rebalance"
+REFUSED_WRITE_RETRIES = 3
+
+
+class CoreMisuse(Exception):
+    """The shell broke the stepping rules (a bug in the shell, not in the cluster)."""
+
+
+class ControllerCore:
+    def __init__(self, info: ControllerInfo, epoch: int, epoch_version: int,
+                 config: Mapping[str, Any], rng: random.Random | None = None):
+        self.info = info
+        self.config = config
+        self.rng = rng or random.Random()
+        self.ctx = ControllerContext(
+            controller_id=info.controller_id, epoch=epoch, epoch_zk_version=epoch_version,
+            unclean_leader_election_default=bool(config["unclean.leader.election.enable"]),
+            relinquish_cooldown_ms=int(config["leader.imbalance.check.interval.seconds"])
+            * 1000)
+        self.cluster_id = ""
+        self.ready = False  # Activate done: loaded, brokers told
+        self._waiting: Handler | None = None
+        self._waiting_for: X.Effect | None = None
+        self._now_ms = 0.0
+        self._handlers = {
+            E.Activate: self._activate,
+            E.BrokerChange: self._broker_change,
+            E.BrokerModification: self._broker_modification,
+            E.TopicChange: self._topic_change,
+            E.TopicDeletionChange: self._topic_deletion_change,
+            E.TopicConfigChange: self._topic_config_change,
+            E.StopReplicaResponse: self._stop_replica_response,
+            E.TimerFired: self._timer_fired,
+            E.CreateTopics: self._create_topics,
+            E.DeleteTopics: self._delete_topics,
+            E.AlterPartition: self._alter_partition,
+            E.ControlledShutdown: self._controlled_shutdown,
+            E.ElectLeaders: self._elect_leaders,
+        }
+
+    # ================================================================== stepping
+
+    @property
+    def waiting(self) -> bool:
+        """An effect's outcome is due: only `Completed` may be stepped now."""
+        return self._waiting is not None
+
+    def step(self, event: E.Event) -> list[X.Effect]:
+        if isinstance(event, E.Completed):
+            gen = self._waiting
+            if gen is None:
+                raise CoreMisuse("an outcome arrived while no effect was waiting for one")
+            self._waiting = self._waiting_for = None
+            return self._drive(gen, event.value)
+        if self._waiting is not None:
+            raise CoreMisuse(f"{event.name} stepped while waiting for the outcome of "
+                             f"{type(self._waiting_for).__name__}")
+        if not self.ready and not isinstance(event, E.Activate):
+            raise CoreMisuse(f"{event.name} stepped before Activate finished")
+        self._now_ms = event.now_ms
+        return self._drive(self._handlers[type(event)](event), None)
+
+    def _drive(self, gen: Handler, value: Any) -> list[X.Effect]:
+        out: list[X.Effect] = []
+        while True:
+            try:
+                eff = gen.send(value)
+            except StopIteration:
+                return out
+            value = None
+            out.append(eff)
+            if eff.needs_result:
+                self._waiting, self._waiting_for = gen, eff
+                return out
+
+    def _emit(self, name: str, level: str = "info", **fields: Any) -> X.Emit:
+        return X.Emit(name, {**fields, "controller_epoch": self.ctx.epoch}, level)
+
+    # ================================================================== carrying out a decision
+
+    def _execute(self, d: D.Decision, retry_creates: bool = True,
+                 retries: int = REFUSED_WRITE_RETRIES) -> Handler:
+        """Write the decision's states, apply what was written, tell the brokers - in that
+        order. Refused writes (someone changed the znode): adopt ZooKeeper's state, create
+        again where a creation was refused, and decide elections again on the re-read state
+        (bounded: a znode rewritten on every attempt is left to the next event).
+        Returns the refused partitions."""
+        ctx = self.ctx
+        failed: set[TopicPartition] = set()
+        if d.writes:
+            outcome: X.PartitionWritesOutcome = yield X.WritePartitionStates(
+                tuple(d.writes.values()), ctx.epoch_zk_version)
+            failed = set(outcome.failed)
+            D.apply(ctx, d, failed)
+            if failed:
+                ctx.leadership.update(outcome.current)
+                yield self._emit("partition_state_writes_refused", "warning",
+                                 partitions=[str(tp) for tp in sorted(failed)])
+        else:
+            D.apply(ctx, d)
+        yield X.Decided(d, frozenset(failed))
+        yield from self._record(d, failed)
+        batches = build_requests(ctx, d, self.info, failed)
+        if batches:
+            yield X.SendRequests(batches)
+        orphans = [tp for tp in sorted(failed) if ctx.has_partition(tp)
+                   and ctx.partition_sm.state(tp) is PartitionState.NonExistentPartition]
+        if orphans and retry_creates:
+            more = yield from self._execute(D.on_new_partitions(ctx, orphans),
+                                            retry_creates=False)
+            failed = (failed - set(orphans)) | more
+        if failed and retries > 0:
+            again = D.reelect_after_refused_writes(ctx, sorted(failed))
+            if not again.empty:
+                more = yield from self._execute(again, retry_creates=False,
+                                                retries=retries - 1)
+                failed = (failed - set(again.writes)) | more
+        return failed
+
+    def _record(self, d: D.Decision, failed: set[TopicPartition]) -> Handler:
+        ctx = self.ctx
+        for e in d.elections:
+            if e.tp in failed:
+                continue
+            s = ctx.leadership.get(e.tp)
+            yield self._emit("leader_election", partition=str(e.tp), old_leader=e.old_leader,
+                             new_leader=e.new_leader, leader_epoch=e.leader_epoch,
+                             unclean=e.unclean, reason=str(e.reason),
+                             isr=list(s.isr) if s else [],
+                             partition_epoch=s.partition_epoch if s else -1)
+        for w in d.isr_changes():
+            if w.tp not in failed:
+                yield self._emit("isr_change", partition=str(w.tp), leader=w.new.leader,
+                                 leader_epoch=w.new.leader_epoch, old_isr=list(w.old.isr),
+                                 new_isr=list(w.new.isr),
+                                 partition_epoch=w.new.partition_epoch)
+
+    # ================================================================== failover
+
+    def _activate(self, ev: E.Activate) -> Handler:
+        """Kafka's onControllerFailover: load everything, tell every broker, elect."""
+        ctx = self.ctx
+        snap: X.ClusterSnapshot = yield X.ReadCluster()
+        self.cluster_id = snap.cluster_id
+        for reg in snap.brokers.values():
+            ctx.add_broker(reg)
+        for topic, a in snap.assignments.items():
+            ctx.add_topic(a, dict(snap.configs.get(topic, {})))
+        ctx.leadership.update(snap.states)
+        ctx.topics_to_delete = {t for t in snap.topics_to_delete if t in ctx.assignments}
+        for t in snap.topics_to_delete:
+            if t not in ctx.assignments:  # a finished deletion's leftover entry
+                yield X.DeleteTopic(t, ctx.epoch_zk_version)
+        ctx.reset_states()
+        yield X.UpdateBrokers(dict(ctx.live_brokers))
+        yield from self._execute(D.on_controller_failover(ctx))
+        yield from self._arm_rebalance()
+        self.ready = True
+
+    def _arm_rebalance(self) -> Handler:
+        if self.config["auto.leader.rebalance.enable"]:
+            yield X.SetTimer(AUTO_REBALANCE,
+                             float(self.config["leader.imbalance.check.interval.seconds"]))
+
+    # ================================================================== cluster changes
+
+    def _broker_change(self, ev: E.BrokerChange) -> Handler:
+        ctx = self.ctx
+        regs = yield X.ReadBrokers()
+        known = dict(ctx.live_brokers)
+        diff = D.diff_brokers(known, regs)
+        if diff.gone:
+            for b in diff.gone:
+                ctx.remove_broker(b)
+                yield self._emit("broker_failed", broker=b, broker_epoch=known[b].epoch,
+                                 bounced=b in diff.bounced)
+            yield X.UpdateBrokers(dict(ctx.live_brokers))
+            yield from self._execute(D.on_brokers_failed(ctx, diff.gone))
+        if diff.arrived:
+            for b in diff.arrived:
+                ctx.add_broker(regs[b])
+                yield self._emit("broker_registered", broker=b, broker_epoch=regs[b].epoch,
+                                 address=regs[b].address, rack=regs[b].rack,
+                                 clean_shutdown=regs[b].clean_shutdown)
+            yield X.UpdateBrokers(dict(ctx.live_brokers))
+            yield from self._execute(D.on_brokers_started(ctx, diff.arrived))
+
+    def _broker_modification(self, ev: E.BrokerModification) -> Handler:
+        """A registration rewritten at the same epoch (appearance and disappearance are
+        BrokerChange's business)."""
+        ctx = self.ctx
+        reg = yield X.ReadBroker(ev.broker_id)
+        old = ctx.live_brokers.get(ev.broker_id)
+        if reg is None or old is None or reg.epoch != old.epoch or reg == old:
+            return
+        ctx.live_brokers[ev.broker_id] = reg
+        yield X.UpdateBrokers(dict(ctx.live_brokers))
+        yield from self._execute(D.on_broker_modified(ctx, old, reg))
+
+    def _topic_change(self, ev: E.TopicChange) -> Handler:
+        """Topics that appeared in ZooKeeper without CreateTopics (written by another tool):
+        initialize their partitions. Topics that vanished outside a deletion are forgotten."""
+        ctx = self.ctx
+        names = set((yield X.ReadTopicNames()))
+        for t in sorted(set(ctx.assignments) - names):
+            if not ctx.is_being_deleted(t):
+                ctx.remove_topic(t)
+        new = sorted(names - set(ctx.assignments))
+        if not new:
+            return
+        assignments, configs, states = yield X.ReadTopics(tuple(new))
+        tps: list[TopicPartition] = []
+        for t, a in assignments.items():
+            ctx.add_topic(a, dict(configs.get(t, {})))
+            tps += ctx.partitions_of(t)
+            yield self._emit("topic_created", topic=t, topic_id=a.topic_id,
+                             partitions=len(a.partitions), source="zookeeper")
+        ctx.leadership.update(states)
+        yield from self._execute(D.on_new_partitions(ctx, tps))
+
+    def _topic_config_change(self, ev: E.TopicConfigChange) -> Handler:
+        ctx = self.ctx
+        cfg = yield X.ReadTopicConfig(ev.topic)
+        if ev.topic not in ctx.assignments:
+            return
+        before = ctx.unclean_allowed(ev.topic)
+        ctx.topic_configs[ev.topic] = dict(cfg)
+        yield from self._execute(D.on_topic_config_changed(ctx, ev.topic, before))
+
+    def _timer_fired(self, ev: E.TimerFired) -> Handler:
+        if ev.name != AUTO_REBALANCE:
+            return
+        ctx = self.ctx
+        tps = D.imbalanced_partitions(
+            ctx, int(self.config["leader.imbalance.per.broker.percentage"]), ev.now_ms)
+        if tps:
+            yield from self._execute(D.elect_leaders(ctx, D.ElectionType.PREFERRED, tps,
+                                                     ev.now_ms))
+        yield from self._arm_rebalance()
+
+    # ================================================================== topic deletion
+
+    def _topic_deletion_change(self, ev: E.TopicDeletionChange) -> Handler:
+        ctx = self.ctx
+        names = yield X.ReadTopicsToDelete()
+        new = [t for t in names if t in ctx.assignments and not ctx.is_being_deleted(t)]
+        for t in names:
+            if t not in ctx.assignments:
+                yield X.DeleteTopic(t, ctx.epoch_zk_version)
+        if new:
+            yield from self._start_deletion(new)
+
+    def _start_deletion(self, topics: list[str]) -> Handler:
+        ctx = self.ctx
+        for t in topics:
+            ctx.topics_to_delete.add(t)
+            yield self._emit("topic_deletion_started", topic=t, topic_id=ctx.topic_id(t))
+        d = D.start_topic_deletion(ctx, topics)
+        yield from self._execute(d)
+        for topic in sorted(d.deletable_topics):  # nothing left to ask any broker
+            yield from self._finish_deletion(topic)
+
+    def _stop_replica_response(self, ev: E.StopReplicaResponse) -> Handler:
+        d = D.on_stop_replica_response(self.ctx, ev.broker_id, dict(ev.errors))
+        yield from self._execute(d)
+        for topic in sorted(d.deletable_topics):
+            yield from self._finish_deletion(topic)
+
+    def _finish_deletion(self, topic: str) -> Handler:
+        ctx = self.ctx
+        topic_id = ctx.topic_id(topic)
+        yield X.DeleteTopic(topic, ctx.epoch_zk_version)
+        D.apply(ctx, D.finish_topic_deletion(ctx, topic))
+        ctx.remove_topic(topic)
+        yield self._emit("topic_deleted", topic=topic, topic_id=topic_id)
+        yield X.TopicDeleted(topic)
+
+    # ================================================================== RPCs
+
+    def _create_topics(self, ev: E.CreateTopics) -> Handler:
+        ctx = self.ctx
+        names = [t.name for t in ev.topics]
+        dups = {n for n in names if names.count(n) > 1}
+        live = [BrokerMetadata(b, r.rack) for b, r in sorted(ctx.live_brokers.items())]
+        existing = set(ctx.assignments)
+        results: list[E.TopicResult] = []
+        plans = []
+        for t in ev.topics:
+            if t.name in dups:
+                results.append(E.TopicResult(
+                    t.name, ErrorCode.INVALID_REQUEST,
+                    f"Create topics request contains multiple entries for the topic {t.name}"))
+                continue
+            try:
+                plan = plan_topic(
+                    t.name, t.num_partitions, t.replication_factor,
+                    dict(t.assignments) if t.assignments else None, dict(t.configs),
+                    existing=existing, live_brokers=live,
+                    default_partitions=int(self.config["num.partitions"]),
+                    default_replication_factor=int(self.config["default.replication.factor"]),
+                    rng=self.rng)
+            except TopicError as e:
+                results.append(E.TopicResult(t.name, e.error_code, e.message))
+                continue
+            existing.add(plan.name)
+            plans.append((len(results), plan))
+            results.append(E.TopicResult(plan.name, topic_id=plan.topic_id,
+                                         num_partitions=len(plan.assignment),
+                                         replication_factor=plan.replication_factor,
+                                         configs=dict(plan.configs)))
+        if ev.validate_only:
+            yield X.Reply(ev.request_id, results)
+            return
+        tps: list[TopicPartition] = []
+        for i, plan in plans:
+            a = TopicAssignment(plan.name, plan.topic_id, plan.assignment)
+            created = yield X.CreateTopic(a, dict(plan.configs), ctx.epoch_zk_version)
+            if not created:
+                results[i] = E.TopicResult(plan.name, ErrorCode.TOPIC_ALREADY_EXISTS,
+                                           f"Topic '{plan.name}' already exists.")
+                continue
+            ctx.add_topic(a, plan.configs)
+            tps += ctx.partitions_of(plan.name)
+            yield self._emit("topic_created", topic=plan.name, topic_id=plan.topic_id,
+                             partitions=len(plan.assignment),
+                             replication_factor=plan.replication_factor,
+                             assignment={str(p): r for p, r in plan.assignment.items()},
+                             configs=dict(plan.configs))
+        for i, plan in plans:  # arm each new topic's config watch
+            if results[i].error_code == ErrorCode.NONE:
+                yield X.ReadTopicConfig(plan.name)
+        if tps:
+            yield from self._execute(D.on_new_partitions(ctx, tps))
+        yield X.Reply(ev.request_id, results, await_deliveries=True)
+
+    def _delete_topics(self, ev: E.DeleteTopics) -> Handler:
+        ctx = self.ctx
+        results: list[E.DeletionResult] = []
+        waits: list[str] = []
+        start: list[str] = []
+        for name in dict.fromkeys(ev.topics):
+            if name not in ctx.assignments:
+                results.append(E.DeletionResult(
+                    name, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition."))
+                continue
+            results.append(E.DeletionResult(name, ctx.topic_id(name)))
+            waits.append(name)
+            if not ctx.is_being_deleted(name):
+                yield X.MarkTopicForDeletion(name, ctx.epoch_zk_version)
+                start.append(name)
+        # The answer (and who waits for which topic) goes out before the deletion can finish.
+        yield X.Reply(ev.request_id, (results, waits))
+        if start:
+            yield from self._start_deletion(start)
+
+    def _alter_partition(self, ev: E.AlterPartition) -> Handler:
+        ctx = self.ctx
+        try:
+            d = D.alter_partition(ctx, ev.broker_id, ev.broker_epoch, ev.items, ev.now_ms)
+        except D.RequestRejected as e:
+            yield X.Reply(ev.request_id, error=X.Rejection(e.error_code, e.message))
+            return
+        failed = yield from self._execute(d)
+        for tp, o in d.outcomes.items():
+            if o.error == ErrorCode.NEW_LEADER_ELECTED and tp not in failed:
+                s = ctx.leadership[tp]
+                yield self._emit("leadership_relinquished", partition=str(tp),
+                                 broker=ev.broker_id, new_leader=s.leader,
+                                 leader_epoch=s.leader_epoch)
+        answers = []
+        for item in ev.items:
+            tp = item.tp
+            o = d.outcomes.get(tp, D.Outcome(ErrorCode.UNKNOWN_SERVER_ERROR))
+            # A refused write: the leader's view is stale; it re-reads via LeaderAndIsr.
+            code = ErrorCode.INVALID_UPDATE_VERSION if tp in failed else o.error
+            s = ctx.leadership.get(tp)
+            if s is None:
+                answers.append(E.PartitionAnswer(tp, item.topic_id, code))
+            else:
+                answers.append(E.PartitionAnswer(
+                    tp, item.topic_id, code, s.leader, s.leader_epoch, tuple(s.isr),
+                    s.leader_recovery_state, s.partition_epoch))
+        yield X.Reply(ev.request_id, answers)
+
+    def _controlled_shutdown(self, ev: E.ControlledShutdown) -> Handler:
+        ctx = self.ctx
+        try:
+            first = D.check_controlled_shutdown(ctx, ev.broker_id, ev.broker_epoch)
+        except D.RequestRejected as e:
+            yield X.Reply(ev.request_id, error=X.Rejection(e.error_code, e.message))
+            return
+        ctx.shutting_down.add(ev.broker_id)
+        yield from self._execute(D.controlled_shutdown(ctx, ev.broker_id))
+        remaining = D.remaining_leaderships(ctx, ev.broker_id)
+        yield self._emit("controlled_shutdown", broker=ev.broker_id,
+                         broker_epoch=ctx.broker_epoch(ev.broker_id), first_attempt=first,
+                         remaining=[str(tp) for tp in remaining])
+        yield X.Reply(ev.request_id, remaining)
+
+    def _elect_leaders(self, ev: E.ElectLeaders) -> Handler:
+        d = D.elect_leaders(self.ctx, ev.election_type, ev.partitions, ev.now_ms)
+        failed = yield from self._execute(d)
+        results = []
+        for tp, o in sorted(d.outcomes.items()):
+            if tp in failed:
+                results.append(E.ElectionResult(tp, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                "the partition state write failed"))
+            else:
+                results.append(E.ElectionResult(tp, o.error, o.message))
+        yield X.Reply(ev.request_id, results, await_deliveries=True)
