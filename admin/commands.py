@@ -33,10 +33,4 @@ def register(sub) -> None:
     for name in ("admin.cluster_cmd", "admin.topics_cmd", "admin.produce_cmd",
                  "admin.consume_cmd", "admin.e2e_latency_cmd", "analytics.cli", "chaos.cli",
                  "admin.configs_cmd"):
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-            continue  # not written yet
-        mod.add_parsers(sub)
+        importlib.import_module(name).add_parsers(sub)

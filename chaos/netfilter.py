@@ -21,6 +21,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import psutil
+
 NFT_BASE = Path("/sys/fs/cgroup")
 
 
@@ -129,26 +131,10 @@ def _nft_set(ports) -> str:
 
 
 def local_tcp_ports(pid: int) -> set[int]:
-    """Local ports of the TCP sockets ``pid`` holds open (its fds matched against
-    /proc/net/tcp{,6} by socket inode)."""
-    inodes = set()
-    fd_dir = Path(f"/proc/{pid}/fd")
+    """Local ports of the TCP sockets ``pid`` holds open (psutil matches its fds against the
+    TCP tables of our network namespace, which the local cluster's processes share)."""
     try:
-        for fd in fd_dir.iterdir():
-            with contextlib.suppress(OSError):
-                target = os.readlink(fd)
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-    except OSError:
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.Error:
         return set()
-    ports = set()
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if len(cols) > 9 and cols[9] in inodes:
-                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
-    return ports
+    return {c.laddr.port for c in conns if c.laddr}

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
@@ -27,8 +28,8 @@ Expire = Callable[[KazooClient], None]
 def _cmdline(pid: int) -> str:
     """The process's command line, or "" if there is no such process."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except FileNotFoundError:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.NoSuchProcess:
         return ""
 
 
