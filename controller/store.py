@@ -107,8 +107,9 @@ class MemoryTree:
         return next(self._zxid)
 
     def watch(self, key, fn: Callable | None) -> None:
-        if fn is not None:
-            self.watches.setdefault(key, []).append(fn)
+        # A set per znode, as kazoo keeps: re-arming with the same callable fires it once.
+        if fn is not None and fn not in self.watches.setdefault(key, []):
+            self.watches[key].append(fn)
 
     def fire(self, key, event: WatchedEvent) -> None:
         for fn in self.watches.pop(key, []):

@@ -1,4 +1,4 @@
-"""A scenario-script driver for the controller's pure core (etcd-raft's datadriven tests).
+"""Scenario scripts for the controller core (etcd-raft's datadriven tests).
 
 A script is a sequence of blocks:
 
@@ -6,27 +6,33 @@ A script is a sequence of blocks:
     ----
     expected output lines
 
-separated by blank lines. The driver keeps one ControllerContext, runs each command through
-decisions.py, applies the decision as if every ZooKeeper write succeeded, and prints what the
-decision did: the partition-state writes, elections and the requests per broker. `show` prints
-every partition's state. Run with REWRITE=1 to regenerate the expected output (then review the
-diff: that review is the test).
+separated by blank lines. Every command goes through `ControllerCore.step()` exactly as the
+real shell runs it (tests/sim/driver.py: the same effects, carried out over the in-memory
+store, with ZooKeeper watches firing the same events): a broker registering fires the
+/brokers/ids watch, a topic config znode fires its config watch, an RPC is a request event.
+The output is what the controller did: each applied decision's elections, partition-state
+writes and per-partition outcomes, and the requests per broker. `show` prints every
+partition's state, and checks it equals what the store holds. Run with REWRITE=1 to regenerate
+the expected output (then review the diff: that review is the test).
 
 Commands:
-    broker ID [rack=R]             register a broker (no decision; use `start` for a restart)
-    start ID...                    brokers (re)register: on_brokers_started
-    kill ID...                     brokers' sessions end: on_brokers_failed
-    bounce ID                      re-register with a new broker epoch (failure, then startup)
+    broker ID [rack=R]             register a broker (output not shown: cluster setup)
+    start ID...                    brokers (re)register
+    kill ID...                     brokers' sessions end
+    bounce ID                      re-register with a new broker epoch between two reads
     create-topic T partitions=N rf=R start=S [P:B,B,B ...]   (start = Kafka's fixed start index)
-    config T key=value             topic config override
+    config T key=value             topic config override (fires the config watch)
     unclean-default true|false     unclean.leader.election.enable of the controller
-    shutdown ID                    controlled shutdown; prints the remaining leaderships
+    shutdown ID                    ControlledShutdown; prints the remaining leaderships
     alter T-P isr=B,B [leader_epoch=E] [partition_epoch=E] [by=B] [relinquish] [recovered]
     elect preferred|unclean [T-P ...]   (none = all partitions)
-    rebalance [pct]                automatic preferred election (imbalance check)
-    delete T                       start topic deletion
+    rebalance [pct]                the automatic preferred-election timer fires
+    delete T                       DeleteTopics
     stop-replica-ack ID T-P... [error=CODE]
-    failover                       a new controller loads this state (epoch + 1)
+    failover                       the controller dies; a new one loads the store (epoch + 1)
+    crash-after N                  the controller dies after N effects of the next command
+    fail-write T-P...|moved        the next state write is refused for these partitions
+                                   (their znode version moved), or as a whole (deposed)
     time MS                        set the clock
     show                           all partition states
 """
@@ -39,13 +45,12 @@ from pathlib import Path
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
-from common.zk_layout import BrokerRegistration, ControllerInfo, TopicAssignment
+from common.zk_layout import LEADER_RECOVERING
 from controller import decisions as D
+from controller import effects as X
+from controller import events as E
 from controller.assignment import BrokerMetadata, assign_replicas
-from controller.context import ControllerContext
-from controller.request_batch import build_requests
-
-CTL = ControllerInfo(100, "127.0.0.1", 9999)
+from tests.sim.driver import Crashed, Driver
 
 
 def _tp(text: str) -> TopicPartition:
@@ -63,33 +68,52 @@ def _fmt_list(xs) -> str:
 
 class Scenario:
     def __init__(self) -> None:
-        self.ctx = ControllerContext(controller_id=CTL.controller_id, epoch=1,
-                                     relinquish_cooldown_ms=300_000)
-        self.next_czxid = 100
-        self.now = 0.0
+        self.d = Driver()
+        self.d.on_effect = self._on_effect
+        self.out: list[str] = []
+        self.quiet = False
+        self.d.elect()
 
-    # ------------------------------------------------------------------ helpers
+    @property
+    def ctx(self):
+        return self.d.core.ctx
 
-    def register(self, broker_id: int, rack: str | None = None) -> None:
-        self.next_czxid += 1
-        self.ctx.add_broker(BrokerRegistration(broker_id, "127.0.0.1", 9000 + broker_id,
-                                               rack=rack, epoch=self.next_czxid))
+    # ------------------------------------------------------------------ output
 
-    def run_decision(self, d: D.Decision) -> list[str]:
-        D.apply(self.ctx, d)
+    def _on_effect(self, eff: X.Effect) -> None:
+        if self.quiet:
+            return
+        if isinstance(eff, X.Decided):
+            self.out += self._decision_lines(eff.decision, eff.failed)
+        elif isinstance(eff, X.SendRequests):
+            self.out += self._request_lines(eff.batches)
+        elif isinstance(eff, X.TopicDeleted):
+            self.out.append(f"deleted {eff.topic}")
+        elif isinstance(eff, X.Reply) and eff.error is not None:
+            self.out.append(f"rejected {eff.error.error_code.name}: {eff.error.message}")
+
+    def _decision_lines(self, d: D.Decision, failed) -> list[str]:
         out = []
         for e in d.elections:
-            out.append(f"elect {e.tp} {e.old_leader}->{e.new_leader} epoch={e.leader_epoch} "
-                       f"reason={e.reason}" + (" UNCLEAN" if e.unclean else ""))
+            if e.tp not in failed:
+                out.append(f"elect {e.tp} {e.old_leader}->{e.new_leader} "
+                           f"epoch={e.leader_epoch} reason={e.reason}"
+                           + (" UNCLEAN" if e.unclean else ""))
         for tp in d.writes:
-            out.append(f"write {self.state_line(tp)}")
+            out.append(f"refused {tp}" if tp in failed else f"write {self.state_line(tp)}")
         for tp, o in sorted(d.outcomes.items()):
             if o.error != ErrorCode.NONE or o.message:
                 out.append(f"outcome {tp} {o.error.name}" +
                            (f": {o.message}" if o.message else ""))
             else:
                 out.append(f"outcome {tp} NONE")
-        batches = build_requests(self.ctx, d, CTL)
+        for t in sorted(d.deletable_topics):
+            out.append(f"deletable {t}")
+        return out
+
+    @staticmethod
+    def _request_lines(batches) -> list[str]:
+        out = []
         for broker, bb in sorted(batches.items()):
             for r in bb.leader_and_isr:
                 parts = " ".join(
@@ -98,15 +122,14 @@ class Scenario:
                 out.append(f"  -> {broker} LeaderAndIsr {parts}")
             for r in bb.update_metadata:
                 parts = " ".join(f"{s.topic}-{s.partition}" for s in r.partition_states)
-                out.append(f"  -> {broker} UpdateMetadata live={_fmt_list(b.broker_id for b in r.live_brokers)}"
+                live = _fmt_list(b.broker_id for b in r.live_brokers)
+                out.append(f"  -> {broker} UpdateMetadata live={live}"
                            + (f" {parts}" if parts else ""))
             for r in bb.stop_replica:
                 parts = " ".join(f"{s.topic}-{s.partition}" + ("(delete)" if s.delete_partition
                                                                 else "")
                                  for s in r.partition_states)
                 out.append(f"  -> {broker} StopReplica {parts}")
-        for t in sorted(d.deletable_topics):
-            out.append(f"deletable {t}")
         return out
 
     def state_line(self, tp: TopicPartition) -> str:
@@ -114,68 +137,82 @@ class Scenario:
         st = self.ctx.partition_sm.state(tp)
         if s is None:
             return f"{tp} no-state {st}"
-        rec = " RECOVERING" if s.leader_recovery_state == 1 else ""
+        rec = " RECOVERING" if s.leader_recovery_state == LEADER_RECOVERING else ""
         return (f"{tp} leader={s.leader} leader_epoch={s.leader_epoch} isr={_fmt_list(s.isr)} "
                 f"partition_epoch={s.partition_epoch} {st}{rec}")
 
     # ------------------------------------------------------------------ commands
 
+    def _settle(self) -> None:
+        try:
+            self.d.run()
+        except Crashed as e:
+            self.out.append(f"controller crashed ({e}); effects lost from here")
+
+    def _request(self, ev: E.Event) -> X.Reply | None:
+        rid = self.d.request(ev)
+        self._settle()
+        return self.d.replies.get(rid)
+
     def run(self, line: str) -> list[str]:
+        self.out = []
         words = line.split()
         cmd, args = words[0], words[1:]
         kv = dict(a.split("=", 1) for a in args if "=" in a)
         pos = [a for a in args if "=" not in a]
-        ctx = self.ctx
+        d = self.d
         if cmd == "broker":
-            self.register(int(pos[0]), kv.get("rack"))
+            self.quiet = True
+            d.register(int(pos[0]), kv.get("rack"))
+            self._settle()
+            self.quiet = False
             return []
         if cmd == "start":
-            ids = [int(x) for x in pos]
-            for i in ids:
-                self.register(i, kv.get("rack"))
-            return self.run_decision(D.on_brokers_started(ctx, ids))
-        if cmd == "kill":
-            ids = [int(x) for x in pos]
-            for i in ids:
-                ctx.remove_broker(i)
-            return self.run_decision(D.on_brokers_failed(ctx, ids))
-        if cmd == "bounce":
+            for i in (int(x) for x in pos):
+                d.register(i, kv.get("rack"))
+            self._settle()
+        elif cmd == "kill":
+            for i in (int(x) for x in pos):
+                d.kill(i)
+            self._settle()
+        elif cmd == "bounce":
             i = int(pos[0])
-            rack = ctx.live_brokers[i].rack
-            ctx.remove_broker(i)
-            out = self.run_decision(D.on_brokers_failed(ctx, [i]))
-            self.register(i, rack)
-            return out + self.run_decision(D.on_brokers_started(ctx, [i]))
-        if cmd == "create-topic":
+            rack = self.ctx.live_brokers[i].rack
+            d.kill(i)
+            d.register(i, rack)
+            self._settle()
+        elif cmd == "create-topic":
             topic = pos[0]
             explicit = {int(p): _ints(bs) for p, bs in (x.split(":") for x in pos[1:])}
             if explicit:
                 assignment = explicit
             else:
-                metas = [BrokerMetadata(b, r.rack) for b, r in ctx.live_brokers.items()]
+                metas = [BrokerMetadata(b, r.rack) for b, r in self.ctx.live_brokers.items()]
                 assignment = assign_replicas(metas, int(kv.get("partitions", 1)),
                                              int(kv.get("rf", 1)), rng=random.Random(0),
                                              fixed_start_index=int(kv.get("start", 0)))
-            ctx.add_topic(TopicAssignment(topic, f"id-{topic}", assignment), {})
-            tps = ctx.partitions_of(topic)
-            return ([f"assign {topic} " + " ".join(f"{p}:{','.join(map(str, r))}"
-                                                   for p, r in sorted(assignment.items()))]
-                    + self.run_decision(D.on_new_partitions(ctx, tps)))
-        if cmd == "config":
-            ctx.topic_configs.setdefault(pos[0], {}).update(kv)
-            return []
-        if cmd == "unclean-default":
-            ctx.unclean_leader_election_default = pos[0] == "true"
-            return []
-        if cmd == "shutdown":
-            i = int(pos[0])
-            ctx.shutting_down.add(i)
-            out = self.run_decision(D.controlled_shutdown(ctx, i))
-            remaining = D.remaining_leaderships(ctx, i)
-            return out + [f"remaining {' '.join(map(str, remaining)) or '-'}"]
-        if cmd == "alter":
+            self.out.append(f"assign {topic} " + " ".join(
+                f"{p}:{','.join(map(str, r))}" for p, r in sorted(assignment.items())))
+            reply = self._request(E.CreateTopics(topics=(
+                E.NewTopic(topic, assignments=assignment),)))
+            for r in (reply.value if reply and reply.error is None else []):
+                if r.error_code != ErrorCode.NONE:
+                    self.out.append(f"create {r.name} {r.error_code.name}: {r.error_message}")
+        elif cmd == "config":
+            d.tree.configs.setdefault(pos[0], {}).update(kv)
+            from controller.store import WatchedEvent
+            d.tree.fire(("config", pos[0]), WatchedEvent("CHANGED", pos[0]))
+            self._settle()
+        elif cmd == "unclean-default":
+            d.config["unclean.leader.election.enable"] = pos[0] == "true"
+            self.ctx.unclean_leader_election_default = pos[0] == "true"
+        elif cmd == "shutdown":
+            reply = self._request(E.ControlledShutdown(broker_id=int(pos[0])))
+            if reply is not None and reply.error is None:
+                self.out.append(f"remaining {' '.join(map(str, reply.value)) or '-'}")
+        elif cmd == "alter":
             tp = _tp(pos[0])
-            s = ctx.leadership[tp]
+            s = self.ctx.leadership[tp]
             by = int(kv.get("by", s.leader))
             item = D.AlterPartitionItem(
                 tp, int(kv.get("leader_epoch", s.leader_epoch)),
@@ -183,44 +220,51 @@ class Scenario:
                 int(kv.get("partition_epoch", s.partition_epoch)),
                 0 if "recovered" in pos else s.leader_recovery_state,
                 relinquish_leadership="relinquish" in pos)
-            try:
-                d = D.alter_partition(ctx, by, ctx.broker_epoch(by) or -1, [item], self.now)
-            except D.StaleBrokerEpoch as e:
-                return [f"rejected STALE_BROKER_EPOCH: {e}"]
-            return self.run_decision(d)
-        if cmd == "elect":
+            self._request(E.AlterPartition(broker_id=by,
+                                           broker_epoch=self.ctx.broker_epoch(by) or -1,
+                                           items=(item,)))
+        elif cmd == "elect":
             kind = D.ElectionType.PREFERRED if pos[0] == "preferred" else D.ElectionType.UNCLEAN
-            tps = [_tp(x) for x in pos[1:]] or None
-            return self.run_decision(D.elect_leaders(ctx, kind, tps, self.now))
-        if cmd == "rebalance":
+            tps = tuple(_tp(x) for x in pos[1:]) or None
+            self._request(E.ElectLeaders(election_type=kind, partitions=tps))
+        elif cmd == "rebalance":
             pct = int(pos[0]) if pos else 10
-            tps = D.imbalanced_partitions(ctx, pct, self.now)
-            return ([f"imbalanced {' '.join(map(str, tps)) or '-'}"]
-                    + (self.run_decision(D.elect_leaders(ctx, D.ElectionType.PREFERRED, tps,
-                                                         self.now)) if tps else []))
-        if cmd == "delete":
-            ctx.topics_to_delete.add(pos[0])
-            return self.run_decision(D.start_topic_deletion(ctx, [pos[0]]))
-        if cmd == "stop-replica-ack":
-            broker = int(pos[0])
+            d.config["leader.imbalance.per.broker.percentage"] = pct
+            tps = D.imbalanced_partitions(self.ctx, pct, d.now_ms)
+            self.out.append(f"imbalanced {' '.join(map(str, tps)) or '-'}")
+            d.post(E.TimerFired(name="auto_rebalance"))
+            self._settle()
+        elif cmd == "delete":
+            self._request(E.DeleteTopics(topics=(pos[0],)))
+        elif cmd == "stop-replica-ack":
             err = ErrorCode(int(kv.get("error", 0)))
-            d = D.on_stop_replica_response(ctx, broker, {_tp(x): err for x in pos[1:]})
-            out = self.run_decision(d)
-            for t in sorted(d.deletable_topics):
-                out += self.run_decision(D.finish_topic_deletion(ctx, t))
-                ctx.remove_topic(t)
-                out.append(f"deleted {t}")
-            return out
-        if cmd == "failover":
-            ctx.epoch += 1
-            ctx.reset_states()
-            return self.run_decision(D.on_controller_failover(ctx))
-        if cmd == "time":
-            self.now = float(pos[0])
-            return []
-        if cmd == "show":
-            return [self.state_line(tp) for tp in ctx.all_partitions()]
-        raise ValueError(f"unknown command {cmd!r}")
+            d.post(E.StopReplicaResponse(broker_id=int(pos[0]),
+                                         errors={_tp(x): err for x in pos[1:]}))
+            self._settle()
+        elif cmd == "failover":
+            d.crash()
+            d.elect()
+            self._settle()
+        elif cmd == "crash-after":
+            d.crash_after(int(pos[0]))
+        elif cmd == "fail-write":
+            if pos == ["moved"]:
+                d.depose()
+            else:
+                d.refuse_next_write(_tp(x) for x in pos)
+        elif cmd == "time":
+            d.now_ms = float(pos[0])
+        elif cmd == "show":
+            if d.core is None:
+                return ["no controller"]
+            store = d.tree.states
+            for tp in self.ctx.all_partitions():
+                if self.ctx.leadership.get(tp) != store.get(tp):
+                    self.out.append(f"MISMATCH {tp}: store has {store.get(tp)}")
+            self.out += [self.state_line(tp) for tp in self.ctx.all_partitions()]
+        else:
+            raise ValueError(f"unknown command {cmd!r}")
+        return self.out
 
 
 def run_script(path: Path) -> tuple[str, str]:
