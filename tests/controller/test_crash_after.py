@@ -1,0 +1,154 @@
+"""Kill the controller after every effect of an operation; a new controller, built only from
+the store, must finish it with the same result as the uninterrupted run (issue 8).
+
+Each operation runs once uninterrupted to count its effects, then once per effect index n
+with `crash_after(n)`: the core dies after carrying out n effects (its in-memory state and
+queued events are lost, its session expires), a new controller loads the store, and the
+clients do what real ones do - a broker retries ControlledShutdown and AlterPartition that got
+no answer, an admin retries DeleteTopics, brokers answer StopReplica. The final partition
+states, topics and deletion queue must equal the uninterrupted run's (the controller epoch
+stamped in each state is the only field allowed to differ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from common.errors import ErrorCode
+from common.names import TopicPartition
+from controller import decisions as D
+from controller import events as E
+from tests.sim.driver import Crashed, Driver
+
+Setup = Callable[[Driver], None]
+Action = Callable[[Driver], "E.Event | None"]
+
+
+def _cluster(brokers: int, topics: dict[str, tuple[int, int]]) -> Setup:
+    """Brokers 1..n, then topics name -> (partitions, replication factor)."""
+    def setup(d: Driver) -> None:
+        for b in range(1, brokers + 1):
+            d.register(b)
+        d.run()
+        for name, (parts, rf) in topics.items():
+            assignment = {p: [(p + i) % brokers + 1 for i in range(rf)] for p in range(parts)}
+            d.request(E.CreateTopics(topics=(E.NewTopic(name, assignments=assignment),)))
+        d.run()
+    return setup
+
+
+def _ack_stop_replicas(d: Driver, acked: set[int]) -> bool:
+    """Brokers answer every StopReplica(delete) they were sent (once each)."""
+    posted = False
+    for i, s in enumerate(d.sent):
+        if s.kind != "StopReplica" or i in acked:
+            continue
+        acked.add(i)
+        errors = {TopicPartition(p.topic, p.partition): ErrorCode.NONE
+                  for p in s.request.partition_states if p.delete_partition}
+        if errors and d.core is not None and s.controller_epoch == d.core.ctx.epoch:
+            d.post(E.StopReplicaResponse(broker_id=s.broker_id, errors=errors))
+            posted = True
+    return posted
+
+
+def _finish(d: Driver, retry: E.Event | None, rid: int | None) -> None:
+    """Settle: answer StopReplicas, and re-send a request whose answer never came."""
+    acked: set[int] = set()
+    for _ in range(50):
+        d.run()
+        if retry is not None and rid is not None and rid not in d.replies:
+            rid = d.request(retry)
+            continue
+        if not _ack_stop_replicas(d, acked):
+            return
+    raise AssertionError("did not settle")
+
+
+def _store(d: Driver) -> dict:
+    t = d.tree
+    return {
+        "states": {tp: (s.leader, s.leader_epoch, tuple(s.isr), s.partition_epoch,
+                        s.leader_recovery_state) for tp, s in sorted(t.states.items())},
+        "topics": sorted(t.topics),
+        "delete_topics": sorted(t.delete_topics),
+    }
+
+
+def _run(setup: Setup, action: Action, crash_at: int | None) -> tuple[dict, int, bool]:
+    """(final store, effects the action took, whether the controller crashed)."""
+    d = Driver()
+    d.elect()
+    setup(d)
+    before = d.effects_done
+    if crash_at is not None:
+        d.crash_after(crash_at)
+    retry = action(d)
+    rid = d.request(retry) if retry is not None else None
+    crashed = False
+    try:
+        d.run()
+    except Crashed:
+        crashed = True
+    taken = d.effects_done - before
+    if crashed:
+        d.elect()
+    _finish(d, retry, rid)
+    return _store(d), taken, crashed
+
+
+def _kill_broker(b: int) -> Action:
+    def act(d: Driver):
+        d.kill(b)
+        return None
+    return act
+
+
+def _controlled_shutdown(b: int) -> Action:
+    return lambda d: E.ControlledShutdown(broker_id=b)
+
+
+def _delete(topic: str) -> Action:
+    return lambda d: E.DeleteTopics(topics=(topic,))
+
+
+def _shrink_isr(tp: TopicPartition, drop: int) -> Action:
+    def act(d: Driver):
+        s = d.core.ctx.leadership[tp]
+        isr = tuple((r, d.core.ctx.broker_epoch(r)) for r in s.isr if r != drop)
+        return E.AlterPartition(broker_id=s.leader, broker_epoch=d.core.ctx.broker_epoch(s.leader),
+                                items=(D.AlterPartitionItem(tp, s.leader_epoch, isr,
+                                                            s.partition_epoch),))
+    return act
+
+
+SCENARIOS = {
+    "broker_failure_100_partitions": (_cluster(4, {"t": (100, 3)}), _kill_broker(1)),
+    "controlled_shutdown": (_cluster(3, {"t": (12, 3), "u": (4, 2)}), _controlled_shutdown(2)),
+    "topic_deletion": (_cluster(3, {"t": (6, 3), "keep": (2, 2)}), _delete("t")),
+    "alter_partition": (_cluster(3, {"t": (3, 3)}), _shrink_isr(TopicPartition("t", 0), 3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_failover_after_every_effect_reaches_the_same_state(name: str) -> None:
+    setup, action = SCENARIOS[name]
+    expected, total, crashed = _run(setup, action, None)
+    assert not crashed and total > 3
+    for n in range(total):
+        got, _, crashed = _run(setup, action, n)
+        assert crashed, f"crash-after {n} did not crash"
+        assert got == expected, f"{name}: failover after effect {n} of {total} differs"
+
+
+def test_the_uninterrupted_runs_change_something() -> None:
+    """Guard against a vacuous comparison: each operation changes the store."""
+    for name, (setup, action) in SCENARIOS.items():
+        d = Driver()
+        d.elect()
+        setup(d)
+        before = _store(d)
+        after, _, _ = _run(setup, action, None)
+        assert after != before, name
