@@ -14,14 +14,29 @@ manager; here each rule is written once, with the Kafka rule it follows.
   and refused when older.
 - Client and replica requests naming a partition carry the leader epoch they believe in
   (KIP-320): older is FENCED_LEADER_EPOCH, newer is UNKNOWN_LEADER_EPOCH (this broker has not
-  heard of it yet), absent (None or negative) is not checked.
+  heard of it yet), absent (None or negative) is not checked. Before that: no local replica is
+  NOT_LEADER_OR_FOLLOWER when the metadata knows the partition, else UNKNOWN_TOPIC_OR_PARTITION
+  (Kafka's ReplicaManager.getPartitionOrError); a follower is NOT_LEADER_OR_FOLLOWER.
+- A follower fetch from an older incarnation of the follower (KIP-903: its broker epoch is
+  older than the one the leader recorded) is served but says nothing about the replica now.
+- GetReplicaLogInfo (KIP-966) names this broker and, when it carries one, its exact epoch.
 """
 
 from __future__ import annotations
 
 from enum import Enum
+from typing import Protocol
 
 from common.errors import ErrorCode
+
+
+class ReplicaView(Protocol):
+    """What these rules read of an online replica (broker.partition.Partition)."""
+
+    is_leader: bool
+    leader_epoch: int
+    isr: tuple[int, ...]
+    min_isr: int
 
 
 def controller_request_error(controller_epoch: int, broker_epoch: int,
@@ -55,6 +70,52 @@ def partition_state_change(leader_epoch: int, partition_epoch: int, held_leader_
     return StateChange.NEWER
 
 
+def is_new_leader_epoch(leader_epoch: int, held_leader_epoch: int | None) -> bool:
+    """Whether a LeaderAndIsr state starts a leader epoch this replica has not been in (None:
+    no replica held). A new epoch retries a failed log and clears a KIP-461 failed partition,
+    resets the leader's follower states and (re)starts a follower's fetcher."""
+    return held_leader_epoch is None or leader_epoch != held_leader_epoch
+
+
+def no_replica_error(known_partition: bool) -> ErrorCode:
+    """The answer for a partition this broker holds no (online) replica of: the client's
+    metadata is stale (NOT_LEADER_OR_FOLLOWER) when the broker's metadata knows it, else the
+    partition does not exist (Kafka's ReplicaManager.getPartitionOrError)."""
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER if known_partition \
+        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def leader_request_error(replica: ReplicaView | None, known_partition: bool,
+                         requested_epoch: int | None) -> ErrorCode | None:
+    """Whether a request only the leader serves (Fetch, ListOffsets, OffsetForLeaderEpoch) is
+    refused: no online replica, not the leader, then KIP-320's epoch check (Kafka's
+    Partition.localLogWithEpochOrThrow, with the leader check first as replog always did)."""
+    if replica is None:
+        return no_replica_error(known_partition)
+    if not replica.is_leader:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return leader_epoch_error(requested_epoch, replica.leader_epoch)
+
+
+def follower_fetch_is_stale(broker_epoch: int, recorded_broker_epoch: int) -> bool:
+    """KIP-903: a follower fetch carrying a broker epoch older than the one the leader holds
+    for that follower comes from a previous incarnation (-1: not known, not checked)."""
+    return 0 <= broker_epoch < recorded_broker_epoch
+
+
+def replica_log_info_error(broker_id: int, broker_epoch: int, own_id: int, own_epoch: int
+                           ) -> tuple[ErrorCode, str] | None:
+    """KIP-966 GetReplicaLogInfo is meant for one broker incarnation: another broker id is an
+    invalid request, another epoch (when the request carries one) a stale one."""
+    if broker_id != own_id:
+        return (ErrorCode.INVALID_REQUEST,
+                f"request for broker {broker_id} sent to broker {own_id}")
+    if broker_epoch >= 0 and broker_epoch != own_epoch:
+        return (ErrorCode.STALE_BROKER_EPOCH,
+                f"broker epoch {broker_epoch} is not {own_epoch}")
+    return None
+
+
 def leader_epoch_error(requested: int | None, current: int) -> ErrorCode | None:
     """KIP-320's check of the leader epoch a Fetch, ListOffsets or OffsetForLeaderEpoch
     believes in against the partition's current one."""
@@ -71,6 +132,20 @@ def stop_replica_is_stale(requested_leader_epoch: int | None, held_leader_epoch:
     """A StopReplica whose leader epoch is older than the one held is fenced (KIP-570); absent
     or negative (Kafka's EpochDuringDelete = -2 for topic deletion) always applies."""
     return requested_leader_epoch is not None and 0 <= requested_leader_epoch < held_leader_epoch
+
+
+def acks_error(acks: int) -> ErrorCode | None:
+    """Kafka's produce request check: acks is -1 (all), 0 or 1."""
+    return None if acks in (-1, 0, 1) else ErrorCode.INVALID_REQUIRED_ACKS
+
+
+def produce_error(replica: ReplicaView | None, known_partition: bool, acks: int
+                  ) -> ErrorCode | None:
+    """Whether this broker appends a produce for a partition: it holds an online replica
+    (``no_replica_error``) and admits it (``produce_admission_error``)."""
+    if replica is None:
+        return no_replica_error(known_partition)
+    return produce_admission_error(acks, replica.is_leader, len(replica.isr), replica.min_isr)
 
 
 def produce_admission_error(acks: int, is_leader: bool, isr_size: int, min_isr: int

@@ -111,6 +111,21 @@ def should_relinquish(serve_ms: float, process_time_max_ms: int, enabled: bool) 
     return enabled and serve_ms > process_time_max_ms
 
 
+def may_relinquish(is_leader: bool, relinquished_epoch: int, leader_epoch: int,
+                   isr_size: int) -> bool:
+    """Seed 002: a slow leader gives up leadership once per leader epoch, and only when
+    another ISR member can take over."""
+    return is_leader and relinquished_epoch != leader_epoch and isr_size >= 2
+
+
+def fetch_updates_follower(is_replica: bool, stale_incarnation: bool, fetch_offset: int,
+                           leader_leo: int) -> bool:
+    """Whether a follower fetch moves that follower's state (and so the HW and the ISR): it
+    must come from an assigned replica's current incarnation (KIP-903) and not ask beyond the
+    leader's LEO (such an offset says nothing true about the follower's log)."""
+    return is_replica and not stale_incarnation and fetch_offset <= leader_leo
+
+
 def relinquish_isr(isr: tuple[int, ...], leader_id: int) -> tuple[int, ...]:
     """The ISR a relinquishing leader proposes: itself moved to the end (seed 002), so the
     controller elects the first other member."""

@@ -7,9 +7,17 @@ everything runs on the broker's event loop.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from common.errors import ErrorCode
 from common.names import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.controller_requests import UpdateMetadataRequest
+
+LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a topic being deleted (Kafka's)
 
 
 @dataclass(frozen=True)
@@ -49,27 +57,20 @@ class MetadataCache:
     topic_ids: dict[str, str] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def update(self, req) -> None:
+    def update(self, req: UpdateMetadataRequest) -> None:
         """Apply an UpdateMetadataRequest (full or incremental: partitions it names replace
         ours; a leader of -2 means the topic is being deleted)."""
         self.controller_epoch = req.controller_epoch
-        self.brokers = {b.broker_id: Endpoint(b.broker_id, b.host, b.port,
-                                              b.rack if b.HasField("rack") else None)
-                        for b in req.live_brokers}
-        if req.HasField("controller"):
-            c = req.controller
-            self.controller_id = c.broker_id
-            self.controller = Endpoint(c.broker_id, c.host, c.port)
+        self.brokers = {b.broker_id: b for b in req.live_brokers}
+        if req.controller is not None:
+            self.controller_id = req.controller.broker_id
+            self.controller = req.controller
         self.topic_ids.update(req.topic_ids)
-        for s in req.partition_states:
-            tp = TopicPartition(s.topic, s.partition)
-            if s.leader == -2:
+        for tp, info in req.partition_states:
+            if info.leader == LEADER_DURING_DELETE:
                 self.partitions.pop(tp, None)
                 continue
-            self.partitions[tp] = PartitionInfo(
-                s.leader, s.leader_epoch, tuple(s.isr), tuple(s.replicas), s.partition_epoch,
-                tuple(s.offline_replicas), tuple(s.elr), tuple(s.last_known_elr),
-                tuple(s.adding_replicas), tuple(s.removing_replicas))
+            self.partitions[tp] = info
         live_topics = {tp.topic for tp in self.partitions}
         for t in list(self.topic_ids):
             if t not in live_topics:
@@ -80,3 +81,16 @@ class MetadataCache:
 
     def partitions_of(self, topic: str) -> dict[int, PartitionInfo]:
         return {tp.partition: info for tp, info in self.partitions.items() if tp.topic == topic}
+
+
+def offline_replicas(replicas: Iterable[int], live_brokers: Collection[int],
+                     reported_offline: Iterable[int]) -> list[int]:
+    """The replicas a Metadata answer lists offline: those on brokers that are not live (Kafka's
+    ZkMetadataCache.getPartitionMetadata); when all are live, the ones the controller reported
+    offline (a replica in an offline log dir of a live broker)."""
+    return [b for b in replicas if b not in live_brokers] or list(reported_offline)
+
+
+def partition_error(leader: int) -> ErrorCode:
+    """A partition without a leader is LEADER_NOT_AVAILABLE in a Metadata answer."""
+    return ErrorCode.LEADER_NOT_AVAILABLE if leader < 0 else ErrorCode.NONE

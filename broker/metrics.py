@@ -44,6 +44,10 @@ class BrokerMetrics:
         # Kafka serves this label too; replog has no alter-log-dirs fetcher until JBOD moves
         # land (C5), so it is a true 0, there for the dashboards and alerts that sum both.
         self.failed_partitions.labels(clientId="ReplicaAlterLogDirs").set(0)
+        self.log_dir_failures = Counter(
+            "replog_logdirfailurechannel_failures",
+            "log dirs reported failed to the LogDirFailureChannel (an I/O error; KIP-112)",
+            ["logDirectory"], registry=r)
         self.background_failures = failures_counter(r)
         self._gauges: list[Gauge] = []
 

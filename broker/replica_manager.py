@@ -13,31 +13,54 @@ Ordering rules that bind (write them where they bind, as etcd's raft does):
   after appending), so the HW never exceeds a replica's log.
 - A follower truncates (diverging epoch) before it appends anything fetched from a new leader.
 - All log mutations for a partition run on its log dir's single executor thread, in order.
+
+Every decision is a call into a pure, unit-tested module beside this one: ``fencing``
+(controller/broker epochs, KIP-320 leader epochs, KIP-903 stale follower fetches, StopReplica
+epochs, produce admission), ``partition_state`` (what a LeaderAndIsr state does to a replica),
+``delayed_produce`` (when an acks=all produce is answered), ``isr`` (ISR and HW rules) and
+``log_dirs`` (DescribeLogDirs). This module performs what they decide. It takes plain requests
+(``controller_requests``); broker/servicer.py translates protobuf.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from broker import fencing
+from broker import fencing, log_dirs, partition_state
 from broker import isr as isr_rules
+from broker.controller_requests import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from broker.delayed_produce import ERROR_CODES, ProduceWait, produce_wait
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
 from broker.storage.errors import KafkaStorageError
 from broker.storage.log import RecordTooLargeError
 from broker.storage.log_manager import LogManager
-from broker.truncation import OUT_OF_RANGE, leader_divergence
+from broker.truncation import OUT_OF_RANGE, leader_divergence, leader_end_for_epoch
 from common.config import Config
 from common.dynamic_config import effective_min_isr
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
 
+if TYPE_CHECKING:
+    from broker.alter_partition import AlterPartitionManager
+    from broker.fetcher import ReplicaFetcherManager
+
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+# ListOffsets and OffsetForLeaderEpoch answer UNKNOWN_TOPIC_OR_PARTITION for a partition without
+# a local replica, as replog always has, without asking the metadata (Kafka would answer
+# NOT_LEADER_OR_FOLLOWER for one the metadata knows; Fetch and Produce do).
+_NO_METADATA_LOOKUP = False
 
 
 def now_ms() -> int:
@@ -86,7 +109,14 @@ class ReplicaManager:
     def __init__(self, broker_id: int, config: Config, log_manager: LogManager,
                  metadata: MetadataCache, metrics: BrokerMetrics, events,
                  topic_config_loader: Callable[[str], Awaitable[dict[str, str]]] | None = None,
-                 clock: Callable[[], int] = now_ms):
+                 clock: Callable[[], int] = now_ms, *,
+                 fetcher_manager: ReplicaFetcherManager | None = None,
+                 alter_partition: AlterPartitionManager | None = None,
+                 monotonic: Callable[[], float] = time.monotonic):
+        """``clock``: wall milliseconds for follower fetch states (isr.py); ``monotonic``:
+        seconds for request deadlines and serve times. Without a fetcher manager this broker
+        fetches nothing; without an AlterPartition manager it never changes an ISR (unit
+        tests of the leader side)."""
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
@@ -94,6 +124,7 @@ class ReplicaManager:
         self.metrics = metrics
         self.events = events
         self.clock = clock
+        self.monotonic = monotonic
         self.partitions: dict[TopicPartition, Partition] = {}
         self.controller_epoch = -1
         self.broker_epoch = -1
@@ -108,8 +139,8 @@ class ReplicaManager:
         self._config_tickets: dict[str, int] = {}  # topic -> latest load started
         self._config_applied: dict[str, int] = {}  # topic -> ticket of the config held
         self._config_retries: dict[str, asyncio.Task] = {}
-        self.fetcher_manager = None  # set by the server (broker.fetcher.ReplicaFetcherManager)
-        self.alter_partition = None  # set by the server (broker.alter_partition)
+        self.fetcher_manager = fetcher_manager
+        self.alter_partition = alter_partition
         self.lag_max_ms = config["replica.lag.time.max.ms"]
         # seed 002 / KIP-501 (C4)
         self.pending_reads_in_sync = config["follower.fetch.pending.reads.insync.enable"]
@@ -246,11 +277,13 @@ class ReplicaManager:
         return effective_min_isr(self.topic_configs.get(topic), self.broker_dynamic_config,
                                  self.config["min.insync.replicas"], replication_factor)
 
-    async def leader_and_isr(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
+    async def leader_and_isr(self, req: LeaderAndIsrRequest
+                             ) -> list[tuple[TopicPartition, ErrorCode]]:
         async with self._state_change:
             return await self._leader_and_isr(req)
 
-    async def _leader_and_isr(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
+    async def _leader_and_isr(self, req: LeaderAndIsrRequest
+                              ) -> list[tuple[TopicPartition, ErrorCode]]:
         """Kafka's becomeLeaderOrFollower, in phases so that a request for thousands of
         partitions costs a few executor hand-offs, not two per partition: (1) fence stale
         states and load topic configs, (2) create the missing logs in one job, (3) apply the
@@ -260,19 +293,13 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         todo = []
         for s in req.partition_states:
-            tp = TopicPartition(s.topic, s.partition)
-            if self.broker_id not in s.replicas:
-                results.append((tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            tp = s.tp
+            answer = partition_state.admit_partition_state(
+                self.broker_id, s.replicas, s.leader_epoch, s.partition_epoch,
+                partition_state.held_epochs(self.partitions.get(tp)))
+            if answer is not None:  # not ours, already held, or stale: nothing applied
+                results.append((tp, answer))
                 continue
-            p = self.partitions.get(tp)
-            if p is not None and p.log is not None and not p.stopped:
-                change = fencing.partition_state_change(s.leader_epoch, s.partition_epoch,
-                                                        p.leader_epoch, p.partition_epoch)
-                if change is not fencing.StateChange.NEWER:
-                    # older: refused; the same (a new controller resending it): nothing to do
-                    results.append((tp, ErrorCode.STALE_CONTROLLER_EPOCH
-                                    if change is fencing.StateChange.OLDER else ErrorCode.NONE))
-                    continue
             await self._topic_config(s.topic)
             todo.append((tp, s))
 
@@ -282,8 +309,9 @@ class ReplicaManager:
         for tp, s in todo:
             log = self.log_manager.get_log(tp)
             p = self.partitions.get(tp)
-            if log is not None and log.failed is not None and \
-                    (p is None or s.leader_epoch != p.leader_epoch):
+            if log is not None and partition_state.retry_failed_log(
+                    log.failed is not None, s.leader_epoch,
+                    p.leader_epoch if p is not None else None):
                 # KIP-461: a new leader epoch gives a failed partition another try; a log
                 # that failed a write must first be rebuilt from its files.
                 try:
@@ -297,6 +325,7 @@ class ReplicaManager:
 
         now = self.clock()
         to_follow: dict[TopicPartition, Partition] = {}
+        to_fetch: dict[TopicPartition, Partition] = {}  # followers that have a leader
         epoch_starts: dict[object, list] = {}  # log dir -> [(log, epoch, start offset)]
         for tp, s in todo:
             if tp in created_errors:
@@ -312,9 +341,9 @@ class ReplicaManager:
             p.min_isr = self._min_isr(s.topic, len(s.replicas))
             if p.log is None:
                 p.log = self.log_manager.get_log(tp)
-            was_leader = p.is_leader
-            new_epoch = s.leader_epoch != p.leader_epoch
-            if new_epoch and self.fetcher_manager is not None:
+            t = partition_state.transition(self.broker_id, s.leader, s.leader_epoch,
+                                           s.leader_recovery_state, p.leader_epoch, p.is_leader)
+            if t.new_epoch and self.fetcher_manager is not None:
                 # KIP-461: a higher leader epoch clears a failed partition; it fetches again.
                 self.fetcher_manager.on_leader_and_isr(tp, s.leader_epoch)
             p.apply_state(leader=s.leader, leader_epoch=s.leader_epoch,
@@ -322,10 +351,10 @@ class ReplicaManager:
                           isr=s.isr, replicas=s.replicas, adding=s.adding_replicas,
                           removing=s.removing_replicas,
                           leader_recovery_state=s.leader_recovery_state)
-            if s.leader == self.broker_id:
+            if t.lead:
                 if self.fetcher_manager is not None:
                     self.fetcher_manager.remove_partitions([tp])
-                if new_epoch:
+                if t.write_epoch_start:
                     # Kafka writes the new epoch's start offset when becoming leader, so that
                     # OffsetForLeaderEpoch / diverging-epoch answers are right before any
                     # append. The start is the LEO *inside* the log dir's executor job: a
@@ -335,37 +364,37 @@ class ReplicaManager:
                     # recorded a stale start and let replicas diverge (issue 15, finding 1).
                     epoch_starts.setdefault(self.log_manager.log_dir_of(tp), []).append(
                         (p, p.log, s.leader_epoch))
-                p.become_leader(now, new_epoch or not was_leader)
+                p.become_leader(now, t.reset_followers)
                 p.maybe_advance_hw()
-                if p.leader_recovery_state == 1 and self.alter_partition is not None:
+                if t.report_recovered and self.alter_partition is not None:
                     self.alter_partition.mark_recovered(p)
-                if new_epoch or not was_leader:
+                if t.reset_followers:
                     self.events.info("become_leader", partition=str(tp),
                                      leader_epoch=s.leader_epoch, isr=list(s.isr),
                                      partition_epoch=s.partition_epoch,
                                      controller_epoch=req.controller_epoch,
                                      leo=p.log_end_offset, hw=p.high_watermark)
-            else:
-                if was_leader or new_epoch:
-                    p.become_follower()
-                    to_follow[tp] = p
-                    self.events.info("become_follower", partition=str(tp), leader=s.leader,
-                                     leader_epoch=s.leader_epoch,
-                                     controller_epoch=req.controller_epoch,
-                                     leo=p.log_end_offset)
+            elif t.follow:
+                p.become_follower()
+                to_follow[tp] = p
+                if t.fetch:
+                    to_fetch[tp] = p
+                self.events.info("become_follower", partition=str(tp), leader=s.leader,
+                                 leader_epoch=s.leader_epoch,
+                                 controller_epoch=req.controller_epoch,
+                                 leo=p.log_end_offset)
             results.append((tp, ErrorCode.NONE))
         writes = [self.log_manager.run_in_dir(d, _assign_epochs, items)
                   for d, items in epoch_starts.items() if d is not None]
         if self.fetcher_manager is not None and to_follow:
             self.fetcher_manager.remove_partitions(list(to_follow))
             endpoints = {e.broker_id: e for e in req.live_leaders}
-            self.fetcher_manager.add_partitions(
-                {tp: p for tp, p in to_follow.items() if p.leader_id >= 0}, endpoints)
+            self.fetcher_manager.add_partitions(to_fetch, endpoints)
         for started, failed in await asyncio.gather(*writes):
             for p, epoch, start in started:
                 # Only now is the epoch's start known; until then no follower may join the
                 # ISR on the strength of it (become_leader set it to "pending").
-                if p.leader_epoch == epoch and p.is_leader:
+                if partition_state.epoch_start_applies(p.is_leader, p.leader_epoch, epoch):
                     p.leader_epoch_start_offset = start
             for tp, error in failed:
                 self.events.error("leader_epoch_checkpoint_failed", partition=str(tp),
@@ -382,20 +411,20 @@ class ReplicaManager:
                 errors[tp] = str(e)
         return errors
 
-    async def stop_replica(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
+    async def stop_replica(self, req: StopReplicaRequest) -> list[tuple[TopicPartition, ErrorCode]]:
         async with self._state_change:
             return await self._stop_replica(req)
 
-    async def _stop_replica(self, req) -> list[tuple[TopicPartition, ErrorCode]]:
+    async def _stop_replica(self, req: StopReplicaRequest
+                            ) -> list[tuple[TopicPartition, ErrorCode]]:
         self._check_controller(req.controller_epoch, req.broker_epoch)
         results = []
         for s in req.partition_states:
-            tp = TopicPartition(s.topic, s.partition)
+            tp = s.tp
             p = self.partitions.get(tp)
             # The epoch is checked first: a stale StopReplica must leave the fetcher and the
             # KIP-461 failed-partition state alone (Kafka's stopReplicas order).
-            if p is not None and fencing.stop_replica_is_stale(
-                    s.leader_epoch if s.HasField("leader_epoch") else None, p.leader_epoch):
+            if p is not None and fencing.stop_replica_is_stale(s.leader_epoch, p.leader_epoch):
                 results.append((tp, ErrorCode.FENCED_LEADER_EPOCH))
                 continue
             if self.fetcher_manager is not None:
@@ -438,7 +467,7 @@ class ReplicaManager:
                               partitions=[str(tp) for tp in lost])
         return lost
 
-    def update_metadata(self, req) -> None:
+    def update_metadata(self, req: UpdateMetadataRequest) -> None:
         self._check_controller(req.controller_epoch, req.broker_epoch)
         self.metadata.update(req)
         if self.fetcher_manager is not None:
@@ -448,31 +477,28 @@ class ReplicaManager:
 
     async def produce(self, acks: int, timeout_ms: int,
                       entries: list[tuple[TopicPartition, bytes]]) -> list[ProduceResult]:
-        if acks not in (-1, 0, 1):
-            raise RequestError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, "
-                               f"got {acks}")
+        refused = fencing.acks_error(acks)
+        if refused is not None:
+            raise RequestError(refused, f"acks must be -1, 0 or 1, got {acks}")
         self.metrics.produce_requests.inc()
         appended = await asyncio.gather(*(self._append(tp, records, acks)
                                           for tp, records in entries))
         if acks != -1:
             return [r for r, _ in appended]
-        deadline = time.monotonic() + timeout_ms / 1000
+        deadline = self.monotonic() + timeout_ms / 1000
         return list(await asyncio.gather(*(self._await_replication(tp, res, end, deadline)
                                            for (tp, _), (res, end) in zip(entries, appended))))
 
     async def _append(self, tp: TopicPartition, records: bytes, acks: int
                       ) -> tuple[ProduceResult, tuple[int, int]]:
-        p = self.partitions.get(tp)
-        if p is None or p.log is None:
-            code = ErrorCode.NOT_LEADER_OR_FOLLOWER if tp in self.metadata.partitions else \
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return ProduceResult(code, f"this broker has no replica of {tp}"
-                                 if code == ErrorCode.NOT_LEADER_OR_FOLLOWER else
-                                 f"unknown topic or partition {tp}"), (-1, -1)
-        refused = fencing.produce_admission_error(acks, p.is_leader, len(p.isr), p.min_isr)
+        p = self._online_replica(tp)
+        refused = fencing.produce_error(p, tp in self.metadata.partitions, acks)
+        if refused is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return ProduceResult(refused, f"unknown topic or partition {tp}"), (-1, -1)
         if refused is ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            return ProduceResult(refused, f"broker {self.broker_id} is not the leader of "
-                                          f"{tp}"), (-1, -1)
+            return ProduceResult(refused, f"this broker has no replica of {tp}" if p is None
+                                 else f"broker {self.broker_id} is not the leader of {tp}"
+                                 ), (-1, -1)
         if refused is not None:
             return ProduceResult(refused, f"the ISR of {tp} {list(p.isr)} is smaller than "
                                           f"min.insync.replicas={p.min_isr}"), (-1, -1)
@@ -493,35 +519,24 @@ class ReplicaManager:
 
     async def _await_replication(self, tp: TopicPartition, res: ProduceResult,
                                  end: tuple[int, int], deadline: float) -> ProduceResult:
-        """Kafka's DelayedProduce: done when the HW reaches the batch's end, failed when this
-        broker no longer leads, when the batch is no longer in the log as written (a leader
-        epoch bump that truncated it), or when the ISR fell below min.insync.replicas. A bump
-        that left this broker leading with the batch intact is no failure: the batch is
-        committed once the HW passes it, whatever the epoch (issue 15)."""
+        """Kafka's DelayedProduce: wait on the partition's HW notifier while
+        ``delayed_produce.produce_wait`` says so."""
         if res.error != ErrorCode.NONE:
             return res
         epoch, end_offset = end
         p = self.partitions.get(tp)
         while True:
-            if p is None or self.partitions.get(tp) is not p or not p.is_leader:
-                return ProduceResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                     f"leadership of {tp} changed before the records were "
-                                     f"replicated")
-            if p.leader_epoch != epoch and not _batch_intact(p, epoch, end_offset):
-                return ProduceResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                     f"the records of {tp} were truncated by a leader change "
-                                     f"before they were replicated")
-            waiter = p.hw_moved.future()
-            if p.high_watermark >= end_offset:
+            current = p if self.partitions.get(tp) is p else None
+            # taken before the check, so that no HW move is missed
+            waiter = current.hw_moved.future() if current is not None else None
+            remaining = deadline - self.monotonic()
+            state = produce_wait(current, epoch, end_offset,
+                                 lambda offset: p.log.epoch_cache.epoch_for_offset(offset),
+                                 remaining)
+            if state is ProduceWait.ACKNOWLEDGED:
                 return res
-            if len(p.isr) < p.min_isr:
-                return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                                     f"the ISR of {tp} shrank to {list(p.isr)} below "
-                                     f"min.insync.replicas={p.min_isr} after the append")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return ProduceResult(ErrorCode.REQUEST_TIMED_OUT,
-                                     f"records of {tp} were not replicated to the ISR in time")
+            if state is not ProduceWait.WAIT:
+                return ProduceResult(ERROR_CODES[state], _produce_failure(state, tp, p))
             try:
                 await asyncio.wait_for(asyncio.shield(waiter), remaining)
             except TimeoutError:
@@ -533,7 +548,7 @@ class ReplicaManager:
                     max_bytes: int, parts: list[FetchPartitionRequest]) -> list[FetchResult]:
         """Serve a follower (replica_id >= 0: up to the LEO) or consumer (up to the HW) fetch,
         waiting up to max_wait_ms for min_bytes (Kafka's DelayedFetch)."""
-        deadline = time.monotonic() + max_wait_ms / 1000
+        deadline = self.monotonic() + max_wait_ms / 1000
         while True:
             waiters = []
             for fp in parts:
@@ -543,14 +558,14 @@ class ReplicaManager:
             results = await self._read_all(replica_id, broker_epoch, max_bytes, parts)
             total = sum(len(r.records) for r in results)
             errors = any(r.error != ErrorCode.NONE or r.diverging for r in results)
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.monotonic()
             if total >= min_bytes or errors or remaining <= 0 or not waiters:
                 return results
             # Kafka's DelayedFetch is checked whenever *any* of its partitions can add bytes:
             # wake on the first one (the default ALL_COMPLETED parked every multi-partition
             # fetch - each follower fetcher's, each consumer's - until max_wait ran out).
             await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            if time.monotonic() >= deadline:
+            if self.monotonic() >= deadline:
                 # one last read at the deadline, like Kafka's forceComplete
                 return await self._read_all(replica_id, broker_epoch, max_bytes, parts)
 
@@ -568,26 +583,21 @@ class ReplicaManager:
     async def _read_one(self, replica_id: int, broker_epoch: int, fp: FetchPartitionRequest,
                         max_bytes: int, first: bool) -> FetchResult:
         tp = fp.tp
-        p = self.partitions.get(tp)
-        if p is None or p.log is None:
-            return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                               if tp not in self.metadata.partitions
-                               else ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if not p.is_leader:
-            return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_id=p.leader_id,
-                               leader_epoch=p.leader_epoch)
-        fenced = fencing.leader_epoch_error(fp.current_leader_epoch, p.leader_epoch)
-        if fenced is ErrorCode.FENCED_LEADER_EPOCH:
-            return FetchResult(fenced, leader_id=p.leader_id, leader_epoch=p.leader_epoch)
-        if fenced is not None:
-            return FetchResult(fenced)
+        p = self._online_replica(tp)
+        refused = fencing.leader_request_error(p, tp in self.metadata.partitions,
+                                               fp.current_leader_epoch)
+        if refused is not None:
+            # A replica's NOT_LEADER and FENCED answers name the leader it knows (KIP-320).
+            shows_leader = p is not None and refused in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                                         ErrorCode.FENCED_LEADER_EPOCH)
+            return FetchResult(refused, leader_id=p.leader_id, leader_epoch=p.leader_epoch) \
+                if shows_leader else FetchResult(refused)
         log = p.log
         pending = None
         if replica_id >= 0:
             div = leader_divergence(fp.last_fetched_epoch, fp.fetch_offset,
-                                    log.end_offset_for_epoch(fp.last_fetched_epoch)
-                                    if fp.last_fetched_epoch is not None and
-                                    fp.last_fetched_epoch >= 0 else (-1, -1),
+                                    leader_end_for_epoch(fp.last_fetched_epoch,
+                                                         log.end_offset_for_epoch),
                                     log.log_start_offset)
             if div is OUT_OF_RANGE:
                 return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
@@ -603,8 +613,9 @@ class ReplicaManager:
             # A fetch from an older incarnation of the follower (KIP-903) is served, but its
             # offsets say nothing about the replica as it is now: they neither move the HW
             # nor let it back into the ISR.
-            stale = f is not None and 0 <= broker_epoch < f.broker_epoch
-            if not stale and replica_id in p.replicas and fp.fetch_offset <= log.log_end_offset:
+            stale = f is not None and fencing.follower_fetch_is_stale(broker_epoch, f.broker_epoch)
+            if isr_rules.fetch_updates_follower(replica_id in p.replicas, stale, fp.fetch_offset,
+                                                log.log_end_offset):
                 if self.pending_reads_in_sync and f is not None and \
                         isr_rules.pending_fetch_eligible(f, fp.fetch_offset):
                     # Seed 002: recorded before the read, so a slow read keeps it in sync.
@@ -628,7 +639,7 @@ class ReplicaManager:
                 isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
             return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, b"",
                                leader_id=p.leader_id, leader_epoch=p.leader_epoch)
-        started = time.monotonic()
+        started = self.monotonic()
         try:
             read = asyncio.get_running_loop().run_in_executor(
                 self._read_pool, log.read, fp.fetch_offset, max_bytes, upper, first)
@@ -637,7 +648,7 @@ class ReplicaManager:
                 # longer than follower.fetch.process.time.max.ms, not when the read ends.
                 done, _ = await asyncio.wait([read], timeout=self.process_time_max_ms / 1000)
                 if not done:
-                    self._maybe_relinquish(p, (time.monotonic() - started) * 1000)
+                    self._maybe_relinquish(p, (self.monotonic() - started) * 1000)
             data = await read
         except OffsetOutOfRangeError as e:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
@@ -645,6 +656,8 @@ class ReplicaManager:
                                leader_epoch=p.leader_epoch, message=str(e))
         except KafkaStorageError as e:
             self.events.error("read_failed", partition=str(tp), log_dir=e.log_dir, error=str(e))
+            # Reads run on their own pool, not the log dir's executor: report them here.
+            self.log_manager.failure_channel.maybe_add_offline_log_dir(e.log_dir, str(e), e)
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
         finally:
             if pending is not None:  # removed when the read completes, also on error
@@ -652,7 +665,7 @@ class ReplicaManager:
             if replica_id >= 0:
                 # Also when the follower gave up waiting (its request was cancelled): a read
                 # slower than its fetch timeout is as slow as it gets.
-                self._maybe_relinquish(p, (time.monotonic() - started) * 1000)
+                self._maybe_relinquish(p, (self.monotonic() - started) * 1000)
         return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, data,
                            leader_id=p.leader_id, leader_epoch=p.leader_epoch)
 
@@ -662,8 +675,8 @@ class ReplicaManager:
         if not isr_rules.should_relinquish(serve_ms, self.process_time_max_ms,
                                            self.pending_reads_in_sync):
             return
-        if not p.is_leader or p.relinquished_epoch == p.leader_epoch or len(p.isr) < 2 or \
-                self.alter_partition is None:
+        if self.alter_partition is None or not isr_rules.may_relinquish(
+                p.is_leader, p.relinquished_epoch, p.leader_epoch, len(p.isr)):
             return
         p.relinquished_epoch = p.leader_epoch
         self.events.warning("slow_follower_fetch", partition=str(p.tp),
@@ -673,18 +686,20 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ offsets
 
+    def _online_replica(self, tp: TopicPartition) -> Partition | None:
+        """The partition if this broker holds a replica of it with a log (not in an offline
+        dir); the rules of ``fencing`` take None for "no replica"."""
+        p = self.partitions.get(tp)
+        return p if p is not None and p.log is not None else None
+
     def list_offset(self, tp: TopicPartition, timestamp: int, current_leader_epoch: int | None,
                     replica_id: int) -> tuple[ErrorCode, int, int]:
         """(error, offset, leader epoch) for latest (-1) or earliest (-2); consumers see the HW
         as "latest", replicas the LEO (Kafka's rule)."""
-        p = self.partitions.get(tp)
-        if p is None or p.log is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-        if not p.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
-        fenced = fencing.leader_epoch_error(current_leader_epoch, p.leader_epoch)
-        if fenced is not None:
-            return fenced, -1, -1
+        p = self._online_replica(tp)
+        refused = fencing.leader_request_error(p, _NO_METADATA_LOOKUP, current_leader_epoch)
+        if refused is not None:
+            return refused, -1, -1
         if timestamp == EARLIEST_TIMESTAMP:
             return ErrorCode.NONE, p.log.log_start_offset, p.leader_epoch
         if timestamp == LATEST_TIMESTAMP:
@@ -694,14 +709,10 @@ class ReplicaManager:
 
     def offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int | None,
                                 leader_epoch: int) -> tuple[ErrorCode, int, int]:
-        p = self.partitions.get(tp)
-        if p is None or p.log is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-        if not p.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
-        fenced = fencing.leader_epoch_error(current_leader_epoch, p.leader_epoch)
-        if fenced is not None:
-            return fenced, -1, -1
+        p = self._online_replica(tp)
+        refused = fencing.leader_request_error(p, _NO_METADATA_LOOKUP, current_leader_epoch)
+        if refused is not None:
+            return refused, -1, -1
         epoch, end = p.log.end_offset_for_epoch(leader_epoch)
         return ErrorCode.NONE, epoch, end
 
@@ -714,6 +725,37 @@ class ReplicaManager:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
         return (ErrorCode.NONE, log.latest_epoch,
                 p.leader_epoch if p is not None else -1, log.log_end_offset)
+
+    # ------------------------------------------------------------------ log dirs
+
+    async def describe_log_dirs(self, filter_: frozenset[tuple[str, int]] = frozenset()
+                                ) -> list[log_dirs.LogDirDescription]:
+        """DescribeLogDirs: each dir's replicas as they are now, and its disk usage read on a
+        worker thread (statvfs blocks on a stalled disk; never on the event loop)."""
+        lm = self.log_manager
+        out = []
+        for d in lm.dirs:
+            replicas = [log_dirs.ReplicaInDir(tp, log.size, p is not None and not p.is_leader,
+                                              p.high_watermark if p is not None else 0,
+                                              log.log_end_offset)
+                        for tp, log, p in ((tp, lm.get_log(tp), self.partitions.get(tp))
+                                           for tp in lm.partitions_in(d))
+                        if log is not None] if d.online else []
+            usage = await asyncio.to_thread(_disk_usage, d.path) if d.online else None
+            out.append(log_dirs.describe_log_dir(d.path, d.directory_id, d.online, usage,
+                                                 replicas, filter_))
+        return out
+
+    async def log_dir_failure_loop(self) -> None:
+        """Kafka's LogDirFailureHandler: take the log dirs reported to the LogManager's
+        failure channel. For now it logs and counts each; the JBOD issue (issue 10) makes it
+        take the dir offline (``handle_log_dir_failure``) and restart its partitions."""
+        channel = self.log_manager.failure_channel
+        while True:
+            failure = await channel.take()
+            self.metrics.log_dir_failures.labels(logDirectory=failure.log_dir).inc()
+            self.events.error("log_dir_failure", log_dir=failure.log_dir,
+                              error=failure.message[:300])
 
     # ------------------------------------------------------------------ background
 
@@ -759,12 +801,17 @@ class ReplicaManager:
                 self.events.info("segments_deleted", partition=str(tp), base_offsets=bases)
 
 
-def _batch_intact(p: Partition, epoch: int, end_offset: int) -> bool:
-    """Whether the log still holds, below ``end_offset``, what was written in ``epoch``: the
-    LEO is past it and the leader-epoch cache still places its last offset in that epoch."""
-    log = p.log
-    return log is not None and log.log_end_offset >= end_offset and \
-        log.epoch_cache.epoch_for_offset(end_offset - 1) == epoch
+def _produce_failure(state: ProduceWait, tp: TopicPartition, p: Partition | None) -> str:
+    """The message of a failed acks=all produce."""
+    if state is ProduceWait.NOT_LEADER:
+        return f"leadership of {tp} changed before the records were replicated"
+    if state is ProduceWait.TRUNCATED:
+        return (f"the records of {tp} were truncated by a leader change before they were "
+                f"replicated")
+    if state is ProduceWait.ISR_TOO_SMALL:
+        return (f"the ISR of {tp} shrank to {list(p.isr)} below "
+                f"min.insync.replicas={p.min_isr} after the append")
+    return f"records of {tp} were not replicated to the ISR in time"
 
 
 def _assign_epochs(items):
@@ -784,3 +831,13 @@ def _assign_epochs(items):
         except (KafkaStorageError, OSError) as e:
             failed.append((log.tp, str(e)))
     return started, failed
+
+
+def _disk_usage(path: str) -> tuple[int, int] | None:
+    """(total, free) bytes of the file system holding ``path``; None when it cannot be read.
+    Blocking: run it on a worker thread."""
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return None
+    return usage.total, usage.free

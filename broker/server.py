@@ -96,15 +96,18 @@ class BrokerServer:
         for d in self.log_manager.offline_dirs:
             self.events.error("log_dir_offline", log_dir=d.path, error=d.error)
 
-        self.rm = ReplicaManager(self.broker_id, self.config, self.log_manager, self.metadata,
-                                 self.metrics, self.events, self._load_topic_config)
-        self.rm.fetcher_manager = ReplicaFetcherManager(
+        # The fetchers and AlterPartition read the broker epoch the replica manager holds
+        # (set at each registration); the lambdas read it when they send, not now.
+        fetchers = ReplicaFetcherManager(
             self.broker_id, lambda: self.rm.broker_epoch, self.config, self.log_manager,
             self.metrics, self.events)
-        self.rm.alter_partition = AlterPartitionManager(
+        alter_partition = AlterPartitionManager(
             self.broker_id, lambda: self.rm.broker_epoch, self.controller, self.metrics,
             self.events)
-        self.rm.alter_partition.start()
+        self.rm = ReplicaManager(self.broker_id, self.config, self.log_manager, self.metadata,
+                                 self.metrics, self.events, self._load_topic_config,
+                                 fetcher_manager=fetchers, alter_partition=alter_partition)
+        alter_partition.start()
         # Dynamic configs are read before registering, so no LeaderAndIsr is applied with a
         # broker-level min ISR older than ZooKeeper's (issue 15, finding 4).
         self.configs = ConfigManager(self.zk, self.broker_id, self.config, self.rm, self.events)
@@ -140,6 +143,7 @@ class BrokerServer:
         self._tasks += [loop.create_task(
             supervised(n, f, self.events, self.metrics.background_failures), name=n)
             for n, f in (("isr-expiration", self.rm.isr_expiration_loop),
+                         ("log-dir-failures", self.rm.log_dir_failure_loop),
                          ("hw-checkpoint", self.rm.checkpoint_loop),
                          ("log-retention", self.rm.retention_loop),
                          ("config-changes", self.configs.run))]

@@ -1,17 +1,28 @@
 """The Broker gRPC service: translates wire messages to replica-manager calls and back.
 
-No decisions here. Input is validated (C11: sizes, names, acks); per-partition outcomes carry
-Kafka error codes; whole-request failures become gRPC status codes with the Kafka code in the
-trailing metadata key ``replog-error-code`` (proto/replog/v1/replog.proto, conventions).
+No decisions here: protobuf stops at this module. The controller's requests are translated to
+plain values (broker/controller_requests.py) before they reach the replica manager, and its
+answers back to wire messages; what an answer says comes from pure rules (broker/fencing.py,
+broker/metadata_cache.py, broker/log_dirs.py). Input is validated (C11: sizes, names, acks);
+per-partition outcomes carry Kafka error codes; whole-request failures become gRPC status codes
+with the Kafka code in the trailing metadata key ``replog-error-code``
+(proto/replog/v1/replog.proto, conventions).
 """
 
 from __future__ import annotations
 
-import shutil
-
 import grpc
 
+from broker import fencing
 from broker.config_manager import ConfigManager
+from broker.controller_requests import (
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from broker.metadata_cache import Endpoint, PartitionInfo, offline_replicas, partition_error
 from broker.replica_manager import FetchPartitionRequest, ReplicaManager, RequestError
 from common import rpc_status
 from common.dynamic_config import Alteration, AlterOp
@@ -41,6 +52,46 @@ def _endpoints(rm: ReplicaManager) -> list:
 
 
 _ENTITY_TYPES = {pb.TOPIC: "topics", pb.BROKER: "brokers"}
+
+
+# ---------------------------------------------------------------------- wire -> plain values
+
+def _endpoint(e: pb.BrokerEndpoint, with_rack: bool = True) -> Endpoint:
+    return Endpoint(e.broker_id, e.host, e.port,
+                    e.rack if with_rack and e.HasField("rack") else None)
+
+
+def leader_and_isr_request(req: pb.LeaderAndIsrRequest) -> LeaderAndIsrRequest:
+    return LeaderAndIsrRequest(
+        req.controller_id, req.controller_epoch, req.broker_epoch,
+        tuple(LeaderAndIsrPartitionState(
+            TopicPartition(s.topic, s.partition), s.controller_epoch, s.leader, s.leader_epoch,
+            s.partition_epoch, tuple(s.isr), tuple(s.replicas), tuple(s.adding_replicas),
+            tuple(s.removing_replicas), int(s.leader_recovery_state))
+            for s in req.partition_states),
+        dict(req.topic_ids), tuple(_endpoint(e) for e in req.live_leaders))
+
+
+def stop_replica_request(req: pb.StopReplicaRequest) -> StopReplicaRequest:
+    return StopReplicaRequest(
+        req.controller_id, req.controller_epoch, req.broker_epoch,
+        tuple(StopReplicaPartitionState(
+            TopicPartition(s.topic, s.partition),
+            s.leader_epoch if s.HasField("leader_epoch") else None, s.delete_partition)
+            for s in req.partition_states))
+
+
+def update_metadata_request(req: pb.UpdateMetadataRequest) -> UpdateMetadataRequest:
+    return UpdateMetadataRequest(
+        req.controller_id, req.controller_epoch, req.broker_epoch,
+        tuple(_endpoint(b) for b in req.live_brokers),
+        _endpoint(req.controller, with_rack=False) if req.HasField("controller") else None,
+        dict(req.topic_ids),
+        tuple((TopicPartition(s.topic, s.partition), PartitionInfo(
+            s.leader, s.leader_epoch, tuple(s.isr), tuple(s.replicas), s.partition_epoch,
+            tuple(s.offline_replicas), tuple(s.elr), tuple(s.last_known_elr),
+            tuple(s.adding_replicas), tuple(s.removing_replicas)))
+            for s in req.partition_states))
 
 
 def _config_error(e: Exception) -> tuple[int, str]:
@@ -213,11 +264,9 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             if request.include_topic_configs:
                 mt.configs.update(self.rm.topic_configs.get(topic, {}))
             for pid, info in sorted(parts.items()):
-                offline = [b for b in info.replicas if b not in live] or list(
-                    info.offline_replicas)
+                offline = offline_replicas(info.replicas, live, info.offline_replicas)
                 mt.partitions.append(pb.MetadataPartition(
-                    error_code=int(ErrorCode.LEADER_NOT_AVAILABLE if info.leader < 0
-                                   else ErrorCode.NONE),
+                    error_code=int(partition_error(info.leader)),
                     partition=pid, leader_id=info.leader, leader_epoch=info.leader_epoch,
                     replicas=info.replicas, isr=info.isr, elr=info.elr,
                     last_known_elr=info.last_known_elr, offline_replicas=offline,
@@ -227,13 +276,10 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return resp
 
     async def GetReplicaLogInfo(self, request, context):
-        if request.broker_id != self.broker_id:
-            await abort(context, ErrorCode.INVALID_REQUEST,
-                        f"request for broker {request.broker_id} sent to broker "
-                        f"{self.broker_id}")
-        if request.broker_epoch >= 0 and request.broker_epoch != self.rm.broker_epoch:
-            await abort(context, ErrorCode.STALE_BROKER_EPOCH,
-                        f"broker epoch {request.broker_epoch} is not {self.rm.broker_epoch}")
+        refused = fencing.replica_log_info_error(request.broker_id, request.broker_epoch,
+                                                 self.broker_id, self.rm.broker_epoch)
+        if refused is not None:
+            await abort(context, *refused)
         out = []
         for t in request.topic_partitions:
             infos = []
@@ -249,32 +295,19 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                             topic_partition_log_info=out)
 
     async def DescribeLogDirs(self, request, context):
-        lm = self.rm.log_manager
-        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+        wanted = frozenset((t.topic, p) for t in request.topics for p in t.partitions)
         results = []
-        for d in lm.dirs:
-            r = pb.DescribeLogDirsResult(log_dir=d.path, directory_id=d.directory_id or "",
-                                         offline=not d.online,
-                                         error_code=int(ErrorCode.NONE if d.online
-                                                        else ErrorCode.KAFKA_STORAGE_ERROR))
-            if d.online:
-                try:
-                    usage = shutil.disk_usage(d.path)
-                    r.total_bytes, r.usable_bytes = usage.total, usage.free
-                except OSError:
-                    pass
-                by_topic: dict[str, list] = {}
-                for tp in lm.partitions_in(d):
-                    if wanted and (tp.topic, tp.partition) not in wanted:
-                        continue
-                    log = lm.logs[tp]
-                    p = self.rm.partitions.get(tp)
-                    lag = 0 if p is None or p.is_leader else max(0, p.high_watermark -
-                                                                 log.log_end_offset)
-                    by_topic.setdefault(tp.topic, []).append(pb.DescribeLogDirsPartition(
-                        partition=tp.partition, size=log.size, offset_lag=lag, is_future=False))
-                r.topics.extend(pb.DescribeLogDirsTopic(topic=t, partitions=ps)
-                                for t, ps in sorted(by_topic.items()))
+        for d in await self.rm.describe_log_dirs(wanted):
+            r = pb.DescribeLogDirsResult(log_dir=d.path, directory_id=d.directory_id,
+                                         offline=not d.online, error_code=int(d.error),
+                                         total_bytes=d.total_bytes, usable_bytes=d.usable_bytes)
+            by_topic: dict[str, list] = {}
+            for rep in d.replicas:
+                by_topic.setdefault(rep.tp.topic, []).append(pb.DescribeLogDirsPartition(
+                    partition=rep.tp.partition, size=rep.size, offset_lag=rep.offset_lag,
+                    is_future=False))
+            r.topics.extend(pb.DescribeLogDirsTopic(topic=t, partitions=ps)
+                            for t, ps in sorted(by_topic.items()))
             results.append(r)
         return pb.DescribeLogDirsResponse(results=results)
 
@@ -287,7 +320,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     async def LeaderAndIsr(self, request, context):
         async def go():
-            results = await self.rm.leader_and_isr(request)
+            results = await self.rm.leader_and_isr(leader_and_isr_request(request))
             return pb.LeaderAndIsrResponse(partition_errors=[
                 pb.PartitionResult(topic=tp.topic, partition=tp.partition, error_code=int(c))
                 for tp, c in results])
@@ -295,7 +328,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     async def StopReplica(self, request, context):
         async def go():
-            results = await self.rm.stop_replica(request)
+            results = await self.rm.stop_replica(stop_replica_request(request))
             return pb.StopReplicaResponse(partition_errors=[
                 pb.PartitionResult(topic=tp.topic, partition=tp.partition, error_code=int(c))
                 for tp, c in results])
@@ -303,7 +336,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     async def UpdateMetadata(self, request, context):
         async def go():
-            self.rm.update_metadata(request)
+            self.rm.update_metadata(update_metadata_request(request))
             return pb.UpdateMetadataResponse()
         return await self._guard(context, go)
 

@@ -10,6 +10,7 @@ fetch settles. Two replicas therefore never hold different records at one offset
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from broker.storage.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
@@ -69,3 +70,13 @@ def follower_truncation(divergence: Divergence, follower_end_for_epoch: tuple[in
         return TruncationDecision(min(follower_hw, follower_leo, divergence.end_offset), True)
     target = min(divergence.end_offset, f_end, follower_leo)
     return TruncationDecision(target, f_epoch == divergence.epoch)
+
+
+def leader_end_for_epoch(last_fetched_epoch: int | None,
+                         end_offset_for_epoch: Callable[[int], tuple[int, int]]
+                         ) -> tuple[int, int]:
+    """The leader's (epoch, end offset) for the follower's last fetched epoch, looked up only
+    when the follower sent one (absent or negative: nothing fetched yet, nothing to place)."""
+    if last_fetched_epoch is None or last_fetched_epoch < 0:
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    return end_offset_for_epoch(last_fetched_epoch)

@@ -38,8 +38,8 @@ from broker.storage.checkpoints import (
 )
 from broker.storage.errors import KafkaStorageError, LogDirError, LogDirOfflineError
 from broker.storage.fileops import FileOps
-from broker.storage.log_dir_failure_channel import LogDirFailureChannel
 from broker.storage.log import Log, LogConfig, wall_clock_ms
+from broker.storage.log_dir_failure_channel import LogDirFailureChannel
 from common.names import TopicPartition, validate_topic
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"

@@ -25,7 +25,7 @@ TP = TopicPartition("t", 0)
 
 
 class Node:
-    def __init__(self, broker_id, tmp_path, fileops=None, overrides=()):
+    def __init__(self, broker_id, tmp_path, fileops=None, overrides=(), channel_factory=None):
         cfg = build_config([("broker.id", str(broker_id), "test"),
                             ("replica.fetch.wait.max.ms", "100", "test"),
                             ("replica.fetch.backoff.ms", "50", "test"),
@@ -35,11 +35,14 @@ class Node:
         self.lm.startup()
         self.events_path = tmp_path / f"b{broker_id}.json"
         events = configure_event_log(str(self.events_path), "broker", broker=broker_id)
-        self.rm = ReplicaManager(broker_id, cfg, self.lm, MetadataCache(),
-                                 BrokerMetrics(broker_id), events)
+        metrics = BrokerMetrics(broker_id)
+        fetchers = ReplicaFetcherManager(broker_id, lambda: self.rm.broker_epoch, cfg, self.lm,
+                                         metrics, events,
+                                         **({"channel_factory": channel_factory}
+                                            if channel_factory is not None else {}))
+        self.rm = ReplicaManager(broker_id, cfg, self.lm, MetadataCache(), metrics, events,
+                                 fetcher_manager=fetchers)
         self.rm.broker_epoch = 100 + broker_id
-        self.rm.fetcher_manager = ReplicaFetcherManager(broker_id, lambda: self.rm.broker_epoch,
-                                                        cfg, self.lm, self.rm.metrics, events)
 
     def events_logged(self) -> list[dict]:
         return [json.loads(line) for line in self.events_path.read_text().splitlines()]

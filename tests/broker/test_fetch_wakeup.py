@@ -20,6 +20,7 @@ import pytest
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import FetchPartitionRequest, ReplicaManager
+from broker.servicer import leader_and_isr_request
 from broker.storage.log_manager import LogManager
 from common.config import build_config
 from common.names import TopicPartition
@@ -53,7 +54,7 @@ async def _lead(rm, replicas):
     req = pb.LeaderAndIsrRequest(controller_id=0, controller_epoch=1, broker_epoch=7,
                                  partition_states=[_state(tp, replicas)
                                                    for tp in (T0, T1, IDLE)])
-    assert [e for _, e in await rm.leader_and_isr(req)] == [0, 0, 0]
+    assert [e for _, e in await rm.leader_and_isr(leader_and_isr_request(req))] == [0, 0, 0]
 
 
 def _fetch(rm, replica_id, tps, max_wait_ms):

@@ -9,6 +9,7 @@ import asyncio
 import threading
 
 from broker.replica_manager import FetchPartitionRequest
+from broker.servicer import leader_and_isr_request, stop_replica_request
 from common.records import decode_all
 from tests.broker.inprocess import TP, leader_and_isr, produce_req, wait_until
 from tests.storage.helpers import batch
@@ -50,12 +51,12 @@ async def test_new_leader_epoch_starts_at_leo_after_queued_truncation(nodes):
             log.append_as_leader(batch(2, tag=f"e{epoch}-{i}-"), epoch)
     assert a.rm.partitions == {}
     # follower of broker 2, whose address it does not know: its fetcher stays idle
-    await a.rm.leader_and_isr(leader_and_isr(a, 2, 5, [1, 2], [1, 2], []))
+    await a.rm.leader_and_isr(leader_and_isr_request(leader_and_isr(a, 2, 5, [1, 2], [1, 2], [])))
     held = HeldExecutor(a)
     truncation = asyncio.ensure_future(a.lm.run(TP, log.truncate_to, 14))
     await _yield_until(lambda: held.queued() == 1)
     becoming_leader = asyncio.ensure_future(
-        a.rm.leader_and_isr(leader_and_isr(a, 1, 7, [1], [1, 2], [])))
+        a.rm.leader_and_isr(leader_and_isr_request(leader_and_isr(a, 1, 7, [1], [1, 2], []))))
     await _yield_until(lambda: a.rm.partitions[TP].leader_epoch == 7)
     await held.release()
     await truncation
@@ -104,7 +105,7 @@ async def test_fetcher_does_not_move_hw_of_partition_that_became_leader_during_a
     await a.stub.Produce(produce_req("y", acks=1))
     await wait_until(lambda: held.queued() >= 1)  # the fetcher's append of 5..9 waits
     becoming_leader = asyncio.ensure_future(
-        b.rm.leader_and_isr(leader_and_isr(b, 2, 1, [2], [1, 2, 3], nodes)))
+        b.rm.leader_and_isr(leader_and_isr_request(leader_and_isr(b, 2, 1, [2], [1, 2, 3], nodes))))
     await _yield_until(lambda: b.rm.partitions[TP].is_leader)
     assert lb.high_watermark == 5  # the new leader, alone in its ISR, committed its LEO
     await held.release()
@@ -125,11 +126,11 @@ async def test_newer_broker_epoch_is_accepted_older_refused(nodes):
     a, _ = nodes
     newer = leader_and_isr(a, 1, 0, [1], [1, 2], [])
     newer.broker_epoch = a.rm.broker_epoch + 5
-    assert [e for _, e in await a.rm.leader_and_isr(newer)] == [0]
+    assert [e for _, e in await a.rm.leader_and_isr(leader_and_isr_request(newer))] == [0]
     older = leader_and_isr(a, 1, 1, [1], [1, 2], [])
     older.broker_epoch = a.rm.broker_epoch - 1
     try:
-        await a.rm.leader_and_isr(older)
+        await a.rm.leader_and_isr(leader_and_isr_request(older))
         raise AssertionError("an older broker epoch was accepted")
     except RequestError as e:
         assert "older" in str(e)
@@ -157,7 +158,7 @@ async def test_fetch_from_an_older_follower_incarnation_does_not_move_the_hw(nod
     """Issue 15 ("follower fetch state"): a fetch carrying an older broker epoch than the
     follower's known one is served but must not advance the HW (KIP-903)."""
     a, _ = nodes
-    await a.rm.leader_and_isr(leader_and_isr(a, 1, 0, [1, 2], [1, 2], []))
+    await a.rm.leader_and_isr(leader_and_isr_request(leader_and_isr(a, 1, 0, [1, 2], [1, 2], [])))
 
     async def fetch(offset, broker_epoch):
         [r] = await a.rm.fetch(2, broker_epoch, 0, 1, 1 << 20, [FetchPartitionRequest(
@@ -207,7 +208,7 @@ async def test_stale_stop_replica_leaves_fetcher_and_failed_state_alone(nodes):
                                       pb.StopReplicaPartitionState(topic=TP.topic,
                                                                    partition=TP.partition,
                                                                    leader_epoch=2)])
-    [(_, code)] = await b.rm.stop_replica(stale)
+    [(_, code)] = await b.rm.stop_replica(stop_replica_request(stale))
     assert code == ErrorCode.FENCED_LEADER_EPOCH
     assert TP in fm.failed_partitions
     assert any(TP in f.partitions for f in fm.fetchers.values())
@@ -235,7 +236,8 @@ async def test_partition_that_became_leader_while_an_earlier_one_appended_is_not
         await b.stub.LeaderAndIsr(leader_and_isr(b, 1, 2, [1, 2], [1, 2], nodes, tp=tp))
     await wait_until(lambda: held.queued() >= 1)  # t-0's append waits; t-1's divergence too
     becoming_leader = asyncio.ensure_future(
-        b.rm.leader_and_isr(leader_and_isr(b, 2, 3, [2], [1, 2], nodes, tp=t1)))
+        b.rm.leader_and_isr(leader_and_isr_request(
+            leader_and_isr(b, 2, 3, [2], [1, 2], nodes, tp=t1))))
     await _yield_until(lambda: b.rm.partitions[t1].is_leader)
     await held.release()
     assert [e for _, e in await becoming_leader] == [0]

@@ -1,0 +1,70 @@
+"""The controller's requests to a broker (LeaderAndIsr, StopReplica, UpdateMetadata) as plain
+values: what the replica manager and the metadata cache take. broker/servicer.py translates
+the wire messages into these; nothing below the servicer sees protobuf.
+
+Fields keep Kafka's names (LeaderAndIsrRequest.json, StopReplicaRequest.json,
+UpdateMetadataRequest.json) and the wire's sentinels: a leader of -1 is no leader, -2 in
+UpdateMetadata is a topic being deleted; a StopReplica leader epoch of None was not sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from broker.metadata_cache import Endpoint, PartitionInfo
+from common.names import TopicPartition
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrPartitionState:
+    tp: TopicPartition
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+
+    @property
+    def topic(self) -> str:
+        return self.tp.topic
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: tuple[LeaderAndIsrPartitionState, ...]
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
+    live_leaders: tuple[Endpoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class StopReplicaPartitionState:
+    tp: TopicPartition
+    leader_epoch: int | None
+    delete_partition: bool
+
+
+@dataclass(frozen=True)
+class StopReplicaRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: tuple[StopReplicaPartitionState, ...]
+
+
+@dataclass(frozen=True)
+class UpdateMetadataRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    live_brokers: tuple[Endpoint, ...]
+    controller: Endpoint | None
+    topic_ids: Mapping[str, str]
+    partition_states: tuple[tuple[TopicPartition, PartitionInfo], ...]

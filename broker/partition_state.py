@@ -1,0 +1,102 @@
+"""How one LeaderAndIsr partition state applies to this broker's replica, as pure functions.
+
+Kafka's ReplicaManager.becomeLeaderOrFollower and Partition.makeLeader / makeFollower, in the
+order the replica manager asks:
+
+1. ``admit_partition_state``: a state for a partition this broker is no replica of is
+   UNKNOWN_TOPIC_OR_PARTITION; a state no newer than the one held (leader epoch, partition
+   epoch - see ``fencing.partition_state_change``) is answered without being applied. A
+   replica that is stopped or whose log is gone (offline dir) holds no state: anything applies.
+2. ``retry_failed_log``: a log that failed a write is rebuilt from its files before a *new*
+   leader epoch is applied to it (KIP-461: a new epoch gives a failed partition another try).
+3. ``transition``: what applying the state does to the replica's role.
+
+No awaits, no I/O, no protobuf; the replica manager performs what these return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from broker import fencing
+from common.errors import ErrorCode
+
+# KIP-704's LeaderRecoveryState (proto LeaderRecoveryState): the controller marks a leader
+# elected uncleanly RECOVERING; the leader reports RECOVERED through AlterPartition.
+RECOVERED = 0
+RECOVERING = 1
+
+
+class HeldReplica(Protocol):
+    """What ``held_epochs`` reads of the replica held (broker.partition.Partition)."""
+
+    leader_epoch: int
+    partition_epoch: int
+    stopped: bool
+    log: object | None
+
+
+def held_epochs(p: HeldReplica | None) -> tuple[int, int] | None:
+    """The (leader epoch, partition epoch) a live replica holds; None when there is nothing
+    to compare with: no replica, a stopped one (StopReplica without deletion), or one whose
+    log went away with its dir."""
+    if p is None or p.log is None or p.stopped:
+        return None
+    return p.leader_epoch, p.partition_epoch
+
+
+def admit_partition_state(broker_id: int, replicas, leader_epoch: int, partition_epoch: int,
+                          held: tuple[int, int] | None) -> ErrorCode | None:
+    """None: apply the state. Otherwise the partition's answer, nothing applied: NONE for the
+    state already held (a new controller resending it), STALE_CONTROLLER_EPOCH for an older
+    one, UNKNOWN_TOPIC_OR_PARTITION when this broker is not among its replicas."""
+    if broker_id not in replicas:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if held is None:
+        return None
+    change = fencing.partition_state_change(leader_epoch, partition_epoch, *held)
+    if change is fencing.StateChange.NEWER:
+        return None
+    return ErrorCode.STALE_CONTROLLER_EPOCH if change is fencing.StateChange.OLDER \
+        else ErrorCode.NONE
+
+
+def retry_failed_log(log_failed: bool, leader_epoch: int, held_leader_epoch: int | None) -> bool:
+    """KIP-461: rebuild a failed log from its files when a new leader epoch arrives for it."""
+    return log_failed and fencing.is_new_leader_epoch(leader_epoch, held_leader_epoch)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """What applying one partition state does to the replica."""
+
+    new_epoch: bool        # a leader epoch this replica was not in
+    lead: bool             # this broker is the leader
+    reset_followers: bool  # leader: track the followers afresh (new epoch, or newly leading)
+    write_epoch_start: bool  # leader: record the new epoch's start offset in the epoch cache
+    follow: bool           # follower: (re)start following (fetcher state reset)
+    fetch: bool            # follower with a leader to fetch from (-1: none elected)
+    report_recovered: bool  # leader: report RECOVERED (KIP-704) through AlterPartition
+
+
+def transition(broker_id: int, leader: int, leader_epoch: int, leader_recovery_state: int,
+               held_leader_epoch: int, was_leader: bool) -> Transition:
+    """Kafka's makeLeader / makeFollower: a leader whose epoch and role are unchanged only
+    takes the new ISR (an ISR-only update keeps its followers' states); a follower restarts
+    fetching only when its leader or epoch changed."""
+    new_epoch = fencing.is_new_leader_epoch(leader_epoch, held_leader_epoch)
+    lead = leader == broker_id
+    return Transition(new_epoch=new_epoch, lead=lead,
+                      reset_followers=lead and (new_epoch or not was_leader),
+                      write_epoch_start=lead and new_epoch,
+                      follow=not lead and (was_leader or new_epoch),
+                      fetch=not lead and (was_leader or new_epoch) and leader >= 0,
+                      report_recovered=lead and leader_recovery_state == RECOVERING)
+
+
+def epoch_start_applies(is_leader: bool, leader_epoch: int, written_epoch: int) -> bool:
+    """A new epoch's start offset, written on the log dir's executor, is the leader's once
+    written - unless another LeaderAndIsr moved the partition on meanwhile (then that one's
+    own write sets it, or it no longer leads)."""
+    return is_leader and leader_epoch == written_epoch
