@@ -18,9 +18,10 @@ are printed and saved to ``bench/results/client.json``.
     the per-round ratios. Both topics have 60 partitions all led by broker 1 (RF 3: followed by
     brokers 2 and 3), so CPU seconds per GB can be split by role: client (the CLI process,
     from getrusage of the waited-for child), leader (broker 1) and followers (brokers 2 + 3),
-    from /proc/<pid>/stat before and after; controller + ZooKeeper apart. The client figure
-    is net of the CLI's start-up CPU (a one-record run in the same round, printed). MB/s and
-    GB are decimal over acknowledged record values (records/s from Kafka's line x 1024 B).
+    from their own CPU times (psutil) before and after; controller + ZooKeeper apart. The
+    client figure is net of the CLI's start-up CPU (a one-record run in the same round,
+    printed). MB/s and GB are decimal over acknowledged record values (records/s from Kafka's
+    line x 1024 B).
 (c) Consumer throughput, ``replog consume --messages N`` (kafka-consumer-perf-test) from the
     beginning of the RF 3 throughput topic (60 partitions), CPU split the same way.
 
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from admin.client import AdminClient
 from admin.local_cluster import LocalCluster
 from bench import GB, MB, json_line, log, machine_info, median, save_results
-from bench.bench_cluster import CpuMeter, rotating_assignment, start_cluster, zk_pid
+from bench.harness import CpuMeter, rotating_assignment, start_cluster, zk_pid
 
 NAME = "client"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -16,8 +16,8 @@ printed as tables (target beside each) plus one JSON line per figure, and saved 
     (error_code 0) count, and only those acknowledged inside the timed window (after a warm-up).
     RF=3 acks=all (min.insync.replicas=2) and RF=1 acks=1 run in the same round, order rotated
     per round; the ratio is the median of the per-round ratios. CPU s/GB = user+sys of the
-    broker and controller processes (/proc/<pid>/stat, before/after) per GB acknowledged by the
-    client (MB/GB decimal, counting record values: 1 KiB per record), the load generator's own
+    broker and controller processes (their own CPU times, before/after) per GB acknowledged by
+    the client (MB/GB decimal, counting record values: 1 KiB per record), the load generator's own
     (this process) and ZooKeeper's reported apart. Secondary lines: the same with the real
     ``admin.client.Producer`` (batch_size=65536, linger_ms=5), what users run.
 (b) Client-observed unavailability after SIGKILL of a leader: 12 partitions RF=3
@@ -51,7 +51,8 @@ printed as tables (target beside each) plus one JSON line per figure, and saved 
 Run: ``python -m bench cluster [--quick] [--runs N] [--data-dir DIR]``. ``--runs`` sets the runs
 of (a), (b) and of (c)/(d) at 1k; 10k is measured once in the default run (its setup takes
 minutes) and skipped with ``--quick``. ``REPLOG_BENCH_CLUSTER_FIGURES=a,b`` (environment)
-restricts the run to some figures.
+restricts the run to some figures. The cluster, the CPU meters, the event-log tails and the
+straight-to-broker channels are the shared harness (``bench/harness``).
 """
 
 from __future__ import annotations
@@ -59,7 +60,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -67,15 +67,12 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
-from pathlib import Path
 
 import grpc
 import grpc.aio
 
 from admin.client import AdminClient, Producer
-from admin.client.transport import CHANNEL_OPTIONS
 from admin.local_cluster import LocalCluster
 from bench import (
     Sample,
@@ -87,12 +84,27 @@ from bench import (
     save_results,
     summarize,
 )
+from bench.harness import (
+    CLUSTER_OVERRIDES,
+    SESSION_TIMEOUT_MS,
+    Brokers,
+    CpuMeter,
+    EventTail,
+    cluster_pids,
+    isr_full,
+    preferred_leads,
+    restore,
+    rotating_assignment,
+    start_cluster,
+    topic_view,
+    wait_partitions,
+    zk_pid,
+)
 from common import records as rec
 from common.errors import ErrorCode
 from common.rpc import replog_pb2 as pb
 
 NAME = "cluster"
-SESSION_TIMEOUT_MS = 3000
 RECORD_BYTES = 1024
 RECORDS_PER_BATCH = 64
 TPUT_PARTITIONS = 6
@@ -111,11 +123,6 @@ TARGET_UNAVAIL_STRETCH_S = 1.5
 TARGET_SHUTDOWN_S = 3.0
 TARGET_ELECTIONS_S = 5000.0
 
-CLUSTER_OVERRIDES = {
-    "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-    "auto.leader.rebalance.enable": "false",
-}
-_PRODUCE = "/replog.v1.Broker/Produce"
 _RETRY_CODES = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH,
                 ErrorCode.KAFKA_STORAGE_ERROR}
@@ -140,90 +147,6 @@ QUICK = Plan(tput_runs=1, tput_seconds=3.0, warmup_s=1.0, producer_seconds=3.0, 
 
 # ============================================================================ plumbing
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def proc_cpu(pid: int | None) -> tuple[float, float]:
-    """(user, sys) CPU seconds of a process, from /proc/<pid>/stat; (0, 0) if it is gone."""
-    if pid is None:
-        return 0.0, 0.0
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0, 0.0
-    return int(fields[11]) / _TICK, int(fields[12]) / _TICK
-
-
-class CpuMeter:
-    """CPU of a fixed set of processes between ``start()`` and ``stop()``."""
-
-    def __init__(self, pids: list[int | None]):
-        self.pids = [p for p in pids if p]
-
-    def _read(self) -> tuple[float, float]:
-        u = s = 0.0
-        for pid in self.pids:
-            a, b = proc_cpu(pid)
-            u, s = u + a, s + b
-        return u, s
-
-    def start(self) -> None:
-        self._u, self._s = self._read()
-
-    def stop(self) -> tuple[float, float]:
-        u, s = self._read()
-        return u - self._u, s - self._s
-
-
-def cluster_pids(c: LocalCluster) -> list[int | None]:
-    return [h.pid for h in c.brokers.values() if h.is_running()] + \
-        [h.pid for h in c.controllers.values() if h.is_running()]
-
-
-def zk_pid(c: LocalCluster) -> int | None:
-    zk = c.zookeeper_server
-    return zk.pid if zk is not None and zk.is_running() else None
-
-
-def parse_ts(text: str) -> float:
-    """structlog's ISO UTC timestamp -> seconds since the epoch."""
-    return datetime.fromisoformat(text).timestamp()
-
-
-class EventTail:
-    """New events of a process's JSON-lines event log since the tail was made."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        try:
-            self.offset = self.path.stat().st_size
-        except FileNotFoundError:
-            self.offset = 0
-        self._partial = b""
-        self.events: list[dict] = []
-
-    def poll(self) -> list[dict]:
-        try:
-            with self.path.open("rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        data = self._partial + data
-        lines = data.split(b"\n")
-        self._partial = lines.pop()
-        new = []
-        for line in lines:
-            if line.strip():
-                with contextlib.suppress(ValueError):
-                    e = json.loads(line)
-                    e["_ts"] = parse_ts(e["timestamp"])
-                    new.append(e)
-        self.events += new
-        return new
-
 
 def pct(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty list."""
@@ -235,116 +158,6 @@ def pct(values: list[float], q: float) -> float:
 def make_batch(n: int = RECORDS_PER_BATCH, size: int = RECORD_BYTES) -> bytes:
     return rec.build_batch([rec.ProducerRecord(key=None, value=os.urandom(size))
                             for _ in range(n)])
-
-
-class Brokers:
-    """grpc.aio channels to the brokers by address, and Metadata straight from one broker."""
-
-    def __init__(self) -> None:
-        self.channels: dict[str, grpc.aio.Channel] = {}
-
-    def channel(self, address: str) -> grpc.aio.Channel:
-        ch = self.channels.get(address)
-        if ch is None:
-            ch = self.channels[address] = grpc.aio.insecure_channel(address,
-                                                                     options=CHANNEL_OPTIONS)
-        return ch
-
-    def produce(self, address: str):
-        """Produce taking a pre-serialized request (bytes)."""
-        return self.channel(address).unary_unary(
-            _PRODUCE, request_serializer=None,
-            response_deserializer=pb.ProduceResponse.FromString)
-
-    async def metadata(self, address: str, topics: list[str], timeout: float = 10.0
-                       ) -> pb.MetadataResponse:
-        stub = self.channel(address).unary_unary(
-            "/replog.v1.Broker/Metadata", request_serializer=pb.MetadataRequest.SerializeToString,
-            response_deserializer=pb.MetadataResponse.FromString)
-        return await stub(pb.MetadataRequest(topics=topics), timeout=timeout)
-
-    async def close(self) -> None:
-        chans, self.channels = list(self.channels.values()), {}
-        for ch in chans:
-            await ch.close()
-
-
-def start_cluster(root: str, name: str) -> LocalCluster:
-    c = LocalCluster(os.path.join(root, name), brokers=3, controllers=1, log_dirs_per_broker=2,
-                     overrides=CLUSTER_OVERRIDES, startup_timeout_s=180.0)
-    t = time.perf_counter()
-    c.start()
-    log(f"[cluster] {name}: cluster up in {time.perf_counter() - t:.1f} s ({c.data_dir})")
-    return c
-
-
-def rotating_assignment(n: int, rf: int, brokers: int = 3) -> dict[int, list[int]]:
-    """Partition p led by broker p % brokers + 1, followers the next ones: balanced leaders."""
-    return {p: [(p + i) % brokers + 1 for i in range(rf)] for p in range(n)}
-
-
-async def topic_view(brokers: Brokers, c: LocalCluster, topic: str
-                     ) -> dict[int, list[pb.MetadataPartition] | None]:
-    """Each running broker's view of the topic's partitions (None: no answer / unknown)."""
-    out: dict[int, list[pb.MetadataPartition] | None] = {}
-    for b, h in c.brokers.items():
-        if not h.is_running():
-            continue
-        try:
-            md = await brokers.metadata(h.address, [topic], timeout=30.0)
-        except grpc.aio.AioRpcError:
-            out[b] = None
-            continue
-        t = next((t for t in md.topics if t.topic == topic and t.error_code == 0), None)
-        out[b] = list(t.partitions) if t is not None else None
-    return out
-
-
-async def wait_partitions(brokers: Brokers, c: LocalCluster, topic: str, n: int, pred,
-                          what: str, timeout: float, interval: float = 0.25) -> float:
-    """Wait until every running broker's metadata has ``n`` partitions all satisfying
-    ``pred``; returns the seconds waited. Raises TimeoutError with the count reached."""
-    t0 = time.perf_counter()
-    best = 0
-    while True:
-        views = await topic_view(brokers, c, topic)
-        counts = [0 if ps is None else sum(1 for p in ps if pred(p)) for ps in views.values()]
-        worst = min(counts) if counts else 0
-        best = max(best, worst)
-        if views and worst == n:
-            return time.perf_counter() - t0
-        if time.perf_counter() - t0 > timeout:
-            raise TimeoutError(f"{topic}: {what}: only {worst}/{n} partitions after "
-                               f"{timeout:.0f} s")
-        await asyncio.sleep(interval)
-
-
-def _isr_full(p: pb.MetadataPartition) -> bool:
-    return p.leader_id >= 0 and len(p.isr) == len(p.replicas)
-
-
-def _preferred_leads(p: pb.MetadataPartition) -> bool:
-    return p.leader_id == p.replicas[0] and len(p.isr) == len(p.replicas)
-
-
-async def restore(brokers: Brokers, admin: AdminClient, c: LocalCluster, topic: str, n: int,
-                  timeout: float) -> dict:
-    """After a broker came back: ISR full, then a preferred election, then preferred leaders
-    everywhere. Returns the seconds each step took."""
-    t_isr = await wait_partitions(brokers, c, topic, n, _isr_full, "ISR full", timeout,
-                                  interval=0.5 if n > 1000 else 0.25)
-    t = time.perf_counter()
-    res = await admin.elect_leaders("preferred", [(topic, p) for p in range(n)],
-                                    timeout_ms=int(timeout * 1000))
-    bad = Counter(e.name for e in res.values()
-                  if e is not None and e.error_code != ErrorCode.ELECTION_NOT_NEEDED)
-    if bad:
-        log(f"[cluster] preferred election errors: {dict(bad)}")
-    t_elect = time.perf_counter() - t
-    t_lead = await wait_partitions(brokers, c, topic, n, _preferred_leads, "preferred leaders",
-                                   timeout, interval=0.5 if n > 1000 else 0.1)
-    return {"isr_full_s": round(t_isr, 2), "preferred_election_s": round(t_elect, 2),
-            "leaders_visible_s": round(t_lead, 2)}
 
 
 # ============================================================================ (a) throughput
@@ -470,7 +283,7 @@ async def figure_throughput(c: LocalCluster, plan: Plan, runs: int) -> dict:
                 await admin.create_topic(t1, replica_assignment=rotating_assignment(
                     TPUT_PARTITIONS, 1))
                 for t in (t3, t1):
-                    await wait_partitions(brokers, c, t, TPUT_PARTITIONS, _isr_full,
+                    await wait_partitions(brokers, c, t, TPUT_PARTITIONS, isr_full,
                                           "leaders", 60.0)
                 lean = [("lean_rf3", partial(lean_produce, brokers, c, t3, -1, batch,
                                              plan.warmup_s, plan.tput_seconds)),
@@ -664,7 +477,7 @@ async def figure_unavailability(c: LocalCluster, runs: int) -> dict:
         try:
             await admin.create_topic(topic, replica_assignment=rotating_assignment(n, 3),
                                      configs={"min.insync.replicas": "2"})
-            await wait_partitions(brokers, c, topic, n, _preferred_leads, "leaders", 60.0)
+            await wait_partitions(brokers, c, topic, n, preferred_leads, "leaders", 60.0)
             for r in range(runs):
                 view = next(ps for ps in (await topic_view(brokers, c, topic)).values() if ps)
                 leads = Counter(p.leader_id for p in view)
@@ -891,7 +704,7 @@ async def figure_shutdown_and_elections(root: str, n: int, cs_runs: int, el_runs
                                      timeout_ms=int(timeout * 1000))
             setup["create_topic_s"] = round(time.perf_counter() - t, 1)
             setup["leaders_and_isr_s"] = round(await wait_partitions(
-                brokers, c, topic, n, _preferred_leads, "broker 1 leading, ISR full", timeout,
+                brokers, c, topic, n, preferred_leads, "broker 1 leading, ISR full", timeout,
                 interval=0.5), 1)
             log(f"[cluster] ({n}) topic {topic} created in {setup['create_topic_s']} s, "
                 f"leaders + ISR visible after {setup['leaders_and_isr_s']} s more")
