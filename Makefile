@@ -69,6 +69,7 @@ bench: setup
 # Long runs that do not belong in `make test`: the replication integration tests looped on
 # random seeds (SOAK_MINUTES, default 30); the first failure stops it and prints its seed.
 soak: setup
+	$(PY) -m tests.sim --seeds 10000-59999 --steps 60
 	$(PY) tools/soak.py
 
 # replog chaos over many seeds (CHAOS_SEEDS, default 200, x CHAOS_DURATION s, all nemeses;

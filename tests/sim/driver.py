@@ -237,7 +237,9 @@ class Driver:
                 return run_sync(s.read_topics_to_delete(
                     self._watch("delete_topics", E.TopicDeletionChange)))
             case X.WritePartitionStates(writes=writes, epoch_version=v):
-                refuse, self._refuse = self._refuse, set()
+                written = {w.tp for w in writes}
+                refuse = self._refuse & written
+                self._refuse -= written
                 for tp in refuse:  # another writer moved these znodes' versions
                     cur = self.tree.states.get(tp)
                     if cur is not None:

@@ -1,0 +1,283 @@
+"""A deterministic simulation of the controller (TigerBeetle's VOPR, FoundationDB's simulator):
+pure controller cores over the in-memory store, with one seed choosing every step.
+
+    python -m tests.sim --seed N [--steps M]        replay one seed
+    python -m tests.sim --seeds 0-9999 [--steps M]  sweep
+
+Each step is one of: a broker dies or (re)registers, a broker asks for a controlled shutdown, a
+leader shrinks or expands its ISR (AlterPartition, sometimes with stale epochs: a lost or
+delayed message), an operator asks for a preferred or unclean election, a topic is created or
+deleted, brokers answer StopReplica (or the answer is lost), the rebalance timer fires, a
+topic's unclean election is switched on, a state write is refused, the controller is deposed,
+or it crashes after a chosen number of effects and a new one takes over from the store.
+
+After every step the invariants are checked:
+    - at most one leader per partition and leader epoch (over every state ever written);
+    - the ISR stays within the replicas and is never empty;
+    - the leader epoch never goes down;
+    - no election outside the rules: a new leader is a registered broker, from the ISR
+      unless the election was unclean - allowed by the topic, or asked for - and then
+      RECOVERING (KIP-704);
+    - what the core believes equals the store (what a reload would read).
+
+A failing seed prints its number and the step; rerunning it replays the same run. The
+planted-bug self-test (`PLANTED_BUGS` in controller/selectors.py) proves the checker catches a
+selector that elects outside the ISR.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from common.errors import ErrorCode
+from common.names import TopicPartition
+from common.zk_layout import LEADER_RECOVERING, NO_LEADER, LeaderAndIsr
+from controller import decisions as D
+from controller import events as E
+from controller.store import WatchedEvent
+from tests.sim.driver import Crashed, Driver
+
+BROKERS = (1, 2, 3, 4)
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+@dataclass
+class History:
+    """Every partition state the store has held, to check epochs across steps."""
+
+    leader_of_epoch: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
+    last: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+
+
+class Simulation:
+    def __init__(self, seed: int, steps: int = 30):
+        self.seed = seed
+        self.steps = steps
+        self.rng = random.Random(seed)
+        self.d = Driver(rng=random.Random(seed ^ 0x5EED))
+        self.h = History()
+        self.forced_unclean: set[TopicPartition] = set()
+        self.acked = 0
+        self.topic_no = 0
+        self.log: list[str] = []
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> None:
+        d = self.d
+        d.elect()
+        for b in BROKERS:
+            d.register(b)
+        self._settle()
+        self._create_topic()
+        self._create_topic()
+        for i in range(self.steps):
+            action = self._pick()
+            self.log.append(action.__name__)
+            self.forced_unclean.clear()
+            try:
+                action()
+                self._settle()
+            except Crashed:
+                self._failover()
+            self._check(i, action.__name__)
+
+    def _settle(self) -> None:
+        try:
+            self.d.run()
+        except Crashed:
+            self._failover()
+
+    def _failover(self) -> None:
+        d = self.d
+        if d.core is not None:
+            d.crash()
+        d.elect()
+        d.run()
+
+    def _pick(self):
+        actions = [
+            (self._kill, 3), (self._start, 3), (self._bounce, 1), (self._shutdown, 2),
+            (self._alter, 4), (self._elect_preferred, 1), (self._elect_unclean, 1),
+            (self._create_topic, 1), (self._delete_topic, 1), (self._ack_stop_replicas, 2),
+            (self._rebalance, 1), (self._enable_unclean, 1), (self._refuse_write, 1),
+            (self._depose, 1), (self._crash_soon, 2),
+        ]
+        total = sum(w for _, w in actions)
+        x = self.rng.uniform(0, total)
+        for a, w in actions:
+            x -= w
+            if x <= 0:
+                return a
+        return actions[-1][0]
+
+    # ------------------------------------------------------------------ actions
+
+    def _live(self) -> list[int]:
+        return sorted(self.d.broker_sessions)
+
+    def _kill(self) -> None:
+        live = self._live()
+        if len(live) > 1:
+            self.d.kill(self.rng.choice(live))
+
+    def _start(self) -> None:
+        dead = [b for b in BROKERS if b not in self.d.broker_sessions]
+        if dead:
+            self.d.register(self.rng.choice(dead))
+
+    def _bounce(self) -> None:
+        live = self._live()
+        if live:
+            b = self.rng.choice(live)
+            self.d.kill(b)
+            self.d.register(b)
+
+    def _shutdown(self) -> None:
+        live = self._live()
+        if live:
+            self.d.request(E.ControlledShutdown(broker_id=self.rng.choice(live)))
+
+    def _partitions(self) -> list[TopicPartition]:
+        return sorted(self.d.core.ctx.leadership) if self.d.core else []
+
+    def _alter(self) -> None:
+        """The leader changes its ISR; sometimes with an old epoch (a delayed message)."""
+        ctx = self.d.core.ctx
+        tps = self._partitions()
+        if not tps:
+            return
+        tp = self.rng.choice(tps)
+        s = ctx.leadership[tp]
+        if s.leader == NO_LEADER:
+            return
+        replicas = ctx.replicas(tp)
+        isr = [r for r in replicas if r == s.leader or self.rng.random() < 0.6]
+        stale = self.rng.random() < 0.2
+        self.d.request(E.AlterPartition(
+            broker_id=s.leader, broker_epoch=ctx.broker_epoch(s.leader) or -1,
+            items=(D.AlterPartitionItem(
+                tp, s.leader_epoch - (1 if stale else 0),
+                tuple((r, ctx.broker_epoch(r) or -1) for r in isr),
+                s.partition_epoch - (1 if stale and self.rng.random() < 0.5 else 0),
+                s.leader_recovery_state if self.rng.random() < 0.7 else 0),)))
+
+    def _elect_preferred(self) -> None:
+        self.d.request(E.ElectLeaders(election_type=D.ElectionType.PREFERRED))
+
+    def _elect_unclean(self) -> None:
+        tps = self._partitions()
+        if tps:
+            tp = self.rng.choice(tps)
+            self.forced_unclean.add(tp)
+            self.d.request(E.ElectLeaders(election_type=D.ElectionType.UNCLEAN,
+                                          partitions=(tp,)))
+
+    def _create_topic(self) -> None:
+        self.topic_no += 1
+        rf = self.rng.randint(1, 3)
+        parts = self.rng.randint(1, 3)
+        self.d.request(E.CreateTopics(topics=(
+            E.NewTopic(f"t{self.topic_no}", num_partitions=parts, replication_factor=rf),)))
+
+    def _delete_topic(self) -> None:
+        if self.d.core and self.d.core.ctx.assignments:
+            t = self.rng.choice(sorted(self.d.core.ctx.assignments))
+            self.d.request(E.DeleteTopics(topics=(t,)))
+
+    def _ack_stop_replicas(self) -> None:
+        d = self.d
+        for s in d.sent[self.acked:]:
+            if s.kind != "StopReplica" or self.rng.random() < 0.2:  # a lost answer
+                continue
+            errors = {TopicPartition(p.topic, p.partition):
+                      (ErrorCode.NONE if self.rng.random() < 0.9
+                       else ErrorCode.KAFKA_STORAGE_ERROR)
+                      for p in s.request.partition_states if p.delete_partition}
+            if errors and s.controller_epoch == d.core.ctx.epoch:
+                d.post(E.StopReplicaResponse(broker_id=s.broker_id, errors=errors))
+        self.acked = len(d.sent)
+
+    def _rebalance(self) -> None:
+        self.d.now_ms += 400_000
+        self.d.post(E.TimerFired(name="auto_rebalance"))
+
+    def _enable_unclean(self) -> None:
+        if self.d.core and self.d.core.ctx.assignments:
+            t = self.rng.choice(sorted(self.d.core.ctx.assignments))
+            self.d.tree.configs.setdefault(t, {})["unclean.leader.election.enable"] = "true"
+            self.d.tree.fire(("config", t), WatchedEvent("CHANGED", t))
+
+    def _refuse_write(self) -> None:
+        tps = self._partitions()
+        if tps:
+            self.d.refuse_next_write(self.rng.sample(tps, min(len(tps), 2)))
+        self._kill()
+
+    def _depose(self) -> None:
+        self.d.depose()
+        self._kill()  # something for the deposed controller to try to write
+
+    def _crash_soon(self) -> None:
+        self.d.crash_after(self.rng.randint(0, 12))
+        self.rng.choice([self._kill, self._start, self._shutdown, self._delete_topic,
+                         self._alter])()
+
+    # ------------------------------------------------------------------ invariants
+
+    def _fail(self, step: int, action: str, what: str) -> None:
+        raise InvariantViolation(f"seed {self.seed} step {step} ({action}): {what}")
+
+    def _check(self, step: int, action: str) -> None:
+        d = self.d
+        tree = d.tree
+        live = set(tree.brokers)
+        for tp, s in tree.states.items():
+            a = tree.topics.get(tp.topic)
+            replicas = a.partitions.get(tp.partition, []) if a else []
+            if not s.isr or not set(s.isr) <= set(replicas):
+                self._fail(step, action, f"{tp} ISR {s.isr} not within replicas {replicas}")
+            key = (tp, s.leader_epoch)
+            seen = self.h.leader_of_epoch.setdefault(key, s.leader)
+            if seen != s.leader:
+                self._fail(step, action, f"{tp} leader epoch {s.leader_epoch} has leaders "
+                                         f"{seen} and {s.leader}")
+            old = self.h.last.get(tp)
+            if old is not None and s.leader_epoch < old.leader_epoch:
+                self._fail(step, action, f"{tp} leader epoch went {old.leader_epoch} -> "
+                                         f"{s.leader_epoch}")
+            if old is not None and s.leader != old.leader and s.leader != NO_LEADER:
+                if s.leader not in live:
+                    self._fail(step, action, f"{tp} elected {s.leader}, not registered")
+                if s.leader not in old.isr:
+                    cfg = tree.configs.get(tp.topic, {})
+                    allowed = (cfg.get("unclean.leader.election.enable") == "true"
+                               or d.config["unclean.leader.election.enable"]
+                               or tp in self.forced_unclean)
+                    if not allowed:
+                        self._fail(step, action, f"{tp} elected {s.leader} outside the ISR "
+                                                 f"{old.isr} without unclean election")
+                    if s.leader_recovery_state != LEADER_RECOVERING:
+                        self._fail(step, action, f"{tp} unclean leader {s.leader} is not "
+                                                 "RECOVERING")
+            self.h.last[tp] = s
+        for tp in [tp for tp in self.h.last if tp not in tree.states]:
+            del self.h.last[tp]  # deleted (epochs restart if the name is reused)
+            for key in [k for k in self.h.leader_of_epoch if k[0] == tp]:
+                del self.h.leader_of_epoch[key]
+        if d.core is not None and not d.core.waiting:
+            ctx = d.core.ctx
+            for tp in ctx.all_partitions():
+                if ctx.leadership.get(tp) != tree.states.get(tp):
+                    self._fail(step, action, f"{tp}: core believes {ctx.leadership.get(tp)}, "
+                                             f"store holds {tree.states.get(tp)}")
+
+
+def run_seed(seed: int, steps: int = 30) -> Simulation:
+    sim = Simulation(seed, steps)
+    sim.run()
+    return sim
