@@ -102,7 +102,6 @@ def _run(setup: Setup, action: Action, crash_at: int | None) -> tuple[dict, int,
 def _kill_broker(b: int) -> Action:
     def act(d: Driver):
         d.kill(b)
-        return None
     return act
 
 
