@@ -16,8 +16,6 @@ from admin.client.errors import from_rpc_error
 from common.grpc_options import CLIENT_OPTIONS
 from common.rpc import replog_pb2_grpc
 
-CHANNEL_OPTIONS = CLIENT_OPTIONS  # the name bench/bench_cluster.py imports
-
 
 def parse_address(text: str) -> str:
     """Normalise ``host:port`` (a ``PLAINTEXT://`` prefix is accepted and dropped)."""
