@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.exceptions import KazooException
 
 from common.errors import ErrorCode
 from common.grpc_options import ChannelFactory
@@ -53,6 +53,7 @@ from common.zk import AsyncZk
 from common.zk_layout import ControllerInfo
 from controller import effects as X
 from controller import events as E
+from controller import store_effects
 from controller.channel import ControllerChannelManager, Delivery
 from controller.context import ControllerContext
 from controller.core import ControllerCore
@@ -167,6 +168,7 @@ class Controller:
         self._deletion_waiters: dict[str, list[asyncio.Future]] = {}
         self._stopping = False
         self._watchers: dict[Any, Callable] = {}
+        self._watches = store_effects.EventWatches(self._watch)
 
     # ================================================================== lifecycle
 
@@ -233,12 +235,6 @@ class Controller:
             w = self._watchers[key] = self.zk.watcher(lambda _ev: self._post(make_event()))
         return w
 
-    def _broker_watch(self, broker_id: int) -> Callable:
-        return self._watch(("broker", broker_id),
-                           lambda: E.BrokerModification(broker_id=broker_id))
-
-    def _config_watch(self, topic: str) -> Callable:
-        return self._watch(("config", topic), lambda: E.TopicConfigChange(topic=topic))
 
     async def _refresh_metrics(self) -> None:
         pause = 1.0
@@ -366,46 +362,13 @@ class Controller:
 
     async def _perform(self, act: _Active, eff: X.Effect, env: _Envelope | None,
                        deliveries: list[Delivery], started: float) -> Any:
-        store = self.store
+        if eff.needs_result:
+            result = await store_effects.perform(self.store, eff, self._watches, self.rng)
+            if isinstance(result, X.PartitionWritesOutcome) and result.failed:
+                log.warning("partition state writes refused (version changed): %s",
+                            ", ".join(map(str, sorted(result.failed))))
+            return result
         match eff:
-            case X.ReadCluster():
-                return await self._read_cluster()
-            case X.ReadBrokers():
-                return await store.read_brokers(watch=self._watch("brokers", E.BrokerChange),
-                                                broker_watch=self._broker_watch)
-            case X.ReadBroker(broker_id=b):
-                return await store.read_broker(b, watch=self._broker_watch(b))
-            case X.ReadTopicNames():
-                return await store.read_topic_names(watch=self._watch("topics", E.TopicChange))
-            case X.ReadTopics(topics=topics):
-                assignments = await store.read_assignments(list(topics))
-                configs = {t: await store.read_topic_config(t, watch=self._config_watch(t))
-                           for t in assignments}
-                tps = [TopicPartition(t, p) for t, a in assignments.items()
-                       for p in sorted(a.partitions)]
-                return assignments, configs, await store.read_partition_states(tps)
-            case X.ReadTopicConfig(topic=t):
-                return await store.read_topic_config(t, watch=self._config_watch(t))
-            case X.ReadTopicsToDelete():
-                return await store.read_topics_to_delete(
-                    watch=self._watch("delete_topics", E.TopicDeletionChange))
-            case X.WritePartitionStates(writes=writes, epoch_version=v):
-                failed = await store.write_partition_states(list(writes), v)
-                current = await store.read_partition_states(sorted(failed)) if failed else {}
-                if failed:
-                    log.warning("partition state writes refused (version changed): %s",
-                                ", ".join(map(str, sorted(failed))))
-                return X.PartitionWritesOutcome(frozenset(failed), current)
-            case X.CreateTopic(assignment=a, configs=cfg, epoch_version=v):
-                try:
-                    await store.create_topic(a, dict(cfg), v)
-                except NodeExistsError:
-                    return False
-                return True
-            case X.MarkTopicForDeletion(topic=t, epoch_version=v):
-                return await store.mark_topic_for_deletion(t, v)
-            case X.DeleteTopic(topic=t, epoch_version=v):
-                return await store.delete_topic(t, v)
             case X.UpdateBrokers(live=live):
                 act.channel.update_brokers(dict(live))
             case X.SendRequests(batches=batches):
@@ -432,22 +395,6 @@ class Controller:
                 raise TypeError(f"unknown effect {eff!r}")
         return None
 
-    async def _read_cluster(self) -> X.ClusterSnapshot:
-        store = self.store
-        cluster_id = await store.get_or_create_cluster_id(self.rng)
-        regs = await store.read_brokers(watch=self._watch("brokers", E.BrokerChange),
-                                        broker_watch=self._broker_watch)
-        names = await store.read_topic_names(watch=self._watch("topics", E.TopicChange))
-        assignments = await store.read_assignments(names)
-        configs = await asyncio.gather(*(
-            store.read_topic_config(t, watch=self._config_watch(t)) for t in assignments))
-        tps = [TopicPartition(t, p) for t, a in assignments.items() for p in sorted(a.partitions)]
-        states = await store.read_partition_states(tps)
-        to_delete = await store.read_topics_to_delete(
-            watch=self._watch("delete_topics", E.TopicDeletionChange))
-        return X.ClusterSnapshot(cluster_id, regs, assignments, dict(zip(assignments, configs)),
-                                 states, tuple(to_delete))
-
     def _reply(self, eff: X.Reply, env: _Envelope | None, deliveries: list[Delivery]) -> None:
         if env is None:
             return
@@ -457,13 +404,11 @@ class Controller:
             return
         loop = asyncio.get_running_loop()
         deletions = {}
-        if isinstance(env.event, E.DeleteTopics):
-            _results, waits = eff.value
-            for topic in waits:
-                fut = loop.create_future()
-                fut.add_done_callback(_retrieve)
-                self._deletion_waiters.setdefault(topic, []).append(fut)
-                deletions[topic] = fut
+        for topic in eff.awaited_deletions:
+            fut = loop.create_future()
+            fut.add_done_callback(_retrieve)
+            self._deletion_waiters.setdefault(topic, []).append(fut)
+            deletions[topic] = fut
         awaited = [d.done for d in deliveries if d.kind in ("LeaderAndIsr", "UpdateMetadata")] \
             if eff.await_deliveries else []
         env.resolve(Answer(eff.value, awaited, deletions))
@@ -611,7 +556,7 @@ class Controller:
         StopReplica(delete) and the znodes are gone), or REQUEST_TIMED_OUT for those still
         in progress at timeout_ms (the deletion continues)."""
         ans = await self._request(E.DeleteTopics(topics=topics))
-        results, _waits = ans.value
+        results = ans.value
         if ans.deletions:
             await asyncio.wait(list(ans.deletions.values()), timeout=_timeout_s(timeout_ms))
         out = []

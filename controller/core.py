@@ -71,7 +71,6 @@ class ControllerCore:
         self.ready = False  # Activate done: loaded, brokers told
         self._waiting: Handler | None = None
         self._waiting_for: X.Effect | None = None
-        self._now_ms = 0.0
         self._handlers = {
             E.Activate: self._activate,
             E.BrokerChange: self._broker_change,
@@ -107,7 +106,6 @@ class ControllerCore:
                              f"{type(self._waiting_for).__name__}")
         if not self.ready and not isinstance(event, E.Activate):
             raise CoreMisuse(f"{event.name} stepped before Activate finished")
-        self._now_ms = event.now_ms
         return self._drive(self._handlers[type(event)](event), None)
 
     def _drive(self, gen: Handler, value: Any) -> list[X.Effect]:
@@ -400,7 +398,7 @@ class ControllerCore:
                 yield X.MarkTopicForDeletion(name, ctx.epoch_zk_version)
                 start.append(name)
         # The answer (and who waits for which topic) goes out before the deletion can finish.
-        yield X.Reply(ev.request_id, (results, waits))
+        yield X.Reply(ev.request_id, results, awaited_deletions=tuple(waits))
         if start:
             yield from self._start_deletion(start)
 

@@ -170,12 +170,14 @@ class Rejection:
 class Reply(Effect):
     """The answer to request `request_id`. With `await_deliveries` the caller also waits (up
     to its timeout) until the brokers have the LeaderAndIsr/UpdateMetadata sent while
-    handling the request, so what it changed is visible from any broker."""
+    handling the request, so what it changed is visible from any broker; and until the
+    `awaited_deletions` are finished (`TopicDeleted`)."""
 
     request_id: int
     value: Any = None
     error: Rejection | None = None
     await_deliveries: bool = False
+    awaited_deletions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -116,8 +116,8 @@ class CreateTopics(Event):
 
 @dataclass(frozen=True)
 class DeleteTopics(Event):
-    """Answered at once with (results, topics to wait for); each of those topics is answered
-    again by a `TopicDeleted` effect when its deletion finishes."""
+    """Answered at once with the results, naming the topics to wait for; each of those is
+    answered again by a `TopicDeleted` effect when its deletion finishes."""
 
     request_id: int = 0
     topics: tuple[str, ...] = ()

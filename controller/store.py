@@ -61,6 +61,8 @@ class MetadataStore(Protocol):
     async def read_partition_states(self, tps: Sequence[TopicPartition]
                                     ) -> dict[TopicPartition, LeaderAndIsr]: ...
     async def read_topic_config(self, topic: str, watch=None) -> dict[str, str]: ...
+    async def read_topic_configs(self, topics: Sequence[str], watch_for=None
+                                 ) -> dict[str, dict[str, str]]: ...
     async def read_topics_to_delete(self, watch=None) -> list[str]: ...
     async def write_partition_states(self, writes: Sequence[PartitionWrite],
                                      epoch_version: int) -> set[TopicPartition]: ...
@@ -240,6 +242,11 @@ class InMemoryStore:
     async def read_topic_config(self, topic: str, watch=None) -> dict[str, str]:
         self.tree.watch(("config", topic), watch)
         return dict(self.tree.configs.get(topic, {}))
+
+    async def read_topic_configs(self, topics: Sequence[str], watch_for=None
+                                 ) -> dict[str, dict[str, str]]:
+        return {t: await self.read_topic_config(t, watch_for(t) if watch_for else None)
+                for t in topics}
 
     async def read_topics_to_delete(self, watch=None) -> list[str]:
         self.tree.watch("delete_topics", watch)

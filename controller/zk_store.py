@@ -312,6 +312,15 @@ class ZkStore:
             log.warning("ignoring unreadable config of topic %s: %s", topic, e)
             return {}
 
+    async def read_topic_configs(self, topics: Sequence[str], watch_for=None
+                                 ) -> dict[str, dict[str, str]]:
+        """Many topics' configs at once (a failover reads every topic's), arming each
+        topic's watch from `watch_for(topic)`."""
+        got = await _gather_bounded(
+            self.read_topic_config(t, watch=watch_for(t) if watch_for else None)
+            for t in topics)
+        return dict(zip(topics, got))
+
     async def read_topics_to_delete(self, watch=None) -> list[str]:
         return sorted(await self.zk.get_children(L.DELETE_TOPICS, watch=watch))
 

@@ -179,6 +179,19 @@ class Builder:
     def outcome(self, tp: TopicPartition, error: ErrorCode, message: str = "") -> None:
         self.d.outcomes[tp] = Outcome(error, message)
 
+    def elect(self, tp: TopicPartition, s: LeaderAndIsr, leader: int, isr: Sequence[int],
+              reason: ElectionReason, *, unclean: bool = False,
+              recovery: int | None = None) -> LeaderAndIsr:
+        """A selector's answer for a partition that has a state: the new state (leader epoch
+        + 1), Online, LeaderAndIsr to its replicas and UpdateMetadata to everyone."""
+        new = next_state(self.ctx, s, leader=leader, isr=isr, recovery=recovery)
+        self.write(tp, new, ElectionRecord(tp, s.leader, leader, new.leader_epoch, unclean,
+                                           reason))
+        self.partition(tp, P.OnlinePartition)
+        self.lai_replicas(tp)
+        self.um_all([tp])
+        return new
+
     def build(self) -> Decision:
         self.d.partition_steps = list(self.partitions.steps)
         self.d.replica_steps = list(self.replicas.steps)

@@ -225,12 +225,7 @@ def controlled_shutdown(ctx: ControllerContext, broker_id: int) -> Decision:
                                                      ctx.shutting_down)
             if e is None:
                 continue
-            new = next_state(ctx, s, leader=e.leader, isr=e.isr)
-            b.write(tp, new, ElectionRecord(tp, s.leader, e.leader, new.leader_epoch, False,
-                                            ElectionReason.CONTROLLED_SHUTDOWN))
-            b.partition(tp, P.OnlinePartition)
-            b.lai_replicas(tp)
-            b.um_all([tp])
+            b.elect(tp, s, e.leader, e.isr, ElectionReason.CONTROLLED_SHUTDOWN)
         else:
             b.stop(broker_id, tp, delete=False)
             b.replica(PartitionReplica(tp, broker_id), R.OfflineReplica)

@@ -23,7 +23,6 @@ from controller.decisions.base import (
     P,
     R,
     failed_election_message,
-    next_state,
 )
 from controller.selectors import ElectionReason
 
@@ -77,13 +76,8 @@ def elect_offline(b: Builder, tps: Iterable[TopicPartition], *, force_unclean: b
                 tp, f"OfflinePartitionLeaderElectionStrategy({str(unclean_ok).lower()})"))
             continue
         unclean = e.unclean or e.leader not in s.isr
-        new = next_state(ctx, s, leader=e.leader, isr=e.isr,
-                         recovery=LEADER_RECOVERING if unclean else None)
-        b.write(tp, new, ElectionRecord(tp, s.leader, e.leader, new.leader_epoch, unclean,
-                                        reason))
-        b.partition(tp, P.OnlinePartition)
-        b.lai_replicas(tp)
-        b.um_all([tp])
+        b.elect(tp, s, e.leader, e.isr, reason, unclean=unclean,
+                recovery=LEADER_RECOVERING if unclean else None)
 
 
 def elect_offline_partitions(ctx: ControllerContext) -> Decision:
@@ -173,12 +167,7 @@ def _elect_preferred(b: Builder, tp: TopicPartition, s: LeaderAndIsr, replicas: 
         b.outcome(tp, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, failed_election_message(
             tp, "PreferredReplicaPartitionLeaderElectionStrategy") + why)
         return
-    new = next_state(ctx, s, leader=e.leader, isr=e.isr)
-    b.write(tp, new, ElectionRecord(tp, s.leader, e.leader, new.leader_epoch, False,
-                                    ElectionReason.PREFERRED))
-    b.partition(tp, P.OnlinePartition)
-    b.lai_replicas(tp)
-    b.um_all([tp])
+    b.elect(tp, s, e.leader, e.isr, ElectionReason.PREFERRED)
     b.outcome(tp, ErrorCode.NONE)
 
 

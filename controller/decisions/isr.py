@@ -14,8 +14,6 @@ from controller.context import ControllerContext
 from controller.decisions.base import (
     Builder,
     Decision,
-    ElectionRecord,
-    P,
     StaleBrokerEpoch,
     next_state,
 )
@@ -123,14 +121,9 @@ def _alter_one(b: Builder, broker_id: int, item: AlterPartitionItem, now_ms: flo
             return b.outcome(tp, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                              f"No other eligible ISR member of {tp} to take over from "
                              f"{broker_id}")
-        new = next_state(ctx, s, leader=e.leader, isr=e.isr,
-                      recovery=item.leader_recovery_state)
-        b.write(tp, new, ElectionRecord(tp, broker_id, e.leader, new.leader_epoch, False,
-                                        ElectionReason.RELINQUISHED))
-        b.partition(tp, P.OnlinePartition)
+        b.elect(tp, s, e.leader, e.isr, ElectionReason.RELINQUISHED,
+                recovery=item.leader_recovery_state)
         b.d.relinquished[tp] = (broker_id, now_ms + ctx.relinquish_cooldown_ms)
-        b.lai_replicas(tp)
-        b.um_all([tp])
         return b.outcome(tp, ErrorCode.NEW_LEADER_ELECTED)
     b.write(tp, next_state(ctx, s, isr=new_isr, bump_leader_epoch=False,
                         recovery=item.leader_recovery_state))

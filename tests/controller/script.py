@@ -50,6 +50,7 @@ from controller import decisions as D
 from controller import effects as X
 from controller import events as E
 from controller.assignment import BrokerMetadata, assign_replicas
+from controller.store import WatchedEvent
 from tests.sim.driver import Crashed, Driver
 
 
@@ -200,7 +201,6 @@ class Scenario:
                     self.out.append(f"create {r.name} {r.error_code.name}: {r.error_message}")
         elif cmd == "config":
             d.tree.configs.setdefault(pos[0], {}).update(kv)
-            from controller.store import WatchedEvent
             d.tree.fire(("config", pos[0]), WatchedEvent("CHANGED", pos[0]))
             self._settle()
         elif cmd == "unclean-default":

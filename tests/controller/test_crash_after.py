@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import pytest
 
-from common.errors import ErrorCode
 from common.names import TopicPartition
 from controller import decisions as D
 from controller import events as E
@@ -42,14 +41,10 @@ def _cluster(brokers: int, topics: dict[str, tuple[int, int]]) -> Setup:
 def _ack_stop_replicas(d: Driver, acked: set[int]) -> bool:
     """Brokers answer every StopReplica(delete) they were sent (once each)."""
     posted = False
-    for i, s in enumerate(d.sent):
-        if s.kind != "StopReplica" or i in acked:
-            continue
-        acked.add(i)
-        errors = {TopicPartition(p.topic, p.partition): ErrorCode.NONE
-                  for p in s.request.partition_states if p.delete_partition}
-        if errors and d.core is not None and s.controller_epoch == d.core.ctx.epoch:
-            d.post(E.StopReplicaResponse(broker_id=s.broker_id, errors=errors))
+    for i, broker, errors in d.stop_replica_answers():
+        if i not in acked:
+            acked.add(i)
+            d.post(E.StopReplicaResponse(broker_id=broker, errors=errors))
             posted = True
     return posted
 

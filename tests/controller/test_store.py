@@ -134,6 +134,7 @@ async def test_conditional_partition_writes(backend):
     assert (now[tp(0)].leader_epoch, now[tp(0)].partition_epoch) == (1, 1)
     assert (now[tp(1)].leader, now[tp(1)].partition_epoch) == (2, 0)
     assert await s.read_topic_config("t") == {"a": "1"}
+    assert await s.read_topic_configs(["t", "absent"]) == {"t": {"a": "1"}, "absent": {}}
     assert (await s.read_assignment("t")).partitions == {0: [1, 2], 1: [2, 1]}
 
 

@@ -24,10 +24,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import BrokerRegistration, ControllerInfo
 from controller import effects as X
 from controller import events as E
+from controller import store_effects
 from controller.core import ControllerCore
 from controller.store import ControllerMovedError, InMemoryStore, MemoryTree
 
@@ -86,6 +88,7 @@ class Driver:
         self._refuse: set[TopicPartition] = set()
         self._ids = iter(range(1, 1 << 62))
         self._watchers: dict[Any, Callable] = {}
+        self._watches = store_effects.EventWatches(self._watch)
 
     # ------------------------------------------------------------------ the controller
 
@@ -193,72 +196,34 @@ class Driver:
             w = self._watchers[key] = lambda _ev: self.post(make())
         return w
 
-    def _broker_watch(self, b: int) -> Callable:
-        return self._watch(("broker", b), lambda: E.BrokerModification(broker_id=b))
+    def _move_refused_versions(self, written: set[TopicPartition]) -> None:
+        """refuse_next_write: another writer moves these znodes' versions first (only the
+        ones this write touches, so the core could not have known of any other change)."""
+        refuse = self._refuse & written
+        self._refuse -= written
+        for tp in refuse:
+            cur = self.tree.states.get(tp)
+            if cur is not None:
+                self.tree.states[tp] = replace(cur, partition_epoch=cur.partition_epoch + 1)
 
-    def _config_watch(self, t: str) -> Callable:
-        return self._watch(("config", t), lambda: E.TopicConfigChange(topic=t))
+    def stop_replica_answers(self, start: int = 0):
+        """(index, broker, errors) for each StopReplica(delete) sent from `start` on by the
+        current controller: what brokers that did the deletion would answer."""
+        for i, s in enumerate(self.sent[start:], start):
+            if s.kind != "StopReplica" or self.core is None \
+                    or s.controller_epoch != self.core.ctx.epoch:
+                continue
+            errors = {TopicPartition(p.topic, p.partition): ErrorCode.NONE
+                      for p in s.request.partition_states if p.delete_partition}
+            if errors:
+                yield i, s.broker_id, errors
 
     def _perform(self, eff: X.Effect) -> Any:
-        s = self.store
+        if eff.needs_result:
+            if isinstance(eff, X.WritePartitionStates):
+                self._move_refused_versions({w.tp for w in eff.writes})
+            return run_sync(store_effects.perform(self.store, eff, self._watches, self.rng))
         match eff:
-            case X.ReadCluster():
-                cid = run_sync(s.get_or_create_cluster_id(self.rng))
-                regs = run_sync(s.read_brokers(self._watch("brokers", E.BrokerChange),
-                                               self._broker_watch))
-                names = run_sync(s.read_topic_names(self._watch("topics", E.TopicChange)))
-                assignments = run_sync(s.read_assignments(names))
-                configs = {t: run_sync(s.read_topic_config(t, self._config_watch(t)))
-                           for t in assignments}
-                tps = [TopicPartition(t, p) for t, a in assignments.items()
-                       for p in sorted(a.partitions)]
-                states = run_sync(s.read_partition_states(tps))
-                to_delete = run_sync(s.read_topics_to_delete(
-                    self._watch("delete_topics", E.TopicDeletionChange)))
-                return X.ClusterSnapshot(cid, regs, assignments, configs, states,
-                                         tuple(to_delete))
-            case X.ReadBrokers():
-                return run_sync(s.read_brokers(self._watch("brokers", E.BrokerChange),
-                                               self._broker_watch))
-            case X.ReadBroker(broker_id=b):
-                return run_sync(s.read_broker(b, self._broker_watch(b)))
-            case X.ReadTopicNames():
-                return run_sync(s.read_topic_names(self._watch("topics", E.TopicChange)))
-            case X.ReadTopics(topics=topics):
-                assignments = run_sync(s.read_assignments(list(topics)))
-                configs = {t: run_sync(s.read_topic_config(t, self._config_watch(t)))
-                           for t in assignments}
-                tps = [TopicPartition(t, p) for t, a in assignments.items()
-                       for p in sorted(a.partitions)]
-                return assignments, configs, run_sync(s.read_partition_states(tps))
-            case X.ReadTopicConfig(topic=t):
-                return run_sync(s.read_topic_config(t, self._config_watch(t)))
-            case X.ReadTopicsToDelete():
-                return run_sync(s.read_topics_to_delete(
-                    self._watch("delete_topics", E.TopicDeletionChange)))
-            case X.WritePartitionStates(writes=writes, epoch_version=v):
-                written = {w.tp for w in writes}
-                refuse = self._refuse & written
-                self._refuse -= written
-                for tp in refuse:  # another writer moved these znodes' versions
-                    cur = self.tree.states.get(tp)
-                    if cur is not None:
-                        self.tree.states[tp] = replace(cur,
-                                                       partition_epoch=cur.partition_epoch + 1)
-                failed = run_sync(s.write_partition_states(list(writes), v))
-                current = run_sync(s.read_partition_states(sorted(failed))) if failed else {}
-                return X.PartitionWritesOutcome(frozenset(failed), current)
-            case X.CreateTopic(assignment=a, configs=cfg, epoch_version=v):
-                from kazoo.exceptions import NodeExistsError
-                try:
-                    run_sync(s.create_topic(a, dict(cfg), v))
-                except NodeExistsError:
-                    return False
-                return True
-            case X.MarkTopicForDeletion(topic=t, epoch_version=v):
-                return run_sync(s.mark_topic_for_deletion(t, v))
-            case X.DeleteTopic(topic=t, epoch_version=v):
-                return run_sync(s.delete_topic(t, v))
             case X.SendRequests(batches=batches):
                 for b, bb in batches.items():
                     for kind, reqs in (("LeaderAndIsr", bb.leader_and_isr),

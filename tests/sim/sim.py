@@ -191,15 +191,12 @@ class Simulation:
 
     def _ack_stop_replicas(self) -> None:
         d = self.d
-        for s in d.sent[self.acked:]:
-            if s.kind != "StopReplica" or self.rng.random() < 0.2:  # a lost answer
+        for _i, broker, errors in d.stop_replica_answers(self.acked):
+            if self.rng.random() < 0.2:  # a lost answer
                 continue
-            errors = {TopicPartition(p.topic, p.partition):
-                      (ErrorCode.NONE if self.rng.random() < 0.9
-                       else ErrorCode.KAFKA_STORAGE_ERROR)
-                      for p in s.request.partition_states if p.delete_partition}
-            if errors and s.controller_epoch == d.core.ctx.epoch:
-                d.post(E.StopReplicaResponse(broker_id=s.broker_id, errors=errors))
+            if self.rng.random() < 0.1:  # the deletion failed on the broker
+                errors = dict.fromkeys(errors, ErrorCode.KAFKA_STORAGE_ERROR)
+            d.post(E.StopReplicaResponse(broker_id=broker, errors=errors))
         self.acked = len(d.sent)
 
     def _rebalance(self) -> None:

@@ -1,0 +1,104 @@
+"""Carrying out the core's store effects (effects.py) against a MetadataStore: the one
+translation both shells use - the controller's (controller.py, kazoo) and the simulation's
+(tests/sim/driver.py, the in-memory store) - so what a script or a seed exercises is the same
+code that runs against ZooKeeper.
+
+Each read arms the watches its result depends on, as Kafka's handlers re-arm theirs; the
+caller supplies them (`Watches`), because what a fired watch does is the shell's business.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kazoo.exceptions import NodeExistsError
+
+from common.names import TopicPartition
+from controller import effects as X
+from controller import events as E
+from controller.store import MetadataStore
+
+
+class Watches(Protocol):
+    def brokers(self) -> Callable: ...
+    def broker(self, broker_id: int) -> Callable: ...
+    def topics(self) -> Callable: ...
+    def config(self, topic: str) -> Callable: ...
+    def delete_topics(self) -> Callable: ...
+
+
+@dataclass(frozen=True)
+class EventWatches:
+    """`Watches` whose firing posts the core's event for that znode, through the shell's
+    `watch(key, make_event)` (which keeps one callable per znode, as kazoo keeps a set)."""
+
+    watch: Callable[[Any, Callable[[], E.Event]], Callable]
+
+    def brokers(self) -> Callable:
+        return self.watch("brokers", E.BrokerChange)
+
+    def broker(self, broker_id: int) -> Callable:
+        return self.watch(("broker", broker_id),
+                          lambda: E.BrokerModification(broker_id=broker_id))
+
+    def topics(self) -> Callable:
+        return self.watch("topics", E.TopicChange)
+
+    def config(self, topic: str) -> Callable:
+        return self.watch(("config", topic), lambda: E.TopicConfigChange(topic=topic))
+
+    def delete_topics(self) -> Callable:
+        return self.watch("delete_topics", E.TopicDeletionChange)
+
+
+def _partitions(assignments) -> list[TopicPartition]:
+    return [TopicPartition(t, p) for t, a in assignments.items() for p in sorted(a.partitions)]
+
+
+async def perform(store: MetadataStore, eff: X.Effect, w: Watches,
+                  rng: random.Random) -> Any:
+    """The outcome of one `needs_result` effect; store errors propagate (core.py rule 3)."""
+    match eff:
+        case X.ReadCluster():
+            cluster_id = await store.get_or_create_cluster_id(rng)
+            regs = await store.read_brokers(watch=w.brokers(), broker_watch=w.broker)
+            names = await store.read_topic_names(watch=w.topics())
+            assignments = await store.read_assignments(names)
+            configs = await store.read_topic_configs(list(assignments), w.config)
+            states = await store.read_partition_states(_partitions(assignments))
+            to_delete = await store.read_topics_to_delete(watch=w.delete_topics())
+            return X.ClusterSnapshot(cluster_id, regs, assignments, configs, states,
+                                     tuple(to_delete))
+        case X.ReadBrokers():
+            return await store.read_brokers(watch=w.brokers(), broker_watch=w.broker)
+        case X.ReadBroker(broker_id=b):
+            return await store.read_broker(b, watch=w.broker(b))
+        case X.ReadTopicNames():
+            return await store.read_topic_names(watch=w.topics())
+        case X.ReadTopics(topics=topics):
+            assignments = await store.read_assignments(list(topics))
+            configs = await store.read_topic_configs(list(assignments), w.config)
+            return assignments, configs, await store.read_partition_states(
+                _partitions(assignments))
+        case X.ReadTopicConfig(topic=t):
+            return await store.read_topic_config(t, watch=w.config(t))
+        case X.ReadTopicsToDelete():
+            return await store.read_topics_to_delete(watch=w.delete_topics())
+        case X.WritePartitionStates(writes=writes, epoch_version=v):
+            failed = await store.write_partition_states(list(writes), v)
+            current = await store.read_partition_states(sorted(failed)) if failed else {}
+            return X.PartitionWritesOutcome(frozenset(failed), current)
+        case X.CreateTopic(assignment=a, configs=cfg, epoch_version=v):
+            try:
+                await store.create_topic(a, dict(cfg), v)
+            except NodeExistsError:
+                return False
+            return True
+        case X.MarkTopicForDeletion(topic=t, epoch_version=v):
+            return await store.mark_topic_for_deletion(t, v)
+        case X.DeleteTopic(topic=t, epoch_version=v):
+            return await store.delete_topic(t, v)
+    raise TypeError(f"not a store effect: {eff!r}")
