@@ -19,6 +19,15 @@ Errors (seed 000 / KIP-461, C3):
   the fetch state and the lag metrics, and the fetcher goes on with its other partitions.
   It leaves the set on a higher leader epoch (LeaderAndIsr), StopReplica, or its log dir going
   offline (``ReplicaFetcherManager.unfail``).
+
+Replication throttles (KIP-73): a partition whose replica here is not in sync and that the
+topic's ``follower.replication.throttled.replicas`` names for this broker is left out of the
+Fetch while the follower quota (``follower.replication.throttled.rate``) is exceeded; the bytes
+received on every throttled partition are recorded against it. "In sync" is Kafka's
+fetchState.isReplicaInSync (the last answer left no lag) or this broker being in the ISR of the
+partition state it was last given: an in-sync replica is never held back. When every ready
+partition is held back the fetcher waits ``replica.fetch.backoff.ms`` before looking again
+(Kafka's empty-fetch back-off), instead of sending an empty Fetch.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import grpc
@@ -33,6 +43,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from broker.fetch_failures import FailedPartitions, Outcome, Problem, classify
 from broker.partition import Partition
+from broker.replication_quota import UNLIMITED, ReplicationQuota, should_throttle
 from broker.storage.errors import KafkaStorageError
 from broker.truncation import Divergence, follower_truncation
 from common.errors import CorruptRecordError, ErrorCode
@@ -54,6 +65,11 @@ class FetchState:
     leader_epoch: int
     delayed_until: float = 0.0
     lag: int = 0
+    caught_up: bool = False  # the last answer left no lag (Kafka's isReplicaInSync)
+
+    def in_sync(self) -> bool:
+        p = self.partition
+        return self.caught_up or p.local_id in p.isr
 
 
 class ReplicaFetcher:
@@ -68,6 +84,7 @@ class ReplicaFetcher:
         self._stub: replog_pb2_grpc.BrokerStub | None = None
         self._wake = asyncio.Event()
         self.task: asyncio.Task | None = None
+        self.held_back = 0  # partitions the follower quota left out of the last fetch
 
     @property
     def name(self) -> str:
@@ -115,10 +132,16 @@ class ReplicaFetcher:
         while self.partitions:
             now = time.monotonic()
             ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
+            held = {tp for tp, s in ready.items()
+                    if should_throttle(m.quota, tp, s.in_sync())}
+            self.held_back = len(held)
+            ready = {tp: s for tp, s in ready.items() if tp not in held}
             stub = self._stub_or_none()
             if not ready or stub is None:
-                wait = min((s.delayed_until for s in self.partitions.values()),
-                           default=now + backoff) - now
+                # Only partitions still delayed set the wake-up; held-back ones are looked
+                # at again after the back-off (the quota's rate falls as time passes).
+                wait = min((s.delayed_until for s in self.partitions.values()
+                            if s.delayed_until > now), default=now + backoff) - now
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), max(0.01, min(wait, backoff)))
@@ -127,7 +150,7 @@ class ReplicaFetcher:
                 continue
             req = self._build_request(ready)
             try:
-                resp = await self._fetch_unless_woken(stub, req, ready)
+                resp = await self._fetch_unless_woken(stub, req, ready, held)
                 if resp is None:
                     continue  # partitions joined (or left backoff): fetch again with them
             except grpc.aio.AioRpcError as e:
@@ -156,14 +179,18 @@ class ReplicaFetcher:
         m._fetcher_idle(self)
 
     async def _fetch_unless_woken(self, stub, req: pb.FetchRequest,
-                                  ready: dict[TopicPartition, FetchState]):
+                                  ready: dict[TopicPartition, FetchState],
+                                  held: Collection[TopicPartition] = ()):
         """One Fetch, given up (None) when this fetcher gains partitions or one of its delayed
         partitions becomes ready: the leader parks a Fetch up to replica.fetch.wait.max.ms,
         and partitions that joined meanwhile - a new leader's, after a controlled shutdown
-        moved leadership - would wait that long for their first fetch (issue 7)."""
+        moved leadership - would wait that long for their first fetch (issue 7). Partitions
+        held back by the follower quota wait for the next round (KIP-73): they must not cut
+        the long poll short, or a fetcher with a throttled partition would spin."""
         self._wake.clear()
         loop = asyncio.get_running_loop()
-        delayed = [s.delayed_until for tp, s in self.partitions.items() if tp not in ready]
+        delayed = [s.delayed_until for tp, s in self.partitions.items()
+                   if tp not in ready and tp not in held]
         timer = loop.call_at(loop.time() + max(0.0, min(delayed) - time.monotonic()),
                              self._wake.set) if delayed else None
         call = stub.Fetch(req, timeout=self.manager.max_wait_ms / 1000 + 10)
@@ -232,7 +259,7 @@ class ReplicaFetcher:
                     return
                 if append is not None:  # queued by _run for every response with records
                     info = await append
-                    m.metrics.replication_bytes_in.inc(info.valid_bytes)
+                    m.record_received(tp, p, info.valid_bytes)
                     p.data.notify()
                     if not self._still_following(tp, s, log):
                         # A LeaderAndIsr arrived during the append: the partition may lead
@@ -245,6 +272,7 @@ class ReplicaFetcher:
                     log.high_watermark = new_hw
                     p.hw_moved.notify()
                 s.lag = max(0, r.high_watermark - leo)
+                s.caught_up = s.lag == 0
             elif r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 await self._reset_offset(tp, s)
         except CorruptRecordError as e:
@@ -349,10 +377,26 @@ class ReplicaFetcherManager:
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.addresses: dict[int, str] = {}
         self.failed_partitions = FailedPartitions()
+        # KIP-73: the broker's follower quota; the replica manager hands over the one it
+        # keeps in step with the configs (unlimited until then).
+        self.quota = ReplicationQuota(time.monotonic, UNLIMITED)
+        metrics.throttled_partitions.labels(direction="follower").set_function(
+            lambda: sum(f.held_back for f in list(self.fetchers.values())))
         metrics.fetcher_max_lag.labels(clientId=CLIENT_ID).set_function(self.max_lag)
         metrics.failed_partitions.labels(clientId=CLIENT_ID).set_function(
             lambda: len(self.failed_partitions))
         metrics.registry.register(_PerFetcherLag(self))
+
+    def record_received(self, tp: TopicPartition, p: Partition, nbytes: int) -> None:
+        """Bytes appended as a follower: replication, and reassignment when this replica is
+        being added (KIP-455); on a throttled partition they count against the follower quota
+        whether or not the replica is in sync (Kafka's processPartitionData)."""
+        self.metrics.replication_bytes_in.inc(nbytes)
+        if self.quota.is_throttled(tp):
+            self.quota.record(nbytes)
+            self.metrics.throttled_bytes.labels(direction="follower").inc(nbytes)
+        if p.local_id in p.adding_replicas:
+            self.metrics.reassignment_bytes_in.inc(nbytes)
 
     def mark_failed(self, f: ReplicaFetcher, tp: TopicPartition, s: FetchState, error: str,
                     log_dir: str | None = None) -> None:

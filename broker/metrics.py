@@ -49,6 +49,26 @@ class BrokerMetrics:
             "log dirs reported failed to the LogDirFailureChannel (an I/O error; KIP-112)",
             ["logDirectory"], registry=r)
         self.background_failures = failures_counter(r)
+        # KIP-73 replication throttles and KIP-455 reassignment traffic. Kafka's meters
+        # (ReassignmentBytesInPerSec...) are counters here, like bytesin above.
+        self.reassignment_bytes_in = Counter(
+            "kafka_server_brokertopicmetrics_reassignmentbytesin",
+            "bytes appended as a follower being added by a reassignment", registry=r)
+        self.reassignment_bytes_out = Counter(
+            "kafka_server_brokertopicmetrics_reassignmentbytesout",
+            "bytes sent as leader to replicas being added by a reassignment", registry=r)
+        self.throttled_bytes = Counter(
+            "replog_replication_throttled_bytes",
+            "bytes sent (leader) or received (follower) on partitions named by "
+            "*.replication.throttled.replicas, as recorded against the quota (KIP-73)",
+            ["direction"], registry=r)
+        self.throttled_partitions = Gauge(
+            "replog_replication_throttled_partitions",
+            "partitions held back by the replication quota at the last fetch (KIP-73)",
+            ["direction"], registry=r)
+        for direction in ("leader", "follower"):
+            self.throttled_bytes.labels(direction=direction)
+            self.throttled_partitions.labels(direction=direction).set(0)
         self._gauges: list[Gauge] = []
 
     def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:
@@ -56,10 +76,11 @@ class BrokerMetrics:
         g.set_function(_safe(fn))
         self._gauges.append(g)
 
-    def labelled_gauge(self, name: str, doc: str, label: str,
-                       fn: Callable[[], dict[str, float]]) -> None:
-        """A gauge with one sample per label value, all computed at scrape time (the label set
-        changes with the broker's state, e.g. one sample per log dir)."""
+    def labelled_gauge(self, name: str, doc: str, label: str | tuple[str, ...],
+                       fn: Callable[[], dict]) -> None:
+        """A gauge with one sample per label value (a tuple of values for several labels), all
+        computed at scrape time (the label set changes with the broker's state, e.g. one sample
+        per log dir)."""
         self.registry.register(_LabelledGauge(name, doc, label, fn))
 
 
@@ -75,18 +96,21 @@ def _safe(fn: Callable[[], float]) -> Callable[[], float]:
 
 
 class _LabelledGauge(Collector):
-    def __init__(self, name: str, doc: str, label: str, fn: Callable[[], dict[str, float]]):
-        self.name, self.doc, self.label, self.fn = name, doc, label, fn
+    def __init__(self, name: str, doc: str, label: str | tuple[str, ...],
+                 fn: Callable[[], dict]):
+        self.name, self.doc, self.fn = name, doc, fn
+        self.labels = [label] if isinstance(label, str) else list(label)
 
     def describe(self):
-        return [GaugeMetricFamily(self.name, self.doc, labels=[self.label])]
+        return [GaugeMetricFamily(self.name, self.doc, labels=self.labels)]
 
     def collect(self):
-        family = GaugeMetricFamily(self.name, self.doc, labels=[self.label])
+        family = GaugeMetricFamily(self.name, self.doc, labels=self.labels)
         try:
             values = self.fn()
         except RuntimeError:  # a dict resized under the scrape thread: skip this scrape
             values = {}
         for key, value in values.items():
-            family.add_metric([key], float(value))
+            family.add_metric([str(k) for k in key] if isinstance(key, tuple) else [key],
+                              float(value))
         yield family

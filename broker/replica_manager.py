@@ -42,6 +42,7 @@ from broker.delayed_produce import ERROR_CODES, ProduceWait, produce_wait
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
+from broker.replication_quota import ReplicationQuotas, should_throttle
 from broker.storage.errors import KafkaStorageError
 from broker.storage.log import RecordTooLargeError
 from broker.storage.log_manager import LogManager
@@ -93,6 +94,7 @@ class FetchResult:
     leader_id: int = -1
     leader_epoch: int = -1
     message: str = ""
+    throttled: bool = False  # held back by the leader's replication quota (KIP-73)
 
 
 @dataclass
@@ -112,11 +114,12 @@ class ReplicaManager:
                  clock: Callable[[], int] = now_ms, *,
                  fetcher_manager: ReplicaFetcherManager | None = None,
                  alter_partition: AlterPartitionManager | None = None,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic,
+                 quotas: ReplicationQuotas | None = None):
         """``clock``: wall milliseconds for follower fetch states (isr.py); ``monotonic``:
-        seconds for request deadlines and serve times. Without a fetcher manager this broker
-        fetches nothing; without an AlterPartition manager it never changes an ISR (unit
-        tests of the leader side)."""
+        seconds for request deadlines, serve times and replication quota rates. Without a
+        fetcher manager this broker fetches nothing; without an AlterPartition manager it
+        never changes an ISR (unit tests of the leader side)."""
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
@@ -141,6 +144,15 @@ class ReplicaManager:
         self._config_retries: dict[str, asyncio.Task] = {}
         self.fetcher_manager = fetcher_manager
         self.alter_partition = alter_partition
+        # KIP-73: the leader quota limits what this broker serves to throttled followers, the
+        # follower quota what its fetchers ask for; one pair per broker (Kafka's QuotaFactory),
+        # set from the topic and broker configs this manager is handed.
+        self.quotas = quotas or ReplicationQuotas(
+            broker_id, monotonic, config["replication.quota.window.num"],
+            config["replication.quota.window.size.seconds"])
+        if fetcher_manager is not None:
+            fetcher_manager.quota = self.quotas.follower
+        self._leader_held_back = 0  # partitions the leader quota held back at the last fetch
         self.lag_max_ms = config["replica.lag.time.max.ms"]
         # seed 002 / KIP-501 (C4)
         self.pending_reads_in_sync = config["follower.fetch.pending.reads.insync.enable"]
@@ -179,6 +191,27 @@ class ReplicaManager:
                 "follower fetches being read that keep their follower in sync (seed 002)",
                 lambda: sum(len(f.pending_fetches) for p in parts()
                             for f in list(p.followers.values())))
+        self._register_replication_quota_gauges()
+
+    def _register_replication_quota_gauges(self) -> None:
+        m = self.metrics
+        parts = lambda: list(self.partitions.values())
+        # Kafka's LeaderReplication / FollowerReplication quota sensors' byte-rate.
+        m.gauge("kafka_server_leaderreplication_byte_rate",
+                "bytes/s sent on leader-throttled partitions (KIP-73)", self.quotas.leader.rate)
+        m.gauge("kafka_server_followerreplication_byte_rate",
+                "bytes/s received on follower-throttled partitions (KIP-73)",
+                self.quotas.follower.rate)
+        m.throttled_partitions.labels(direction="leader").set_function(
+            lambda: self._leader_held_back)
+        m.gauge("kafka_server_replicamanager_reassigningpartitions",
+                "led partitions with adding or removing replicas (KIP-455)",
+                lambda: sum(p.is_leader and bool(p.adding_replicas or p.removing_replicas)
+                            for p in parts()))
+        m.labelled_gauge("replog_reassignment_replica_lag_messages",
+                         "leader LEO minus the fetch offset of each replica being added by a "
+                         "reassignment", ("topic", "partition", "replica"),
+                         lambda: {k: v for p in parts() for k, v in _adding_lag(p).items()})
 
     # ------------------------------------------------------------------ controller requests
 
@@ -254,12 +287,14 @@ class ReplicaManager:
             self.topic_configs.pop(topic, None)
         else:
             self.topic_configs[topic] = dict(cfg)
+        self.quotas.apply_topic_config(topic, cfg)
         self._refresh_min_isr(lambda tp: tp.topic == topic)
 
     def apply_broker_config(self, dynamic: dict[str, str] | None) -> None:
         """This broker's dynamic configs changed (None: unknown); topics without their own
         override follow them."""
         self.broker_dynamic_config = None if dynamic is None else dict(dynamic)
+        self.quotas.apply_broker_config(dynamic, self.config)
         self._refresh_min_isr(lambda tp: True)
 
     def _refresh_min_isr(self, which) -> None:
@@ -548,6 +583,31 @@ class ReplicaManager:
                     max_bytes: int, parts: list[FetchPartitionRequest]) -> list[FetchResult]:
         """Serve a follower (replica_id >= 0: up to the LEO) or consumer (up to the HW) fetch,
         waiting up to max_wait_ms for min_bytes (Kafka's DelayedFetch)."""
+        results = await self._fetch(replica_id, broker_epoch, max_wait_ms, min_bytes,
+                                    max_bytes, parts)
+        if replica_id >= 0:
+            self._account_follower_fetch(replica_id, parts, results)
+        return results
+
+    def _account_follower_fetch(self, replica_id: int, parts: list[FetchPartitionRequest],
+                                results: list[FetchResult]) -> None:
+        """What a follower fetch sent, once, as answered (Kafka's KafkaApis records the
+        throttled partitions' response size against the leader quota, in-sync or not)."""
+        quota = self.quotas.leader
+        self._leader_held_back = sum(r.throttled for r in results)
+        for fp, r in zip(parts, results):
+            if not r.records:
+                continue
+            if quota.is_throttled(fp.tp):
+                quota.record(len(r.records))
+                self.metrics.throttled_bytes.labels(direction="leader").inc(len(r.records))
+            p = self.partitions.get(fp.tp)
+            if p is not None and replica_id in p.adding_replicas:
+                self.metrics.reassignment_bytes_out.inc(len(r.records))
+
+    async def _fetch(self, replica_id: int, broker_epoch: int, max_wait_ms: int,
+                     min_bytes: int, max_bytes: int, parts: list[FetchPartitionRequest]
+                     ) -> list[FetchResult]:
         deadline = self.monotonic() + max_wait_ms / 1000
         while True:
             waiters = []
@@ -639,6 +699,16 @@ class ReplicaManager:
                 isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
             return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, b"",
                                leader_id=p.leader_id, leader_epoch=p.leader_epoch)
+        if replica_id >= 0 and log.log_start_offset <= fp.fetch_offset < upper and \
+                should_throttle(self.quotas.leader, tp, replica_id in p.isr):
+            # KIP-73: an out-of-sync replica of a throttled partition gets no records while
+            # the leader quota is exceeded; the fetch waits for its other partitions or for
+            # max_wait as usual (Kafka's DelayedFetch skips throttled partitions' bytes).
+            if pending is not None:
+                isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
+            return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, b"",
+                               leader_id=p.leader_id, leader_epoch=p.leader_epoch,
+                               throttled=True)
         started = self.monotonic()
         try:
             read = asyncio.get_running_loop().run_in_executor(
@@ -831,6 +901,20 @@ def _assign_epochs(items):
         except (KafkaStorageError, OSError) as e:
             failed.append((log.tp, str(e)))
     return started, failed
+
+
+def _adding_lag(p: Partition) -> dict[tuple[str, int, int], int]:
+    """(topic, partition, replica) -> leader LEO minus the fetch offset, for each replica a
+    led partition is adding (KIP-455); a replica that has not fetched yet lags by the LEO."""
+    if not p.is_leader or not p.adding_replicas:
+        return {}
+    leo = p.log_end_offset
+    out = {}
+    for r in p.adding_replicas:
+        f = p.followers.get(r)
+        offset = f.log_end_offset if f is not None else 0
+        out[(p.tp.topic, p.tp.partition, r)] = max(0, leo - max(offset, 0))
+    return out
 
 
 def _disk_usage(path: str) -> tuple[int, int] | None:

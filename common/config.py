@@ -251,3 +251,7 @@ def load_config(path: str | None, overrides: Iterable[str] = (),
         entries += parse_properties_text(text, path)
     entries += [parse_override(o) for o in overrides]
     return build_config(entries, required)
+    _k("replication.quota.window.num", _int(1), 11,
+       "KIP-73: sample windows the replication throttle rates are measured over"),
+    _k("replication.quota.window.size.seconds", _int(1), 1,
+       "KIP-73: the length of one replication throttle sample window"),

@@ -21,10 +21,12 @@ DescribeConfigs, the CLI when it prints):
   acks=all never becomes weaker than configured (a configured value above the replication factor
   only makes acks=all impossible; it adds no durability the full replica set does not give).
 
-Partial: of the topic keys, the brokers act at runtime on ``min.insync.replicas``; the controller
-acts on ``unclean.leader.election.enable`` (it watches ``/config/topics/<t>``). The throttle keys
-and ``unclean.recovery.strategy`` are stored and described for the reassignment and ELR work;
-log-level keys (retention, segment size) are accepted as at creation but not yet applied per topic.
+Partial: of the topic keys, the brokers act at runtime on ``min.insync.replicas`` and the
+``*.replication.throttled.replicas`` lists, and of the broker keys on the ``*.throttled.rate``
+bounds (KIP-73, broker/replication_quota.py); the controller acts on
+``unclean.leader.election.enable`` (it watches ``/config/topics/<t>``). ``unclean.recovery.strategy``
+is stored and described for the ELR work; log-level keys (retention, segment size) are accepted as
+at creation but not yet applied per topic.
 """
 
 from __future__ import annotations
