@@ -100,6 +100,13 @@ def _config_entry(e) -> ConfigEntry:
                              for s in e.synonyms))
 
 
+def _partitions_by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, p in sorted(partitions):
+        by_topic.setdefault(topic, []).append(p)
+    return by_topic
+
+
 def _error_or_none(code: int, message: str, **ctx) -> KafkaError | None:
     return None if code == ErrorCode.NONE else KafkaError(code, message, **ctx)
 
@@ -298,6 +305,48 @@ class AdminClient:
                                  self.request_timeout_ms / 1000)
 
         return dict(await asyncio.gather(*(one(b) for b in ids)))
+
+    async def replica_log_end_offsets(self, broker_id: int,
+                                      partitions: Iterable[tuple[str, int]]
+                                      ) -> dict[tuple[str, int], int | KafkaError]:
+        """Each partition's log end offset on ``broker_id`` (GetReplicaLogInfo with no broker
+        epoch, so any incarnation answers); a KafkaError where that broker has no replica."""
+        addr = await self._live_broker_address(broker_id)
+        req = pb.GetReplicaLogInfoRequest(broker_id=broker_id, broker_epoch=-1)
+        for topic, ps in _partitions_by_topic(partitions).items():
+            req.topic_partitions.add(topic=topic, partitions=ps)
+        resp = await call(self.pool.broker(addr).GetReplicaLogInfo, req, addr,
+                          self.request_timeout_ms / 1000)
+        return {(t.topic, i.partition): _error_or_none(i.error_code, i.error_message,
+                                                       topic=t.topic, partition=i.partition)
+                or i.log_end_offset
+                for t in resp.topic_partition_log_info for i in t.partition_log_info}
+
+    async def replica_sizes(self, broker_id: int, partitions: Iterable[tuple[str, int]]
+                            ) -> dict[tuple[str, int], int]:
+        """Bytes of each partition's replica on ``broker_id`` (DescribeLogDirs, filtered; a
+        ``-future`` copy is not counted); partitions the broker does not host are absent."""
+        addr = await self._live_broker_address(broker_id)
+        wanted = set(partitions)
+        req = pb.DescribeLogDirsRequest()
+        for topic, ps in _partitions_by_topic(wanted).items():
+            req.topics.add(topic=topic, partitions=ps)
+        resp = await call(self.pool.broker(addr).DescribeLogDirs, req, addr,
+                          self.request_timeout_ms / 1000)
+        out: dict[tuple[str, int], int] = {}
+        for d in resp.results:
+            for t in d.topics:
+                for rp in t.partitions:
+                    tp = (t.topic, rp.partition)
+                    if not rp.is_future and tp in wanted:
+                        out[tp] = out.get(tp, 0) + rp.size
+        return out
+
+    async def _live_broker_address(self, broker_id: int) -> str:
+        brokers = await self.live_brokers()
+        if broker_id not in brokers:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} not alive")
+        return brokers[broker_id].address
 
     async def alter_replica_log_dirs(self, broker_id: int, moves: Mapping[tuple[str, int], str]
                                      ) -> dict[tuple[str, int], KafkaError | None]:
