@@ -139,6 +139,10 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "seconds"),
     _k("leader.replication.throttled.rate", _int(1), LONG_MAX, "bytes/s, throttled leaders"),
     _k("follower.replication.throttled.rate", _int(1), LONG_MAX, "bytes/s, throttled followers"),
+    _k("replication.quota.window.num", _int(1), 11,
+       "KIP-73: sample windows the replication throttle rates are measured over"),
+    _k("replication.quota.window.size.seconds", _int(1), 1,
+       "KIP-73: the length of one replication throttle sample window"),
     _k("replica.alter.log.dirs.io.max.bytes.per.second", _int(1), LONG_MAX,
        "bytes/s for intra-broker log dir moves"),
     _k("auto.leader.rebalance.enable", _bool, True, "periodic preferred leader election"),
@@ -149,6 +153,9 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("fault.injection.file", _str, None,
        "replog, tests only: JSON fault rules applied through the file-operation seam "
        "(broker/fault_injection.py)"),
+    _k("replog.test.kill.at.reassignment.step", _int(1, 7), None,
+       "replog, tests only: the controller SIGKILLs itself right after this reassignment "
+       "step (1-7, seed 004) - a real kill at a named step boundary"),
 ]}
 
 
@@ -251,7 +258,3 @@ def load_config(path: str | None, overrides: Iterable[str] = (),
         entries += parse_properties_text(text, path)
     entries += [parse_override(o) for o in overrides]
     return build_config(entries, required)
-    _k("replication.quota.window.num", _int(1), 11,
-       "KIP-73: sample windows the replication throttle rates are measured over"),
-    _k("replication.quota.window.size.seconds", _int(1), 1,
-       "KIP-73: the length of one replication throttle sample window"),

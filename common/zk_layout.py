@@ -301,3 +301,44 @@ def config_change_seq(node: str) -> int | None:
         return None
     digits = node[len(CONFIG_CHANGE_PREFIX):]
     return int(digits) if digits.isdigit() else None
+
+
+# ----------------------------------------------------------------------------- reassignment
+
+def encode_reassignment(entries) -> bytes:
+    """/admin/reassign_partitions in Kafka's format (seed 004; kafka-reassign-partitions'
+    --reassignment-json-file): {"version":1,"partitions":[{"topic":..,"partition":..,
+    "replicas":[..]}]}. `entries`: (topic, partition, replicas) triples."""
+    return _dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)} for t, p, r in sorted(
+            entries, key=lambda e: (e[0], e[1]))]})
+
+
+def decode_reassignment(data: bytes) -> list[tuple[str, int, list[int]]]:
+    """The (topic, partition, replicas) entries; ValueError naming the first thing wrong
+    (Kafka's parsePartitionReassignmentData rejects the whole document, and so does replog:
+    a request is never half-read)."""
+    o = _loads(data, REASSIGN_PARTITIONS)
+    parts = o.get("partitions")
+    if not isinstance(parts, list):
+        raise ValueError(f'{REASSIGN_PARTITIONS}: "partitions" must be a list')
+    out: list[tuple[str, int, list[int]]] = []
+    seen: set[tuple[str, int]] = set()
+    for i, e in enumerate(parts):
+        if not isinstance(e, dict):
+            raise ValueError(f"{REASSIGN_PARTITIONS}: entry {i} is not an object")
+        topic, partition, replicas = e.get("topic"), e.get("partition"), e.get("replicas")
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f'{REASSIGN_PARTITIONS}: entry {i} has no "topic"')
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+            raise ValueError(f'{REASSIGN_PARTITIONS}: entry {i} ({topic}) has no valid '
+                             f'"partition"')
+        if not isinstance(replicas, list) or not all(
+                isinstance(r, int) and not isinstance(r, bool) for r in replicas):
+            raise ValueError(f'{REASSIGN_PARTITIONS}: {topic}-{partition}: "replicas" must be '
+                             f"a list of broker ids")
+        if (topic, partition) in seen:
+            raise ValueError(f"{REASSIGN_PARTITIONS}: duplicate partition {topic}-{partition}")
+        seen.add((topic, partition))
+        out.append((topic, partition, list(replicas)))
+    return out

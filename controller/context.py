@@ -11,6 +11,8 @@ What it holds, and where each part comes from:
   partition_epoch is the znode version (what AlterPartition must quote);
 - the partition and replica state machines (state_machine.py);
 - topics queued for deletion (/admin/delete_topics);
+- reassignments: the adding/removing replicas of /brokers/topics/<t> (KIP-455) are part of
+  the assignments; /admin/reassign_partitions is mirrored in `admin_reassignments`;
 - seed 002's relinquish cool-down: partition -> (broker that gave up leadership, until when).
 
 Facts (a broker registered or vanished, a topic appeared) are recorded here directly by the
@@ -60,6 +62,9 @@ class ControllerContext:
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
     relinquished: dict[TopicPartition, tuple[int, float]] = field(default_factory=dict)
+    # /admin/reassign_partitions as this controller last read or wrote it (seed 004): the
+    # targets a tool asked for; step 7 removes a partition's entry once its move is done
+    admin_reassignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     partition_sm: StateMachine = field(default_factory=partition_state_machine)
     replica_sm: StateMachine = field(default_factory=replica_state_machine)
 
@@ -111,6 +116,11 @@ class ControllerContext:
         self.partition_sm.forget(tps)
         self.replica_sm.forget(PartitionReplica(tp, r) for tp in tps
                                for r in a.partitions[tp.partition])
+
+    def set_topic_assignment(self, assignment: TopicAssignment) -> None:
+        """A topic znode rewritten by this controller (reassignment steps 1 and 6), or the
+        in-memory replicas of a move's last steps (decisions/reassignment.py)."""
+        self.assignments[assignment.topic] = assignment
 
     def topic_id(self, topic: str) -> str:
         a = self.assignments.get(topic)
@@ -210,6 +220,11 @@ class ControllerContext:
             if replicas and s.leader != replicas[0]:
                 n += 1
         return n
+
+    def reassigning_partition_count(self) -> int:
+        return sum(1 for a in self.assignments.values()
+                   for p in set(a.adding_replicas) | set(a.removing_replicas)
+                   if a.adding_replicas.get(p) or a.removing_replicas.get(p))
 
     def global_partition_count(self) -> int:
         return sum(len(a.partitions) for t, a in self.assignments.items()

@@ -23,8 +23,12 @@ only translates and executes:
   controller resigns and reclaims /controller with a new epoch, reloading from the store -
   the core's memory is never trusted past a write that may or may not have happened.
 
-Partial: reassignment (AlterPartitionReassignments/ListPartitionReassignments answer
-UNIMPLEMENTED; C6), /restart_partitions (C5), ELR and unclean recovery (C7), the
+Test-only step hook (C6 acceptance): with `replog.test.kill.at.reassignment.step` = N the
+process SIGKILLs itself right after reassignment step N's effects of some partition are
+carried out - a real kill at a named step boundary, so a test can show the next controller
+resumes from whatever ZooKeeper holds.
+
+Partial: /restart_partitions (C5), ELR and unclean recovery (C7), the
 /admin/preferred_replica_election znode (ElectLeaders replaces it), and adding partitions to a
 topic. AlterPartition requests are handled one RPC per event (not coalesced).
 """
@@ -35,7 +39,9 @@ import asyncio
 import dataclasses
 import itertools
 import logging
+import os
 import random
+import signal
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -66,6 +72,7 @@ log = logging.getLogger(__name__)
 
 MAX_WAIT_S = 300.0
 FAILOVER_RETRY_S = 1.0
+KILL_AT_STEP_KEY = "replog.test.kill.at.reassignment.step"
 
 
 class NotControllerError(Exception):
@@ -416,6 +423,17 @@ class Controller:
     def _emit(self, eff: X.Emit, started: float) -> None:
         f = eff.fields
         (self.events.warning if eff.level == "warning" else self.events.info)(eff.name, **f)
+        if eff.name == "reassignment_step":
+            self.metrics.reassignment_steps.labels(str(f["step"])).inc()
+            if str(f["step"]) == str(self.config.get(KILL_AT_STEP_KEY, "")):
+                log.warning("test hook: killing this controller after reassignment step %s "
+                            "of %s", f["step"], f["partition"])
+                logging.shutdown()
+                os.kill(os.getpid(), signal.SIGKILL)
+        elif eff.name == "invalid_state_transition":
+            self.metrics.invalid_transitions.labels(f["kind"]).inc()
+        elif eff.name == "reassignment_completed":
+            self.metrics.reassignments_completed.inc()
         if eff.name == "leader_election":
             self.metrics.leader_elections.labels(f["reason"]).inc()
             if f["unclean"]:
@@ -590,6 +608,22 @@ class Controller:
         ans = await self._request(E.ElectLeaders(election_type=election_type,
                                                  partitions=partitions))
         await _wait(ans.deliveries, timeout_ms)
+        return ans.value
+
+    async def alter_partition_reassignments(
+            self, items: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...],
+            timeout_ms: int) -> list[E.ReassignmentResult]:
+        """Answers once every move has started (steps 1-2 written and sent; with timeout_ms
+        > 0 also delivered to the live brokers), or with the per-partition errors of a
+        request rejected whole."""
+        ans = await self._request(E.AlterReassignments(items=items))
+        await _wait(ans.deliveries, timeout_ms)
+        return ans.value
+
+    async def list_partition_reassignments(
+            self, partitions: tuple[TopicPartition, ...] | None
+    ) -> list[E.OngoingReassignment]:
+        ans = await self._request(E.ListReassignments(partitions=partitions))
         return ans.value
 
     def cluster_view(self) -> tuple[str, ControllerContext]:

@@ -24,8 +24,9 @@ store ones, so a sequence such as "write the new states, apply, tell the brokers
 refused ones" reads top to bottom; `step` drives it to its next store effect.
 
 Status: complete for topic creation and deletion, broker lifecycle, controlled shutdown,
-AlterPartition, ElectLeaders and the automatic preferred-leader check. Reassignment (C6),
-/restart_partitions (C5) and unclean recovery (C7) join as further handlers.
+AlterPartition, ElectLeaders, the automatic preferred-leader check and reassignment (C6, seed
+004's seven steps: `_on_partition_reassignment`, `_complete_reassignment`). /restart_partitions
+(C5) and unclean recovery (C7) join as further handlers.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ class ControllerCore:
             E.AlterPartition: self._alter_partition,
             E.ControlledShutdown: self._controlled_shutdown,
             E.ElectLeaders: self._elect_leaders,
+            E.ReassignmentChange: self._reassignment_change,
+            E.AlterReassignments: self._alter_reassignments,
+            E.ListReassignments: self._list_reassignments,
         }
 
     # ================================================================== stepping
@@ -146,6 +150,10 @@ class ControllerCore:
                                  partitions=[str(tp) for tp in sorted(failed)])
         else:
             D.apply(ctx, d)
+        for e in d.refused:  # C6: refused by the transition tables, never applied
+            yield self._emit("invalid_state_transition", "warning", kind=e.kind,
+                             key=str(e.what), current=str(e.current), target=str(e.target),
+                             message=str(e))
         yield X.Decided(d, frozenset(failed))
         yield from self._record(d, failed)
         batches = build_requests(ctx, d, self.info, failed)
@@ -202,6 +210,7 @@ class ControllerCore:
         ctx.reset_states()
         yield X.UpdateBrokers(dict(ctx.live_brokers))
         yield from self._execute(D.on_controller_failover(ctx))
+        yield from self._resume_reassignments(snap.admin_reassignments)
         yield from self._arm_rebalance()
         self.ready = True
 
@@ -416,6 +425,9 @@ class ControllerCore:
                 yield self._emit("leadership_relinquished", partition=str(tp),
                                  broker=ev.broker_id, new_leader=s.leader,
                                  leader_epoch=s.leader_epoch)
+        moving = [item.tp for item in ev.items if item.tp not in failed
+                  and ctx.has_partition(item.tp)
+                  and D.replica_assignment(ctx, item.tp).being_reassigned]
         answers = []
         for item in ev.items:
             tp = item.tp
@@ -430,6 +442,10 @@ class ControllerCore:
                     tp, item.topic_id, code, s.leader, s.leader_epoch, tuple(s.isr),
                     s.leader_recovery_state, s.partition_epoch))
         yield X.Reply(ev.request_id, answers)
+        # Seed 004 step 3: an ISR change is what a waiting move waits for.
+        for tp in moving:
+            if D.reassignment_complete(ctx, tp):
+                yield from self._complete_reassignment(tp)
 
     def _controlled_shutdown(self, ev: E.ControlledShutdown) -> Handler:
         ctx = self.ctx
@@ -457,3 +473,173 @@ class ControllerCore:
             else:
                 results.append(E.ElectionResult(tp, o.error, o.message))
         yield X.Reply(ev.request_id, results, await_deliveries=True)
+
+    # ================================================================== reassignment (C6)
+
+    def _step(self, tp: TopicPartition, step: int, **fields: Any) -> X.Emit:
+        """Event-log record of a finished step (and the test-only step hook's boundary:
+        the shell may kill its own process here, controller.py)."""
+        return self._emit("reassignment_step", partition=str(tp), step=step, **fields)
+
+    def _reassignment_change(self, ev: E.ReassignmentChange) -> Handler:
+        """Seed 004's PartitionReassignedListener: /admin/reassign_partitions was written.
+        Entries this controller already drives are left alone; new ones are validated as
+        one request - any invalid entry rejects every new one (they are removed from the
+        znode, nothing starts) - and started."""
+        ctx = self.ctx
+        admin: X.AdminReassignments | None = yield X.ReadAdminReassignments()
+        if admin is None:
+            ctx.admin_reassignments = {}
+            return
+        if admin.error is not None:
+            yield self._emit("reassignment_rejected", "warning", reason=admin.error,
+                             source="zookeeper")
+            yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
+                                            ctx.epoch_zk_version)
+            return
+        new = {tp: r for tp, r in admin.entries.items()
+               if ctx.admin_reassignments.get(tp) != r}
+        planned, errors = D.plan_reassignments(ctx, sorted(new.items()))
+        if errors:
+            yield self._emit("reassignment_rejected", "warning", source="zookeeper",
+                             errors={str(tp): f"{o.error.name}: {o.message}"
+                                     for tp, o in sorted(errors.items())})
+            kept = {tp: r for tp, r in admin.entries.items() if tp not in new}
+            ctx.admin_reassignments = kept
+            yield X.WriteAdminReassignments(kept, ctx.epoch_zk_version)
+            return
+        ctx.admin_reassignments = dict(admin.entries)
+        for tp in sorted(planned):
+            yield from self._on_partition_reassignment(tp, planned[tp], "zookeeper")
+
+    def _alter_reassignments(self, ev: E.AlterReassignments) -> Handler:
+        """AlterPartitionReassignments (KIP-455): validated whole (seed 004), answered once
+        every move has started (its step 1 and 2 written); completion is asynchronous."""
+        planned, errors = D.plan_reassignments(self.ctx, ev.items)
+        if errors:
+            yield self._emit("reassignment_rejected", "warning", source="rpc",
+                             errors={str(tp): f"{o.error.name}: {o.message}"
+                                     for tp, o in sorted(errors.items())})
+            yield X.Reply(ev.request_id, [E.ReassignmentResult(tp, o.error, o.message)
+                                          for tp, o in sorted(errors.items())])
+            return
+        for tp in sorted(planned):
+            yield from self._on_partition_reassignment(
+                tp, planned[tp], "rpc",
+                cancel=dict(ev.items).get(tp, ()) is None)
+        yield X.Reply(ev.request_id, [E.ReassignmentResult(tp) for tp in sorted(planned)],
+                      await_deliveries=True)
+
+    def _list_reassignments(self, ev: E.ListReassignments) -> Handler:
+        ctx = self.ctx
+        tps = D.reassigning_partitions(ctx) if ev.partitions is None else [
+            tp for tp in ev.partitions if ctx.has_partition(tp)]
+        out = []
+        for tp in tps:
+            ra = D.replica_assignment(ctx, tp)
+            if ra.being_reassigned:
+                out.append(E.OngoingReassignment(tp, ra.replicas, ra.adding, ra.removing))
+        yield X.Reply(ev.request_id, out)
+
+    def _resume_reassignments(self, admin: X.AdminReassignments | None) -> Handler:
+        """A new controller resumes every move from what ZooKeeper holds (seed 004's failure
+        cases, decisions/reassignment.py): moves in the topic znodes first (KIP-455), then
+        the admin path's entries - clearing those already complete (case 5)."""
+        ctx = self.ctx
+        moves = {tp: D.replica_assignment(ctx, tp) for tp in D.reassigning_partitions(ctx)}
+        clear: list[TopicPartition] = []
+        if admin is not None and admin.error is not None:
+            yield self._emit("reassignment_rejected", "warning", reason=admin.error,
+                             source="zookeeper")
+            yield X.WriteAdminReassignments({}, ctx.epoch_zk_version)
+        elif admin is not None:
+            ctx.admin_reassignments = dict(admin.entries)
+            resume, clear = D.admin_entries_to_start(ctx, admin.entries)
+            moves.update(resume)
+        if clear:
+            for tp in clear:
+                ctx.admin_reassignments.pop(tp, None)
+                yield self._step(tp, 7, resumed=True)
+            yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
+                                            ctx.epoch_zk_version)
+        for tp in sorted(moves):
+            yield from self._on_partition_reassignment(tp, moves[tp], "failover")
+
+    def _on_partition_reassignment(self, tp: TopicPartition, ra: D.ReplicaAssignment,
+                                   source: str, cancel: bool = False) -> Handler:
+        """Kafka's onPartitionReassignment: steps 1 and 2, then 4-7 if TRS is in the ISR."""
+        ctx = self.ctx
+        current = D.replica_assignment(ctx, tp)
+        if current != ra:
+            # Step 1: RS = TRS + ORS, with AR and RR, in the topic znode.
+            a = D.with_partition(ctx.assignments[tp.topic], tp.partition, ra)
+            yield X.WriteTopicAssignment(a, ctx.epoch_zk_version)
+            ctx.set_topic_assignment(a)
+            yield self._emit("reassignment_started" if not cancel else "reassignment_cancelled",
+                             partition=str(tp), source=source,
+                             original=list(current.origin), target=list(ra.target),
+                             adding=list(ra.adding), removing=list(ra.removing))
+            yield self._step(tp, 1, replicas=list(ra.replicas))
+            # A changed target or a cancel: replicas the move no longer needs go now.
+            unneeded = [r for r in current.replicas if r not in ra.replicas]
+            if unneeded:
+                yield from self._execute(D.remove_replicas(ctx, tp, unneeded))
+        if D.reassignment_complete(ctx, tp):
+            yield from self._complete_reassignment(tp)
+            return
+        # Step 2: start the adding replicas; step 3 waits for AlterPartition to add them.
+        failed = yield from self._execute(D.start_adding_replicas(ctx, tp))
+        if tp not in failed:
+            yield self._step(tp, 2, adding=list(ra.adding))
+        if D.reassignment_complete(ctx, tp):
+            yield from self._complete_reassignment(tp)
+
+    def _complete_reassignment(self, tp: TopicPartition) -> Handler:
+        """Steps 4-7 for a partition whose TRS is in the ISR."""
+        ctx = self.ctx
+        if not ctx.has_partition(tp) or ctx.is_being_deleted(tp.topic):
+            return
+        ra = D.replica_assignment(ctx, tp)
+        written = ctx.assignments[tp.topic]
+        yield self._step(tp, 3, isr=list(ctx.leadership[tp].isr) if tp in ctx.leadership
+                         else [])
+        # Kafka's B2: the replicas are TRS in memory from here on, so the LeaderAndIsr of
+        # steps 4 and 5 carries them; ZooKeeper learns it at step 6. A refused step puts the
+        # in-memory assignment back to what the znode holds: the move stays in flight.
+        ctx.set_topic_assignment(D.with_partition(written, tp.partition,
+                                                  D.ReplicaAssignment(ra.target)))
+        # Step 4: a leader from TRS (or a new leader epoch for the one in it).
+        d = D.move_leader_into_target(ctx, tp, ra.target)
+        failed = yield from self._execute(d)
+        outcome = d.outcomes.get(tp)
+        if tp in failed or (outcome is not None and outcome.error != ErrorCode.NONE):
+            ctx.set_topic_assignment(written)
+            yield self._emit("reassignment_stalled", "warning", partition=str(tp), step=4,
+                             reason=outcome.message if outcome else "state write refused")
+            return
+        yield self._step(tp, 4, leader=ctx.leadership[tp].leader)
+        # Step 5: RR out of the ISR; StopReplica(delete) to them.
+        if ra.removing:
+            failed = yield from self._execute(D.remove_replicas(ctx, tp, ra.removing))
+            if tp in failed:
+                ctx.set_topic_assignment(written)
+                yield self._emit("reassignment_stalled", "warning", partition=str(tp),
+                                 step=5, reason="state write refused")
+                return
+        yield self._step(tp, 5, removed=list(ra.removing))
+        # Step 6: AR = TRS in the topic znode (adding/removing cleared).
+        final = D.with_partition(written, tp.partition, D.ReplicaAssignment(ra.target))
+        if final != written:  # a cancel of a move whose step 1 had reverted it already
+            yield X.WriteTopicAssignment(final, ctx.epoch_zk_version)
+        ctx.set_topic_assignment(final)
+        yield self._step(tp, 6, replicas=list(ra.target))
+        # Step 7: the admin path forgets the partition (deleted once empty).
+        if tp in ctx.admin_reassignments:
+            del ctx.admin_reassignments[tp]
+            yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
+                                            ctx.epoch_zk_version)
+        yield self._step(tp, 7)
+        yield from self._execute(D.metadata_for(ctx, [tp]))
+        yield self._emit("reassignment_completed", partition=str(tp),
+                         replicas=list(ra.target), removed=list(ra.removing),
+                         added=list(ra.adding))

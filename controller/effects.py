@@ -42,6 +42,16 @@ class ClusterSnapshot:
     configs: Mapping[str, Mapping[str, str]]
     states: Mapping[TopicPartition, LeaderAndIsr]
     topics_to_delete: tuple[str, ...]
+    admin_reassignments: AdminReassignments | None = None
+
+
+@dataclass(frozen=True)
+class AdminReassignments:
+    """/admin/reassign_partitions (seed 004): the targets asked for, or why the document
+    could not be read (it is then rejected whole)."""
+
+    entries: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,13 @@ class ReadTopicConfig(Effect):
 
 
 @dataclass(frozen=True)
+class ReadAdminReassignments(Effect):
+    """-> AdminReassignments | None (no znode); arms the znode's exists-watch."""
+
+    needs_result: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
 class ReadTopicsToDelete(Effect):
     """-> list of topic names (/admin/delete_topics children)."""
 
@@ -120,6 +137,25 @@ class CreateTopic(Effect):
 
     assignment: TopicAssignment
     configs: Mapping[str, str]
+    epoch_version: int
+    needs_result: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class WriteTopicAssignment(Effect):
+    """Reassignment steps 1 and 6: set /brokers/topics/<t> (replicas, adding, removing)."""
+
+    assignment: TopicAssignment
+    epoch_version: int
+    needs_result: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class WriteAdminReassignments(Effect):
+    """Reassignment step 7 (and a rejected request): /admin/reassign_partitions holds exactly
+    `entries`; deleted when empty (a tool waiting for it learns every move is done)."""
+
+    entries: Mapping[TopicPartition, tuple[int, ...]]
     epoch_version: int
     needs_result: ClassVar[bool] = True
 

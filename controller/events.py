@@ -75,6 +75,11 @@ class TopicConfigChange(Event):
 
 
 @dataclass(frozen=True)
+class ReassignmentChange(Event):
+    """/admin/reassign_partitions was created, changed or deleted (seed 004's listener)."""
+
+
+@dataclass(frozen=True)
 class StopReplicaResponse(Event):
     """A broker's answer to StopReplica(delete=true), per partition (transport errors count
     as UNKNOWN_SERVER_ERROR)."""
@@ -172,3 +177,34 @@ class ElectionResult:
     tp: TopicPartition
     error_code: ErrorCode
     error_message: str = ""
+
+
+@dataclass(frozen=True)
+class AlterReassignments(Event):
+    """AlterPartitionReassignments (KIP-455): per partition a target, or None to cancel."""
+
+    request_id: int = 0
+    items: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class ReassignmentResult:
+    tp: TopicPartition
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str = ""
+
+
+@dataclass(frozen=True)
+class ListReassignments(Event):
+    """ListPartitionReassignments: these partitions (None: every one moving)."""
+
+    request_id: int = 0
+    partitions: tuple[TopicPartition, ...] | None = None
+
+
+@dataclass(frozen=True)
+class OngoingReassignment:
+    tp: TopicPartition
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]

@@ -60,13 +60,30 @@ class ControllerMetrics:
             registry=r)
         self.live_brokers = Gauge("replog_controller_live_brokers", "Registered brokers",
                                   registry=r)
+        # C6 (seed 004): moves in flight, steps carried out, moves finished, and transitions
+        # the state-machine tables refused (never applied).
+        self.reassigning_partitions = Gauge(
+            "replog_controller_reassigning_partitions",
+            "Partitions with a reassignment in flight (adding or removing replicas)",
+            registry=r)
+        self.reassignment_steps = Counter(
+            "replog_controller_reassignment_steps", "Reassignment steps carried out (1-7)",
+            ["step"], registry=r)
+        self.reassignments_completed = Counter(
+            "replog_controller_reassignments_completed", "Partition reassignments completed",
+            registry=r)
+        self.invalid_transitions = Counter(
+            "replog_controller_invalid_state_transitions",
+            "State transitions refused by the partition/replica state machines",
+            ["kind"], registry=r)
 
     def refresh(self, ctx: ControllerContext | None, queue_size: int = 0) -> None:
         self.event_queue_size.set(queue_size)
         if ctx is None:
             for g in (self.active_controller_count, self.offline_partitions,
                       self.preferred_imbalance, self.global_partitions, self.global_topics,
-                      self.controller_epoch, self.live_brokers):
+                      self.controller_epoch, self.live_brokers,
+                      self.reassigning_partitions):
                 g.set(0)
             return
         self.active_controller_count.set(1)
@@ -76,3 +93,4 @@ class ControllerMetrics:
         self.global_topics.set(ctx.global_topic_count())
         self.controller_epoch.set(ctx.epoch)
         self.live_brokers.set(len(ctx.live_brokers))
+        self.reassigning_partitions.set(ctx.reassigning_partition_count())

@@ -12,7 +12,7 @@ it is eligible, which is what keeps leadership balanced (assignment.py spreads f
     controlled_shutdown_leader  move leadership off brokers shutting down
     preferred_leader            ElectLeaders(PREFERRED) and the automatic imbalance check
     relinquished_leader         seed 002 (KIP-501 Solution 2): a slow leader gives up leadership
-    reassigned_leader           C6 (seed 004 step 4) - written and tested, not yet called
+    reassigned_leader           C6 (seed 004 step 4; decisions/reassignment.py)
     restarted_leader            C5 (seed 003 RestartedPartitionsLeaderSelector) - written and
                                 tested, not yet called
 
@@ -132,7 +132,7 @@ def relinquished_leader(new_isr: Sequence[int], sender: int, live: Collection[in
 def reassigned_leader(target_replicas: Sequence[int], isr: Sequence[int], live: Collection[int],
                       shutting_down: Collection[int]) -> Election | None:
     """C6 / seed 004 step 4: the first target replica that is live and in the ISR (Kafka's
-    reassignPartitionLeaderElection). Not called yet."""
+    reassignPartitionLeaderElection)."""
     isr_set = set(isr)
     for r in target_replicas:
         if r in isr_set and _eligible(r, live, shutting_down):

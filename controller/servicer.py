@@ -7,8 +7,9 @@ every RPC with FAILED_PRECONDITION + 41 (NOT_CONTROLLER); clients re-resolve the
 through /controller or broker Metadata. Input is checked before it reaches the event queue
 (C11: bounded sizes, sane numbers) and refused with INVALID_ARGUMENT + 42 (INVALID_REQUEST).
 
-AlterPartitionReassignments and ListPartitionReassignments answer UNIMPLEMENTED until C6
-(reassignment, seed 004) builds them.
+AlterPartitionReassignments' `throttle_bytes_per_sec` is refused (INVALID_REQUEST): throttles
+are dynamic configs, set through IncrementalAlterConfigs as Kafka's reassignment tool does
+(`replog reassign --throttle`).
 """
 
 from __future__ import annotations
@@ -151,6 +152,48 @@ def _elect_args(req: pb.ElectLeadersRequest) -> tuple:
     return int(req.election_type), tps, req.timeout_ms
 
 
+def _validate_reassign(req: pb.AlterPartitionReassignmentsRequest) -> None:
+    _check(not req.HasField("throttle_bytes_per_sec"),
+           "throttle_bytes_per_sec is not supported: set leader/follower.replication."
+           "throttled.rate and *.replication.throttled.replicas with IncrementalAlterConfigs")
+    n = sum(len(t.partitions) for t in req.topics)
+    _check(n <= MAX_PARTITIONS_PER_REQUEST, "too many partitions in one request")
+    for t in req.topics:
+        for p in t.partitions:
+            _check(p.partition >= 0, f"negative partition {p.partition}")
+            _check(len(p.replicas) <= MAX_REPLICATION_FACTOR, "too many replicas")
+            _check(all(b >= 0 for b in p.replicas), "negative broker id")
+            _check(not (p.cancel and p.replicas),
+                   f"{t.topic}-{p.partition}: cancel with replicas (cancel takes none)")
+
+
+def _reassign_args(req: pb.AlterPartitionReassignmentsRequest) -> tuple:
+    items = tuple((TopicPartition(t.topic, p.partition),
+                   None if p.cancel else tuple(p.replicas))
+                  for t in req.topics for p in t.partitions)
+    return items, req.timeout_ms
+
+
+def _reassign_response(results: list[E.ReassignmentResult]
+                       ) -> pb.AlterPartitionReassignmentsResponse:
+    return pb.AlterPartitionReassignmentsResponse(responses=[
+        pb.PartitionResult(topic=r.tp.topic, partition=r.tp.partition, error_code=r.error_code,
+                           error_message=r.error_message) for r in results])
+
+
+def _list_response(ongoing: list[E.OngoingReassignment]
+                   ) -> pb.ListPartitionReassignmentsResponse:
+    resp = pb.ListPartitionReassignmentsResponse()
+    topics: dict[str, Any] = {}
+    for o in sorted(ongoing, key=lambda o: o.tp):
+        t = topics.get(o.tp.topic)
+        if t is None:
+            t = topics[o.tp.topic] = resp.topics.add(topic=o.tp.topic)
+        t.partitions.add(partition=o.tp.partition, replicas=o.replicas,
+                         adding_replicas=o.adding, removing_replicas=o.removing)
+    return resp
+
+
 def _elect_response(results: list[E.ElectionResult]) -> pb.ElectLeadersResponse:
     return pb.ElectLeadersResponse(replica_election_results=[
         pb.PartitionResult(topic=r.tp.topic, partition=r.tp.partition, error_code=r.error_code,
@@ -215,14 +258,14 @@ class ControllerServicer(replog_pb2_grpc.ControllerServicer):
         return await self._call(context, describe, request)
 
     async def AlterPartitionReassignments(self, request, context):
-        await self._unimplemented(context, "AlterPartitionReassignments")
+        async def reassign(req):
+            return _reassign_response(await self.controller.alter_partition_reassignments(
+                *_reassign_args(req)))
+        return await self._call(context, reassign, request, _validate_reassign)
 
     async def ListPartitionReassignments(self, request, context):
-        await self._unimplemented(context, "ListPartitionReassignments")
-
-    async def _unimplemented(self, context, name: str):
-        if not self.controller.is_active:
-            await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, ErrorCode.NOT_CONTROLLER,
-                         self.controller._not_controller_message())
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                            f"{name} is not implemented yet (reassignment, C6)")
+        async def list_(req):
+            tps = tuple(TopicPartition(t.topic, p) for t in req.topics
+                        for p in t.partitions) or None
+            return _list_response(await self.controller.list_partition_reassignments(tps))
+        return await self._call(context, list_, request)

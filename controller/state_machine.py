@@ -1,10 +1,14 @@
 """Partition and replica state machines (Kafka's PartitionStateMachine / ReplicaStateMachine).
 
 Everything that decides whether a partition or a replica may move from one state to another lives
-here, as two data tables; nothing here knows why a transition happens (that is decisions.py) or
-how it is made durable (zk_store.py). An invalid transition raises InvalidStateTransition naming
-both states, where Kafka's ZK controller only logged it: a table violation here is a bug in a
-decision function and must fail the test that reaches it.
+here, as two data tables; nothing here knows why a transition happens (that is decisions/) or
+how it is made durable (zk_store.py). `StateMachine.transition` and `TransitionPlan.add` raise
+InvalidStateTransition naming both states; the decision builder (decisions/base.py) catches it
+and records the transition as *refused* - never applied - and the core logs each refusal as an
+`invalid_state_transition` event that the controller counts in
+`replog_controller_invalid_state_transitions_total` (C6: Kafka's ZK controller logged them
+too). The simulation treats any refusal as a failed run, so a table violation still fails the
+test that reaches it.
 
 Partition states (Kafka's, seed 004 "PartitionLeaderSelector"):
 
@@ -28,7 +32,8 @@ step):
     ReplicaDeletionIneligible   deletion failed or the broker is down; retried later
     NonExistentReplica          deleted
 
-Complete for what C2 needs; C6 (reassignment) only adds callers, not states.
+Reassignment (C6, decisions/reassignment.py) uses NewReplica for adding replicas and the
+deletion states for removing ones; JBOD (C5) and ELR (C7) add callers, not states.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ in-memory store keeps exactly what ZooKeeper would - and refuses exactly what Zo
 
 State: the tree (``MemoryTree``) is shared; each ``InMemoryStore`` is one client session on it,
 like one kazoo client. Status: complete for what the controller uses today; the reassignment,
-restart and recovery znodes join it with those features. ``tests/controller/test_store.py``
+restart and recovery znodes join it with those features (reassignment's have). ``tests/controller/test_store.py``
 runs the same contract against this and against ``ZkStore`` on a real ZooKeeper.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from common.names import TopicPartition
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
@@ -64,6 +64,11 @@ class MetadataStore(Protocol):
     async def read_topic_configs(self, topics: Sequence[str], watch_for=None
                                  ) -> dict[str, dict[str, str]]: ...
     async def read_topics_to_delete(self, watch=None) -> list[str]: ...
+    async def read_admin_reassignments(self, watch=None) -> bytes | None: ...
+    async def write_topic_assignment(self, assignment: TopicAssignment,
+                                     epoch_version: int) -> None: ...
+    async def write_admin_reassignments(self, data: bytes | None,
+                                        epoch_version: int) -> None: ...
     async def write_partition_states(self, writes: Sequence[PartitionWrite],
                                      epoch_version: int) -> set[TopicPartition]: ...
     async def create_topic(self, assignment: TopicAssignment, config: dict[str, str],
@@ -101,6 +106,7 @@ class MemoryTree:
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     delete_topics: set[str] = field(default_factory=set)
+    reassign_partitions: bytes | None = None  # /admin/reassign_partitions, as written
     watches: dict[Any, list[Callable]] = field(default_factory=dict)
     _zxid: itertools.count = field(default_factory=lambda: itertools.count(1))
     _sessions: itertools.count = field(default_factory=lambda: itertools.count(1))
@@ -128,6 +134,11 @@ class MemoryTree:
                                        Stat(0, czxid, session_id))
         self.fire("brokers", WatchedEvent("CHILD", "/brokers/ids"))
         return czxid
+
+    def write_reassign_partitions(self, data: bytes | None) -> None:
+        """What kafka-reassign-partitions (or `replog reassign` over ZooKeeper) does."""
+        self.reassign_partitions = data
+        self.fire("reassign", WatchedEvent("CHANGED", "/admin/reassign_partitions"))
 
     def expire(self, session_id: int) -> None:
         """A session ends: its ephemerals go and their watches fire (a real expiry)."""
@@ -252,6 +263,10 @@ class InMemoryStore:
         self.tree.watch("delete_topics", watch)
         return sorted(self.tree.delete_topics)
 
+    async def read_admin_reassignments(self, watch=None) -> bytes | None:
+        self.tree.watch("reassign", watch)
+        return self.tree.reassign_partitions
+
     # ------------------------------------------------------------------ conditional writes
 
     def _check_epoch(self, epoch_version: int) -> None:
@@ -288,6 +303,20 @@ class InMemoryStore:
         t.topics[assignment.topic] = assignment
         t.fire(("config", assignment.topic), WatchedEvent("CHANGED", assignment.topic))
         t.fire("topics", WatchedEvent("CHILD", "/brokers/topics"))
+
+    async def write_topic_assignment(self, assignment: TopicAssignment,
+                                     epoch_version: int) -> None:
+        self._check_epoch(epoch_version)
+        if assignment.topic not in self.tree.topics:
+            raise NoNodeError()
+        self.tree.topics[assignment.topic] = assignment
+
+    async def write_admin_reassignments(self, data: bytes | None,
+                                        epoch_version: int) -> None:
+        self._check_epoch(epoch_version)
+        if self.tree.reassign_partitions == data:
+            return
+        self.tree.write_reassign_partitions(data)
 
     async def mark_topic_for_deletion(self, topic: str, epoch_version: int) -> None:
         self._check_epoch(epoch_version)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from kazoo.exceptions import NodeExistsError
 
+from common import zk_layout as L
 from common.names import TopicPartition
 from controller import effects as X
 from controller import events as E
@@ -28,6 +29,7 @@ class Watches(Protocol):
     def topics(self) -> Callable: ...
     def config(self, topic: str) -> Callable: ...
     def delete_topics(self) -> Callable: ...
+    def reassignments(self) -> Callable: ...
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,25 @@ class EventWatches:
     def delete_topics(self) -> Callable:
         return self.watch("delete_topics", E.TopicDeletionChange)
 
+    def reassignments(self) -> Callable:
+        return self.watch("reassign", E.ReassignmentChange)
+
+
+def decode_admin_reassignments(data: bytes | None) -> X.AdminReassignments | None:
+    if data is None:
+        return None
+    try:
+        entries = L.decode_reassignment(data)
+    except ValueError as e:
+        return X.AdminReassignments(error=str(e))
+    return X.AdminReassignments({TopicPartition(t, p): tuple(r) for t, p, r in entries})
+
+
+def encode_admin_reassignments(entries) -> bytes | None:
+    if not entries:
+        return None
+    return L.encode_reassignment((tp.topic, tp.partition, r) for tp, r in entries.items())
+
 
 def _partitions(assignments) -> list[TopicPartition]:
     return [TopicPartition(t, p) for t, a in assignments.items() for p in sorted(a.partitions)]
@@ -70,8 +91,10 @@ async def perform(store: MetadataStore, eff: X.Effect, w: Watches,
             configs = await store.read_topic_configs(list(assignments), w.config)
             states = await store.read_partition_states(_partitions(assignments))
             to_delete = await store.read_topics_to_delete(watch=w.delete_topics())
+            admin = decode_admin_reassignments(
+                await store.read_admin_reassignments(watch=w.reassignments()))
             return X.ClusterSnapshot(cluster_id, regs, assignments, configs, states,
-                                     tuple(to_delete))
+                                     tuple(to_delete), admin)
         case X.ReadBrokers():
             return await store.read_brokers(watch=w.brokers(), broker_watch=w.broker)
         case X.ReadBroker(broker_id=b):
@@ -87,6 +110,13 @@ async def perform(store: MetadataStore, eff: X.Effect, w: Watches,
             return await store.read_topic_config(t, watch=w.config(t))
         case X.ReadTopicsToDelete():
             return await store.read_topics_to_delete(watch=w.delete_topics())
+        case X.ReadAdminReassignments():
+            return decode_admin_reassignments(
+                await store.read_admin_reassignments(watch=w.reassignments()))
+        case X.WriteTopicAssignment(assignment=a, epoch_version=v):
+            return await store.write_topic_assignment(a, v)
+        case X.WriteAdminReassignments(entries=entries, epoch_version=v):
+            return await store.write_admin_reassignments(encode_admin_reassignments(entries), v)
         case X.WritePartitionStates(writes=writes, epoch_version=v):
             failed = await store.write_partition_states(list(writes), v)
             current = await store.read_partition_states(sorted(failed)) if failed else {}

@@ -324,6 +324,16 @@ class ZkStore:
     async def read_topics_to_delete(self, watch=None) -> list[str]:
         return sorted(await self.zk.get_children(L.DELETE_TOPICS, watch=watch))
 
+    async def read_admin_reassignments(self, watch=None) -> bytes | None:
+        """/admin/reassign_partitions' data, or None; `watch` is an exists-watch, so it fires
+        when the znode is created, changed or deleted (Kafka's
+        registerZNodeChangeHandlerAndCheckExistence)."""
+        stat = await self.zk.exists(L.REASSIGN_PARTITIONS, watch=watch)
+        if stat is None:
+            return None
+        got = await self.zk.get_or_none(L.REASSIGN_PARTITIONS)
+        return None if got is None else got[0]
+
     # ------------------------------------------------------------------ conditional writes
 
     async def _commit_checked(self, ops: list, epoch_version: int) -> list:
@@ -446,6 +456,33 @@ class ZkStore:
         for r in results:
             if isinstance(r, Exception) and not _is_rollback(r):
                 raise r
+
+    async def write_topic_assignment(self, assignment: TopicAssignment,
+                                     epoch_version: int) -> None:
+        """Reassignment steps 1 and 6. Any version of the topic znode (Kafka's
+        setTopicAssignment: only this controller writes it while it holds the epoch)."""
+        data = L.encode_topic(assignment)
+        results = await self._commit_checked(
+            [lambda t: t.set_data(L.topic_path(assignment.topic), data)], epoch_version)
+        if isinstance(results[0], Exception):
+            raise results[0]
+
+    async def write_admin_reassignments(self, data: bytes | None,
+                                        epoch_version: int) -> None:
+        """Set /admin/reassign_partitions to `data`, or delete it (None)."""
+        exists = await self.zk.exists(L.REASSIGN_PARTITIONS) is not None
+        if data is None:
+            if not exists:
+                return
+            op = lambda t: t.delete(L.REASSIGN_PARTITIONS)  # noqa: E731
+        elif exists:
+            op = lambda t: t.set_data(L.REASSIGN_PARTITIONS, data)  # noqa: E731
+        else:
+            op = lambda t: t.create(L.REASSIGN_PARTITIONS, data)  # noqa: E731
+        results = await self._commit_checked([op], epoch_version)
+        if isinstance(results[0], Exception) and not isinstance(
+                results[0], (NoNodeError, NodeExistsError)):
+            raise results[0]
 
     async def mark_topic_for_deletion(self, topic: str, epoch_version: int) -> None:
         results = await self._commit_checked(

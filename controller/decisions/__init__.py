@@ -22,6 +22,8 @@ One module per family:
     brokers.py    broker failure/startup/update, controlled shutdown, controller failover
     isr.py        AlterPartition (KIP-497, KIP-704, seed 002 relinquish)
     deletion.py   topic deletion
+    reassignment.py  partition reassignment (C6, seed 004 + KIP-455): validation and the
+                  partition-state steps of the seven (the core writes the znodes)
 
 Rules, with where they come from:
 
@@ -45,9 +47,9 @@ Rules, with where they come from:
   interval, so a relinquishing leader is not handed its leadership back by the very next check,
   and at the latest one interval after the cool-down it is rebalanced normally.
 
-Partial: reassignment (C6), restarted partitions (C5) and ELR (C7) decisions are not written
-yet; their selectors are in selectors.py and they will be further modules here returning the
-same Decision type.
+Partial: restarted partitions (C5) and ELR (C7) decisions are not written yet; their
+selectors are in selectors.py and they will be further modules here returning the same
+Decision type.
 """
 
 from controller.decisions.base import (  # noqa: F401
@@ -91,5 +93,18 @@ from controller.decisions.elections import (  # noqa: F401
     reelect_after_refused_writes,
 )
 from controller.decisions.isr import AlterPartitionItem, alter_partition  # noqa: F401
+from controller.decisions.reassignment import (  # noqa: F401
+    ReplicaAssignment,
+    admin_entries_to_start,
+    metadata_for,
+    move_leader_into_target,
+    plan_reassignments,
+    reassigning_partitions,
+    reassignment_complete,
+    remove_replicas,
+    replica_assignment,
+    start_adding_replicas,
+    with_partition,
+)
 from controller.decisions.topics import on_new_partitions  # noqa: F401
 from controller.selectors import ElectionReason  # noqa: F401

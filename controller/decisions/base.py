@@ -17,7 +17,12 @@ from common.names import TopicPartition
 from common.zk_layout import LeaderAndIsr
 from controller.context import ControllerContext, PartitionReplica
 from controller.selectors import ElectionReason
-from controller.state_machine import PartitionState, ReplicaState, TransitionPlan
+from controller.state_machine import (
+    InvalidStateTransition,
+    PartitionState,
+    ReplicaState,
+    TransitionPlan,
+)
 
 P = PartitionState
 R = ReplicaState
@@ -76,6 +81,9 @@ class Decision:
     relinquished: dict[TopicPartition, tuple[int, float]] = field(default_factory=dict)
     # topics whose replicas are all deleted: the shell removes their znodes next
     deletable_topics: set[str] = field(default_factory=set)
+    # transitions the tables refused (C6): never applied; the core logs each as an
+    # `invalid_state_transition` event and the shell counts them in a metric
+    refused: list[InvalidStateTransition] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -144,11 +152,20 @@ class Builder:
         if election is not None:
             self.d.elections.append(election)
 
-    def partition(self, tp: TopicPartition, target: PartitionState) -> None:
-        self.partitions.add(tp, target)
+    def partition(self, tp: TopicPartition, target: PartitionState) -> bool:
+        """Plan a partition transition; one the table refuses is recorded, not applied."""
+        return self._plan(self.partitions, tp, target)
 
-    def replica(self, pr: PartitionReplica, target: ReplicaState) -> None:
-        self.replicas.add(pr, target)
+    def replica(self, pr: PartitionReplica, target: ReplicaState) -> bool:
+        return self._plan(self.replicas, pr, target)
+
+    def _plan(self, plan: TransitionPlan, key, target) -> bool:
+        try:
+            plan.add(key, target)
+            return True
+        except InvalidStateTransition as e:
+            self.d.refused.append(e)
+            return False
 
     def lai(self, brokers: Iterable[int], tp: TopicPartition, is_new: bool = False) -> None:
         for b in brokers:

@@ -33,8 +33,12 @@ Commands:
     crash-after N                  the controller dies after N effects of the next command
     fail-write T-P...|moved        the next state write is refused for these partitions
                                    (their znode version moved), or as a whole (deposed)
+    reassign T-P=B,B [T-P=B,B ...] AlterPartitionReassignments (T-P=cancel cancels)
+    admin-reassign T-P=B,B ...|JSON   a tool writes /admin/reassign_partitions (fires its watch)
+    list-reassignments             ListPartitionReassignments
+    catch-up T-P                   the leader adds every live replica to the ISR (AlterPartition)
     time MS                        set the clock
-    show                           all partition states
+    show                           all partition states (and assignments of moving ones)
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from pathlib import Path
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
-from common.zk_layout import LEADER_RECOVERING
+from common.zk_layout import LEADER_RECOVERING, encode_reassignment
 from controller import decisions as D
 from controller import effects as X
 from controller import events as E
@@ -92,6 +96,30 @@ class Scenario:
             self.out.append(f"deleted {eff.topic}")
         elif isinstance(eff, X.Reply) and eff.error is not None:
             self.out.append(f"rejected {eff.error.error_code.name}: {eff.error.message}")
+        elif isinstance(eff, X.WriteTopicAssignment):
+            a = eff.assignment
+            self.out.append(f"write-assignment {a.topic} " + " ".join(
+                self._assignment_text(a, p) for p in sorted(a.partitions)))
+        elif isinstance(eff, X.WriteAdminReassignments):
+            self.out.append("write /admin/reassign_partitions " + (" ".join(
+                f"{tp}={','.join(map(str, r))}" for tp, r in sorted(eff.entries.items()))
+                or "(deleted)"))
+        elif isinstance(eff, X.Emit) and eff.name == "reassignment_step":
+            self.out.append(f"step {eff.fields['step']} {eff.fields['partition']}")
+        elif isinstance(eff, X.Emit) and eff.name in ("reassignment_rejected",
+                                                      "reassignment_stalled",
+                                                      "invalid_state_transition"):
+            f = {k: v for k, v in eff.fields.items() if k != "controller_epoch"}
+            self.out.append(f"{eff.name} {f}")
+
+    @staticmethod
+    def _assignment_text(a, p: int) -> str:
+        text = f"{p}:{','.join(map(str, a.partitions[p]))}"
+        if a.adding_replicas.get(p):
+            text += f"(+{','.join(map(str, a.adding_replicas[p]))})"
+        if a.removing_replicas.get(p):
+            text += f"(-{','.join(map(str, a.removing_replicas[p]))})"
+        return text
 
     def _decision_lines(self, d: D.Decision, failed) -> list[str]:
         out = []
@@ -252,6 +280,37 @@ class Scenario:
                 d.depose()
             else:
                 d.refuse_next_write(_tp(x) for x in pos)
+        elif cmd == "reassign":
+            items = tuple((_tp(k), None if v == "cancel" else tuple(_ints(v)))
+                          for k, v in (a.split("=", 1) for a in args))
+            reply = self._request(E.AlterReassignments(items=items))
+            for r in (reply.value if reply and reply.error is None else []):
+                if r.error_code != ErrorCode.NONE:
+                    self.out.append(f"answer {r.tp} {r.error_code.name}: {r.error_message}")
+        elif cmd == "admin-reassign":
+            if args and args[0].startswith("{"):
+                data = " ".join(args).encode()
+            else:
+                data = encode_reassignment((tp.topic, tp.partition, _ints(v)) for tp, v in (
+                    (_tp(k), v) for k, v in (a.split("=", 1) for a in args)))
+            d.tree.write_reassign_partitions(data)
+            self._settle()
+        elif cmd == "list-reassignments":
+            reply = self._request(E.ListReassignments())
+            for o in (reply.value if reply else []):
+                self.out.append(f"ongoing {o.tp} replicas={_fmt_list(o.replicas)} "
+                                f"adding={_fmt_list(o.adding)} removing={_fmt_list(o.removing)}")
+        elif cmd == "catch-up":
+            tp = _tp(pos[0])
+            s = self.ctx.leadership[tp]
+            isr = [r for r in self.ctx.replicas(tp) if r in s.isr or r in self.ctx.live_brokers]
+            item = D.AlterPartitionItem(
+                tp, s.leader_epoch,
+                tuple((b, self.ctx.broker_epoch(b) or -1) for b in isr), s.partition_epoch,
+                s.leader_recovery_state)
+            self._request(E.AlterPartition(broker_id=s.leader,
+                                           broker_epoch=self.ctx.broker_epoch(s.leader) or -1,
+                                           items=(item,)))
         elif cmd == "time":
             d.now_ms = float(pos[0])
         elif cmd == "show":
@@ -262,6 +321,17 @@ class Scenario:
                 if self.ctx.leadership.get(tp) != store.get(tp):
                     self.out.append(f"MISMATCH {tp}: store has {store.get(tp)}")
             self.out += [self.state_line(tp) for tp in self.ctx.all_partitions()]
+            for t, a in sorted(self.ctx.assignments.items()):
+                if d.tree.topics.get(t) != a:
+                    self.out.append(f"MISMATCH assignment {t}: store has {d.tree.topics.get(t)}")
+                moving = [p for p in sorted(a.partitions)
+                          if a.adding_replicas.get(p) or a.removing_replicas.get(p)]
+                if moving:
+                    self.out.append(f"moving {t} " + " ".join(
+                        self._assignment_text(a, p) for p in moving))
+            if d.tree.reassign_partitions is not None:
+                self.out.append("/admin/reassign_partitions "
+                                + d.tree.reassign_partitions.decode())
         else:
             raise ValueError(f"unknown command {cmd!r}")
         return self.out
