@@ -40,7 +40,10 @@ from controller.assignment import AssignmentError, BrokerMetadata, assign_replic
 
 TP = tuple[str, int]
 ANY_LOG_DIR = "any"
-DEFAULT_TIMEOUT_MS = 10000  # Kafka's --timeout default
+DEFAULT_TIMEOUT_MS = 10000
+# A broker that does not answer within this long leaves its progress unknown (a stalled
+# target is when --verify matters most, so it must not hang on it).
+PROGRESS_TIMEOUT_S = 5.0  # Kafka's --timeout default
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 
 LEADER_THROTTLE_RATE = "leader.replication.throttled.rate"
@@ -574,11 +577,11 @@ async def _generate(admin: AdminClient, args) -> int:
 
 async def _execute(admin: AdminClient, args) -> int:
     proposed = parse_reassignment(_read(args.reassignment_json_file))
+    await _verify_brokers(admin, (b for r in proposed.values() for b in r))
+    current = await _current_replicas(admin, proposed)
     ongoing = await admin.list_partition_reassignments()
     if ongoing and not args.additional:
         raise ReplogError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING)
-    await _verify_brokers(admin, (b for r in proposed.values() for b in r))
-    current = await _current_replicas(admin, proposed)
     sys.stdout.write(rollback_output(current))
     undo: dict = {}
     if args.throttle or args.replica_alter_log_dirs_throttle:
@@ -614,9 +617,10 @@ async def _progress(admin: AdminClient, ongoing: Mapping[TP, PartitionReassignme
 
     async def ask(b: int, tps: set[TP]):
         try:
-            return b, await admin.replica_log_end_offsets(b, tps), \
-                await admin.replica_sizes(b, tps)
-        except KafkaError:
+            return b, *await asyncio.wait_for(asyncio.gather(
+                admin.replica_log_end_offsets(b, tps), admin.replica_sizes(b, tps)),
+                PROGRESS_TIMEOUT_S)
+        except (KafkaError, asyncio.TimeoutError):
             return b, {}, {}
 
     answers = {b: (leos, sizes) for b, leos, sizes in

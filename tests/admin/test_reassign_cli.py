@@ -12,6 +12,7 @@ Three layers:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -20,6 +21,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from admin.client import AdminClient, Producer
 from admin.client.admin_client import PartitionReassignment
 from admin.client.errors import KafkaError
 from admin.reassign_cmd import (
@@ -48,6 +50,7 @@ from common.rpc import replog_pb2 as pb
 from controller.assignment import BrokerMetadata
 from tests.admin.fake_cluster import FakeBroker, FakeCluster, FakeController, _abort
 from tests.admin.test_cli import assert_one_line_error, replog
+from tests.polling import wait_until
 
 B = ["--bootstrap-server", "127.0.0.1:1"]
 
@@ -567,3 +570,162 @@ async def test_generate_over_the_live_brokers(fake, tmp_path):
     rc, _, err = await replog("reassign", "--bootstrap-server", fake.bootstrap, "--generate",
                               "--topics-to-move-json-file", f, "--broker-list", "1,2")
     assert_one_line_error(rc, err, "Topic 'nope' does not exist")
+
+
+# ---------------------------------------------------------------------------- real cluster
+
+def _run(*args: str) -> tuple[int, str, str]:
+    return asyncio.run(replog(*args, timeout=120))
+
+
+def _describe(bootstrap: str, topic: str) -> list[str]:
+    rc, out, err = _run("topics", "describe", "--bootstrap-server", bootstrap, "--topic", topic)
+    assert rc == 0, err
+    return out.splitlines()[1:]
+
+
+def _dynamic(bootstrap: str, entity_type: str, name: str) -> dict[str, str]:
+    async def read():
+        async with AdminClient(bootstrap) as admin:
+            got = (await admin.describe_configs([(entity_type, name)]))[(entity_type, name)]
+            assert not isinstance(got, KafkaError), got
+            source = "DYNAMIC_TOPIC_CONFIG" if entity_type == "topics" else \
+                "DYNAMIC_BROKER_CONFIG"
+            return {e.name: e.value for e in got if e.source == source}
+    return asyncio.run(read())
+
+
+def _create_foo(bootstrap: str, assignment: dict[int, list[int]], records: int = 200) -> None:
+    async def run():
+        async with AdminClient(bootstrap) as admin:
+            await admin.create_topic("foo", replica_assignment=assignment)
+        async with Producer(bootstrap, acks="all", max_block_ms=30000) as producer:
+            for i in range(records):
+                await producer.send("foo", b"v-%d" % i, partition=i % len(assignment))
+            await producer.flush()
+    asyncio.run(run())
+
+
+@pytest.mark.integration
+def test_generate_and_bad_input_against_a_real_cluster(cluster_factory, tmp_path):
+    """Needs no reassignment RPC: everything is refused before the first change."""
+    cluster = cluster_factory(brokers=4)
+    b = cluster.bootstrap_servers
+    _create_foo(b, {0: [1, 2], 1: [2, 3], 2: [3, 1]}, records=30)
+    topics = _file(tmp_path, "topics.json", '{"version":1,"topics":[{"topic":"foo"}]}')
+    rc, out, err = _run("reassign", "--bootstrap-server", b, "--generate",
+                        "--topics-to-move-json-file", topics, "--broker-list", "2,3,4")
+    assert (rc, err) == (0, "")
+    lines = out.split("\n")
+    assert parse_reassignment(lines[1]) == {("foo", 0): [1, 2], ("foo", 1): [2, 3],
+                                            ("foo", 2): [3, 1]}
+    assert all(set(r) <= {2, 3, 4} and len(r) == 2
+               for r in parse_reassignment(lines[4]).values())
+
+    before = _describe(b, "foo")
+    cluster.broker(4).stop()
+
+    async def live():
+        async with AdminClient(b) as admin:
+            return set(await admin.live_brokers())
+    wait_until(lambda: asyncio.run(live()) == {1, 2, 3}, what="broker 4 gone from metadata")
+    for parts, contains in [
+            ([("nope", 0, [1, 2])], "Topic 'nope' does not exist"),
+            ([("foo", 0, [1, 3]), ("foo", 5, [1, 2])], "Unable to find partition: foo-5"),
+            ([("foo", 0, [1, 4])], "Unknown broker id 4 (live brokers: 1,2,3)"),
+            ([("foo", 0, [1, 3]), ("foo", 0, [2, 3])],
+             "Partition reassignment contains duplicate topic partitions: foo-0")]:
+        f = _file(tmp_path, "plan.json", plan(*parts))
+        rc, _, err = _run("reassign", "--bootstrap-server", b, "--execute",
+                          "--reassignment-json-file", f, "--throttle", "1000")
+        assert_one_line_error(rc, err, contains)
+    f = _file(tmp_path, "bad.json", '{"version":1,"partitions":[{"topic":"foo",')
+    rc, _, err = _run("reassign", "--bootstrap-server", b, "--execute",
+                      "--reassignment-json-file", f)
+    assert_one_line_error(rc, err, "not valid JSON")
+    assert _describe(b, "foo") == before
+    assert _dynamic(b, "topics", "foo") == {}
+    assert all(_dynamic(b, "brokers", str(i)) == {} for i in (1, 2, 3))
+
+
+@pytest.mark.integration
+def test_move_cancel_and_complete_with_throttles(cluster_factory, tmp_path):
+    """Needs the controller's AlterPartitionReassignments and ListPartitionReassignments."""
+    cluster = cluster_factory(overrides={"zookeeper.session.timeout.ms": 60000})
+    b = cluster.bootstrap_servers
+    _create_foo(b, {0: [1, 2], 1: [2, 1]})
+    reassign = ("reassign", "--bootstrap-server", b)
+    f = _file(tmp_path, "plan.json", plan(("foo", 0, [1, 3])))
+
+    # Broker 3 is stopped (SIGSTOP) but still registered: the move is accepted and cannot
+    # finish, so the in-progress views can be read without a race. (No throttle here: its
+    # broker config would have to be written by broker 3 itself.)
+    cluster.broker(3).pause()
+    try:
+        rc, out, err = _run(*reassign, "--execute", "--reassignment-json-file", f)
+        assert (rc, err) == (0, "")
+        assert out == ("Current partition replica assignment\n\n"
+                       '{"version":1,"partitions":[{"topic":"foo","partition":0,'
+                       '"replicas":[1,2],"log_dirs":["any","any"]}]}\n\n'
+                       "Save this to use as the --reassignment-json-file option during "
+                       "rollback\nSuccessfully started partition reassignment for foo-0\n")
+        rc, out, _ = _run(*reassign, "--list")
+        assert out == ("Current partition reassignments:\n"
+                       "foo-0: replicas: 1,3,2. adding: 3. removing: 2.\n"), out
+        line = _describe(b, "foo")[0]
+        assert "\tReplicas: 1,3,2\t" in line and \
+            "\tAdding Replicas: 3\tRemoving Replicas: 2\t" in line, line
+        rc, out, _ = _run(*reassign, "--verify", "--reassignment-json-file", f)
+        assert out == ("Status of partition reassignment:\n"
+                       "Reassignment of partition foo-0 is still in progress.\n"
+                       "  Replica 3: not created yet (leader 1).\n"), out
+        f2 = _file(tmp_path, "more.json", plan(("foo", 1, [2, 3])))
+        rc, _, err = _run(*reassign, "--execute", "--reassignment-json-file", f2)
+        assert_one_line_error(rc, err, CANNOT_EXECUTE_BECAUSE_OF_EXISTING)
+        rc, out, err = _run(*reassign, "--cancel", "--reassignment-json-file", f,
+                            "--preserve-throttles")
+        assert (rc, out, err) == (
+            0, "Successfully cancelled partition reassignment for: foo-0\n", "")
+    finally:
+        cluster.broker(3).resume()
+    wait_until(lambda: "\tReplicas: 1,2\t" in _describe(b, "foo")[0],
+               what="foo-0 back on 1,2")
+
+    # A refused request changes nothing: foo-1's target is its current assignment.
+    bad = _file(tmp_path, "bad.json", plan(("foo", 0, [1, 3]), ("foo", 1, [2, 1])))
+    rc, out, err = _run(*reassign, "--execute", "--reassignment-json-file", bad,
+                        "--throttle", "1000")
+    assert rc == 1 and "Successfully" not in out
+    assert [ln.split(":")[:3] for ln in err.splitlines()] == [
+        ["Error", " foo-1", " INVALID_REPLICA_ASSIGNMENT"],
+        ["Error", " foo-0", " INVALID_REQUEST"]], err
+    assert _dynamic(b, "topics", "foo") == {}
+    assert "\tReplicas: 1,2\t" in _describe(b, "foo")[0]
+
+    rc, out, _ = _run(*reassign, "--execute", "--reassignment-json-file", f,
+                      "--throttle", "10000000")
+    assert rc == 0 and out.endswith(
+        "Warning: You must run --verify periodically, until the reassignment completes, to "
+        "ensure the throttle is removed.\n"
+        "The inter-broker throttle limit was set to 10000000 B/s\n"
+        "Successfully started partition reassignment for foo-0\n"), out
+    # Kafka's throttles; they stay until a --verify finds the move done.
+    assert _dynamic(b, "topics", "foo") == {
+        "leader.replication.throttled.replicas": "0:1,0:2",
+        "follower.replication.throttled.replicas": "0:3"}
+    assert _dynamic(b, "brokers", "3") == {"leader.replication.throttled.rate": "10000000",
+                                           "follower.replication.throttled.rate": "10000000"}
+    wait_until(lambda: "Reassignment of partition foo-0 is completed." in _run(
+        *reassign, "--verify", "--reassignment-json-file", f, "--preserve-throttles")[1],
+        what="the move to finish")
+    rc, out, _ = _run(*reassign, "--verify", "--reassignment-json-file", f)
+    assert out == ("Status of partition reassignment:\n"
+                   "Reassignment of partition foo-0 is completed.\n"
+                   "Clearing broker-level throttles on brokers 1,2,3\n"
+                   "Clearing topic-level throttles on topic foo\n")
+    assert _dynamic(b, "topics", "foo") == {}
+    assert all(_dynamic(b, "brokers", str(i)) == {} for i in (1, 2, 3))
+    line = _describe(b, "foo")[0]
+    assert "\tReplicas: 1,3\t" in line and "Adding Replicas" not in line, line
+    rc, out, _ = _run(*reassign, "--list")
+    assert out == "No partition reassignments found.\n"
