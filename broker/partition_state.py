@@ -100,3 +100,13 @@ def epoch_start_applies(is_leader: bool, leader_epoch: int, written_epoch: int) 
     written - unless another LeaderAndIsr moved the partition on meanwhile (then that one's
     own write sets it, or it no longer leads)."""
     return is_leader and leader_epoch == written_epoch
+
+
+def is_stray_replica(broker_id: int, replicas, has_log: bool, held: HeldReplica | None) -> bool:
+    """A log this broker keeps for a partition whose replicas (RS, adding ones included) no
+    longer name it - a replica removed by a reassignment or a cancel while this broker was
+    down, so its StopReplica(delete) never arrived. The controller's full UpdateMetadata on
+    this broker's startup says so; the log is deleted then (KRaft's stray-replica cleanup,
+    KAFKA-14616, applied to the ZooKeeper-era startup metadata). A replica the replica
+    manager still serves is left to the controller's own StopReplica."""
+    return has_log and broker_id not in replicas and (held is None or held.stopped)

@@ -35,11 +35,12 @@ from broker import fencing, log_dirs, partition_state
 from broker import isr as isr_rules
 from broker.controller_requests import (
     LeaderAndIsrRequest,
+    StopReplicaPartitionState,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
 from broker.delayed_produce import ERROR_CODES, ProduceWait, produce_wait
-from broker.metadata_cache import MetadataCache
+from broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
 from broker.replication_quota import ReplicationQuotas, should_throttle
@@ -129,6 +130,7 @@ class ReplicaManager:
         self.clock = clock
         self.monotonic = monotonic
         self.partitions: dict[TopicPartition, Partition] = {}
+        self._stray_deletions: set[asyncio.Task] = set()
         self.controller_epoch = -1
         self.broker_epoch = -1
         # Topic overrides as last read from /config/topics/<t>. A topic missing here while it
@@ -507,6 +509,17 @@ class ReplicaManager:
         self.metadata.update(req)
         if self.fetcher_manager is not None:
             self.fetcher_manager.update_endpoints(self.metadata.brokers)
+        strays = tuple(
+            StopReplicaPartitionState(tp, None, True) for tp, info in req.partition_states
+            if info.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
+                self.broker_id, info.replicas, self.log_manager.get_log(tp) is not None,
+                self.partitions.get(tp)))
+        if strays:
+            self.events.warning("stray_replicas", partitions=[str(s.tp) for s in strays])
+            task = asyncio.get_running_loop().create_task(self.stop_replica(StopReplicaRequest(
+                req.controller_id, req.controller_epoch, req.broker_epoch, strays)))
+            self._stray_deletions.add(task)
+            task.add_done_callback(self._stray_deletions.discard)
 
     # ------------------------------------------------------------------ produce
 

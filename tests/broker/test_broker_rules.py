@@ -265,3 +265,14 @@ def test_update_metadata_translation_and_deletion():
     assert cache.topic_ids == {"t": "id"}
     cache.update(um(-2))  # the topic is being deleted
     assert cache.partitions == {} and cache.topic_ids == {}
+
+
+@pytest.mark.parametrize("replicas, has_log, held, stray", [
+    ((2, 3), True, None, True),                      # removed while down: its files go
+    ((2, 3), True, NS(stopped=True), True),           # stopped, no longer a replica
+    ((2, 3), True, NS(stopped=False), False),         # still served: the controller decides
+    ((1, 3), True, None, False),                      # still a replica (adding included)
+    ((2, 3), False, None, False),                     # nothing on disk
+])
+def test_stray_replica_rule(replicas, has_log, held, stray):
+    assert partition_state.is_stray_replica(1, replicas, has_log, held) is stray
