@@ -523,6 +523,15 @@ class ControllerCore:
             yield X.Reply(ev.request_id, [E.ReassignmentResult(tp, o.error, o.message)
                                           for tp, o in sorted(errors.items())])
             return
+        # The API overrides the admin path (Kafka's maybeRemoveFromZkReassignment): a
+        # partition moved or cancelled by RPC leaves /admin/reassign_partitions, whose
+        # entry would otherwise name a target no longer being worked towards.
+        overridden = [tp for tp in planned if tp in self.ctx.admin_reassignments]
+        if overridden:
+            for tp in overridden:
+                del self.ctx.admin_reassignments[tp]
+            yield X.WriteAdminReassignments(dict(self.ctx.admin_reassignments),
+                                            self.ctx.epoch_zk_version)
         for tp in sorted(planned):
             yield from self._on_partition_reassignment(
                 tp, planned[tp], "rpc",
@@ -547,7 +556,7 @@ class ControllerCore:
         the admin path's entries - clearing those already complete (case 5)."""
         ctx = self.ctx
         moves = {tp: D.replica_assignment(ctx, tp) for tp in D.reassigning_partitions(ctx)}
-        clear: list[TopicPartition] = []
+        clear: dict[TopicPartition, D.Outcome] = {}
         if admin is not None and admin.error is not None:
             yield self._emit("reassignment_rejected", "warning", reason=admin.error,
                              source="zookeeper")
@@ -557,9 +566,15 @@ class ControllerCore:
             resume, clear = D.admin_entries_to_start(ctx, admin.entries)
             moves.update(resume)
         if clear:
-            for tp in clear:
+            bad = {str(tp): f"{o.error.name}: {o.message}" for tp, o in sorted(clear.items())
+                   if o.error != ErrorCode.NONE}
+            if bad:
+                yield self._emit("reassignment_rejected", "warning", source="zookeeper",
+                                 errors=bad)
+            for tp, o in sorted(clear.items()):
                 ctx.admin_reassignments.pop(tp, None)
-                yield self._step(tp, 7, resumed=True)
+                if o.error == ErrorCode.NONE:
+                    yield self._step(tp, 7, resumed=True)  # seed case 5
             yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
                                             ctx.epoch_zk_version)
         for tp in sorted(moves):
@@ -571,6 +586,15 @@ class ControllerCore:
         ctx = self.ctx
         current = D.replica_assignment(ctx, tp)
         if current != ra:
+            # A changed target or a cancel: the replicas the move no longer needs leave the
+            # ISR (and the leadership) first, while still listed - so the ISR never names a
+            # replica the topic znode does not (validation kept an ISR member in RS).
+            unneeded = [r for r in current.replicas if r not in ra.replicas]
+            if unneeded and not (yield from self._partition_step(
+                    tp, lambda: D.remove_replicas(ctx, tp, unneeded, stop=False))):
+                yield self._emit("reassignment_stalled", "warning", partition=str(tp),
+                                 step=1, reason="state write refused")
+                return
             # Step 1: RS = TRS + ORS, with AR and RR, in the topic znode.
             a = D.with_partition(ctx.assignments[tp.topic], tp.partition, ra)
             yield X.WriteTopicAssignment(a, ctx.epoch_zk_version)
@@ -580,19 +604,27 @@ class ControllerCore:
                              original=list(current.origin), target=list(ra.target),
                              adding=list(ra.adding), removing=list(ra.removing))
             yield self._step(tp, 1, replicas=list(ra.replicas))
-            # A changed target or a cancel: replicas the move no longer needs go now.
-            unneeded = [r for r in current.replicas if r not in ra.replicas]
-            if unneeded:
-                yield from self._execute(D.remove_replicas(ctx, tp, unneeded))
+            if unneeded:  # StopReplica(delete) to them: their files go
+                yield from self._execute(D.remove_replicas(ctx, tp, unneeded, isr=False))
+        yield from self._execute(D.new_replicas(ctx, tp))
         if D.reassignment_complete(ctx, tp):
             yield from self._complete_reassignment(tp)
             return
         # Step 2: start the adding replicas; step 3 waits for AlterPartition to add them.
-        failed = yield from self._execute(D.start_adding_replicas(ctx, tp))
-        if tp not in failed:
+        if (yield from self._partition_step(tp, lambda: D.start_adding_replicas(ctx, tp))):
             yield self._step(tp, 2, adding=list(ra.adding))
         if D.reassignment_complete(ctx, tp):
             yield from self._complete_reassignment(tp)
+
+    def _partition_step(self, tp: TopicPartition, decide) -> Handler:
+        """One step's partition-state write; a refused write (another writer moved the
+        znode) is decided again on the re-read state, a bounded number of times. Returns
+        whether the step's write went through."""
+        for _ in range(REFUSED_WRITE_RETRIES):
+            failed = yield from self._execute(decide(), retries=0)
+            if tp not in failed:
+                return True
+        return False
 
     def _complete_reassignment(self, tp: TopicPartition) -> Handler:
         """Steps 4-7 for a partition whose TRS is in the ISR."""
@@ -609,23 +641,33 @@ class ControllerCore:
         ctx.set_topic_assignment(D.with_partition(written, tp.partition,
                                                   D.ReplicaAssignment(ra.target)))
         # Step 4: a leader from TRS (or a new leader epoch for the one in it).
-        d = D.move_leader_into_target(ctx, tp, ra.target)
-        failed = yield from self._execute(d)
-        outcome = d.outcomes.get(tp)
-        if tp in failed or (outcome is not None and outcome.error != ErrorCode.NONE):
+        outcome: list[D.Outcome | None] = []
+
+        def step4() -> D.Decision:
+            d = D.move_leader_into_target(ctx, tp, ra.target)
+            outcome[:] = [d.outcomes.get(tp)]
+            return d
+        done = yield from self._partition_step(tp, step4)
+        no_leader = outcome[0] is not None and outcome[0].error != ErrorCode.NONE
+        # A move in flight waits for a target replica that can lead (an ISR change
+        # retriggers it). A partition already at its target (a cancel, or a target equal to
+        # the original replicas) has nothing to wait for: offline like any other partition
+        # whose replicas are down, its move is finished.
+        if not done or (no_leader and ra.being_reassigned):
             ctx.set_topic_assignment(written)
             yield self._emit("reassignment_stalled", "warning", partition=str(tp), step=4,
-                             reason=outcome.message if outcome else "state write refused")
+                             reason=outcome[0].message if outcome[0] else
+                             "state write refused")
             return
-        yield self._step(tp, 4, leader=ctx.leadership[tp].leader)
+        yield self._step(tp, 4, leader=ctx.leadership[tp].leader if tp in ctx.leadership
+                         else -1)
         # Step 5: RR out of the ISR; StopReplica(delete) to them.
-        if ra.removing:
-            failed = yield from self._execute(D.remove_replicas(ctx, tp, ra.removing))
-            if tp in failed:
-                ctx.set_topic_assignment(written)
-                yield self._emit("reassignment_stalled", "warning", partition=str(tp),
-                                 step=5, reason="state write refused")
-                return
+        if ra.removing and not (yield from self._partition_step(
+                tp, lambda: D.remove_replicas(ctx, tp, ra.removing))):
+            ctx.set_topic_assignment(written)
+            yield self._emit("reassignment_stalled", "warning", partition=str(tp),
+                             step=5, reason="state write refused")
+            return
         yield self._step(tp, 5, removed=list(ra.removing))
         # Step 6: AR = TRS in the topic znode (adding/removing cleared).
         final = D.with_partition(written, tp.partition, D.ReplicaAssignment(ra.target))

@@ -471,14 +471,16 @@ class ZkStore:
                                         epoch_version: int) -> None:
         """Set /admin/reassign_partitions to `data`, or delete it (None)."""
         exists = await self.zk.exists(L.REASSIGN_PARTITIONS) is not None
-        if data is None:
-            if not exists:
-                return
-            op = lambda t: t.delete(L.REASSIGN_PARTITIONS)  # noqa: E731
-        elif exists:
-            op = lambda t: t.set_data(L.REASSIGN_PARTITIONS, data)  # noqa: E731
-        else:
-            op = lambda t: t.create(L.REASSIGN_PARTITIONS, data)  # noqa: E731
+        if data is None and not exists:
+            return
+
+        def op(t) -> None:
+            if data is None:
+                t.delete(L.REASSIGN_PARTITIONS)
+            elif exists:
+                t.set_data(L.REASSIGN_PARTITIONS, data)
+            else:
+                t.create(L.REASSIGN_PARTITIONS, data)
         results = await self._commit_checked([op], epoch_version)
         if isinstance(results[0], Exception) and not isinstance(
                 results[0], (NoNodeError, NodeExistsError)):

@@ -98,6 +98,7 @@ from controller.decisions.reassignment import (  # noqa: F401
     admin_entries_to_start,
     metadata_for,
     move_leader_into_target,
+    new_replicas,
     plan_reassignments,
     reassigning_partitions,
     reassignment_complete,

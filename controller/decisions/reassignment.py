@@ -190,7 +190,7 @@ def _invalid(ctx: ControllerContext, tp: TopicPartition,
         if not current.being_reassigned:
             return Outcome(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
                            f"No reassignment of partition {tp} is in progress")
-        return None
+        return _drops_every_in_sync_replica(ctx, tp, current.reassign_to(current.origin))
     if not target:
         return Outcome(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                        f"The target replicas of partition {tp} are empty")
@@ -207,42 +207,69 @@ def _invalid(ctx: ControllerContext, tp: TopicPartition,
     if not current.being_reassigned and tuple(target) == current.replicas:
         return Outcome(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                        f"Partition {tp} already has the replicas {list(target)}")
+    return _drops_every_in_sync_replica(ctx, tp, current.reassign_to(target))
+
+
+def _drops_every_in_sync_replica(ctx: ControllerContext, tp: TopicPartition,
+                                 ra: ReplicaAssignment) -> Outcome | None:
+    """A new target or a cancel that would leave no ISR member in RS (the ISR is all
+    adding replicas of the move being replaced): removing them would lose every copy the
+    partition may have acknowledged. Kafka keeps the last member in the ISR then, outside
+    the replicas; replog refuses the request instead."""
+    s = ctx.leadership.get(tp)
+    if s is not None and s.isr and not set(s.isr) & set(ra.replicas):
+        return Outcome(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                       f"Reassigning partition {tp} to {list(ra.target)} would remove every "
+                       f"in-sync replica ({', '.join(map(str, s.isr))})")
     return None
 
 
 def admin_entries_to_start(ctx: ControllerContext,
                            entries: Mapping[TopicPartition, Sequence[int]]
                            ) -> tuple[dict[TopicPartition, ReplicaAssignment],
-                                      list[TopicPartition]]:
+                                      dict[TopicPartition, Outcome]]:
     """Entries of /admin/reassign_partitions found by a new controller (failover): the moves
-    to resume, and the entries to clear without a move - seed case 5 (the assignment already
-    is the target) and partitions that no longer exist."""
+    to resume, and the entries to clear without a move, with why - seed case 5 (the
+    assignment already is the target: NONE), and entries no controller accepted (written
+    while none was active) that break the listener rules (their error)."""
     resume: dict[TopicPartition, ReplicaAssignment] = {}
-    clear: list[TopicPartition] = []
+    clear: dict[TopicPartition, Outcome] = {}
     for tp, target in sorted(entries.items()):
-        if not ctx.has_partition(tp) or ctx.is_being_deleted(tp.topic) or not target:
-            clear.append(tp)
-            continue
-        current = replica_assignment(ctx, tp)
-        if not current.being_reassigned and tuple(target) == current.replicas:
-            clear.append(tp)
-            continue
-        resume[tp] = current.reassign_to(target)
+        current = replica_assignment(ctx, tp) if ctx.has_partition(tp) else None
+        if current is not None and not current.being_reassigned \
+                and tuple(target) == current.replicas:
+            clear[tp] = Outcome()
+        elif current is not None and current.being_reassigned \
+                and tuple(target) == current.target:
+            resume[tp] = current
+        else:
+            err = _invalid(ctx, tp, target)
+            if err is None:
+                resume[tp] = current.reassign_to(target)
+            else:
+                clear[tp] = err
     return resume, clear
 
 
 # ============================================================================ the steps
 
-def start_adding_replicas(ctx: ControllerContext, tp: TopicPartition) -> Decision:
-    """Step 2 (RS is in ctx and the topic znode): AR -> NewReplica; the leader epoch is
-    bumped so every member of RS applies the LeaderAndIsr that carries RS (the leader must
-    know AR to serve their fetches); AR's brokers create the logs (is_new)."""
+def new_replicas(ctx: ControllerContext, tp: TopicPartition) -> Decision:
+    """After step 1 (RS in ctx and the topic znode): AR -> NewReplica. No write of its
+    own, so it holds whether or not step 2's state write goes through."""
     b = Builder(ctx)
-    ra = replica_assignment(ctx, tp)
-    for r in ra.adding:
+    for r in replica_assignment(ctx, tp).adding:
         pr = PartitionReplica(tp, r)
         if b.rstate(pr) is R.NonExistentReplica:
             b.replica(pr, R.NewReplica)
+    return b.build()
+
+
+def start_adding_replicas(ctx: ControllerContext, tp: TopicPartition) -> Decision:
+    """Step 2: the leader epoch is bumped so every member of RS applies the LeaderAndIsr
+    that carries RS (the leader must know AR to serve their fetches); AR's brokers create
+    the logs (is_new)."""
+    b = Builder(ctx)
+    ra = replica_assignment(ctx, tp)
     s = b.leadership(tp)
     if s is None:
         return b.build()  # never initialized: its creation elects with RS
@@ -283,19 +310,24 @@ def move_leader_into_target(ctx: ControllerContext, tp: TopicPartition,
     return b.build()
 
 
-def remove_replicas(ctx: ControllerContext, tp: TopicPartition,
-                    removed: Collection[int]) -> Decision:
-    """Step 5 (and the replicas a changed target or a cancel no longer needs): `removed` are
-    no longer in ctx.replicas(tp). They leave the ISR - with a leader elected from the
-    remaining replicas if the leader is among them - and go Offline -> DeletionStarted ->
-    DeletionSuccessful -> NonExistent with StopReplica(delete=true), so their files go
-    (Kafka's stopRemovedReplicasOfReassignedPartition does not wait for the answers either;
-    a broker that is down then keeps stray files until it learns it holds no replica)."""
+def remove_replicas(ctx: ControllerContext, tp: TopicPartition, removed: Collection[int],
+                    *, isr: bool = True, stop: bool = True) -> Decision:
+    """Replicas leaving a partition: step 5's RR, or the replicas a changed target or a
+    cancel no longer needs.
+
+    isr:  they leave the ISR - with a leader elected from the other replicas if the leader
+          is among them - in one state write. A changed target does this *before* its step
+          1 write, so the ISR is never outside the replicas ZooKeeper lists.
+    stop: Offline -> DeletionStarted -> DeletionSuccessful -> NonExistent with
+          StopReplica(delete=true), so their files go (Kafka's
+          stopRemovedReplicasOfReassignedPartition does not wait for the answers either; a
+          broker that is down then deletes the stray log when its startup metadata shows it
+          holds no replica)."""
     b = Builder(ctx)
-    removed = [r for r in removed if r not in ctx.replicas(tp)]
+    removed = list(dict.fromkeys(removed))
     s = b.leadership(tp)
-    if s is not None and removed:
-        remaining = ctx.replicas(tp)
+    if isr and s is not None and removed:
+        remaining = [r for r in ctx.replicas(tp) if r not in removed]
         if s.leader in removed:
             e = selectors.reassigned_leader(remaining, s.isr, ctx.live_ids, ctx.shutting_down)
             if e is not None:
@@ -314,6 +346,8 @@ def remove_replicas(ctx: ControllerContext, tp: TopicPartition,
                 b.write(tp, next_state(ctx, s, isr=new_isr))
                 b.lai_replicas(tp)
                 b.um_all([tp])
+    if not stop:
+        return b.build()
     for r in removed:
         pr = PartitionReplica(tp, r)
         if b.rstate(pr) is R.NonExistentReplica:

@@ -85,7 +85,8 @@ def test_failover_clears_admin_entries_already_complete_seed_case_5() -> None:
     ctx = _ctx()
     resume, clear = D.admin_entries_to_start(
         ctx, {T0: (1, 2), T1: (3, 4), TopicPartition("gone", 0): (1,)})
-    assert clear == [TopicPartition("gone", 0), T0]
+    assert clear[T0].error == ErrorCode.NONE  # complete: cleared as done
+    assert clear[TopicPartition("gone", 0)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert resume == {T1: ReplicaAssignment((3, 4, 2), (4,), (2,))}
 
 

@@ -8,6 +8,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
+from common import zk_layout as zl
 from common.names import TopicPartition
 from common.zk import AsyncZk
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
@@ -44,6 +45,13 @@ class ZkBackend:
     def expire(self, session) -> None:
         expire_session(session, self.hosts)
 
+    def tool_writes_reassignment(self, data: bytes) -> None:
+        """What kafka-reassign-partitions over ZooKeeper does."""
+        kz = KazooClient(self.hosts)
+        kz.start(timeout=15)
+        self.clients.append(kz)
+        kz.create(zl.REASSIGN_PARTITIONS, data)
+
     async def close(self):
         for c in self.clients:
             if isinstance(c, KazooClient):
@@ -69,6 +77,9 @@ class MemoryBackend:
 
     def expire(self, session) -> None:
         self.tree.expire(session)
+
+    def tool_writes_reassignment(self, data: bytes) -> None:
+        self.tree.write_reassign_partitions(data)
 
     async def close(self):
         return None
@@ -181,3 +192,33 @@ async def test_topic_deletion_removes_every_znode(backend):
     assert await s.read_topics_to_delete() == []
     assert await s.read_partition_states([tp(0)]) == {}
     assert await s.read_topic_config("t") == {}
+
+
+async def test_reassignment_znodes(backend):
+    """C6: the topic znode carries adding/removing replicas (KIP-455); the admin path is
+    watched for creation, rewritten and deleted by the controller - all epoch-fenced."""
+    s, (_, version) = await _controller(backend)
+    await s.create_topic(TopicAssignment("t", "id", {0: [1, 2]}), {}, version)
+    moving = TopicAssignment("t", "id", {0: [3, 1, 2]}, {0: [3]}, {0: [2]})
+    await s.write_topic_assignment(moving, version)
+    assert await s.read_assignment("t") == moving
+
+    fired: list = []
+    assert await s.read_admin_reassignments(watch=fired.append) is None
+    data = zl.encode_reassignment([("t", 0, [3, 1])])
+    backend.tool_writes_reassignment(data)
+    await wait_for(lambda: fired, what="the /admin/reassign_partitions exists-watch")
+    assert zl.decode_reassignment(await s.read_admin_reassignments()) == [("t", 0, [3, 1])]
+    await s.write_admin_reassignments(zl.encode_reassignment([("t", 1, [1])]), version)
+    assert zl.decode_reassignment(await s.read_admin_reassignments()) == [("t", 1, [1])]
+    await s.write_admin_reassignments(None, version)
+    assert await s.read_admin_reassignments() is None
+    await s.write_admin_reassignments(None, version)  # already gone: nothing to do
+
+    await s.resign(backend.session_of(s))
+    await _controller(backend, 2)
+    with pytest.raises(ControllerMovedError):
+        await s.write_topic_assignment(TopicAssignment("t", "id", {0: [9]}), version)
+    with pytest.raises(ControllerMovedError):
+        await s.write_admin_reassignments(data, version)
+    assert await s.read_assignment("t") == moving

@@ -9,7 +9,9 @@ leader shrinks or expands its ISR (AlterPartition, sometimes with stale epochs: 
 delayed message), an operator asks for a preferred or unclean election, a topic is created or
 deleted, brokers answer StopReplica (or the answer is lost), the rebalance timer fires, a
 topic's unclean election is switched on, a state write is refused, the controller is deposed,
-or it crashes after a chosen number of effects and a new one takes over from the store.
+or it crashes after a chosen number of effects and a new one takes over from the store; an
+operator reassigns a partition (AlterPartitionReassignments, or a tool writing
+/admin/reassign_partitions) or cancels a move - and ISR changes let moves complete.
 
 After every step the invariants are checked:
     - at most one leader per partition and leader epoch (over every state ever written);
@@ -18,7 +20,12 @@ After every step the invariants are checked:
     - no election outside the rules: a new leader is a registered broker, from the ISR
       unless the election was unclean - allowed by the topic, or asked for - and then
       RECOVERING (KIP-704);
-    - what the core believes equals the store (what a reload would read).
+    - what the core believes equals the store (what a reload would read), assignments
+      included;
+    - no state transition is ever refused by the tables (C6: refusals are logged and
+      counted in production, and here fail the run);
+    - a move in flight keeps AR and RR within RS and apart, and every /admin/reassign_partitions
+      entry is a move in flight with that target (finished ones are cleared).
 
 A failing seed prints its number and the step; rerunning it replays the same run. The
 planted-bug self-test (`PLANTED_BUGS` in controller/selectors.py) proves the checker catches a
@@ -32,8 +39,15 @@ from dataclasses import dataclass, field
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
-from common.zk_layout import LEADER_RECOVERING, NO_LEADER, LeaderAndIsr
+from common.zk_layout import (
+    LEADER_RECOVERING,
+    NO_LEADER,
+    LeaderAndIsr,
+    decode_reassignment,
+    encode_reassignment,
+)
 from controller import decisions as D
+from controller import effects as X
 from controller import events as E
 from controller.store import WatchedEvent
 from tests.sim.driver import Crashed, Driver
@@ -64,6 +78,9 @@ class Simulation:
         self.acked = 0
         self.topic_no = 0
         self.log: list[str] = []
+        self.refused: list[str] = []
+        self.step, self.action = -1, "setup"
+        self.d.on_effect = self._on_effect
 
     # ------------------------------------------------------------------ running
 
@@ -77,6 +94,7 @@ class Simulation:
         self._create_topic()
         for i in range(self.steps):
             action = self._pick()
+            self.step, self.action = i, action.__name__
             self.log.append(action.__name__)
             self.forced_unclean.clear()
             try:
@@ -105,7 +123,8 @@ class Simulation:
             (self._alter, 4), (self._elect_preferred, 1), (self._elect_unclean, 1),
             (self._create_topic, 1), (self._delete_topic, 1), (self._ack_stop_replicas, 2),
             (self._rebalance, 1), (self._enable_unclean, 1), (self._refuse_write, 1),
-            (self._depose, 1), (self._crash_soon, 2),
+            (self._depose, 1), (self._crash_soon, 2), (self._reassign, 2),
+            (self._cancel, 1),
         ]
         total = sum(w for _, w in actions)
         x = self.rng.uniform(0, total)
@@ -222,56 +241,114 @@ class Simulation:
     def _crash_soon(self) -> None:
         self.d.crash_after(self.rng.randint(0, 12))
         self.rng.choice([self._kill, self._start, self._shutdown, self._delete_topic,
-                         self._alter])()
+                         self._alter, self._reassign])()
+
+    def _reassign(self) -> None:
+        """An operator moves a partition: usually to live brokers, sometimes naming a dead
+        one or the replicas it has (rejected whole); by RPC or through the admin path."""
+        tps = self._partitions()
+        if not tps:
+            return
+        tp = self.rng.choice(tps)
+        target = tuple(self.rng.sample(BROKERS, self.rng.randint(1, 3)))
+        if self.rng.random() < 0.5 or self.d.tree.reassign_partitions is not None:
+            self.d.request(E.AlterReassignments(items=((tp, target),)))
+        else:
+            self.d.tree.write_reassign_partitions(encode_reassignment(
+                [(tp.topic, tp.partition, list(target))]))
+
+    def _cancel(self) -> None:
+        moving = D.reassigning_partitions(self.d.core.ctx) if self.d.core else []
+        if moving:
+            self.d.request(E.AlterReassignments(items=((self.rng.choice(moving), None),)))
+
+    def _on_effect(self, eff) -> None:
+        if isinstance(eff, X.Emit) and eff.name == "invalid_state_transition":
+            self.refused.append(eff.fields["message"])
+        elif isinstance(eff, X.WritePartitionStates):
+            # every state as it is written (a crash right after the write still wrote it)
+            for w in eff.writes:
+                s = self.d.tree.states.get(w.tp)
+                if s is not None and s.partition_epoch == w.new.partition_epoch \
+                        and s.leader == w.new.leader:
+                    self._observe(w.tp, s, self.step, self.action)
 
     # ------------------------------------------------------------------ invariants
 
     def _fail(self, step: int, action: str, what: str) -> None:
         raise InvariantViolation(f"seed {self.seed} step {step} ({action}): {what}")
 
+    def _observe(self, tp: TopicPartition, s: LeaderAndIsr, step: int, action: str) -> None:
+        """One partition state, checked against the one before it: called for every state
+        a decision writes (so an ISR change and an election in the same step are checked in
+        order) and for what the store holds after each step."""
+        d, tree = self.d, self.d.tree
+        key = (tp, s.leader_epoch)
+        seen = self.h.leader_of_epoch.setdefault(key, s.leader)
+        if seen != s.leader:
+            self._fail(step, action, f"{tp} leader epoch {s.leader_epoch} has leaders "
+                                     f"{seen} and {s.leader}")
+        old = self.h.last.get(tp)
+        if old is not None and s.leader_epoch < old.leader_epoch:
+            self._fail(step, action, f"{tp} leader epoch went {old.leader_epoch} -> "
+                                     f"{s.leader_epoch}")
+        if old is not None and s.leader != old.leader and s.leader != NO_LEADER:
+            if s.leader not in tree.brokers:
+                self._fail(step, action, f"{tp} elected {s.leader}, not registered")
+            if s.leader not in old.isr:
+                cfg = tree.configs.get(tp.topic, {})
+                allowed = (cfg.get("unclean.leader.election.enable") == "true"
+                           or d.config["unclean.leader.election.enable"]
+                           or tp in self.forced_unclean)
+                if not allowed:
+                    self._fail(step, action, f"{tp} elected {s.leader} outside the ISR "
+                                             f"{old.isr} without unclean election")
+                if s.leader_recovery_state != LEADER_RECOVERING:
+                    self._fail(step, action, f"{tp} unclean leader {s.leader} is not "
+                                             "RECOVERING")
+        self.h.last[tp] = s
+
     def _check(self, step: int, action: str) -> None:
         d = self.d
         tree = d.tree
-        live = set(tree.brokers)
         for tp, s in tree.states.items():
             a = tree.topics.get(tp.topic)
             replicas = a.partitions.get(tp.partition, []) if a else []
             if not s.isr or not set(s.isr) <= set(replicas):
                 self._fail(step, action, f"{tp} ISR {s.isr} not within replicas {replicas}")
-            key = (tp, s.leader_epoch)
-            seen = self.h.leader_of_epoch.setdefault(key, s.leader)
-            if seen != s.leader:
-                self._fail(step, action, f"{tp} leader epoch {s.leader_epoch} has leaders "
-                                         f"{seen} and {s.leader}")
-            old = self.h.last.get(tp)
-            if old is not None and s.leader_epoch < old.leader_epoch:
-                self._fail(step, action, f"{tp} leader epoch went {old.leader_epoch} -> "
-                                         f"{s.leader_epoch}")
-            if old is not None and s.leader != old.leader and s.leader != NO_LEADER:
-                if s.leader not in live:
-                    self._fail(step, action, f"{tp} elected {s.leader}, not registered")
-                if s.leader not in old.isr:
-                    cfg = tree.configs.get(tp.topic, {})
-                    allowed = (cfg.get("unclean.leader.election.enable") == "true"
-                               or d.config["unclean.leader.election.enable"]
-                               or tp in self.forced_unclean)
-                    if not allowed:
-                        self._fail(step, action, f"{tp} elected {s.leader} outside the ISR "
-                                                 f"{old.isr} without unclean election")
-                    if s.leader_recovery_state != LEADER_RECOVERING:
-                        self._fail(step, action, f"{tp} unclean leader {s.leader} is not "
-                                                 "RECOVERING")
-            self.h.last[tp] = s
+            self._observe(tp, s, step, action)
         for tp in [tp for tp in self.h.last if tp not in tree.states]:
             del self.h.last[tp]  # deleted (epochs restart if the name is reused)
             for key in [k for k in self.h.leader_of_epoch if k[0] == tp]:
                 del self.h.leader_of_epoch[key]
+        if self.refused:
+            self._fail(step, action, f"refused state transitions: {self.refused}")
+        for t, a in tree.topics.items():
+            for p, replicas in a.partitions.items():
+                add, rem = a.adding_replicas.get(p, []), a.removing_replicas.get(p, [])
+                if not set(add) <= set(replicas) or not set(rem) <= set(replicas) \
+                        or set(add) & set(rem):
+                    self._fail(step, action, f"{t}-{p}: RS {replicas} AR {add} RR {rem}")
         if d.core is not None and not d.core.waiting:
             ctx = d.core.ctx
             for tp in ctx.all_partitions():
                 if ctx.leadership.get(tp) != tree.states.get(tp):
                     self._fail(step, action, f"{tp}: core believes {ctx.leadership.get(tp)}, "
                                              f"store holds {tree.states.get(tp)}")
+            for t in set(ctx.assignments) | set(tree.topics):
+                if ctx.assignments.get(t) != tree.topics.get(t):
+                    self._fail(step, action, f"topic {t}: core believes "
+                                             f"{ctx.assignments.get(t)}, store holds "
+                                             f"{tree.topics.get(t)}")
+            if tree.reassign_partitions is not None:
+                for t, p, target in decode_reassignment(tree.reassign_partitions):
+                    tp = TopicPartition(t, p)
+                    if not ctx.has_partition(tp) or ctx.is_being_deleted(t):
+                        continue  # cleared by the next controller, or with the deletion
+                    ra = D.replica_assignment(ctx, tp)
+                    if not ra.being_reassigned or list(ra.target) != target:
+                        self._fail(step, action, f"/admin/reassign_partitions lists {tp} -> "
+                                                 f"{target}, but its replicas are {ra}")
 
 
 def run_seed(seed: int, steps: int = 30) -> Simulation:
