@@ -221,10 +221,16 @@ class ControllerContext:
                 n += 1
         return n
 
-    def reassigning_partition_count(self) -> int:
-        return sum(1 for a in self.assignments.values()
-                   for p in set(a.adding_replicas) | set(a.removing_replicas)
-                   if a.adding_replicas.get(p) or a.removing_replicas.get(p))
+    def reassigning_partitions(self) -> list[TopicPartition]:
+        """Partitions whose topic znode lists adding or removing replicas (moves in flight,
+        KIP-455)."""
+        out = []
+        for topic in sorted(self.assignments):
+            a = self.assignments[topic]
+            out += [TopicPartition(topic, p)
+                    for p in sorted(set(a.adding_replicas) | set(a.removing_replicas))
+                    if a.adding_replicas.get(p) or a.removing_replicas.get(p)]
+        return out
 
     def global_partition_count(self) -> int:
         return sum(len(a.partitions) for t, a in self.assignments.items()

@@ -481,6 +481,11 @@ class ControllerCore:
         the shell may kill its own process here, controller.py)."""
         return self._emit("reassignment_step", partition=str(tp), step=step, **fields)
 
+    def _rejected(self, source: str, errors: dict[TopicPartition, D.Outcome]) -> X.Emit:
+        return self._emit("reassignment_rejected", "warning", source=source,
+                          errors={str(tp): f"{o.error.name}: {o.message}"
+                                  for tp, o in sorted(errors.items())})
+
     def _reassignment_change(self, ev: E.ReassignmentChange) -> Handler:
         """Seed 004's PartitionReassignedListener: /admin/reassign_partitions was written.
         Entries this controller already drives are left alone; new ones are validated as
@@ -501,9 +506,7 @@ class ControllerCore:
                if ctx.admin_reassignments.get(tp) != r}
         planned, errors = D.plan_reassignments(ctx, sorted(new.items()))
         if errors:
-            yield self._emit("reassignment_rejected", "warning", source="zookeeper",
-                             errors={str(tp): f"{o.error.name}: {o.message}"
-                                     for tp, o in sorted(errors.items())})
+            yield self._rejected("zookeeper", errors)
             kept = {tp: r for tp, r in admin.entries.items() if tp not in new}
             ctx.admin_reassignments = kept
             yield X.WriteAdminReassignments(kept, ctx.epoch_zk_version)
@@ -517,9 +520,7 @@ class ControllerCore:
         every move has started (its step 1 and 2 written); completion is asynchronous."""
         planned, errors = D.plan_reassignments(self.ctx, ev.items)
         if errors:
-            yield self._emit("reassignment_rejected", "warning", source="rpc",
-                             errors={str(tp): f"{o.error.name}: {o.message}"
-                                     for tp, o in sorted(errors.items())})
+            yield self._rejected("rpc", errors)
             yield X.Reply(ev.request_id, [E.ReassignmentResult(tp, o.error, o.message)
                                           for tp, o in sorted(errors.items())])
             return
@@ -541,7 +542,7 @@ class ControllerCore:
 
     def _list_reassignments(self, ev: E.ListReassignments) -> Handler:
         ctx = self.ctx
-        tps = D.reassigning_partitions(ctx) if ev.partitions is None else [
+        tps = ctx.reassigning_partitions() if ev.partitions is None else [
             tp for tp in ev.partitions if ctx.has_partition(tp)]
         out = []
         for tp in tps:
@@ -555,7 +556,7 @@ class ControllerCore:
         cases, decisions/reassignment.py): moves in the topic znodes first (KIP-455), then
         the admin path's entries - clearing those already complete (case 5)."""
         ctx = self.ctx
-        moves = {tp: D.replica_assignment(ctx, tp) for tp in D.reassigning_partitions(ctx)}
+        moves = {tp: D.replica_assignment(ctx, tp) for tp in ctx.reassigning_partitions()}
         clear: dict[TopicPartition, D.Outcome] = {}
         if admin is not None and admin.error is not None:
             yield self._emit("reassignment_rejected", "warning", reason=admin.error,
@@ -566,11 +567,9 @@ class ControllerCore:
             resume, clear = D.admin_entries_to_start(ctx, admin.entries)
             moves.update(resume)
         if clear:
-            bad = {str(tp): f"{o.error.name}: {o.message}" for tp, o in sorted(clear.items())
-                   if o.error != ErrorCode.NONE}
+            bad = {tp: o for tp, o in clear.items() if o.error != ErrorCode.NONE}
             if bad:
-                yield self._emit("reassignment_rejected", "warning", source="zookeeper",
-                                 errors=bad)
+                yield self._rejected("zookeeper", bad)
             for tp, o in sorted(clear.items()):
                 ctx.admin_reassignments.pop(tp, None)
                 if o.error == ErrorCode.NONE:
@@ -590,8 +589,8 @@ class ControllerCore:
             # ISR (and the leadership) first, while still listed - so the ISR never names a
             # replica the topic znode does not (validation kept an ISR member in RS).
             unneeded = [r for r in current.replicas if r not in ra.replicas]
-            if unneeded and not (yield from self._partition_step(
-                    tp, lambda: D.remove_replicas(ctx, tp, unneeded, stop=False))):
+            if unneeded and (yield from self._partition_step(
+                    tp, lambda: D.remove_replicas(ctx, tp, unneeded, stop=False))) is None:
                 yield self._emit("reassignment_stalled", "warning", partition=str(tp),
                                  step=1, reason="state write refused")
                 return
@@ -611,7 +610,8 @@ class ControllerCore:
             yield from self._complete_reassignment(tp)
             return
         # Step 2: start the adding replicas; step 3 waits for AlterPartition to add them.
-        if (yield from self._partition_step(tp, lambda: D.start_adding_replicas(ctx, tp))):
+        if (yield from self._partition_step(
+                tp, lambda: D.start_adding_replicas(ctx, tp))) is not None:
             yield self._step(tp, 2, adding=list(ra.adding))
         if D.reassignment_complete(ctx, tp):
             yield from self._complete_reassignment(tp)
@@ -619,12 +619,13 @@ class ControllerCore:
     def _partition_step(self, tp: TopicPartition, decide) -> Handler:
         """One step's partition-state write; a refused write (another writer moved the
         znode) is decided again on the re-read state, a bounded number of times. Returns
-        whether the step's write went through."""
+        the decision whose write went through, or None."""
         for _ in range(REFUSED_WRITE_RETRIES):
-            failed = yield from self._execute(decide(), retries=0)
+            d = decide()
+            failed = yield from self._execute(d, retries=0)
             if tp not in failed:
-                return True
-        return False
+                return d
+        return None
 
     def _complete_reassignment(self, tp: TopicPartition) -> Handler:
         """Steps 4-7 for a partition whose TRS is in the ISR."""
@@ -641,29 +642,24 @@ class ControllerCore:
         ctx.set_topic_assignment(D.with_partition(written, tp.partition,
                                                   D.ReplicaAssignment(ra.target)))
         # Step 4: a leader from TRS (or a new leader epoch for the one in it).
-        outcome: list[D.Outcome | None] = []
-
-        def step4() -> D.Decision:
-            d = D.move_leader_into_target(ctx, tp, ra.target)
-            outcome[:] = [d.outcomes.get(tp)]
-            return d
-        done = yield from self._partition_step(tp, step4)
-        no_leader = outcome[0] is not None and outcome[0].error != ErrorCode.NONE
+        d = yield from self._partition_step(
+            tp, lambda: D.move_leader_into_target(ctx, tp, ra.target))
+        outcome = d.outcomes.get(tp) if d is not None else None
+        no_leader = outcome is not None and outcome.error != ErrorCode.NONE
         # A move in flight waits for a target replica that can lead (an ISR change
         # retriggers it). A partition already at its target (a cancel, or a target equal to
         # the original replicas) has nothing to wait for: offline like any other partition
         # whose replicas are down, its move is finished.
-        if not done or (no_leader and ra.being_reassigned):
+        if d is None or (no_leader and ra.being_reassigned):
             ctx.set_topic_assignment(written)
             yield self._emit("reassignment_stalled", "warning", partition=str(tp), step=4,
-                             reason=outcome[0].message if outcome[0] else
-                             "state write refused")
+                             reason=outcome.message if outcome else "state write refused")
             return
         yield self._step(tp, 4, leader=ctx.leadership[tp].leader if tp in ctx.leadership
                          else -1)
         # Step 5: RR out of the ISR; StopReplica(delete) to them.
-        if ra.removing and not (yield from self._partition_step(
-                tp, lambda: D.remove_replicas(ctx, tp, ra.removing))):
+        if ra.removing and (yield from self._partition_step(
+                tp, lambda: D.remove_replicas(ctx, tp, ra.removing))) is None:
             ctx.set_topic_assignment(written)
             yield self._emit("reassignment_stalled", "warning", partition=str(tp),
                              step=5, reason="state write refused")

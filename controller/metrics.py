@@ -93,4 +93,4 @@ class ControllerMetrics:
         self.global_topics.set(ctx.global_topic_count())
         self.controller_epoch.set(ctx.epoch)
         self.live_brokers.set(len(ctx.live_brokers))
-        self.reassigning_partitions.set(ctx.reassigning_partition_count())
+        self.reassigning_partitions.set(len(ctx.reassigning_partitions()))

@@ -100,7 +100,6 @@ from controller.decisions.reassignment import (  # noqa: F401
     move_leader_into_target,
     new_replicas,
     plan_reassignments,
-    reassigning_partitions,
     reassignment_complete,
     remove_replicas,
     replica_assignment,

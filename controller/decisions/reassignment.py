@@ -121,17 +121,6 @@ def with_partition(a: TopicAssignment, partition: int, ra: ReplicaAssignment
                    adding_replicas=adding, removing_replicas=removing)
 
 
-def reassigning_partitions(ctx: ControllerContext) -> list[TopicPartition]:
-    """Partitions whose topic znode lists adding or removing replicas (moves in flight)."""
-    out = []
-    for topic in sorted(ctx.assignments):
-        a = ctx.assignments[topic]
-        for p in sorted(set(a.adding_replicas) | set(a.removing_replicas)):
-            if a.adding_replicas.get(p) or a.removing_replicas.get(p):
-                out.append(TopicPartition(topic, p))
-    return out
-
-
 def reassignment_complete(ctx: ControllerContext, tp: TopicPartition) -> bool:
     """Step 3's condition: TRS is a subset of the ISR (trivially true with no move)."""
     ra = replica_assignment(ctx, tp)

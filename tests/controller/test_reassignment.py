@@ -109,7 +109,7 @@ def _catch_up(d: Driver) -> bool:
     the ISR (what a real leader does as they reach its log end). Returns whether it asked."""
     ctx = d.core.ctx
     asked = False
-    for tp in D.reassigning_partitions(ctx):
+    for tp in ctx.reassigning_partitions():
         s = ctx.leadership.get(tp)
         if s is None or s.leader not in ctx.live_brokers:
             continue

@@ -258,7 +258,7 @@ class Simulation:
                 [(tp.topic, tp.partition, list(target))]))
 
     def _cancel(self) -> None:
-        moving = D.reassigning_partitions(self.d.core.ctx) if self.d.core else []
+        moving = self.d.core.ctx.reassigning_partitions() if self.d.core else []
         if moving:
             self.d.request(E.AlterReassignments(items=((self.rng.choice(moving), None),)))
 
