@@ -594,6 +594,8 @@ async def _execute(admin: AdminClient, args) -> int:
         # The controller refused the request (whole, so nothing moves): the throttles set
         # for it would only slow unrelated traffic, so put them back.
         await _alter(admin, undo)
+        if undo:
+            print("The reassignment was refused; the throttles set for it were removed.")
         _fail(results)
         return 1
     print(started_message(proposed))
