@@ -102,11 +102,17 @@ def epoch_start_applies(is_leader: bool, leader_epoch: int, written_epoch: int) 
     return is_leader and leader_epoch == written_epoch
 
 
-def is_stray_replica(broker_id: int, replicas, has_log: bool, held: HeldReplica | None) -> bool:
+def is_stray_replica(broker_id: int, replicas, leader_epoch: int, has_log: bool,
+                     held: HeldReplica | None) -> bool:
     """A log this broker keeps for a partition whose replicas (RS, adding ones included) no
-    longer name it - a replica removed by a reassignment or a cancel while this broker was
-    down, so its StopReplica(delete) never arrived. The controller's full UpdateMetadata on
-    this broker's startup says so; the log is deleted then (KRaft's stray-replica cleanup,
-    KAFKA-14616, applied to the ZooKeeper-era startup metadata). A replica the replica
-    manager still serves is left to the controller's own StopReplica."""
-    return has_log and broker_id not in replicas and (held is None or held.stopped)
+    longer name it - a replica removed by a reassignment or a cancel whose StopReplica(delete)
+    never arrived: this broker was down, or the controller that removed it died before its
+    request went out (seed 004 section 3, killed after step 5). The controller's UpdateMetadata
+    says so, and the log is deleted then (KRaft's stray-replica cleanup, KAFKA-14616, applied to
+    the ZooKeeper-era metadata). A replica still served counts only once the metadata carries a
+    newer leader epoch than it holds: the controller has moved the partition on without it, so
+    it must neither lead (acks=1 writes to it would be lost) nor linger. One served at the
+    current epoch is left to the controller's own StopReplica."""
+    if not has_log or broker_id in replicas:
+        return False
+    return held is None or held.stopped or leader_epoch > held.leader_epoch

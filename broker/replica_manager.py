@@ -512,7 +512,8 @@ class ReplicaManager:
         strays = tuple(
             StopReplicaPartitionState(tp, None, True) for tp, info in req.partition_states
             if info.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
-                self.broker_id, info.replicas, self.log_manager.get_log(tp) is not None,
+                self.broker_id, info.replicas, info.leader_epoch,
+                self.log_manager.get_log(tp) is not None,
                 self.partitions.get(tp)))
         if strays:
             self.events.warning("stray_replicas", partitions=[str(s.tp) for s in strays])

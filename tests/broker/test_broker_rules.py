@@ -269,10 +269,14 @@ def test_update_metadata_translation_and_deletion():
 
 @pytest.mark.parametrize("replicas, has_log, held, stray", [
     ((2, 3), True, None, True),                      # removed while down: its files go
-    ((2, 3), True, NS(stopped=True), True),           # stopped, no longer a replica
-    ((2, 3), True, NS(stopped=False), False),         # still served: the controller decides
+    ((2, 3), True, NS(stopped=True, leader_epoch=0), True),   # stopped, no longer a replica
+    ((2, 3), True, NS(stopped=False, leader_epoch=5), False),  # served at this epoch: the
+                                                               # controller's StopReplica decides
+    ((2, 3), True, NS(stopped=False, leader_epoch=4), True),   # the controller moved on without
+                                                               # it (its StopReplica was lost)
     ((1, 3), True, None, False),                      # still a replica (adding included)
+    ((1, 3), True, NS(stopped=False, leader_epoch=4), False),  # a replica at an older epoch
     ((2, 3), False, None, False),                     # nothing on disk
 ])
 def test_stray_replica_rule(replicas, has_log, held, stray):
-    assert partition_state.is_stray_replica(1, replicas, has_log, held) is stray
+    assert partition_state.is_stray_replica(1, replicas, 5, has_log, held) is stray
