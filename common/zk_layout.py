@@ -342,3 +342,73 @@ def decode_reassignment(data: bytes) -> list[tuple[str, int, list[int]]]:
         seen.add((topic, partition))
         out.append((topic, partition, list(replicas)))
     return out
+
+
+# ---------------------------------------------------------------- /restart_partitions (C5)
+
+RESTART_ENTRY_PREFIX = "restart-"
+
+
+@dataclass(frozen=True)
+class RestartEntry:
+    """One /restart_partitions/restart-<seq> entry (seed 003 step 2.4): broker `broker` lost
+    its replicas of `partitions` (sorted (topic, partition) pairs) with log dir `log_dir`.
+
+    Seed 003's open question 3 (brokers writing one znode at once, the controller removing what
+    it handled) is settled as ZooKeeper's Queue recipe: each report is its own persistent
+    sequential child, so brokers never contend; the controller handles each child on its event
+    queue and deletes it afterwards. Processing is at least once, so it is idempotent (the
+    controller's `decisions.restarts`). `broker_epoch` names the broker incarnation that lost
+    them (the czxid of its registration, KIP-380), for the event log and diagnosis."""
+
+    broker: int
+    log_dir: str
+    partitions: tuple[tuple[str, int], ...]
+    broker_epoch: int = -1
+
+
+def restart_entry_path(name: str) -> str:
+    return f"{RESTART_PARTITIONS}/{name}"
+
+
+def encode_restart_entry(e: RestartEntry) -> bytes:
+    """The SPEC's JSON: {"version":1,"broker":1,"log_dir":"/d1","broker_epoch":N,
+    "partitions":[{"topic":"t","partitions":[1,2,3]}]} (seed 003's format, grouped by topic)."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in sorted(e.partitions):
+        by_topic.setdefault(t, []).append(p)
+    return _dumps({"version": 1, "broker": e.broker, "log_dir": e.log_dir,
+                   "broker_epoch": e.broker_epoch,
+                   "partitions": [{"topic": t, "partitions": ps}
+                                  for t, ps in sorted(by_topic.items())]})
+
+
+def decode_restart_entry(data: bytes) -> RestartEntry:
+    """ValueError naming what is wrong (the controller logs and deletes an unreadable entry:
+    nothing can ever make it readable)."""
+    o = _loads(data, RESTART_PARTITIONS)
+    broker, log_dir = o.get("broker"), o.get("log_dir", "")
+    if isinstance(broker, str) and broker.isdigit():  # the seed's example quotes numbers
+        broker = int(broker)
+    if not isinstance(broker, int) or isinstance(broker, bool) or broker < 0:
+        raise ValueError(f'{RESTART_PARTITIONS}: no valid "broker"')
+    if not isinstance(log_dir, str):
+        raise ValueError(f'{RESTART_PARTITIONS}: "log_dir" must be a string')
+    groups = o.get("partitions")
+    if not isinstance(groups, list):
+        raise ValueError(f'{RESTART_PARTITIONS}: "partitions" must be a list')
+    out: set[tuple[str, int]] = set()
+    for g in groups:
+        topic = g.get("topic") if isinstance(g, dict) else None
+        ps = g.get("partitions") if isinstance(g, dict) else None
+        if not isinstance(topic, str) or not topic or not isinstance(ps, list):
+            raise ValueError(f'{RESTART_PARTITIONS}: each entry needs "topic" and "partitions"')
+        for p in ps:
+            if isinstance(p, str) and p.isdigit():
+                p = int(p)
+            if not isinstance(p, int) or isinstance(p, bool) or p < 0:
+                raise ValueError(f"{RESTART_PARTITIONS}: {topic}: bad partition {p!r}")
+            out.add((topic, p))
+    epoch = o.get("broker_epoch", -1)
+    return RestartEntry(broker, log_dir, tuple(sorted(out)),
+                        epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else -1)
