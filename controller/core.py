@@ -89,6 +89,7 @@ class ControllerCore:
             E.ReassignmentChange: self._reassignment_change,
             E.AlterReassignments: self._alter_reassignments,
             E.ListReassignments: self._list_reassignments,
+            E.RestartPartitionsChange: self._restart_partitions_change,
         }
 
     # ================================================================== stepping
@@ -211,6 +212,9 @@ class ControllerCore:
         yield X.UpdateBrokers(dict(ctx.live_brokers))
         yield from self._execute(D.on_controller_failover(ctx))
         yield from self._resume_reassignments(snap.admin_reassignments)
+        # Entries a previous controller left (it may have applied one and died before
+        # deleting it: re-applying is harmless, restarts.py).
+        yield from self._restart_partitions_change(None)
         yield from self._arm_rebalance()
         self.ready = True
 
@@ -626,6 +630,43 @@ class ControllerCore:
             if tp not in failed:
                 return d
         return None
+
+    # ================================================================== restarted partitions
+
+    def _restart_partitions_change(self, ev: E.RestartPartitionsChange | None) -> Handler:
+        """Seed 003's /restart_partitions listener, as a queue: each entry in sequence order
+        is applied (`decisions.restarts`), then deleted. At least once: a controller that
+        dies in between leaves the entry to the next one, which applies it again to the same
+        end state. An entry whose writes stay refused is kept for the next change or
+        controller; an unreadable one is dropped with a warning."""
+        ctx = self.ctx
+        listing: X.RestartEntries = yield X.ReadRestartEntries()
+        for name, entry in listing.entries:
+            if isinstance(entry, str):
+                yield self._emit("restart_entry_invalid", "warning", entry=name, error=entry)
+                yield X.DeleteRestartEntry(name, ctx.epoch_zk_version)
+                continue
+            tps = [TopicPartition(t, p) for t, p in entry.partitions]
+            skipped = {str(tp): why for tp in tps
+                       if (why := D.restartable(ctx, entry.broker, tp)) is not None}
+            d = D.restart_partitions(ctx, entry.broker, tps)
+            failed: set[TopicPartition] = set()
+            for _ in range(REFUSED_WRITE_RETRIES + 1):
+                failed = yield from self._execute(d, retries=0)
+                if not failed:
+                    break
+                d = D.restart_partitions(ctx, entry.broker, failed)  # on the re-read state
+            yield self._emit(
+                "partitions_restarted" if not failed else "partitions_restart_incomplete",
+                "info" if not failed else "warning", entry=name, broker=entry.broker,
+                log_dir=entry.log_dir, broker_epoch=entry.broker_epoch,
+                partitions=[str(tp) for tp in sorted(tps) if str(tp) not in skipped],
+                skipped=skipped, refused=[str(tp) for tp in sorted(failed)])
+            if failed:
+                continue
+            yield X.DeleteRestartEntry(name, ctx.epoch_zk_version)
+
+    # ================================================================== reassignment steps 3-7
 
     def _complete_reassignment(self, tp: TopicPartition) -> Handler:
         """Steps 4-7 for a partition whose TRS is in the ISR."""

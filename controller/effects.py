@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
-from common.zk_layout import BrokerRegistration, LeaderAndIsr, TopicAssignment
+from common.zk_layout import BrokerRegistration, LeaderAndIsr, RestartEntry, TopicAssignment
 from controller.decisions import Decision, PartitionWrite
 from controller.request_batch import BrokerBatch
 
@@ -107,6 +107,21 @@ class ReadAdminReassignments(Effect):
 
 
 @dataclass(frozen=True)
+class RestartEntries:
+    """/restart_partitions' entries in sequence order: (name, entry), or (name, why it could
+    not be read) - an unreadable entry can never become readable, so it is dropped."""
+
+    entries: tuple[tuple[str, RestartEntry | str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ReadRestartEntries(Effect):
+    """-> RestartEntries; arms the children watch of /restart_partitions."""
+
+    needs_result: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
 class ReadTopicsToDelete(Effect):
     """-> list of topic names (/admin/delete_topics children)."""
 
@@ -156,6 +171,16 @@ class WriteAdminReassignments(Effect):
     `entries`; deleted when empty (a tool waiting for it learns every move is done)."""
 
     entries: Mapping[TopicPartition, tuple[int, ...]]
+    epoch_version: int
+    needs_result: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class DeleteRestartEntry(Effect):
+    """The last step of handling one /restart_partitions entry (seed 003 step 3: "Removes
+    data from /restart_partitions"); epoch-checked like every controller write."""
+
+    name: str
     epoch_version: int
     needs_result: ClassVar[bool] = True
 

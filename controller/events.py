@@ -80,6 +80,12 @@ class ReassignmentChange(Event):
 
 
 @dataclass(frozen=True)
+class RestartPartitionsChange(Event):
+    """/restart_partitions' children changed: a broker reported replicas lost with a log dir
+    (seed 003, "registers Zookeeper listener on /restart_partitions")."""
+
+
+@dataclass(frozen=True)
 class StopReplicaResponse(Event):
     """A broker's answer to StopReplica(delete=true), per partition (transport errors count
     as UNKNOWN_SERVER_ERROR)."""

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, Protocol
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from common import zk_layout as L
 from common.names import TopicPartition
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
 from controller.decisions import PartitionWrite
@@ -65,6 +66,8 @@ class MetadataStore(Protocol):
                                  ) -> dict[str, dict[str, str]]: ...
     async def read_topics_to_delete(self, watch=None) -> list[str]: ...
     async def read_admin_reassignments(self, watch=None) -> bytes | None: ...
+    async def read_restart_entries(self, watch=None) -> list[tuple[str, bytes]]: ...
+    async def delete_restart_entry(self, name: str, epoch_version: int) -> None: ...
     async def write_topic_assignment(self, assignment: TopicAssignment,
                                      epoch_version: int) -> None: ...
     async def write_admin_reassignments(self, data: bytes | None,
@@ -107,6 +110,7 @@ class MemoryTree:
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     delete_topics: set[str] = field(default_factory=set)
     reassign_partitions: bytes | None = None  # /admin/reassign_partitions, as written
+    restart_entries: dict[str, bytes] = field(default_factory=dict)  # /restart_partitions
     watches: dict[Any, list[Callable]] = field(default_factory=dict)
     _zxid: itertools.count = field(default_factory=lambda: itertools.count(1))
     _sessions: itertools.count = field(default_factory=lambda: itertools.count(1))
@@ -139,6 +143,14 @@ class MemoryTree:
         """What kafka-reassign-partitions (or `replog reassign` over ZooKeeper) does."""
         self.reassign_partitions = data
         self.fire("reassign", WatchedEvent("CHANGED", "/admin/reassign_partitions"))
+
+    def add_restart_entry(self, data: bytes) -> str:
+        """What a broker whose log dir failed does (seed 003 step 2.4): a persistent
+        sequential child of /restart_partitions; returns its name."""
+        name = f"{L.RESTART_ENTRY_PREFIX}{self.zxid():010d}"
+        self.restart_entries[name] = data
+        self.fire("restart_partitions", WatchedEvent("CHILD", L.RESTART_PARTITIONS))
+        return name
 
     def expire(self, session_id: int) -> None:
         """A session ends: its ephemerals go and their watches fire (a real expiry)."""
@@ -267,6 +279,10 @@ class InMemoryStore:
         self.tree.watch("reassign", watch)
         return self.tree.reassign_partitions
 
+    async def read_restart_entries(self, watch=None) -> list[tuple[str, bytes]]:
+        self.tree.watch("restart_partitions", watch)
+        return sorted(self.tree.restart_entries.items())
+
     # ------------------------------------------------------------------ conditional writes
 
     def _check_epoch(self, epoch_version: int) -> None:
@@ -317,6 +333,11 @@ class InMemoryStore:
         if self.tree.reassign_partitions == data:
             return
         self.tree.write_reassign_partitions(data)
+
+    async def delete_restart_entry(self, name: str, epoch_version: int) -> None:
+        self._check_epoch(epoch_version)
+        if self.tree.restart_entries.pop(name, None) is not None:
+            self.tree.fire("restart_partitions", WatchedEvent("CHILD", L.RESTART_PARTITIONS))
 
     async def mark_topic_for_deletion(self, topic: str, epoch_version: int) -> None:
         self._check_epoch(epoch_version)

@@ -30,6 +30,7 @@ class Watches(Protocol):
     def config(self, topic: str) -> Callable: ...
     def delete_topics(self) -> Callable: ...
     def reassignments(self) -> Callable: ...
+    def restart_partitions(self) -> Callable: ...
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class EventWatches:
     def reassignments(self) -> Callable:
         return self.watch("reassign", E.ReassignmentChange)
 
+    def restart_partitions(self) -> Callable:
+        return self.watch("restart_partitions", E.RestartPartitionsChange)
+
 
 def decode_admin_reassignments(data: bytes | None) -> X.AdminReassignments | None:
     if data is None:
@@ -67,6 +71,16 @@ def decode_admin_reassignments(data: bytes | None) -> X.AdminReassignments | Non
     except ValueError as e:
         return X.AdminReassignments(error=str(e))
     return X.AdminReassignments({TopicPartition(t, p): tuple(r) for t, p, r in entries})
+
+
+def decode_restart_entries(children: list[tuple[str, bytes]]) -> X.RestartEntries:
+    out: list[tuple[str, L.RestartEntry | str]] = []
+    for name, data in children:
+        try:
+            out.append((name, L.decode_restart_entry(data)))
+        except ValueError as e:
+            out.append((name, str(e)))
+    return X.RestartEntries(tuple(out))
 
 
 def encode_admin_reassignments(entries) -> bytes | None:
@@ -113,6 +127,11 @@ async def perform(store: MetadataStore, eff: X.Effect, w: Watches,
         case X.ReadAdminReassignments():
             return decode_admin_reassignments(
                 await store.read_admin_reassignments(watch=w.reassignments()))
+        case X.ReadRestartEntries():
+            return decode_restart_entries(
+                await store.read_restart_entries(watch=w.restart_partitions()))
+        case X.DeleteRestartEntry(name=name, epoch_version=v):
+            return await store.delete_restart_entry(name, v)
         case X.WriteTopicAssignment(assignment=a, epoch_version=v):
             return await store.write_topic_assignment(a, v)
         case X.WriteAdminReassignments(entries=entries, epoch_version=v):

@@ -334,6 +334,15 @@ class ZkStore:
         got = await self.zk.get_or_none(L.REASSIGN_PARTITIONS)
         return None if got is None else got[0]
 
+    async def read_restart_entries(self, watch=None) -> list[tuple[str, bytes]]:
+        """/restart_partitions' children in sequence order, with their data; `watch` is a
+        children watch (seed 003: "registers Zookeeper listener on /restart_partitions"). A
+        child deleted between the listing and its read is skipped."""
+        names = sorted(await self.zk.get_children(L.RESTART_PARTITIONS, watch=watch))
+        got = await asyncio.gather(*(self.zk.get_or_none(L.restart_entry_path(n))
+                                     for n in names))
+        return [(n, g[0]) for n, g in zip(names, got) if g is not None]
+
     # ------------------------------------------------------------------ conditional writes
 
     async def _commit_checked(self, ops: list, epoch_version: int) -> list:
@@ -484,6 +493,14 @@ class ZkStore:
         results = await self._commit_checked([op], epoch_version)
         if isinstance(results[0], Exception) and not isinstance(
                 results[0], (NoNodeError, NodeExistsError)):
+            raise results[0]
+
+    async def delete_restart_entry(self, name: str, epoch_version: int) -> None:
+        """The last step of handling a /restart_partitions entry: epoch-checked, so a deposed
+        controller cannot consume an entry it did not apply; already gone is fine."""
+        results = await self._commit_checked(
+            [lambda t: t.delete(L.restart_entry_path(name))], epoch_version)
+        if isinstance(results[0], Exception) and not isinstance(results[0], NoNodeError):
             raise results[0]
 
     async def mark_topic_for_deletion(self, topic: str, epoch_version: int) -> None:

@@ -47,9 +47,11 @@ Rules, with where they come from:
   interval, so a relinquishing leader is not handed its leadership back by the very next check,
   and at the latest one interval after the cool-down it is rebalanced normally.
 
-Partial: restarted partitions (C5) and ELR (C7) decisions are not written yet; their
-selectors are in selectors.py and they will be further modules here returning the same
-Decision type.
+- Seed 003 (C5): `restarts.restart_partitions` applies a /restart_partitions entry with the
+  RestartedPartitionsLeaderSelector; see that module for where replog departs from the seed.
+
+Partial: ELR (C7) decisions are not written yet; their selectors will be in selectors.py and
+they will be further modules here returning the same Decision type.
 """
 
 from controller.decisions.base import (  # noqa: F401
@@ -106,5 +108,6 @@ from controller.decisions.reassignment import (  # noqa: F401
     start_adding_replicas,
     with_partition,
 )
+from controller.decisions.restarts import restart_partitions, restartable  # noqa: F401
 from controller.decisions.topics import on_new_partitions  # noqa: F401
 from controller.selectors import ElectionReason  # noqa: F401

@@ -37,6 +37,10 @@ Commands:
     admin-reassign T-P=B,B ...|JSON   a tool writes /admin/reassign_partitions (fires its watch)
     list-reassignments             ListPartitionReassignments
     catch-up T-P                   the leader adds every live replica to the ISR (AlterPartition)
+    restart ID T-P... [dir=D]      broker ID lost these replicas with log dir D: it writes a
+                                   /restart_partitions entry (fires the children watch);
+                                   `restart garbage` writes an unreadable entry
+    restart-entries                the /restart_partitions entries left in the store
     time MS                        set the clock
     show                           all partition states (and assignments of moving ones)
 """
@@ -49,7 +53,12 @@ from pathlib import Path
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
-from common.zk_layout import LEADER_RECOVERING, encode_reassignment
+from common.zk_layout import (
+    LEADER_RECOVERING,
+    RestartEntry,
+    encode_reassignment,
+    encode_restart_entry,
+)
 from controller import decisions as D
 from controller import effects as X
 from controller import events as E
@@ -106,6 +115,14 @@ class Scenario:
                 or "(deleted)"))
         elif isinstance(eff, X.Emit) and eff.name == "reassignment_step":
             self.out.append(f"step {eff.fields['step']} {eff.fields['partition']}")
+        elif isinstance(eff, X.DeleteRestartEntry):
+            self.out.append(f"delete /restart_partitions/{eff.name}")
+        elif isinstance(eff, X.Emit) and eff.name in ("partitions_restarted",
+                                                      "partitions_restart_incomplete",
+                                                      "restart_entry_invalid"):
+            f = {k: v for k, v in eff.fields.items()
+                 if k not in ("controller_epoch", "entry", "broker_epoch")}
+            self.out.append(f"{eff.name} {f}")
         elif isinstance(eff, X.Emit) and eff.name in ("reassignment_rejected",
                                                       "reassignment_stalled",
                                                       "invalid_state_transition"):
@@ -295,6 +312,15 @@ class Scenario:
                     (_tp(k), v) for k, v in (a.split("=", 1) for a in args)))
             d.tree.write_reassign_partitions(data)
             self._settle()
+        elif cmd == "restart":
+            d.tree.add_restart_entry(b"{not json" if pos[0] == "garbage" else
+                                     encode_restart_entry(RestartEntry(
+                                         int(pos[0]), kv.get("dir", "/d0"),
+                                         tuple((tp.topic, tp.partition)
+                                               for tp in map(_tp, pos[1:])))))
+            self._settle()
+        elif cmd == "restart-entries":
+            self.out += [f"entry {n}" for n in sorted(d.tree.restart_entries)] or ["(none)"]
         elif cmd == "list-reassignments":
             reply = self._request(E.ListReassignments())
             for o in (reply.value if reply else []):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
+from common import zk_layout as L
 from common.names import TopicPartition
 from controller import decisions as D
 from controller import events as E
@@ -69,6 +70,7 @@ def _store(d: Driver) -> dict:
                         s.leader_recovery_state) for tp, s in sorted(t.states.items())},
         "topics": sorted(t.topics),
         "delete_topics": sorted(t.delete_topics),
+        "restart_entries": sorted(t.restart_entries),
     }
 
 
@@ -118,11 +120,20 @@ def _shrink_isr(tp: TopicPartition, drop: int) -> Action:
     return act
 
 
+def _restart(broker: int, topic: str, partitions: int) -> Action:
+    """Broker `broker` lost its replicas of `topic` with a log dir (seed 003 step 2.4)."""
+    def act(d: Driver):
+        d.tree.add_restart_entry(L.encode_restart_entry(L.RestartEntry(
+            broker, "/d1", tuple((topic, p) for p in range(partitions)))))
+    return act
+
+
 SCENARIOS = {
     "broker_failure_100_partitions": (_cluster(4, {"t": (100, 3)}), _kill_broker(1)),
     "controlled_shutdown": (_cluster(3, {"t": (12, 3), "u": (4, 2)}), _controlled_shutdown(2)),
     "topic_deletion": (_cluster(3, {"t": (6, 3), "keep": (2, 2)}), _delete("t")),
     "alter_partition": (_cluster(3, {"t": (3, 3)}), _shrink_isr(TopicPartition("t", 0), 3)),
+    "restart_partitions": (_cluster(3, {"t": (12, 3), "u": (2, 1)}), _restart(1, "t", 12)),
 }
 
 

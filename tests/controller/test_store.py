@@ -45,6 +45,14 @@ class ZkBackend:
     def expire(self, session) -> None:
         expire_session(session, self.hosts)
 
+    def broker_reports_restart(self, data: bytes) -> str:
+        """What a broker whose log dir failed does (seed 003): a persistent sequential child."""
+        kz = KazooClient(self.hosts)
+        kz.start(timeout=15)
+        self.clients.append(kz)
+        return kz.create(zl.restart_entry_path(zl.RESTART_ENTRY_PREFIX), data,
+                         sequence=True).rsplit("/", 1)[1]
+
     def tool_writes_reassignment(self, data: bytes) -> None:
         """What kafka-reassign-partitions over ZooKeeper does."""
         kz = KazooClient(self.hosts)
@@ -80,6 +88,9 @@ class MemoryBackend:
 
     def tool_writes_reassignment(self, data: bytes) -> None:
         self.tree.write_reassign_partitions(data)
+
+    def broker_reports_restart(self, data: bytes) -> str:
+        return self.tree.add_restart_entry(data)
 
     async def close(self):
         return None
@@ -222,3 +233,27 @@ async def test_reassignment_znodes(backend):
     with pytest.raises(ControllerMovedError):
         await s.write_admin_reassignments(data, version)
     assert await s.read_assignment("t") == moving
+
+
+async def test_restart_partitions_queue(backend):
+    """C5 (seed 003, open question 3 as a Queue recipe): brokers add sequential children; the
+    controller lists them in order under a children watch and deletes each, epoch-fenced."""
+    s, (_, version) = await _controller(backend)
+    fired: list = []
+    assert await s.read_restart_entries(watch=fired.append) == []
+    first = zl.encode_restart_entry(zl.RestartEntry(1, "/d1", (("t", 0), ("t", 2)), 7))
+    second = zl.encode_restart_entry(zl.RestartEntry(2, "/d0", (("u", 1),), 9))
+    a = backend.broker_reports_restart(first)
+    b = backend.broker_reports_restart(second)
+    assert a.startswith(zl.RESTART_ENTRY_PREFIX) and a < b
+    await wait_for(lambda: fired, what="the /restart_partitions children watch")
+    assert await s.read_restart_entries() == [(a, first), (b, second)]
+    await s.delete_restart_entry(a, version)
+    await s.delete_restart_entry(a, version)  # already gone: at-least-once processing
+    assert await s.read_restart_entries() == [(b, second)]
+
+    await s.resign(backend.session_of(s))
+    await _controller(backend, 2)
+    with pytest.raises(ControllerMovedError):
+        await s.delete_restart_entry(b, version)
+    assert await s.read_restart_entries() == [(b, second)]

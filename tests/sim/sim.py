@@ -11,11 +11,13 @@ deleted, brokers answer StopReplica (or the answer is lost), the rebalance timer
 topic's unclean election is switched on, a state write is refused, the controller is deposed,
 or it crashes after a chosen number of effects and a new one takes over from the store; an
 operator reassigns a partition (AlterPartitionReassignments, or a tool writing
-/admin/reassign_partitions) or cancels a move - and ISR changes let moves complete.
+/admin/reassign_partitions) or cancels a move - and ISR changes let moves complete; a broker
+loses replicas with a log dir and writes a /restart_partitions entry (seed 003).
 
 After every step the invariants are checked:
     - at most one leader per partition and leader epoch (over every state ever written);
-    - the ISR stays within the replicas and is never empty;
+    - the ISR stays within the replicas and is empty only without a leader (a restarted
+      partition whose only in-sync replica lost its log);
     - the leader epoch never goes down;
     - no election outside the rules: a new leader is a registered broker, from the ISR
       unless the election was unclean - allowed by the topic, or asked for - and then
@@ -25,7 +27,10 @@ After every step the invariants are checked:
     - no state transition is ever refused by the tables (C6: refusals are logged and
       counted in production, and here fail the run);
     - a move in flight keeps AR and RR within RS and apart, and every /admin/reassign_partitions
-      entry is a move in flight with that target (finished ones are cleared).
+      entry is a move in flight with that target (finished ones are cleared);
+    - once a /restart_partitions entry is consumed, the broker that lost a replica is out of
+      its ISR - until AlterPartition adds it back (it re-created and caught up) - and leads
+      only through a later election.
 
 A failing seed prints its number and the step; rerunning it replays the same run. The
 planted-bug self-test (`PLANTED_BUGS` in controller/selectors.py) proves the checker catches a
@@ -43,8 +48,10 @@ from common.zk_layout import (
     LEADER_RECOVERING,
     NO_LEADER,
     LeaderAndIsr,
+    RestartEntry,
     decode_reassignment,
     encode_reassignment,
+    encode_restart_entry,
 )
 from controller import decisions as D
 from controller import effects as X
@@ -79,6 +86,8 @@ class Simulation:
         self.topic_no = 0
         self.log: list[str] = []
         self.refused: list[str] = []
+        # (partition, broker) replicas lost with a log dir -> out of the ISR since the loss?
+        self.lost: dict[tuple[TopicPartition, int], bool] = {}
         self.step, self.action = -1, "setup"
         self.d.on_effect = self._on_effect
 
@@ -124,7 +133,7 @@ class Simulation:
             (self._create_topic, 1), (self._delete_topic, 1), (self._ack_stop_replicas, 2),
             (self._rebalance, 1), (self._enable_unclean, 1), (self._refuse_write, 1),
             (self._depose, 1), (self._crash_soon, 2), (self._reassign, 2),
-            (self._cancel, 1),
+            (self._cancel, 1), (self._restart, 2),
         ]
         total = sum(w for _, w in actions)
         x = self.rng.uniform(0, total)
@@ -262,6 +271,22 @@ class Simulation:
         if moving:
             self.d.request(E.AlterReassignments(items=((self.rng.choice(moving), None),)))
 
+    def _restart(self) -> None:
+        """A broker's log dir fails: it reports some of its replicas lost (seed 003)."""
+        ctx = self.d.core.ctx if self.d.core else None
+        live = self._live()
+        if ctx is None or not live:
+            return
+        b = self.rng.choice(live)
+        mine = [tp for tp in self._partitions() if b in ctx.replicas(tp)]
+        if not mine:
+            return
+        lost = self.rng.sample(mine, self.rng.randint(1, len(mine)))
+        for tp in lost:
+            self.lost[(tp, b)] = False
+        self.d.tree.add_restart_entry(encode_restart_entry(RestartEntry(
+            b, "/d1", tuple((tp.topic, tp.partition) for tp in lost))))
+
     def _on_effect(self, eff) -> None:
         if isinstance(eff, X.Emit) and eff.name == "invalid_state_transition":
             self.refused.append(eff.fields["message"])
@@ -306,6 +331,13 @@ class Simulation:
                 if s.leader_recovery_state != LEADER_RECOVERING:
                     self._fail(step, action, f"{tp} unclean leader {s.leader} is not "
                                              "RECOVERING")
+        for (ltp, b), out in list(self.lost.items()):
+            if ltp != tp:
+                continue
+            if b not in s.isr and s.leader != b:
+                self.lost[(ltp, b)] = True  # the loss was applied
+            elif out and b in s.isr and (old is None or b not in old.isr):
+                del self.lost[(ltp, b)]  # rejoined (AlterPartition) or elected: a new life
         self.h.last[tp] = s
 
     def _check(self, step: int, action: str) -> None:
@@ -314,7 +346,7 @@ class Simulation:
         for tp, s in tree.states.items():
             a = tree.topics.get(tp.topic)
             replicas = a.partitions.get(tp.partition, []) if a else []
-            if not s.isr or not set(s.isr) <= set(replicas):
+            if (not s.isr and s.leader != NO_LEADER) or not set(s.isr) <= set(replicas):
                 self._fail(step, action, f"{tp} ISR {s.isr} not within replicas {replicas}")
             self._observe(tp, s, step, action)
         for tp in [tp for tp in self.h.last if tp not in tree.states]:
@@ -340,6 +372,15 @@ class Simulation:
                     self._fail(step, action, f"topic {t}: core believes "
                                              f"{ctx.assignments.get(t)}, store holds "
                                              f"{tree.topics.get(t)}")
+            if not tree.restart_entries:
+                for (tp, b), out in list(self.lost.items()):
+                    s = tree.states.get(tp)
+                    if s is None or not ctx.has_partition(tp) or ctx.is_being_deleted(tp.topic) \
+                            or b not in ctx.replicas(tp):
+                        del self.lost[(tp, b)]
+                    elif not out:
+                        self._fail(step, action, f"{tp}: broker {b} lost its replica, the "
+                                                 f"restart was consumed, yet {s}")
             if tree.reassign_partitions is not None:
                 for t, p, target in decode_reassignment(tree.reassign_partitions):
                     tp = TopicPartition(t, p)
