@@ -434,6 +434,8 @@ class Controller:
             self.metrics.invalid_transitions.labels(f["kind"]).inc()
         elif eff.name == "reassignment_completed":
             self.metrics.reassignments_completed.inc()
+        elif eff.name == "partitions_restarted":
+            self.metrics.restarted_partitions.inc(len(f["partitions"]))
         if eff.name == "leader_election":
             self.metrics.leader_elections.labels(f["reason"]).inc()
             if f["unclean"]:

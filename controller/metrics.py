@@ -72,6 +72,12 @@ class ControllerMetrics:
         self.reassignments_completed = Counter(
             "replog_controller_reassignments_completed", "Partition reassignments completed",
             registry=r)
+        # C5 (seed 003): replicas restarted from /restart_partitions entries (lost with a log
+        # dir, re-created on the same broker).
+        self.restarted_partitions = Counter(
+            "replog_controller_restarted_partitions",
+            "Partition replicas restarted after their broker lost them with a log dir",
+            registry=r)
         self.invalid_transitions = Counter(
             "replog_controller_invalid_state_transitions",
             "State transitions refused by the partition/replica state machines",

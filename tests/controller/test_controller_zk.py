@@ -467,3 +467,30 @@ async def test_refused_election_write_is_reread_and_decided_again(
     assert state(zk, "t", 0)["leader_epoch"] == 8 and state(zk, "t", 0)["isr"] == [2, 3]
     ctx = srv.controller.context
     assert ctx.leadership[TopicPartition("t", 0)].leader == 2
+
+
+async def test_restart_partitions_entry_is_applied_then_deleted(controllers, fake_brokers, zk):
+    """C5 (seed 003): a broker's /restart_partitions entry (a persistent sequential child,
+    written here as the broker would) moves leadership off it, takes it out of the ISR, tells
+    it to re-create the replica (is_new) and is deleted once applied."""
+    brokers = await fake_brokers(1, 2, 3)
+    srv = await active_controller(controllers)
+    await wait_for(lambda: len(srv.controller.context.live_brokers) == 3)
+    res = await create(srv, "t", assignments={0: [1, 2, 3], 1: [2, 1, 3]})
+    assert res.error_code == 0, res.error_message
+    zk.create(L.restart_entry_path(L.RESTART_ENTRY_PREFIX), L.encode_restart_entry(
+        L.RestartEntry(1, "/d1", (("t", 0), ("t", 1)), brokers[0].epoch)), sequence=True)
+    await wait_for(lambda: zk.get_children(L.RESTART_PARTITIONS) == [],
+                   what="the restart entry consumed")
+    s0, s1 = state(zk, "t", 0), state(zk, "t", 1)
+    assert (s0["leader"], s0["isr"], s0["leader_epoch"]) == (2, [2, 3], 1)  # 1 led: first of AR
+    assert (s1["leader"], s1["isr"], s1["leader_epoch"]) == (2, [2, 3], 1)  # 1 followed
+    await wait_for(lambda: any(s.is_new for r in brokers[0].of("LeaderAndIsr")
+                               for s in r.partition_states if s.leader_epoch == 1),
+                   what="LeaderAndIsr(is_new) to the broker that lost its replicas")
+    last = {(s.topic, s.partition): s for r in brokers[0].of("LeaderAndIsr")
+            for s in r.partition_states}
+    assert last[("t", 0)].is_new and last[("t", 1)].is_new
+    [ev] = srv.log.named("partitions_restarted")
+    assert ev["broker"] == 1 and ev["log_dir"] == "/d1" and ev["partitions"] == ["t-0", "t-1"]
+    assert srv.metrics.restarted_partitions._value.get() == 2
