@@ -1,0 +1,127 @@
+"""`replog log-dirs describe` (kafka-log-dirs): Kafka's JSON for the brokers' DescribeLogDirs
+answers, an offline dir's error, the filters and user errors; and against a real cluster,
+every replica found in the dir that holds its files."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from admin.client import AdminClient, Producer
+from admin.log_dirs_cmd import STORAGE_ERROR, describe_json, parse_list
+from common.errors import ErrorCode, ReplogError
+from common.rpc import replog_pb2 as pb
+from tests.admin.test_cli import assert_one_line_error, replog
+
+
+def _response(*dirs) -> pb.DescribeLogDirsResponse:
+    resp = pb.DescribeLogDirsResponse()
+    for path, error, topics in dirs:
+        r = resp.results.add(log_dir=path, error_code=int(error),
+                             offline=error != ErrorCode.NONE)
+        for topic, parts in topics.items():
+            t = r.topics.add(topic=topic)
+            for p, size, lag, future in parts:
+                t.partitions.add(partition=p, size=size, offset_lag=lag, is_future=future)
+    return resp
+
+
+def test_kafkas_json_with_an_offline_dir_and_a_topic_filter():
+    responses = {
+        2: _response(("/b2/d0", ErrorCode.NONE, {"t": [(1, 10, 0, False)]})),
+        1: _response(("/b1/d0", ErrorCode.NONE, {"u": [(0, 5, 0, False)],
+                                                 "t": [(2, 7, 3, False), (0, 9, 0, False),
+                                                       (0, 4, 5, True)]}),
+                     ("/b1/d1", ErrorCode.KAFKA_STORAGE_ERROR, {})),
+    }
+    assert describe_json(responses) == {"version": 1, "brokers": [
+        {"broker": 1, "logDirs": [
+            {"logDir": "/b1/d0", "error": None, "partitions": [
+                {"partition": "t-0", "size": 9, "offsetLag": 0, "isFuture": False},
+                {"partition": "t-0", "size": 4, "offsetLag": 5, "isFuture": True},
+                {"partition": "t-2", "size": 7, "offsetLag": 3, "isFuture": False},
+                {"partition": "u-0", "size": 5, "offsetLag": 0, "isFuture": False}]},
+            {"logDir": "/b1/d1", "error": STORAGE_ERROR, "partitions": []}]},
+        {"broker": 2, "logDirs": [
+            {"logDir": "/b2/d0", "error": None, "partitions": [
+                {"partition": "t-1", "size": 10, "offsetLag": 0, "isFuture": False}]}]}]}
+    only_u = describe_json(responses, ["u"])
+    assert [p["partition"] for b in only_u["brokers"] for d in b["logDirs"]
+            for p in d["partitions"]] == ["u-0"]
+    assert len(only_u["brokers"][0]["logDirs"]) == 2  # dirs are listed even when empty
+
+
+def test_lists():
+    assert parse_list("1, 2,3", "broker-list", int) == [1, 2, 3]
+    assert parse_list(None, "broker-list", int) is None
+    with pytest.raises(ReplogError, match="--broker-list must be a comma-separated list"):
+        parse_list("1,two", "broker-list", int)
+    with pytest.raises(ReplogError, match="--topic-list is empty"):
+        parse_list(" , ", "topic-list")
+
+
+@pytest.mark.parametrize("args,contains", [
+    (["--bootstrap-server", "127.0.0.1:1"], "Command must include exactly one action: "
+                                            "--describe"),
+    (["describe", "--bootstrap-server", "127.0.0.1:1", "--broker-list", "x"],
+     "--broker-list must be a comma-separated list of broker ids"),
+    (["describe", "--bootstrap-server", "127.0.0.1:1", "--timeout-ms", "300"],
+     "no broker answered"),
+])
+async def test_user_errors_are_one_line(args, contains):
+    rc, _, err = await replog("log-dirs", *args)
+    assert_one_line_error(rc, err, contains)
+
+
+@pytest.mark.integration
+def test_describe_against_a_real_cluster(cluster_factory):
+    cluster = cluster_factory(brokers=2, log_dirs_per_broker=2)
+    b = cluster.bootstrap_servers
+
+    async def setup():
+        async with AdminClient(b) as admin:
+            await admin.create_topic("t", 4, 2)
+            await admin.create_topic("u", 1, 1)
+        async with Producer(b, acks="all") as p:
+            for i in range(40):
+                await p.send_and_wait("t", b"x" * 100, partition=i % 4)
+    asyncio.run(setup())
+
+    rc, out, err = asyncio.run(replog("log-dirs", "describe", "--bootstrap-server", b))
+    assert (rc, err) == (0, ""), err
+    lines = out.splitlines()
+    assert lines[:2] == ["Querying brokers for log directories information",
+                         "Received log directory information from brokers 1,2"]
+    doc = json.loads(lines[2])
+    assert doc["version"] == 1 and [x["broker"] for x in doc["brokers"]] == [1, 2]
+    seen = set()
+    for broker in doc["brokers"]:
+        node = cluster.broker(broker["broker"])
+        assert [d["logDir"] for d in broker["logDirs"]] == [str(d) for d in node.log_dirs]
+        for d in broker["logDirs"]:
+            assert d["error"] is None
+            for p in d["partitions"]:
+                # The replica is where the broker says: its dir is in that log dir.
+                assert os.path.isdir(os.path.join(d["logDir"], p["partition"]))
+                assert not p["isFuture"]
+                seen.add((broker["broker"], p["partition"]))
+                if p["partition"].startswith("t-"):
+                    assert p["size"] > 0
+    assert {tp for _, tp in seen} == {"t-0", "t-1", "t-2", "t-3", "u-0"}
+    assert len([1 for _, tp in seen if tp.startswith("t-")]) == 8  # RF 2
+
+    rc, out, err = asyncio.run(replog("log-dirs", "--describe", "--bootstrap-server", b,
+                                      "--broker-list", "2", "--topic-list", "u"))
+    assert rc == 0, err
+    doc = json.loads(out.splitlines()[2])
+    assert [x["broker"] for x in doc["brokers"]] == [2]
+    assert all(p["partition"] == "u-0" for d in doc["brokers"][0]["logDirs"]
+               for p in d["partitions"])
+
+    rc, _, err = asyncio.run(replog("log-dirs", "describe", "--bootstrap-server", b,
+                                    "--broker-list", "1,7"))
+    assert_one_line_error(rc, err, "The given brokers do not exist from --broker-list: 7. "
+                                   "Current existent brokers: 1,2")
