@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import glob
+import itertools
 import os
 import urllib.request
 
@@ -11,6 +13,8 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from admin.client.admin_client import AdminClient
+from admin.client.consumer import Consumer
+from admin.client.producer import Producer
 from common.records import iter_batches
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
@@ -74,3 +78,63 @@ def partition_dir(cluster, broker_id: int, topic: str, partition: int) -> str:
         if os.path.isdir(path):
             return path
     raise AssertionError(f"broker {broker_id} has no replica of {topic}-{partition}")
+
+
+class LoadProducer:
+    """acks=all records with unique values, round-robin over a topic's partitions at a modest
+    rate (~200 records/s), until stopped; the acknowledged ones by (partition, offset), and
+    each acknowledgement's time. Records that fail (a bounce, leader moves) are only counted:
+    they were never acked."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int):
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.acked: dict[tuple[int, int], bytes] = {}
+        self.acked_at: list[float] = []
+        self.failed = 0
+        self.stop = asyncio.Event()
+
+    def _done(self, p: int, value: bytes, f: asyncio.Future) -> None:
+        if f.cancelled() or f.exception() is not None:
+            self.failed += 1
+        else:
+            self.acked[(p, f.result().offset)] = value
+            self.acked_at.append(asyncio.get_running_loop().time())
+
+    def max_gap(self, since: float) -> float:
+        """The longest time without an acknowledgement after loop time ``since``."""
+        times = [since] + sorted(t for t in self.acked_at if t >= since)
+        return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+
+    async def run(self) -> None:
+        pending = []
+        async with Producer(self.bootstrap, acks="all", linger_ms=5, delivery_timeout_ms=60000,
+                            request_timeout_ms=5000) as prod:
+            i = 0
+            while not self.stop.is_set():
+                for _ in range(10):
+                    p, value = i % self.partitions, f"r{i}".encode()
+                    f = await prod.send(self.topic, value, partition=p)
+                    f.add_done_callback(lambda f, p=p, v=value: self._done(p, v, f))
+                    pending.append(f)
+                    i += 1
+                await asyncio.sleep(0.05)
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def consume_range(bootstrap: str, topic: str, ends: dict[int, int],
+                        want: set[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+    """Every partition of ``topic`` read from the start up to ``ends`` (partition -> offset),
+    with one consumer, until every (partition, offset) in ``want`` is read (or 60 s pass)."""
+    out: dict[tuple[int, int], bytes] = {}
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as cons:
+        await cons.assign([(topic, p) for p in sorted(ends)])
+        cons.seek_to_beginning()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not want <= out.keys() and loop.time() < deadline:
+            for r in await cons.poll(500):
+                if r.offset < ends[r.partition]:
+                    out[(r.partition, r.offset)] = r.value
+    return out

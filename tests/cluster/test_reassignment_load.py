@@ -22,9 +22,8 @@ import pytest
 
 from admin.client.admin_client import AdminClient, AlterConfigOp
 from admin.client.consumer import Consumer
-from admin.client.producer import Producer
 from common import zk_layout as zl
-from tests.cluster.helpers import eventually, replica_batches
+from tests.cluster.helpers import LoadProducer, consume_range, eventually, replica_batches
 
 pytestmark = pytest.mark.integration
 
@@ -42,39 +41,6 @@ def _target(replicas: list[int]) -> list[int]:
 
 
 TARGET = {p: _target(r) for p, r in BEFORE.items()}
-
-
-class _LoadProducer:
-    """acks=all records with unique values, round-robin over the partitions, at a modest
-    rate (a few thousand in all), until stopped; the acknowledged ones by (partition, offset).
-    Records that fail (the bounce, leader moves) are only counted: they were never acked."""
-
-    def __init__(self, bootstrap: str):
-        self.bootstrap = bootstrap
-        self.acked: dict[tuple[int, int], bytes] = {}
-        self.failed = 0
-        self.stop = asyncio.Event()
-
-    def _done(self, p: int, value: bytes, f: asyncio.Future) -> None:
-        if f.cancelled() or f.exception() is not None:
-            self.failed += 1
-        else:
-            self.acked[(p, f.result().offset)] = value
-
-    async def run(self) -> None:
-        pending = []
-        async with Producer(self.bootstrap, acks="all", linger_ms=5, delivery_timeout_ms=60000,
-                            request_timeout_ms=5000) as prod:
-            i = 0
-            while not self.stop.is_set():
-                for _ in range(10):  # ~200 records/s
-                    p, value = i % PARTITIONS, f"r{i}".encode()
-                    f = await prod.send("t", value, partition=p)
-                    f.add_done_callback(lambda f, p=p, v=value: self._done(p, v, f))
-                    pending.append(f)
-                    i += 1
-                await asyncio.sleep(0.05)
-            await asyncio.gather(*pending, return_exceptions=True)
 
 
 def _znode(c) -> dict:
@@ -110,22 +76,6 @@ def _removed_files(c) -> list[str]:
             for f in _replica_files(c, b, p)]
 
 
-async def _consume(bootstrap: str, ends: dict[int, int], want: set[tuple[int, int]]
-                   ) -> dict[tuple[int, int], bytes]:
-    """Every partition read from the start up to ``ends``, with one consumer."""
-    out: dict[tuple[int, int], bytes] = {}
-    async with Consumer(bootstrap, auto_offset_reset="earliest") as cons:
-        await cons.assign([("t", p) for p in range(PARTITIONS)])
-        cons.seek_to_beginning()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 60
-        while not want <= out.keys() and loop.time() < deadline:
-            for r in await cons.poll(500):
-                if r.offset < ends[r.partition]:
-                    out[(r.partition, r.offset)] = r.value
-    return out
-
-
 async def test_100_partitions_moved_under_acks_all_load_with_a_broker_bounced(cluster_factory):
     c = cluster_factory(brokers=4, overrides=FAST)
     bs = c.bootstrap_servers
@@ -133,7 +83,7 @@ async def test_100_partitions_moved_under_acks_all_load_with_a_broker_bounced(cl
         await admin.create_topic("t", replica_assignment=BEFORE)
         await eventually(lambda: _isr_is_full(admin), timeout=60, what="t fully replicated")
 
-        load = _LoadProducer(bs)
+        load = LoadProducer(bs, "t", PARTITIONS)
         producing = asyncio.create_task(load.run())
         try:
             await eventually(lambda: len(load.acked) >= 300, timeout=30,
@@ -169,7 +119,7 @@ async def test_100_partitions_moved_under_acks_all_load_with_a_broker_bounced(cl
     async with Consumer(bs) as cons:
         hws = {tp.partition: o for tp, o in (await cons.end_offsets(
             [("t", p) for p in range(PARTITIONS)])).items()}
-    consumed = await _consume(bs, hws, set(load.acked))
+    consumed = await consume_range(bs, "t", hws, set(load.acked))
     missing = [(tp, v) for tp, v in load.acked.items() if consumed.get(tp) != v]
     assert not missing, f"{len(missing)} of {len(load.acked)} acked records not read back " \
                         f"at their offsets, e.g. {missing[:5]}"
