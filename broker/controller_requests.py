@@ -28,6 +28,9 @@ class LeaderAndIsrPartitionState:
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = 0
+    # LeaderAndIsr's isNew: create the replica's log even while a log dir is offline (a new
+    # replica, or one restarted after a log-dir failure: seed 003 / partition_state.missing_log)
+    is_new: bool = False
 
     @property
     def topic(self) -> str:

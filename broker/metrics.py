@@ -48,6 +48,10 @@ class BrokerMetrics:
             "replog_logdirfailurechannel_failures",
             "log dirs reported failed to the LogDirFailureChannel (an I/O error; KIP-112)",
             ["logDirectory"], registry=r)
+        self.restart_requests = Counter(
+            "replog_restart_partitions_requests",
+            "/restart_partitions entries this broker wrote for replicas it lost (seed 003)",
+            registry=r)
         self.background_failures = failures_counter(r)
         # KIP-73 replication throttles and KIP-455 reassignment traffic. Kafka's meters
         # (ReassignmentBytesInPerSec...) are counters here, like bytesin above.

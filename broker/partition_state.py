@@ -7,7 +7,9 @@ order the replica manager asks:
    UNKNOWN_TOPIC_OR_PARTITION; a state no newer than the one held (leader epoch, partition
    epoch - see ``fencing.partition_state_change``) is answered without being applied. A
    replica that is stopped or whose log is gone (offline dir) holds no state: anything applies.
-2. ``retry_failed_log``: a log that failed a write is rebuilt from its files before a *new*
+2. ``missing_log``: a replica without a log is created, or - when it may live in an offline
+   log dir - refused with KAFKA_STORAGE_ERROR and restarted (seed 003, KIP-112).
+   ``retry_failed_log``: a log that failed a write is rebuilt from its files before a *new*
    leader epoch is applied to it (KIP-461: a new epoch gives a failed partition another try).
 3. ``transition``: what applying the state does to the replica's role.
 
@@ -17,6 +19,7 @@ No awaits, no I/O, no protobuf; the replica manager performs what these return.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 from broker import fencing
@@ -60,6 +63,32 @@ def admit_partition_state(broker_id: int, replicas, leader_epoch: int, partition
         return None
     return ErrorCode.STALE_CONTROLLER_EPOCH if change is fencing.StateChange.OLDER \
         else ErrorCode.NONE
+
+
+class MissingLog(Enum):
+    CREATE = "create"    # create the log (in the online dir with the fewest partitions)
+    REFUSE = "refuse"    # KAFKA_STORAGE_ERROR, and ask the controller to restart it
+
+
+def missing_log(is_new: bool, lost_here: bool, some_dir_offline: bool) -> MissingLog:
+    """What a LeaderAndIsr state does for a replica this broker has no log of.
+
+    - ``is_new`` (a new partition, a replica being added, or - seed 003 "Partitions Restart" -
+      a replica the controller restarted after this broker reported it lost): create it. A
+      re-created replica starts empty and fetches from the leader's log start.
+    - otherwise, when the replica was lost here (its dir or log failed) or when any log dir is
+      offline (it may live there: a broker restarted with a broken dir cannot tell) - Kafka's
+      LogManager.getOrCreateLog rule (KIP-112): refuse with KAFKA_STORAGE_ERROR rather than
+      create an empty log that the controller believes holds data (it may be in the ISR). The
+      broker then writes a /restart_partitions entry, so the controller takes it out of the
+      ISR and re-sends the state with ``is_new``.
+    - otherwise: create it (a controller's first LeaderAndIsr after a new topic, as before).
+    """
+    if is_new:
+        return MissingLog.CREATE
+    if lost_here or some_dir_offline:
+        return MissingLog.REFUSE
+    return MissingLog.CREATE
 
 
 def retry_failed_log(log_failed: bool, leader_epoch: int, held_leader_epoch: int | None) -> bool:

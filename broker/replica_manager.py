@@ -18,7 +18,16 @@ Every decision is a call into a pure, unit-tested module beside this one: ``fenc
 (controller/broker epochs, KIP-320 leader epochs, KIP-903 stale follower fetches, StopReplica
 epochs, produce admission), ``partition_state`` (what a LeaderAndIsr state does to a replica),
 ``delayed_produce`` (when an acks=all produce is answered), ``isr`` (ISR and HW rules) and
-``log_dirs`` (DescribeLogDirs). This module performs what they decide. It takes plain requests
+``log_dirs`` (DescribeLogDirs), ``storage.failure_scope`` (which I/O error takes what offline).
+This module performs what they decide.
+
+Log-dir failure (seed 003, C5): every storage I/O error reaches the LogDirFailureChannel and
+one consumer, ``log_dir_failure_loop`` - the seed's ExceptionHandler. It probes the dir and
+takes offline either the dir with all its partitions (``handle_log_dir_failure``, step 2) or
+the one log (``handle_log_failure``, step 3). A lost replica leaves ``partitions`` (step
+2.3.1) for ``offline_replicas``: every request for it is answered KAFKA_STORAGE_ERROR until the
+controller restarts it (a /restart_partitions entry, step 2.4, ``restart_notifier``) and a
+LeaderAndIsr with ``is_new`` re-creates it in a healthy dir. When no dir is left, ``halt``. It takes plain requests
 (``controller_requests``); broker/servicer.py translates protobuf.
 """
 
@@ -45,6 +54,7 @@ from broker.metrics import BrokerMetrics
 from broker.partition import Partition
 from broker.replication_quota import ReplicationQuotas, should_throttle
 from broker.storage.errors import KafkaStorageError
+from broker.storage.failure_scope import PROBE_TIMEOUT_S, Scope, failure_scope
 from broker.storage.log import RecordTooLargeError
 from broker.storage.log_manager import LogManager
 from broker.truncation import OUT_OF_RANGE, leader_divergence, leader_end_for_epoch
@@ -56,6 +66,8 @@ from common.names import TopicPartition
 if TYPE_CHECKING:
     from broker.alter_partition import AlterPartitionManager
     from broker.fetcher import ReplicaFetcherManager
+    from broker.restart_notifier import RestartNotifier
+    from broker.storage.log_dir_failure_channel import LogDirFailure
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -116,11 +128,17 @@ class ReplicaManager:
                  fetcher_manager: ReplicaFetcherManager | None = None,
                  alter_partition: AlterPartitionManager | None = None,
                  monotonic: Callable[[], float] = time.monotonic,
-                 quotas: ReplicationQuotas | None = None):
+                 quotas: ReplicationQuotas | None = None,
+                 restart_notifier: RestartNotifier | None = None,
+                 halt: Callable[[str], None] | None = None,
+                 on_log_dir_offline: Callable[[str], None] | None = None):
         """``clock``: wall milliseconds for follower fetch states (isr.py); ``monotonic``:
         seconds for request deadlines, serve times and replication quota rates. Without a
         fetcher manager this broker fetches nothing; without an AlterPartition manager it
-        never changes an ISR (unit tests of the leader side)."""
+        never changes an ISR (unit tests of the leader side). ``restart_notifier`` writes the
+        /restart_partitions entries (none: not written); ``halt(message)`` ends the process when
+        the last log dir goes offline (none: only logged - an embedding process decides);
+        ``on_log_dir_offline(dir)`` lets the server update its registration."""
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
@@ -130,6 +148,14 @@ class ReplicaManager:
         self.clock = clock
         self.monotonic = monotonic
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Replicas lost with their log dir or log (Kafka's HostedPartition.Offline): partition
+        # -> the log dir they were in. Every request for one is KAFKA_STORAGE_ERROR until a
+        # LeaderAndIsr re-creates it.
+        self.offline_replicas: dict[TopicPartition, str] = {}
+        self.restart_notifier = restart_notifier
+        self.halt = halt
+        self.on_log_dir_offline = on_log_dir_offline
+        self.probe_timeout_s = PROBE_TIMEOUT_S
         self._stray_deletions: set[asyncio.Task] = set()
         self.controller_epoch = -1
         self.broker_epoch = -1
@@ -182,8 +208,8 @@ class ReplicaManager:
                 "led partitions whose ISR is smaller than min.insync.replicas",
                 lambda: sum(p.under_min_isr for p in parts()))
         m.gauge("kafka_server_replicamanager_offlinereplicacount",
-                "replicas in offline log dirs",
-                lambda: sum(p.log is None and not p.stopped for p in parts()))
+                "replicas lost with their log dir or log (seed 003), until re-created",
+                lambda: len(self.offline_replicas))
         m.gauge("kafka_log_logmanager_offlinelogdirectorycount", "offline log dirs",
                 lambda: len(self.log_manager.offline_dirs))
         m.labelled_gauge("kafka_log_logmanager_logdirectoryoffline",
@@ -340,9 +366,31 @@ class ReplicaManager:
             await self._topic_config(s.topic)
             todo.append((tp, s))
 
-        missing = [tp for tp, _ in todo if self.log_manager.get_log(tp) is None]
-        created_errors = await loop.run_in_executor(None, self._create_logs, missing) \
-            if missing else {}
+        created_errors: dict[TopicPartition, str] = {}
+        missing, refused = [], {}
+        some_dir_offline = bool(self.log_manager.offline_dirs)
+        for tp, s in todo:
+            if self.log_manager.get_log(tp) is not None:
+                continue
+            action = partition_state.missing_log(s.is_new, tp in self.offline_replicas,
+                                                 some_dir_offline)
+            if action is partition_state.MissingLog.CREATE:
+                missing.append(tp)
+            else:
+                refused[tp] = self.offline_replicas.get(tp) or ",".join(
+                    d.path for d in self.log_manager.offline_dirs)
+        if missing:
+            created_errors = await loop.run_in_executor(None, self._create_logs, missing)
+        for tp in missing:
+            lost_in = self.offline_replicas.pop(tp, None) if tp not in created_errors else None
+            if lost_in is not None:
+                self.events.warning("replica_recreated", partition=str(tp), lost_in=lost_in,
+                                    log_dir=self.log_manager.log_dir_of(tp).path)
+        self._refuse_lost_replicas(refused)
+        for tp, lost_in in refused.items():
+            created_errors[tp] = (f"the replica of {tp} may be in an offline log dir "
+                                  f"({lost_in}) and the request does not say is_new: "
+                                  f"restart requested")
         for tp, s in todo:
             log = self.log_manager.get_log(tp)
             p = self.partitions.get(tp)
@@ -435,7 +483,8 @@ class ReplicaManager:
                     p.leader_epoch_start_offset = start
             for tp, error in failed:
                 self.events.error("leader_epoch_checkpoint_failed", partition=str(tp),
-                                  error=error)
+                                  error=str(error))
+                self._report(error)
         return results
 
     def _create_logs(self, tps: list[TopicPartition]) -> dict[TopicPartition, str]:
@@ -443,10 +492,23 @@ class ReplicaManager:
         errors = {}
         for tp in tps:
             try:
-                self.log_manager.get_or_create_log(tp)
+                self.log_manager.get_or_create_log(tp, broker_epoch=self.broker_epoch)
             except KafkaStorageError as e:
                 errors[tp] = str(e)
         return errors
+
+    def _refuse_lost_replicas(self, refused: dict[TopicPartition, str]) -> None:
+        """partition_state.missing_log said REFUSE: the replica counts as lost (clients get
+        KAFKA_STORAGE_ERROR) and the controller is asked to restart it, per log dir."""
+        by_dir: dict[str, list[TopicPartition]] = {}
+        for tp, log_dir in refused.items():
+            self.offline_replicas.setdefault(tp, log_dir)
+            by_dir.setdefault(log_dir, []).append(tp)
+        for log_dir, tps in by_dir.items():
+            self.events.warning("lost_replica_refused", log_dir=log_dir,
+                                partitions=[str(tp) for tp in tps])
+            if self.restart_notifier is not None:
+                self.restart_notifier.request(log_dir, tps)
 
     async def stop_replica(self, req: StopReplicaRequest) -> list[tuple[TopicPartition, ErrorCode]]:
         async with self._state_change:
@@ -467,6 +529,11 @@ class ReplicaManager:
             if self.fetcher_manager is not None:
                 self.fetcher_manager.remove_partitions([tp])
                 self.fetcher_manager.on_stop_replica(tp)
+            if s.delete_partition and tp in self.offline_replicas:
+                # Its files are in an offline dir (or moved aside): nothing to delete now. If
+                # the dir comes back the copy is a stray (UpdateMetadata deletes it then).
+                self.events.info("offline_replica_forgotten", partition=str(tp),
+                                 log_dir=self.offline_replicas.pop(tp))
             if s.delete_partition:
                 self.partitions.pop(tp, None)
                 if self.log_manager.get_log(tp) is not None:
@@ -487,22 +554,84 @@ class ReplicaManager:
             results.append((tp, ErrorCode.NONE))
         return results
 
-    def handle_log_dir_failure(self, log_dir: str, reason: str) -> list[TopicPartition]:
-        """Take a log dir offline (seed 003): its partitions stop here. Returns them. The
-        JBOD issue (C5) adds /restart_partitions and re-creation elsewhere on top."""
-        lost = self.log_manager.mark_offline(log_dir, reason)
+    async def handle_storage_failure(self, failure: LogDirFailure) -> Scope | None:
+        """Seed 003's ExceptionHandler for one reported I/O error: probe the dir (open
+        question 1, storage/failure_scope.py), decide whole dir or one log, and take it
+        offline. Returns what went offline (None: already handled)."""
+        lm = self.log_manager
+        d = lm.dir_by_path(failure.log_dir)
+        if d is None or not d.online:
+            return None
+        probe = await lm.probe(d, self.probe_timeout_s)
+        err = getattr(failure.error, "errno", None)
+        scope = failure_scope(err, failure.partition, probe)
+        self.events.info("log_dir_failure_scope", log_dir=d.path, partition=failure.partition,
+                         errno=err, probe_ok=probe.ok, probe=probe.detail, scope=scope.value)
+        if scope is Scope.PARTITION:
+            try:
+                tp = TopicPartition.parse(failure.partition)
+            except ValueError:
+                tp = None
+            if tp is None or lm.log_dir_of(tp) is not d:
+                return None  # gone already (deleted, or lost with an earlier failure)
+            self.handle_log_failure(tp, failure.message)
+            return scope
+        reason = failure.message if probe.ok else f"{failure.message}; disk check: {probe.detail}"
+        self.handle_log_dir_failure(d.path, reason)
+        return scope
+
+    def _lose(self, tps: list[TopicPartition], log_dir: str) -> None:
+        """Seed 003 step 2.3: out of the partitions pool and the fetchers; clients get
+        KAFKA_STORAGE_ERROR; waiting produces and fetches are woken to see it."""
         if self.fetcher_manager is not None:
-            self.fetcher_manager.remove_partitions(lost)
-            self.fetcher_manager.on_log_dir_offline(lost)
-        for tp in lost:
-            p = self.partitions.get(tp)
+            self.fetcher_manager.remove_partitions(tps)
+            self.fetcher_manager.on_log_dir_offline(tps)
+        for tp in tps:
+            p = self.partitions.pop(tp, None)
             if p is not None:
                 p.log = None
                 p.become_follower()
-        if lost or reason:
-            self.events.error("log_dir_offline", log_dir=log_dir, reason=reason,
-                              partitions=[str(tp) for tp in lost])
+            self.offline_replicas[tp] = log_dir
+
+    def handle_log_failure(self, tp: TopicPartition, reason: str) -> None:
+        """Seed 003 step 3: only ``tp``'s log failed; its dir keeps serving the others."""
+        log_dir = self.log_manager.take_log_offline(tp, reason)
+        if log_dir is None:
+            return
+        self._lose([tp], log_dir)
+        self.events.error("log_offline", partition=str(tp), log_dir=log_dir, reason=reason)
+        if self.restart_notifier is not None:
+            self.restart_notifier.request(log_dir, [tp])
+
+    def handle_log_dir_failure(self, log_dir: str, reason: str) -> list[TopicPartition]:
+        """Seed 003 step 2: take a log dir offline for good (this process's life) with every
+        partition in it, ask the controller to restart them, and halt if no dir is left.
+        Returns the partitions lost."""
+        lm = self.log_manager
+        d = lm.dir_by_path(log_dir)
+        if d is None or not d.online:
+            return []
+        lost = lm.mark_offline(d.path, reason)
+        self._lose(lost, d.path)
+        self.events.error("log_dir_offline", log_dir=d.path, reason=reason,
+                          partitions=[str(tp) for tp in lost])
+        if self.restart_notifier is not None:
+            self.restart_notifier.request(d.path, lost)
+        if self.on_log_dir_offline is not None:
+            self.on_log_dir_offline(d.path)
+        if not lm.online_dirs:
+            message = (f"broker {self.broker_id} halting: every log dir is offline "
+                       f"({', '.join(x.path for x in lm.dirs)}); last error: {reason}")
+            self.events.critical("broker_halting", reason=message)
+            if self.halt is not None:
+                self.halt(message)
         return lost
+
+    def _report(self, error: KafkaStorageError) -> None:
+        """An I/O error met outside a log dir's executor (reads, the leader-epoch writes
+        whose errors come back as values) goes to the failure channel too."""
+        self.log_manager.failure_channel.maybe_add_offline_log_dir(error.log_dir, str(error),
+                                                                   error)
 
     def update_metadata(self, req: UpdateMetadataRequest) -> None:
         self._check_controller(req.controller_epoch, req.broker_epoch)
@@ -540,6 +669,8 @@ class ReplicaManager:
 
     async def _append(self, tp: TopicPartition, records: bytes, acks: int
                       ) -> tuple[ProduceResult, tuple[int, int]]:
+        if tp in self.offline_replicas:
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, self._lost_message(tp)), (-1, -1)
         p = self._online_replica(tp)
         refused = fencing.produce_error(p, tp in self.metadata.partitions, acks)
         if refused is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
@@ -657,6 +788,8 @@ class ReplicaManager:
     async def _read_one(self, replica_id: int, broker_epoch: int, fp: FetchPartitionRequest,
                         max_bytes: int, first: bool) -> FetchResult:
         tp = fp.tp
+        if tp in self.offline_replicas:
+            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, message=self._lost_message(tp))
         p = self._online_replica(tp)
         refused = fencing.leader_request_error(p, tp in self.metadata.partitions,
                                                fp.current_leader_epoch)
@@ -741,8 +874,8 @@ class ReplicaManager:
         except KafkaStorageError as e:
             self.events.error("read_failed", partition=str(tp), log_dir=e.log_dir, error=str(e))
             # Reads run on their own pool, not the log dir's executor: report them here.
-            self.log_manager.failure_channel.maybe_add_offline_log_dir(e.log_dir, str(e), e)
-            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR)
+            self._report(e)
+            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(e))
         finally:
             if pending is not None:  # removed when the read completes, also on error
                 isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
@@ -770,6 +903,10 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ offsets
 
+    def _lost_message(self, tp: TopicPartition) -> str:
+        return (f"the replica of {tp} on broker {self.broker_id} was lost with log dir "
+                f"{self.offline_replicas.get(tp)} (KAFKA_STORAGE_ERROR until it is restarted)")
+
     def _online_replica(self, tp: TopicPartition) -> Partition | None:
         """The partition if this broker holds a replica of it with a log (not in an offline
         dir); the rules of ``fencing`` take None for "no replica"."""
@@ -780,6 +917,8 @@ class ReplicaManager:
                     replica_id: int) -> tuple[ErrorCode, int, int]:
         """(error, offset, leader epoch) for latest (-1) or earliest (-2); consumers see the HW
         as "latest", replicas the LEO (Kafka's rule)."""
+        if tp in self.offline_replicas:
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
         p = self._online_replica(tp)
         refused = fencing.leader_request_error(p, _NO_METADATA_LOOKUP, current_leader_epoch)
         if refused is not None:
@@ -793,6 +932,8 @@ class ReplicaManager:
 
     def offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int | None,
                                 leader_epoch: int) -> tuple[ErrorCode, int, int]:
+        if tp in self.offline_replicas:
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
         p = self._online_replica(tp)
         refused = fencing.leader_request_error(p, _NO_METADATA_LOOKUP, current_leader_epoch)
         if refused is not None:
@@ -803,6 +944,8 @@ class ReplicaManager:
     def replica_log_info(self, tp: TopicPartition) -> tuple[ErrorCode, int, int, int]:
         """KIP-966 GetReplicaLogInfo: (error, last written leader epoch, current leader epoch,
         log end offset)."""
+        if tp in self.offline_replicas:
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, -1
         p = self.partitions.get(tp)
         log = p.log if p is not None else self.log_manager.get_log(tp)
         if log is None:
@@ -831,15 +974,16 @@ class ReplicaManager:
         return out
 
     async def log_dir_failure_loop(self) -> None:
-        """Kafka's LogDirFailureHandler: take the log dirs reported to the LogManager's
-        failure channel. For now it logs and counts each; the JBOD issue (issue 10) makes it
-        take the dir offline (``handle_log_dir_failure``) and restart its partitions."""
+        """Kafka's LogDirFailureHandler, seed 003's ExceptionHandler: the one consumer of the
+        LogManager's failure channel. Each reported I/O error is logged, counted and handled
+        (``handle_storage_failure``), one at a time."""
         channel = self.log_manager.failure_channel
         while True:
             failure = await channel.take()
             self.metrics.log_dir_failures.labels(logDirectory=failure.log_dir).inc()
             self.events.error("log_dir_failure", log_dir=failure.log_dir,
-                              error=failure.message[:300])
+                              partition=failure.partition, error=failure.message[:300])
+            await self.handle_storage_failure(failure)
 
     # ------------------------------------------------------------------ background
 
@@ -912,8 +1056,8 @@ def _assign_epochs(items):
         started.append((p, epoch, start))
         try:
             log.epoch_cache.assign(epoch, start)
-        except (KafkaStorageError, OSError) as e:
-            failed.append((log.tp, str(e)))
+        except KafkaStorageError as e:
+            failed.append((log.tp, e))
     return started, failed
 
 

@@ -10,6 +10,12 @@ Shut-down on SIGTERM/SIGINT: controlled shutdown first (``controlled.shutdown.en
 controller moves this broker's leaderships away and the broker exits only after that), then
 fetchers, gRPC, logs (clean-shutdown marker), and the ZooKeeper session last.
 A ZooKeeper session loss re-registers with a new broker epoch once reconnected.
+
+Log-dir failure (seed 003, C5): a dir unreadable at start-up is offline from the start and the
+broker comes up on the others; a dir failing later is taken offline by the replica manager,
+which asks the controller to restart its partitions through ``restarts`` (/restart_partitions)
+and has the registration rewritten to show the dir offline. When the last dir goes the broker
+halts (``_halt``): one line on stderr, exit code 1, as Kafka's Exit.halt(1).
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import gc
+import os
 import signal
 import sys
+import threading
 import time
 import uuid
 
@@ -34,6 +42,7 @@ from broker.fetcher import ReplicaFetcherManager
 from broker.metadata_cache import Endpoint, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
+from broker.restart_notifier import RestartNotifier
 from broker.servicer import BrokerServicer
 from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log_manager import LogManager
@@ -72,6 +81,10 @@ class BrokerServer:
         self.metrics_port: int | None = None
         self._tasks: list[asyncio.Task] = []
         self._session_lost = False
+        self.restarts = RestartNotifier(
+            self.broker_id, lambda: self.rm.broker_epoch if self.rm is not None else -1,
+            self._write_restart_entry, self.events, self.metrics.restart_requests)
+        self._registration_update: asyncio.Task | None = None
 
     # ------------------------------------------------------------------ start
 
@@ -94,7 +107,10 @@ class BrokerServer:
                                       fileops=fileops)
         await loop.run_in_executor(None, self.log_manager.startup)
         for d in self.log_manager.offline_dirs:
-            self.events.error("log_dir_offline", log_dir=d.path, error=d.error)
+            self.events.error("log_dir_offline", log_dir=d.path, error=d.error, partitions=[])
+        for tp, stale, kept in self.log_manager.stale_copies_deleted:
+            self.events.warning("stale_replica_deleted", partition=str(tp), log_dir=stale,
+                                kept_in=kept)
 
         # The fetchers and AlterPartition read the broker epoch the replica manager holds
         # (set at each registration); the lambdas read it when they send, not now.
@@ -106,7 +122,9 @@ class BrokerServer:
             self.events)
         self.rm = ReplicaManager(self.broker_id, self.config, self.log_manager, self.metadata,
                                  self.metrics, self.events, self._load_topic_config,
-                                 fetcher_manager=fetchers, alter_partition=alter_partition)
+                                 fetcher_manager=fetchers, alter_partition=alter_partition,
+                                 restart_notifier=self.restarts, halt=self._halt,
+                                 on_log_dir_offline=self._log_dir_went_offline)
         alter_partition.start()
         # Dynamic configs are read before registering, so no LeaderAndIsr is applied with a
         # broker-level min ISR older than ZooKeeper's (issue 15, finding 4).
@@ -144,6 +162,7 @@ class BrokerServer:
             supervised(n, f, self.events, self.metrics.background_failures), name=n)
             for n, f in (("isr-expiration", self.rm.isr_expiration_loop),
                          ("log-dir-failures", self.rm.log_dir_failure_loop),
+                         ("restart-partitions", self.restarts.run),
                          ("hw-checkpoint", self.rm.checkpoint_loop),
                          ("log-retention", self.rm.retention_loop),
                          ("config-changes", self.configs.run))]
@@ -164,14 +183,18 @@ class BrokerServer:
             got = await self.zk.get(zl.CLUSTER_ID)
         return zl.decode_cluster_id(got[0])
 
-    async def _register(self) -> None:
+    def _registration(self) -> zl.BrokerRegistration:
         lm = self.log_manager
-        reg = zl.BrokerRegistration(
+        return zl.BrokerRegistration(
             self.broker_id, self.host, self.port, self.config["broker.rack"],
             tuple(zl.LogDirInfo(d.path, d.directory_id or "", d.online) for d in lm.dirs),
             lm.had_clean_shutdown,
             f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None,
             int(time.time() * 1000))
+
+    async def _register(self) -> None:
+        lm = self.log_manager
+        reg = self._registration()
         path = zl.broker_path(self.broker_id)
         deadline = time.monotonic() + self.config["zookeeper.session.timeout.ms"] / 1000 + 5
         while True:
@@ -187,6 +210,45 @@ class BrokerServer:
         self.rm.broker_epoch = stat.czxid
         self.events.info("broker_registered", broker_epoch=stat.czxid,
                          clean_shutdown=lm.had_clean_shutdown)
+
+    # ------------------------------------------------------------------ log-dir failure
+
+    async def _write_restart_entry(self, data: bytes) -> str:
+        """Seed 003 step 2.4 as ZooKeeper's Queue recipe: a persistent sequential child."""
+        return await self.zk.create(zl.restart_entry_path(zl.RESTART_ENTRY_PREFIX), data,
+                                    sequence=True)
+
+    def _log_dir_went_offline(self, _log_dir: str) -> None:
+        """Rewrite /brokers/ids/<id> so it shows the offline dir (its czxid - the broker
+        epoch - is unchanged by a set). Retried until written; a re-registration after a
+        session loss writes the current state anyway."""
+        if self._registration_update is None or self._registration_update.done():
+            self._registration_update = asyncio.ensure_future(self._update_registration())
+
+    async def _update_registration(self) -> None:
+        delay = 0.2
+        while not self.stopping.is_set():
+            try:
+                await asyncio.wait_for(self.zk.set(zl.broker_path(self.broker_id),
+                                                   zl.encode_broker(self._registration())), 10)
+                self.events.info("broker_registration_updated",
+                                 offline_log_dirs=[d.path for d in self.log_manager.offline_dirs])
+                return
+            except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable: retry
+                self.events.warning("broker_registration_update_failed", error=str(e)[:200])
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _halt(self, message: str) -> None:
+        """Kafka's Exit.halt(1) when no log dir is left: one line on stderr (the event log has
+        ``broker_halting``), the ZooKeeper session closed if that is quick - so the controller
+        sees the broker gone at once, not after the session timeout - then exit 1 without
+        running anything else (a clean shutdown would write to dead disks)."""
+        print(f"FATAL: {message}", file=sys.stderr, flush=True)
+        closer = threading.Thread(target=self.zk.client.stop, daemon=True)
+        closer.start()
+        closer.join(timeout=3)
+        os._exit(1)
 
     async def _load_topic_config(self, topic: str) -> dict[str, str]:
         got = await self.zk.get_or_none(zl.topic_config_path(topic))

@@ -168,6 +168,11 @@ class BrokerRegistration:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def offline_log_dirs(self) -> tuple[str, ...]:
+        """The dirs this broker has taken offline (seed 003 / KIP-112), as registered."""
+        return tuple(d.path for d in self.log_dirs if not d.online)
+
 
 def encode_broker(reg: BrokerRegistration) -> bytes:
     return _dumps({
@@ -178,15 +183,20 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
         "rack": reg.rack, "features": {},
         "log_dirs": [{"path": d.path, "directory_id": d.directory_id, "online": d.online}
                      for d in reg.log_dirs],
+        # Seed 003: the dirs taken offline, also as a list for operators and tools; the
+        # broker rewrites its registration when one goes offline.
+        "offline_log_dirs": list(reg.offline_log_dirs),
         "clean_shutdown": reg.clean_shutdown, "metrics_url": reg.metrics_url,
     })
 
 
 def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistration:
     o = _loads(data, broker_path(broker_id))
+    offline = set(o.get("offline_log_dirs") or ())  # absent in registrations before seed 003
     return BrokerRegistration(
         broker_id, str(o["host"]), int(o["port"]), o.get("rack"),
-        tuple(LogDirInfo(d["path"], d.get("directory_id", ""), bool(d.get("online", True)))
+        tuple(LogDirInfo(d["path"], d.get("directory_id", ""),
+                         bool(d.get("online", True)) and d["path"] not in offline)
               for d in o.get("log_dirs", [])),
         bool(o.get("clean_shutdown", True)), o.get("metrics_url"), int(o.get("timestamp", 0)),
         epoch)

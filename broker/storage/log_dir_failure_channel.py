@@ -11,9 +11,12 @@ creation, and by startup's dir loading; the replica manager adds the errors of r
 on a separate pool. Producers run on any thread, so the channel is thread-safe, and ``take`` is
 awaited on the event loop.
 
-Partial by design: the broker's consumer only logs the failure and counts it
-(``broker/server.py``); taking the dir offline, /restart_partitions and re-creating replicas
-elsewhere come with the JBOD issue (issue 10), which builds them on this queue.
+A failure names the partition too when the error does (``KafkaStorageError.partition``):
+seed 003 tells apart a dead dir (step 2) from one lost log (step 3), so the channel queues the
+first error of each (dir, partition) - and of (dir, no partition) - once. The consumer
+(``ReplicaManager.log_dir_failure_loop``, the seed's ExceptionHandler) decides which it is
+(``failure_scope``); once it marks the dir offline (``mark_offline``) every later error of that
+dir is only recorded, and once a lost log is re-created (``forget``) its next error is new.
 """
 
 from __future__ import annotations
@@ -31,12 +34,15 @@ class LogDirFailure:
     log_dir: str
     message: str
     error: BaseException | None = None
+    partition: str | None = None  # the partition the error names, if any
 
 
 class LogDirFailureChannel:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._failed: dict[str, LogDirFailure] = {}  # Kafka's offlineLogDirs
+        self._failed: dict[str, LogDirFailure] = {}  # Kafka's offlineLogDirs: first per dir
+        self._reported: set[tuple[str, str | None]] = set()  # (dir, partition) queued once
+        self._offline: set[str] = set()  # dirs the consumer took offline
         self._queue: deque[LogDirFailure] = deque()  # Kafka's offlineLogDirQueue
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Event | None = None
@@ -44,11 +50,16 @@ class LogDirFailureChannel:
     def maybe_add_offline_log_dir(self, log_dir: str, message: str,
                                   error: BaseException | None = None) -> bool:
         """Report an I/O error of ``log_dir`` (from any thread). Queued for the consumer only
-        the first time the dir is named; True then."""
+        the first time its (dir, partition) is named and while the dir is not offline; True
+        then. The partition is the one ``error`` names (a KafkaStorageError's)."""
+        partition = getattr(error, "partition", None)
         with self._lock:
-            if log_dir in self._failed:
+            key = (log_dir, partition)
+            if log_dir in self._offline or key in self._reported:
                 return False
-            failure = self._failed[log_dir] = LogDirFailure(log_dir, message, error)
+            self._reported.add(key)
+            failure = LogDirFailure(log_dir, message, error, partition)
+            self._failed.setdefault(log_dir, failure)
             self._queue.append(failure)
             loop, ready = self._loop, self._ready
         if loop is not None and ready is not None:
@@ -57,6 +68,16 @@ class LogDirFailureChannel:
             except RuntimeError:  # the loop is closed: nobody is taking any more
                 pass
         return True
+
+    def mark_offline(self, log_dir: str) -> None:
+        """The consumer took ``log_dir`` offline: its later errors are no news."""
+        with self._lock:
+            self._offline.add(log_dir)
+
+    def forget(self, log_dir: str, partition: str) -> None:
+        """A log lost alone (seed 003 step 3) was re-created: its next error is reported."""
+        with self._lock:
+            self._reported.discard((log_dir, partition))
 
     def has_offline_log_dir(self, log_dir: str) -> bool:
         with self._lock:

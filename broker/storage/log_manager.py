@@ -16,9 +16,14 @@
   ``failure_channel`` (Kafka's LogDirFailureChannel, log_dir_failure_channel.py). The code that
   hit the error still gets it; the channel's consumer decides what the dir's failure means.
 
-Partial by design (the JBOD issue, C5, completes it): ``mark_offline`` takes a dir offline and
-reports the partitions lost; the handler that turns that into ``/restart_partitions`` lives in
-the broker, and today the channel's consumer only logs and counts failures.
+- JBOD (seed 003, C5): the channel's consumer (the replica manager's ExceptionHandler) probes
+  the dir (``probe``) and takes either the dir offline (``mark_offline``) or one log
+  (``take_log_offline``). An offline dir stays offline: its pending executor work fails at
+  once (LogDirOfflineError), nothing new runs or is created there, the flush, retention and
+  checkpoint jobs skip it, and its logs are forgotten, so no other dir's checkpoint lists them.
+- A log created while a copy of it may exist elsewhere (some dir offline, or its log failed in
+  a dir) carries a placement record naming the dirs it supersedes; at startup two copies of one
+  partition are resolved by it (placement.py): the stale copy is deleted, never loaded.
 """
 
 from __future__ import annotations
@@ -26,17 +31,25 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from broker.storage import meta
+from broker.storage import meta, placement
 from broker.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from broker.storage.errors import KafkaStorageError, LogDirError, LogDirOfflineError
+from broker.storage.errors import (
+    KafkaStorageError,
+    LogDeletionError,
+    LogDirError,
+    LogDirOfflineError,
+    LogLoadError,
+)
+from broker.storage.failure_scope import PROBE_TIMEOUT_S, ProbeResult, probe_log_dir
 from broker.storage.fileops import FileOps
 from broker.storage.log import Log, LogConfig, wall_clock_ms
 from broker.storage.log_dir_failure_channel import LogDirFailureChannel
@@ -96,6 +109,12 @@ class LogManager:
         # LeaderAndIsr created a log raised "dictionary changed size during iteration" and
         # checkpointing stopped for good (issue 15, finding 7).
         self._lock = threading.Lock()
+        # Dirs where a partition's log failed alone (seed 003 step 3): its re-creation avoids
+        # them and supersedes the copy left there.
+        self._failed_in: dict[TopicPartition, set[str]] = {}
+        self._placements: dict[TopicPartition, placement.Placement | None] = {}
+        # What startup resolved: (partition, dir of the stale copy deleted, dir kept).
+        self.stale_copies_deleted: list[tuple[TopicPartition, str, str]] = []
 
     # ------------------------------------------------------------------ startup
 
@@ -137,9 +156,12 @@ class LogManager:
                 tp = TopicPartition.parse(name)
             except ValueError:
                 continue  # not a partition dir
-            if tp in self.logs:
-                raise LogDirError(d.path, str(tp), detail=f"duplicate log directories for {tp}: "
-                                  f"{self._dir_of[tp].path} and {d.path}")
+            try:
+                record = placement.read(full, fo)
+            except OSError as e:
+                raise LogLoadError(d.path, str(tp), e) from e
+            if tp in self.logs and not self._resolve_duplicate(tp, d, full, record):
+                continue  # the copy here is the stale one, and is gone
             log = Log.open(d.path, tp, self.config, fileops=fo, clock=self.clock,
                            recovery_point=recovery_points.get(tp, 0),
                            log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp, 0),
@@ -147,6 +169,7 @@ class LogManager:
             with self._lock:
                 self.logs[tp] = log
                 self._dir_of[tp] = d
+                self._placements[tp] = record
         # The marker is removed only once the dir is loaded: a crash from here on means
         # "not clean" at the next start (Kafka does the same).
         if d.had_clean_shutdown:
@@ -155,6 +178,43 @@ class LogManager:
                 fo.fsync_dir(d.path)
             except OSError as e:
                 raise LogDirError(d.path, cause=e) from e
+
+    def _resolve_duplicate(self, tp: TopicPartition, d: LogDir, full: str,
+                           record: placement.Placement | None) -> bool:
+        """Two copies of ``tp``: the one loaded from another dir and the one in ``d``. Delete
+        the stale one (placement.newer_copy); True when the copy in ``d`` is to be loaded."""
+        kept = self._dir_of[tp]
+        winner = placement.newer_copy(placement.Copy(kept.path, self._placements.get(tp)),
+                                      placement.Copy(d.path, record))
+        if winner is placement.Winner.UNDECIDED:
+            raise LogDirError(d.path, str(tp), detail=f"duplicate log directories for {tp}: "
+                              f"{kept.path} and {d.path}, neither with a placement record "
+                              f"that supersedes the other")
+        if winner is placement.Winner.EXISTING:
+            self._delete_stale_copy(d, full)
+            self.stale_copies_deleted.append((tp, d.path, kept.path))
+            return False
+        with self._lock:
+            old = self.logs.pop(tp)
+            self._dir_of.pop(tp)
+        old._close_fds()
+        old.closed = True
+        self._delete_stale_copy(kept, old.dir)
+        self.stale_copies_deleted.append((tp, kept.path, d.path))
+        return True
+
+    def _delete_stale_copy(self, d: LogDir, partition_dir: str) -> None:
+        """Rename the copy out of the way first (a crash leaves a ``-delete`` dir that loading
+        ignores, never a half-deleted partition), then remove it. A failure is reported for
+        ``d`` (not for the dir being loaded); the stale copy is not loaded either way, and the
+        next start resolves what is left of it again."""
+        doomed = f"{partition_dir}.{uuid.uuid4().hex}-delete"
+        try:
+            self.fileops.replace(partition_dir, doomed)
+            self.fileops.fsync_dir(d.path)
+            self.fileops.rmtree(doomed)
+        except OSError as e:
+            self.report_failure(d, LogDeletionError(d.path, os.path.basename(partition_dir), e))
 
     @property
     def online_dirs(self) -> list[LogDir]:
@@ -186,9 +246,10 @@ class LogManager:
             items = list(self._dir_of.items())
         return sorted(tp for tp, ld in items if ld is d)
 
-    def next_log_dir(self) -> LogDir:
-        """The online dir with the fewest partitions; ties go to the earlier one in log.dirs."""
-        online = self.online_dirs
+    def next_log_dir(self, avoid: frozenset[str] = frozenset()) -> LogDir:
+        """The online dir with the fewest partitions; ties go to the earlier one in log.dirs.
+        Dirs in ``avoid`` (where the partition's log failed) only when no other is online."""
+        online = [d for d in self.online_dirs if d.path not in avoid] or self.online_dirs
         if not online:
             raise LogDirOfflineError(",".join(d.path for d in self.dirs),
                                      detail="no online log dir is left")
@@ -200,11 +261,16 @@ class LogManager:
                 counts[ld.path] += 1
         return min(online, key=lambda d: (counts[d.path], d.index))
 
-    def get_or_create_log(self, tp: TopicPartition, log_dir: str | None = None) -> Log:
+    def get_or_create_log(self, tp: TopicPartition, log_dir: str | None = None,
+                          broker_epoch: int = -1) -> Log:
+        """The log of ``tp``, created if absent: in ``log_dir``, or the online dir with the
+        fewest partitions (never an offline one, seed 003 step 2.1). Created while a copy may
+        exist elsewhere, it gets a placement record superseding those dirs (placement.py)."""
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
         validate_topic(tp.topic)
+        failed_in = frozenset(self._failed_in.get(tp, ()))
         if log_dir is not None:
             d = self.dir_by_path(log_dir)
             if d is None:
@@ -212,16 +278,28 @@ class LogManager:
             if not d.online:
                 raise LogDirOfflineError(d.path, str(tp), detail="the log dir is offline")
         else:
-            d = self.next_log_dir()
+            d = self.next_log_dir(avoid=failed_in)
+        supersedes = tuple(sorted({o.path for o in self.offline_dirs} | failed_in))
+        record = placement.Placement(supersedes, broker_epoch, self.clock()) \
+            if supersedes else None
         try:
             log = Log.open(d.path, tp, self.config, fileops=self.fileops, clock=self.clock,
                            needs_recovery=False)
+            if record is not None:
+                try:
+                    placement.write(log.dir, record, self.fileops)
+                except OSError as e:
+                    log._close_fds()
+                    raise LogLoadError(d.path, str(tp), e) from e
         except KafkaStorageError as e:
             self.report_failure(d, e)
             raise
         with self._lock:
             self.logs[tp] = log
             self._dir_of[tp] = d
+            self._placements[tp] = record
+        for path in self._failed_in.pop(tp, ()):
+            self.failure_channel.forget(path, str(tp))
         return log
 
     def reload_log(self, tp: TopicPartition) -> Log:
@@ -275,6 +353,9 @@ class LogManager:
     def run_in_dir(self, d: LogDir, fn: Callable, *args) -> asyncio.Future:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
+        if not d.online:  # seed 003 step 2.1: nothing more runs on an offline dir
+            fut.set_exception(LogDirOfflineError(d.path, detail="the log dir is offline"))
+            return fut
         with d.lock:
             d.pending.append((fn, args, fut))
             start = not d.draining
@@ -301,6 +382,10 @@ class LogManager:
                     return
             done = []
             for fn, args, fut in batch:
+                if not d.online:  # taken offline meanwhile: fail fast, touch nothing
+                    done.append((fut, None, LogDirOfflineError(d.path,
+                                                               detail="the log dir is offline")))
+                    continue
                 try:
                     done.append((fut, fn(*args), None))
                 except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
@@ -365,15 +450,67 @@ class LogManager:
     def _take_offline(self, d: LogDir, reason: str) -> list[TopicPartition]:
         d.online = False
         d.error = reason
+        self.failure_channel.mark_offline(d.path)
         with self._lock:
             lost = sorted(tp for tp, ld in self._dir_of.items() if ld is d)
             logs = [self.logs.pop(tp) for tp in lost]
             for tp in lost:
                 self._dir_of.pop(tp)
+                self._placements.pop(tp, None)
         for log in logs:
-            log._close_fds()
             log.closed = True
+            log.failed = log.failed or reason
+        # Work queued for the dir fails now, not when (if ever) a stalled disk lets its thread
+        # reach it. The fds are closed on that thread, after the job it may be stuck in: an fd
+        # closed under a running write could be reused by another file and written to.
+        with d.lock:
+            pending, d.pending = d.pending, []
+        _fail_pending(pending, LogDirOfflineError(d.path, detail=f"the log dir went offline: "
+                                                                f"{reason}"))
+        try:
+            d.executor.submit(_close_logs, logs)
+        except RuntimeError:  # executor already shut down
+            _close_logs(logs)
         return lost
+
+    def take_log_offline(self, tp: TopicPartition, reason: str) -> str | None:
+        """Seed 003 step 3: only ``tp``'s log failed, its dir is healthy. The log is forgotten
+        and its files moved aside to ``<tp>.<id>-stray`` (kept for an operator, ignored by
+        loading) so a re-created replica may use the name; returns its dir, None if gone."""
+        with self._lock:
+            log = self.logs.pop(tp, None)
+            d = self._dir_of.pop(tp, None)
+            self._placements.pop(tp, None)
+        if log is None or d is None:
+            return None
+        self._failed_in.setdefault(tp, set()).add(d.path)
+        log.closed = True
+        log.failed = log.failed or reason
+
+        def close_and_move_aside() -> None:
+            _close_logs([log])
+            try:
+                self.fileops.replace(log.dir, f"{log.dir}.{uuid.uuid4().hex}-stray")
+            except OSError:
+                pass  # the re-created replica goes to another dir and supersedes this one
+        if d.online:
+            try:
+                d.executor.submit(close_and_move_aside)
+            except RuntimeError:
+                close_and_move_aside()
+        return d.path
+
+    async def probe(self, d: LogDir, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult:
+        """Seed 003's disk availability check (failure_scope.probe_log_dir) on the dir's own
+        thread, behind the work queued there; a probe slower than ``timeout_s`` fails."""
+        if not d.online:
+            return ProbeResult(False, detail="the log dir is offline")
+        fut = self.run_in_dir(d, probe_log_dir, d.path, self.fileops)
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            return ProbeResult(False, detail=f"the disk check took longer than {timeout_s} s",
+                               timed_out=True)
 
     def shutdown(self) -> None:
         """Clean shutdown: close every log, write checkpoints, then the clean-shutdown marker
@@ -393,7 +530,21 @@ class LogManager:
             except (KafkaStorageError, OSError):
                 pass
         for d in self.dirs:
-            d.executor.shutdown(wait=True)
+            # An offline dir's thread may be stuck on a dead disk: do not wait for it.
+            d.executor.shutdown(wait=d.online)
+
+
+def _close_logs(logs) -> None:
+    for log in logs:
+        log._close_fds()
+
+
+def _fail_pending(pending, error: BaseException) -> None:
+    for _fn, _args, fut in pending:
+        try:
+            fut.get_loop().call_soon_threadsafe(_settle_all, [(fut, None, error)])
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
 
 
 def _settle_all(done) -> None:

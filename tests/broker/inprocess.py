@@ -25,13 +25,16 @@ TP = TopicPartition("t", 0)
 
 
 class Node:
-    def __init__(self, broker_id, tmp_path, fileops=None, overrides=(), channel_factory=None):
+    def __init__(self, broker_id, tmp_path, fileops=None, overrides=(), channel_factory=None,
+                 log_dirs=1):
         cfg = build_config([("broker.id", str(broker_id), "test"),
                             ("replica.fetch.wait.max.ms", "100", "test"),
                             ("replica.fetch.backoff.ms", "50", "test"),
                             *((k, v, "test") for k, v in overrides)])
         self.id = broker_id
-        self.lm = LogManager([str(tmp_path / f"b{broker_id}")], broker_id, fileops=fileops)
+        dirs = [tmp_path / f"b{broker_id}"] if log_dirs == 1 else \
+            [tmp_path / f"b{broker_id}" / f"d{i}" for i in range(log_dirs)]
+        self.lm = LogManager([str(d) for d in dirs], broker_id, fileops=fileops)
         self.lm.startup()
         self.events_path = tmp_path / f"b{broker_id}.json"
         events = configure_event_log(str(self.events_path), "broker", broker=broker_id)
@@ -67,14 +70,14 @@ class Node:
 
 
 def leader_and_isr(target, leader, epoch, isr, replicas, nodes, controller_epoch=1,
-                   partition_epoch=None, tp=TP):
+                   partition_epoch=None, tp=TP, is_new=False):
     return pb.LeaderAndIsrRequest(
         controller_id=0, controller_epoch=controller_epoch, broker_epoch=target.rm.broker_epoch,
         partition_states=[pb.LeaderAndIsrPartitionState(
             topic=tp.topic, partition=tp.partition, controller_epoch=controller_epoch,
             leader=leader, leader_epoch=epoch, isr=isr,
             partition_epoch=epoch if partition_epoch is None else partition_epoch,
-            replicas=replicas)],
+            replicas=replicas, is_new=is_new)],
         live_leaders=[n.endpoint() for n in nodes if n.id == leader])
 
 
