@@ -32,8 +32,9 @@ class Node:
                             ("replica.fetch.backoff.ms", "50", "test"),
                             *((k, v, "test") for k, v in overrides)])
         self.id = broker_id
-        dirs = [tmp_path / f"b{broker_id}"] if log_dirs == 1 else \
-            [tmp_path / f"b{broker_id}" / f"d{i}" for i in range(log_dirs)]
+        # log_dirs: how many (under tmp_path/b<id>), or the paths themselves
+        dirs = log_dirs if isinstance(log_dirs, list) else [tmp_path / f"b{broker_id}"] \
+            if log_dirs == 1 else [tmp_path / f"b{broker_id}" / f"d{i}" for i in range(log_dirs)]
         self.lm = LogManager([str(d) for d in dirs], broker_id, fileops=fileops)
         self.lm.startup()
         self.events_path = tmp_path / f"b{broker_id}.json"

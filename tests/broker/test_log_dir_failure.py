@@ -88,8 +88,8 @@ class Broker:
     """An in-process broker with two log dirs, its failure handler and restart notifier
     running, the notifier writing to a real ZooKeeper."""
 
-    def __init__(self, tmp_path, broker_id=1, log_dirs=2):
-        self.fo = FaultInjectingFileOps()
+    def __init__(self, tmp_path, broker_id=1, log_dirs=2, fileops=None):
+        self.fo = fileops or FaultInjectingFileOps()
         self.node = Node(broker_id, tmp_path, fileops=self.fo, log_dirs=log_dirs)
         self.halted = []
         self.node.rm.halt = self.halted.append
@@ -296,5 +296,34 @@ async def test_the_last_dir_going_offline_halts_the_broker(tmp_path, zk_hosts):
         await wait_until(lambda: b.halted, what="halt")
         [message] = b.halted
         assert "every log dir is offline" in message and node.lm.dirs[0].path in message
+    finally:
+        await b.stop()
+
+
+async def test_a_broker_restarted_with_its_dir_still_broken_serves_the_other(tmp_path, zk_hosts):
+    """t-0 lived in d0, t-1 in d1; the broker restarts while d0 cannot be read: it comes up on
+    d1, and the controller's LeaderAndIsr for t-0 (not is_new: the controller believes the
+    replica is there) is refused and restarted - the replica may be in d0 (KIP-112's rule)."""
+    first = Node(1, tmp_path, log_dirs=2)
+    for tp in (T0, T1):
+        first.lm.get_or_create_log(tp)
+    d0 = first.lm.dirs[0].path
+    first.lm.shutdown()
+
+    fo = FaultInjectingFileOps()
+    fo.fail(d0, errno.EIO)
+    b = Broker(tmp_path, fileops=fo)
+    await b.start(zk_hosts)
+    node, lm = b.node, b.node.lm
+    try:
+        assert [d.online for d in lm.dirs] == [False, True]
+        assert lm.get_log(T1) is not None and lm.get_log(T0) is None
+        assert await _lead(node, T1) == {("t", 1): 0}
+        assert await _produce(node, T1) == ErrorCode.NONE
+        assert await _lead(node, T0) == {("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}
+        assert await _produce(node, T0) == ErrorCode.KAFKA_STORAGE_ERROR
+        await wait_until(lambda: node.rm.restart_notifier.written)
+        assert await b.restart_entries() == [
+            zl.RestartEntry(1, d0, (("t", 0),), node.rm.broker_epoch)]
     finally:
         await b.stop()
