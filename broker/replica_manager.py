@@ -384,6 +384,10 @@ class ReplicaManager:
         for tp in missing:
             lost_in = self.offline_replicas.pop(tp, None) if tp not in created_errors else None
             if lost_in is not None:
+                if self.fetcher_manager is not None:
+                    # A follower append failed by its dir going offline can mark it failed
+                    # after the dir's partitions were cleared: the new replica starts clean.
+                    self.fetcher_manager.on_log_dir_offline([tp])
                 self.events.warning("replica_recreated", partition=str(tp), lost_in=lost_in,
                                     log_dir=self.log_manager.log_dir_of(tp).path)
         self._refuse_lost_replicas(refused)

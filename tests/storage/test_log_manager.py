@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from broker.storage.errors import (CheckpointIOError, KafkaStorageError, LogAppendError,
-                                   LogDirError)
+                                   LogDirError, LogDirOfflineError)
 from broker.storage.fileops import FaultInjectingFileOps, FileOps
 from broker.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from broker.storage.meta import parse_properties
@@ -150,3 +150,25 @@ def test_concurrent_appends_keep_submission_order(tmp_path):
     from common.records import decode_all
     keys = [r.key for r in decode_all(lm.get_log(TP("t", 0)).read(0, 1 << 20))]
     assert keys == [f"{i}-{j}".encode() for i in range(50) for j in range(2)]
+
+
+async def test_work_queued_for_a_dir_fails_fast_when_it_goes_offline(tmp_path):
+    """Seed 003 step 2.1: the dir's thread is stuck in a write (a hung disk); work queued
+    behind it fails at once when the dir goes offline, not when (if ever) the disk answers."""
+    fo = FaultInjectingFileOps()
+    lm = LogManager([str(tmp_path / "d0"), str(tmp_path / "d1")], broker_id=1, fileops=fo)
+    lm.startup()
+    tp = TP("t", 0)
+    log = lm.get_or_create_log(tp, log_dir=lm.dirs[0].path)
+    hold = fo.hold(log.dir, ops={"write"})
+    stuck = lm.submit(tp, log.append_as_leader, batch(1), 0)
+    await asyncio.get_running_loop().run_in_executor(None, hold.entered.wait)
+    queued = lm.submit(tp, log.append_as_leader, batch(1), 0)
+    assert lm.mark_offline(lm.dirs[0].path, "hung disk") == [tp]
+    with pytest.raises(LogDirOfflineError):
+        await queued
+    with pytest.raises(LogDirOfflineError):
+        await lm.run_in_dir(lm.dirs[0], lm.checkpoint, lm.dirs[0])
+    hold.release()
+    await stuck  # the write under way finishes on its own
+    lm.shutdown()
