@@ -43,12 +43,17 @@ async def standby_of(address: str, controller_id: int) -> bool:
     return False
 
 
-def replica_batches(cluster, broker_id: int, topic: str, partition: int, below: int):
+def replica_batches(cluster, broker_id: int, topic: str, partition: int, below: int,
+                    skip_dirs=()):
     """(base offset, last offset, bytes after the offset field) of every batch below offset
-    ``below`` in a broker's replica, read from its segment files (whichever log dir holds it).
-    The bytes exclude only the base offset, so they include the leader epoch and the CRC."""
+    ``below`` in a broker's replica, read from its segment files (whichever log dir holds it,
+    but none of ``skip_dirs``: an offline dir's stale copy). The bytes exclude only the base
+    offset, so they include the leader epoch and the CRC."""
     out = []
+    skip = {str(d) for d in skip_dirs}
     for d in cluster.broker(broker_id).log_dirs:
+        if str(d) in skip:
+            continue
         pdir = os.path.join(str(d), f"{topic}-{partition}")
         for seg in sorted(glob.glob(os.path.join(pdir, "*.log"))):
             with open(seg, "rb") as f:
