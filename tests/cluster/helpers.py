@@ -143,3 +143,16 @@ async def consume_range(bootstrap: str, topic: str, ends: dict[int, int],
                 if r.offset < ends[r.partition]:
                     out[(r.partition, r.offset)] = r.value
     return out
+
+
+async def assert_acked_read_back(bootstrap: str, load: LoadProducer) -> dict[int, int]:
+    """Every record ``load`` got acknowledged is read back at its offset; returns each
+    partition's high watermark (the end offset consumers see)."""
+    async with Consumer(bootstrap) as cons:
+        hws = {tp.partition: o for tp, o in (await cons.end_offsets(
+            [(load.topic, p) for p in range(load.partitions)])).items()}
+    consumed = await consume_range(bootstrap, load.topic, hws, set(load.acked))
+    missing = [(tp, v) for tp, v in load.acked.items() if consumed.get(tp) != v]
+    assert not missing, f"{len(missing)} of {len(load.acked)} acked records not read back " \
+                        f"at their offsets, e.g. {missing[:5]}"
+    return hws

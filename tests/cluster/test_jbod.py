@@ -23,14 +23,13 @@ import subprocess
 import pytest
 
 from admin.client.admin_client import AdminClient
-from admin.client.consumer import Consumer
 from admin.log_dirs_cmd import STORAGE_ERROR
 from chaos import disk
 from common import zk_layout as zl
 from tests.admin.test_cli import replog
 from tests.cluster.helpers import (
     LoadProducer,
-    consume_range,
+    assert_acked_read_back,
     eventually,
     replica_batches,
     scrape,
@@ -80,13 +79,7 @@ async def _check_no_loss(c, load: LoadProducer, failed_dir) -> None:
     """Every acknowledged record at its offset; every replica byte-identical up to the HW
     (broker 2's read from its healthy dir: the failed one may still hold a stale copy)."""
     bs = c.bootstrap_servers
-    async with Consumer(bs) as cons:
-        hws = {tp.partition: o for tp, o in (await cons.end_offsets(
-            [("t", p) for p in range(PARTITIONS)])).items()}
-    consumed = await consume_range(bs, "t", hws, set(load.acked))
-    missing = [(tp, v) for tp, v in load.acked.items() if consumed.get(tp) != v]
-    assert not missing, f"{len(missing)} of {len(load.acked)} acked records not read back " \
-                        f"at their offsets, e.g. {missing[:5]}"
+    hws = await assert_acked_read_back(bs, load)
     for p in range(PARTITIONS):
         logs = [replica_batches(c, b, "t", p, hws[p], skip_dirs=[failed_dir] if b == VICTIM
                                 else []) for b in (1, 2, 3)]

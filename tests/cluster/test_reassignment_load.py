@@ -21,9 +21,8 @@ import os
 import pytest
 
 from admin.client.admin_client import AdminClient, AlterConfigOp
-from admin.client.consumer import Consumer
 from common import zk_layout as zl
-from tests.cluster.helpers import LoadProducer, consume_range, eventually, replica_batches
+from tests.cluster.helpers import LoadProducer, assert_acked_read_back, eventually, replica_batches
 
 pytestmark = pytest.mark.integration
 
@@ -116,13 +115,7 @@ async def test_100_partitions_moved_under_acks_all_load_with_a_broker_bounced(cl
                                 what="every ISR is the target replicas")
 
     # Every acknowledged record is read back at its offset.
-    async with Consumer(bs) as cons:
-        hws = {tp.partition: o for tp, o in (await cons.end_offsets(
-            [("t", p) for p in range(PARTITIONS)])).items()}
-    consumed = await consume_range(bs, "t", hws, set(load.acked))
-    missing = [(tp, v) for tp, v in load.acked.items() if consumed.get(tp) != v]
-    assert not missing, f"{len(missing)} of {len(load.acked)} acked records not read back " \
-                        f"at their offsets, e.g. {missing[:5]}"
+    hws = await assert_acked_read_back(bs, load)
 
     # The moved partitions' replicas are byte-identical up to the HW.
     for s in info.partitions:
