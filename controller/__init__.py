@@ -18,7 +18,5 @@ Thin shell:
     metrics.py         Prometheus metrics
     server.py          `run(config) -> int`: the process
 
-Partial (later capabilities): reassignment (C6: the RPCs answer UNIMPLEMENTED; selectors and
-replica deletion states are ready), /restart_partitions (C5: restarted_leader is ready), ELR
-and unclean recovery (C7).
+Partial (later capabilities): ELR and unclean recovery (C7).
 """

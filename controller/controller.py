@@ -28,7 +28,7 @@ process SIGKILLs itself right after reassignment step N's effects of some partit
 carried out - a real kill at a named step boundary, so a test can show the next controller
 resumes from whatever ZooKeeper holds.
 
-Partial: /restart_partitions (C5), ELR and unclean recovery (C7), the
+Partial: ELR and unclean recovery (C7), the
 /admin/preferred_replica_election znode (ElectLeaders replaces it), and adding partitions to a
 topic. AlterPartition requests are handled one RPC per event (not coalesced).
 """

@@ -24,9 +24,10 @@ store ones, so a sequence such as "write the new states, apply, tell the brokers
 refused ones" reads top to bottom; `step` drives it to its next store effect.
 
 Status: complete for topic creation and deletion, broker lifecycle, controlled shutdown,
-AlterPartition, ElectLeaders, the automatic preferred-leader check and reassignment (C6, seed
-004's seven steps: `_on_partition_reassignment`, `_complete_reassignment`). /restart_partitions
-(C5) and unclean recovery (C7) join as further handlers.
+AlterPartition, ElectLeaders, the automatic preferred-leader check, reassignment (C6, seed
+004's seven steps: `_on_partition_reassignment`, `_complete_reassignment`) and
+/restart_partitions (C5, seed 003: `_restart_partitions_change`). Unclean recovery (C7) joins as
+a further handler.
 """
 
 from __future__ import annotations

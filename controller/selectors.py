@@ -13,8 +13,8 @@ it is eligible, which is what keeps leadership balanced (assignment.py spreads f
     preferred_leader            ElectLeaders(PREFERRED) and the automatic imbalance check
     relinquished_leader         seed 002 (KIP-501 Solution 2): a slow leader gives up leadership
     reassigned_leader           C6 (seed 004 step 4; decisions/reassignment.py)
-    restarted_leader            C5 (seed 003 RestartedPartitionsLeaderSelector) - written and
-                                tested, not yet called
+    restarted_leader            C5 (seed 003 RestartedPartitionsLeaderSelector;
+                                decisions/restarts.py)
 
 Partial: the KIP-966 (seed 001, C7) selector - ISR, then unfenced ELR, then fenced ELR / unclean
 recovery by strategy - belongs beside offline_leader and will take the ELR and LastKnownELR as
@@ -146,7 +146,7 @@ def restarted_leader(assignment: Sequence[int], isr: Sequence[int], leader: int,
     """C5 / seed 003 RestartedPartitionsLeaderSelector: broker `restarted` lost its replica
     (offline log dir). The assignment is unchanged; new ISR = ISR - restarted. If it led, the
     new leader is the first assigned replica in the new ISR; otherwise the leader stays. An
-    empty new ISR is handled like an offline election. Not called yet."""
+    empty new ISR is handled like an offline election (decisions/restarts.py)."""
     new_isr = tuple(b for b in isr if b != restarted)
     if leader != restarted and leader in new_isr and _eligible(leader, live, shutting_down):
         return Election(leader, new_isr)

@@ -15,8 +15,8 @@ in-memory store keeps exactly what ZooKeeper would - and refuses exactly what Zo
 - watches are one-shot callbacks, as kazoo's are, fired after the change is visible.
 
 State: the tree (``MemoryTree``) is shared; each ``InMemoryStore`` is one client session on it,
-like one kazoo client. Status: complete for what the controller uses today; the reassignment,
-restart and recovery znodes join it with those features (reassignment's have). ``tests/controller/test_store.py``
+like one kazoo client. Status: complete for what the controller uses today (reassignment and
+restart znodes included; recovery's join with C7). ``tests/controller/test_store.py``
 runs the same contract against this and against ``ZkStore`` on a real ZooKeeper.
 """
 
