@@ -23,6 +23,10 @@ class ReplicaInDir:
     is_follower: bool  # False for a leader and for a log no partition state owns
     high_watermark: int
     log_end_offset: int
+    # KIP-113: the -future copy of an intra-broker move, and the LEO of the current replica
+    # it is filling up to.
+    is_future: bool = False
+    current_log_end_offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class ReplicaDescription:
     tp: TopicPartition
     size: int
     offset_lag: int
+    is_future: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,11 @@ def offset_lag(is_follower: bool, high_watermark: int, log_end_offset: int) -> i
     return max(0, high_watermark - log_end_offset) if is_follower else 0
 
 
+def future_offset_lag(current_log_end_offset: int, future_log_end_offset: int) -> int:
+    """KIP-113: a future replica's lag is the current replica's LEO minus its own."""
+    return max(0, current_log_end_offset - future_log_end_offset)
+
+
 def wanted(tp: TopicPartition, filter_: frozenset[tuple[str, int]]) -> bool:
     """An empty filter asks for every partition."""
     return not filter_ or (tp.topic, tp.partition) in filter_
@@ -65,5 +75,8 @@ def describe_log_dir(path: str, directory_id: str | None, online: bool,
     return LogDirDescription(
         path, directory_id or "", True, ErrorCode.NONE, total, free,
         tuple(ReplicaDescription(r.tp, r.size,
-                                 offset_lag(r.is_follower, r.high_watermark, r.log_end_offset))
+                                 future_offset_lag(r.current_log_end_offset, r.log_end_offset)
+                                 if r.is_future else
+                                 offset_lag(r.is_follower, r.high_watermark, r.log_end_offset),
+                                 r.is_future)
               for r in replicas if wanted(r.tp, filter_)))

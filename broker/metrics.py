@@ -41,8 +41,8 @@ class BrokerMetrics:
                                        "partitions the fetchers stopped tracking (KIP-461)",
                                        ["clientId"], registry=r)
         self.failed_partitions.labels(clientId="Replica").set(0)
-        # Kafka serves this label too; replog has no alter-log-dirs fetcher until JBOD moves
-        # land (C5), so it is a true 0, there for the dashboards and alerts that sum both.
+        # KIP-113: the intra-broker move copier's failed future replicas (alter_log_dirs.py
+        # sets it to a live count); 0 before the replica manager is built.
         self.failed_partitions.labels(clientId="ReplicaAlterLogDirs").set(0)
         self.log_dir_failures = Counter(
             "replog_logdirfailurechannel_failures",

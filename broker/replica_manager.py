@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from broker import fencing, log_dirs, partition_state
 from broker import isr as isr_rules
+from broker.alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.controller_requests import (
     LeaderAndIsrRequest,
     StopReplicaPartitionState,
@@ -52,7 +53,7 @@ from broker.delayed_produce import ERROR_CODES, ProduceWait, produce_wait
 from broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
-from broker.replication_quota import ReplicationQuotas, should_throttle
+from broker.replication_quota import ReplicationQuota, ReplicationQuotas, should_throttle
 from broker.storage.errors import KafkaStorageError
 from broker.storage.failure_scope import PROBE_TIMEOUT_S, Scope, failure_scope
 from broker.storage.log import RecordTooLargeError
@@ -180,6 +181,11 @@ class ReplicaManager:
             config["replication.quota.window.size.seconds"])
         if fetcher_manager is not None:
             fetcher_manager.quota = self.quotas.follower
+        # KIP-113: intra-broker moves, throttled by their own io quota.
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(self, ReplicationQuota(
+            monotonic, config["replica.alter.log.dirs.io.max.bytes.per.second"],
+            config["replication.quota.window.num"],
+            config["replication.quota.window.size.seconds"]))
         self._leader_held_back = 0  # partitions the leader quota held back at the last fetch
         self.lag_max_ms = config["replica.lag.time.max.ms"]
         # seed 002 / KIP-501 (C4)
@@ -533,6 +539,7 @@ class ReplicaManager:
             if self.fetcher_manager is not None:
                 self.fetcher_manager.remove_partitions([tp])
                 self.fetcher_manager.on_stop_replica(tp)
+            self.alter_log_dirs.cancel(tp, "StopReplica")  # KIP-113: a move ends with it
             if s.delete_partition and tp in self.offline_replicas:
                 # Its files are in an offline dir (or moved aside): nothing to delete now. If
                 # the dir comes back the copy is a stray (UpdateMetadata deletes it then).
@@ -591,6 +598,7 @@ class ReplicaManager:
             self.fetcher_manager.remove_partitions(tps)
             self.fetcher_manager.on_log_dir_offline(tps)
         for tp in tps:
+            self.alter_log_dirs.cancel(tp, f"the current replica was lost with {log_dir}")
             p = self.partitions.pop(tp, None)
             if p is not None:
                 p.log = None
@@ -972,10 +980,61 @@ class ReplicaManager:
                         for tp, log, p in ((tp, lm.get_log(tp), self.partitions.get(tp))
                                            for tp in lm.partitions_in(d))
                         if log is not None] if d.online else []
+            if d.online:
+                replicas += [log_dirs.ReplicaInDir(
+                    tp, m.future.size, False, 0, m.future.log_end_offset, True,
+                    current.log_end_offset)
+                    for tp, m in sorted(self.alter_log_dirs.moves.items())
+                    if m.target is d and (current := lm.get_log(tp)) is not None]
             usage = await asyncio.to_thread(_disk_usage, d.path) if d.online else None
             out.append(log_dirs.describe_log_dir(d.path, d.directory_id, d.online, usage,
                                                  replicas, filter_))
         return out
+
+    async def alter_replica_log_dirs(self, moves: dict[str, list[TopicPartition]]
+                                     ) -> list[tuple[TopicPartition, ErrorCode, str]]:
+        """KIP-113 AlterReplicaLogDirs (Kafka's ReplicaManager.alterReplicaLogDirs): move each
+        replica to the log dir it is listed under. A replica already there is left alone (and
+        a move of it elsewhere is cancelled); one not hosted yet is created there later."""
+        async with self._state_change:
+            return [(tp, *self._alter_replica_log_dir(tp, path))
+                    for path, tps in moves.items() for tp in tps]
+
+    def _alter_replica_log_dir(self, tp: TopicPartition, path: str) -> tuple[ErrorCode, str]:
+        lm = self.log_manager
+        target = lm.dir_by_path(path)
+        if target is None:
+            return ErrorCode.LOG_DIR_NOT_FOUND, f"{path} is not one of this broker's log.dirs"
+        if not target.online:
+            return ErrorCode.KAFKA_STORAGE_ERROR, f"log dir {target.path} is offline"
+        if tp in self.offline_replicas:
+            return ErrorCode.KAFKA_STORAGE_ERROR, self._lost_message(tp)
+        move = self.alter_log_dirs.future_log(tp)
+        if move is not None and move.target is not target:
+            # A new destination replaces the move under way (Kafka's futureReplicaDirChanged).
+            self.alter_log_dirs.cancel(tp, f"AlterReplicaLogDirs to {target.path}")
+        log = lm.get_log(tp)
+        if log is None:
+            # Not hosted yet: remembered for its creation (Kafka's preferredLogDirs).
+            lm.preferred_dirs[tp] = target.path
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION \
+                if tp not in self.metadata.partitions else ErrorCode.REPLICA_NOT_AVAILABLE
+            return code, (f"broker {self.broker_id} has no replica of {tp} yet; it will be "
+                          f"created in {target.path}")
+        if lm.log_dir_of(tp) is target:
+            return ErrorCode.NONE, ""  # already there; any move elsewhere was cancelled
+        if self.alter_log_dirs.future_log(tp) is not None:
+            return ErrorCode.NONE, ""  # already moving there
+        if lm.offline_dirs:
+            # Kafka creates no future replica while a dir is offline: a copy of the partition
+            # could be in it, and two placements would be ambiguous.
+            return ErrorCode.KAFKA_STORAGE_ERROR, "a log dir of this broker is offline"
+        try:
+            self.alter_log_dirs.start_move(tp, target)
+        except KafkaStorageError as e:
+            lm.report_failure(target, e)
+            return ErrorCode.KAFKA_STORAGE_ERROR, str(e)
+        return ErrorCode.NONE, ""
 
     async def log_dir_failure_loop(self) -> None:
         """Kafka's LogDirFailureHandler, seed 003's ExceptionHandler: the one consumer of the

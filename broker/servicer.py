@@ -305,16 +305,22 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             for rep in d.replicas:
                 by_topic.setdefault(rep.tp.topic, []).append(pb.DescribeLogDirsPartition(
                     partition=rep.tp.partition, size=rep.size, offset_lag=rep.offset_lag,
-                    is_future=False))
+                    is_future=rep.is_future))
             r.topics.extend(pb.DescribeLogDirsTopic(topic=t, partitions=ps)
                             for t, ps in sorted(by_topic.items()))
             results.append(r)
         return pb.DescribeLogDirsResponse(results=results)
 
     async def AlterReplicaLogDirs(self, request, context):
-        # Intra-broker moves come with the JBOD issue (C5).
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                            "AlterReplicaLogDirs is not implemented yet (C5)")
+        moves: dict[str, list[TopicPartition]] = {}
+        for d in request.dirs:
+            moves.setdefault(d.path, []).extend(
+                TopicPartition(t.topic, p) for t in d.topics for p in t.partitions)
+        results = await self.rm.alter_replica_log_dirs(moves)
+        return pb.AlterReplicaLogDirsResponse(results=[
+            pb.PartitionResult(topic=tp.topic, partition=tp.partition, error_code=int(code),
+                               error_message=message)
+            for tp, code, message in results])
 
     # ------------------------------------------------------------------ controller requests
 

@@ -112,6 +112,9 @@ class Log:
         # later append, truncation or roll is refused until the log is reloaded from disk
         # (the JBOD issue takes its dir offline; finding 6).
         self.failed: str | None = None
+        # KIP-113: set when an intra-broker move swapped a new log in for this one; work still
+        # queued for this object is forwarded there (broker/alter_log_dirs.py).
+        self.moved_to: Log | None = None
 
     # ------------------------------------------------------------------ loading
 
@@ -282,6 +285,8 @@ class Log:
         """Validate a producer's batches, assign offsets from the log end offset, stamp the
         leader epoch, and append them. Raises CorruptRecordError / RecordTooLargeError (nothing
         written) or LogAppendError."""
+        if self.moved_to is not None:
+            return self.moved_to.append_as_leader(records, leader_epoch)
         view = memoryview(records)
         end = len(view)
         if end == 0:
@@ -340,6 +345,8 @@ class Log:
         Batches must start at or after the log end offset and increase. Only complete batches
         are appended; a partial trailing batch (a fetch cut by max_bytes) is ignored.
         """
+        if self.moved_to is not None:
+            return self.moved_to.append_as_follower(records)
         view = memoryview(records)
         valid = rec.complete_batches_length(view)
         iov: list = []
@@ -440,6 +447,8 @@ class Log:
         As in Kafka (KIP-74) the first batch is returned whole even if larger than max_bytes,
         so a reader always makes progress. Raises OffsetOutOfRangeError or LogReadError.
         """
+        if self.moved_to is not None:
+            return self.moved_to.read(start_offset, max_bytes, max_offset, min_one_batch)
         leo = self.log_end_offset
         if start_offset < self.log_start_offset or start_offset > leo:
             raise OffsetOutOfRangeError(
@@ -487,6 +496,8 @@ class Log:
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and after ``offset`` (whole batches). Returns whether
         anything was removed. A follower calls this before fetching from a new leader."""
+        if self.moved_to is not None:
+            return self.moved_to.truncate_to(offset)
         if offset < 0:
             raise ValueError(f"cannot truncate {self.tp} to negative offset {offset}")
         self._check_writable()
@@ -519,6 +530,8 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset`` (a follower whose fetch offset
         fell out of the leader's range)."""
+        if self.moved_to is not None:
+            return self.moved_to.truncate_fully_and_start_at(offset)
         self._check_writable()
         try:
             for seg in self.segments:
@@ -536,6 +549,8 @@ class Log:
     # ------------------------------------------------------------------ flush / retention
 
     def flush(self) -> None:
+        if self.moved_to is not None:
+            return self.moved_to.flush()
         try:
             self._flush()
         except OSError as e:

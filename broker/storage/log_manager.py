@@ -57,6 +57,7 @@ from common.names import TopicPartition, validate_topic
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+_DISCARDED_DIR_SUFFIXES = ("-delete", "-future")
 
 
 class LogDir:
@@ -113,6 +114,9 @@ class LogManager:
         # them and supersedes the copy left there.
         self._failed_in: dict[TopicPartition, set[str]] = {}
         self._placements: dict[TopicPartition, placement.Placement | None] = {}
+        # KIP-113: AlterReplicaLogDirs for a replica not created yet names the dir it is to be
+        # created in (Kafka's preferredLogDirs).
+        self.preferred_dirs: dict[TopicPartition, str] = {}
         # What startup resolved: (partition, dir of the stale copy deleted, dir kept).
         self.stale_copies_deleted: list[tuple[TopicPartition, str, str]] = []
 
@@ -150,6 +154,14 @@ class LogManager:
             raise LogDirError(d.path, cause=e) from e
         for name in names:
             full = os.path.join(d.path, name)
+            if os.path.isdir(full) and name.endswith(_DISCARDED_DIR_SUFFIXES):
+                # KIP-113: a move cut short by a restart is discarded (Kafka resumes it; the
+                # current replica is untouched either way), and a swapped-out copy is gone.
+                try:
+                    fo.rmtree(full)
+                except OSError as e:
+                    raise LogDirError(d.path, cause=e) from e
+                continue
             if not os.path.isdir(full) or name.endswith(_IGNORED_DIR_SUFFIXES):
                 continue
             try:
@@ -278,7 +290,10 @@ class LogManager:
             if not d.online:
                 raise LogDirOfflineError(d.path, str(tp), detail="the log dir is offline")
         else:
-            d = self.next_log_dir(avoid=failed_in)
+            wanted = self.preferred_dirs.pop(tp, None)
+            preferred = self.dir_by_path(wanted) if wanted else None
+            d = preferred if preferred is not None and preferred.online and \
+                preferred.path not in failed_in else self.next_log_dir(avoid=failed_in)
         supersedes = tuple(sorted({o.path for o in self.offline_dirs} | failed_in))
         record = placement.Placement(supersedes, broker_epoch, self.clock()) \
             if supersedes else None
@@ -317,6 +332,16 @@ class LogManager:
             if self.logs.get(tp) is old:
                 self.logs[tp] = log
         return log
+
+    def replace_current_with_future(self, tp: TopicPartition, log: Log, d: LogDir,
+                                    record: placement.Placement | None) -> None:
+        """KIP-113's swap (Kafka's replaceCurrentWithFutureLog): ``log``, the future replica
+        renamed and reopened in ``d`` with placement ``record``, is now ``tp``'s log
+        (alter_log_dirs.py)."""
+        with self._lock:
+            self.logs[tp] = log
+            self._dir_of[tp] = d
+            self._placements[tp] = record
 
     def delete_log(self, tp: TopicPartition) -> None:
         with self._lock:

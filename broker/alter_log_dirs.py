@@ -1,0 +1,375 @@
+"""Intra-broker replica moves (KIP-113): Kafka's ReplicaAlterLogDirsManager and its thread.
+
+AlterReplicaLogDirs asks this broker to move a replica to another of its log dirs. A *future
+replica* is created in the target dir, ``<topic>-<partition>.<uniqueId>-future`` (Kafka's
+UnifiedLog future dir naming; loading ignores the suffix), and one copier task per broker
+(``ReplicaAlterLogDirsManager.run``, like a replica fetcher) fills it from the current replica's
+log start: batches are appended follower-style, so offsets and leader epochs are kept byte for
+byte. Copying is throttled by ``replica.alter.log.dirs.io.max.bytes.per.second`` (a KIP-73
+byte-rate quota; Kafka's default: unlimited).
+
+Rules that bind:
+- Once the future replica has caught up, the swap runs on the *current* log's dir executor,
+  the thread every append, truncation and flush of the partition runs on: the tail is copied
+  there, so no append lands between the last copy and the swap (Kafka holds the partition's
+  leaderIsrUpdateLock and the log lock for the same reason).
+- The future dir gets a placement record superseding the current dir and is renamed to
+  ``<topic>-<partition>`` *before* the current dir is renamed to ``-delete``: a crash between the
+  two leaves two copies, and startup keeps the new one (placement.py). A crash before the
+  swap leaves a ``-future`` dir that startup deletes: the move is discarded and the current
+  replica is untouched (Kafka resumes the move instead; replog does not).
+- Work queued for the old log after the swap is forwarded to the new one (``Log.moved_to``),
+  and the new dir's executor runs nothing for the partition until the old dir's queue has
+  drained past it, so the partition's write order holds across the change of thread.
+- A storage error in the future replica (the destination dir) drops the future replica and
+  leaves the current one as it was; StopReplica, a lost current replica, or an
+  AlterReplicaLogDirs naming the current dir cancels the move. Failed moves are counted as
+  ``FailedPartitionsCount{clientId="ReplicaAlterLogDirs"}``.
+
+The decisions - what to copy next, when to swap - are the pure functions ``next_step`` and
+``future_dir_name``; the manager performs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from broker.replication_quota import ReplicationQuota
+from broker.storage import placement
+from broker.storage.errors import KafkaStorageError
+from broker.storage.log import Log
+from common.errors import OffsetOutOfRangeError
+from common.names import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.replica_manager import ReplicaManager
+    from broker.storage.log_manager import LogDir
+
+FUTURE_SUFFIX = "-future"
+DELETE_SUFFIX = "-delete"
+CLIENT_ID = "ReplicaAlterLogDirs"
+COPY_MAX_BYTES = 1 << 20  # one copy per partition and round, as a fetch's partition max bytes
+
+
+def future_dir_name(tp: TopicPartition, unique_id: str) -> str:
+    """Kafka's ``UnifiedLog.logFutureDirName``: ``<topic>-<partition>.<uniqueId>-future``."""
+    return f"{tp.dir_name}.{unique_id}{FUTURE_SUFFIX}"
+
+
+class Step(Enum):
+    COPY = "copy"          # copy the next batches into the future replica
+    SWAP = "swap"          # caught up: copy the tail and swap on the write path
+    THROTTLED = "throttled"  # the io quota is exhausted: wait
+
+
+def next_step(current_leo: int, future_leo: int, quota_exceeded: bool,
+              swap_lag: int) -> Step:
+    """What the copier does next for one move. A future replica within ``swap_lag`` offsets
+    of the current LEO is swapped: the rest is copied under the write path, where no append
+    can race it (Kafka swaps once the future replica's fetch reaches the LEO; under load the
+    LEO moves on, so a small tail is left for the swap)."""
+    if future_leo >= current_leo - swap_lag:
+        return Step.SWAP
+    if quota_exceeded:
+        return Step.THROTTLED
+    return Step.COPY
+
+
+@dataclass
+class Move:
+    """One future replica being filled."""
+
+    tp: TopicPartition
+    target: LogDir
+    future: Log
+    failed: str | None = None
+    swapping: bool = False  # the swap job is queued or running on the write path
+    done: asyncio.Future | None = field(default=None, repr=False)
+
+
+class ReplicaAlterLogDirsManager:
+    """The future replicas of this broker and the one task that fills and swaps them."""
+
+    def __init__(self, rm: ReplicaManager, quota: ReplicationQuota, swap_lag: int = 1000):
+        self.rm = rm
+        self.lm = rm.log_manager
+        self.quota = quota
+        self.swap_lag = swap_lag
+        self.moves: dict[TopicPartition, Move] = {}
+        self.failed: set[TopicPartition] = set()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        rm.metrics.failed_partitions.labels(clientId=CLIENT_ID).set_function(
+            lambda: len(self.failed))
+
+    # ------------------------------------------------------------------ requests
+
+    def future_log(self, tp: TopicPartition) -> Move | None:
+        return self.moves.get(tp)
+
+    def start_move(self, tp: TopicPartition, target: LogDir) -> Move:
+        """Create the future replica of ``tp`` in ``target`` (on the caller's thread: it only
+        creates an empty dir and segment) and have the copier fill it."""
+        current = self.lm.get_log(tp)
+        assert current is not None
+        name = future_dir_name(tp, uuid.uuid4().hex)
+        start = current.segments[0].base_offset
+        future = Log.open(target.path, tp, self.lm.config, fileops=self.lm.fileops,
+                          clock=self.lm.clock, log_start_offset=start, needs_recovery=False,
+                          partition_dir=os.path.join(target.path, name))
+        move = Move(tp, target, future, done=asyncio.get_running_loop().create_future())
+        self.moves[tp] = move
+        self.failed.discard(tp)
+        self.rm.events.info("future_replica_created", partition=str(tp), log_dir=target.path,
+                            future_dir=future.dir, current_dir=current.log_dir)
+        self._ensure_running()
+        self._wakeup.set()
+        return move
+
+    def cancel(self, tp: TopicPartition, reason: str) -> bool:
+        """Drop the future replica of ``tp`` (if any); the current one is left as it is."""
+        move = self.moves.get(tp)
+        if move is None:
+            return False
+        if move.swapping:
+            # The swap is under way on the write path: it completes (Kafka's is atomic too).
+            self.rm.events.info("future_replica_cancel_too_late", partition=str(tp),
+                                reason=reason)
+            return False
+        del self.moves[tp]
+        self._drop(move, reason)
+        return True
+
+    def _drop(self, move: Move, reason: str) -> None:
+        fut = move.future
+        fut.closed = True
+        self.rm.events.info("future_replica_dropped", partition=str(move.tp),
+                            log_dir=move.target.path, reason=reason)
+
+        def close_and_delete() -> None:
+            fut._close_fds()
+            try:
+                self.lm.fileops.rmtree(fut.dir)
+            except OSError:
+                pass  # a -future dir is deleted at the next start anyway
+        if move.target.online:
+            try:
+                move.target.executor.submit(close_and_delete)
+            except RuntimeError:  # executor shut down
+                close_and_delete()
+        if move.done is not None and not move.done.done():
+            move.done.set_result(False)
+
+    def _fail(self, move: Move, error: BaseException) -> None:
+        if self.moves.get(move.tp) is not move:
+            return  # cancelled meanwhile: dropped already
+        del self.moves[move.tp]
+        move.failed = str(error)
+        self.failed.add(move.tp)
+        self.rm.events.error("future_replica_failed", partition=str(move.tp),
+                             log_dir=move.target.path, error=str(error)[:300])
+        self._drop(move, f"failed: {error}")
+        # The future replica is gone: a later error of a replica of this partition in that
+        # dir is a new failure for the channel.
+        self.lm.failure_channel.forget(move.target.path, str(move.tp))
+
+    # ------------------------------------------------------------------ the copier
+
+    def _ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self.run())
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for tp in list(self.moves):
+            self.cancel(tp, "broker shutdown")
+
+    async def run(self) -> None:
+        """One round copies up to COPY_MAX_BYTES into every future replica; it waits when
+        there is nothing to move or the io quota is exhausted."""
+        while True:
+            if not self.moves:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            progressed = False
+            for move in list(self.moves.values()):
+                if self.moves.get(move.tp) is not move:
+                    continue  # cancelled meanwhile
+                progressed |= await self._step(move)
+            if not progressed:
+                # Only the throttle holds every move back: wait for the rate to fall.
+                await asyncio.sleep(0.05)
+
+    async def _step(self, move: Move) -> bool:
+        current = self.lm.get_log(move.tp)
+        if current is None:
+            self.cancel(move.tp, "the current replica is gone")
+            return True
+        step = next_step(current.log_end_offset, move.future.log_end_offset,
+                         self.quota.is_quota_exceeded(), self.swap_lag)
+        if step is Step.THROTTLED:
+            return False
+        if step is Step.SWAP:
+            await self._swap(move, current)
+            return True
+        try:
+            data, restart_at = await self.lm.run(move.tp, _read_for_copy, current, move.future)
+        except KafkaStorageError as e:  # the current replica's dir: its handler sees it
+            self.cancel(move.tp, f"reading the current replica failed: {e}")
+            return True
+        if self.moves.get(move.tp) is not move:
+            return True
+        try:
+            await self.lm.run_in_dir(move.target, _copy_into, move.future, data, restart_at)
+        except KafkaStorageError as e:
+            self._fail(move, e)
+            return True
+        self.quota.record(len(data))
+        return True
+
+    async def _swap(self, move: Move, current: Log) -> None:
+        src = self.lm.log_dir_of(move.tp)
+        move.swapping = True
+        try:
+            result = await self.lm.run(move.tp, self._swap_on_write_path, move, current, src)
+        except KafkaStorageError as e:
+            move.swapping = False
+            self.cancel(move.tp, f"the swap failed in the current replica's dir: {e}")
+            return
+        finally:
+            move.swapping = False
+        if result is None:
+            return  # dropped (broker shutdown) before the swap ran
+        if isinstance(result, BaseException):
+            self._fail(move, result)
+            return
+        self.moves.pop(move.tp, None)
+        new, doomed, record = result
+        self._complete(move, current, src, new, doomed, record)
+
+    def _swap_on_write_path(self, move: Move, current: Log, src: LogDir):
+        """Current log dir's executor: copy the tail, close the future log, write its placement
+        record, rename it to ``<topic>-<partition>`` and reopen it there, then move the current
+        dir aside. Returns (new log, -delete dir) or the destination dir's error (reported
+        here: the executor would blame the current dir)."""
+        lm, fo, tp = self.lm, self.lm.fileops, move.tp
+        fut = move.future
+        if fut.closed:
+            return None  # dropped while queued
+        try:
+            _copy_tail(current, fut)
+            fut.log_start_offset = max(fut.log_start_offset, current.log_start_offset)
+            fut.high_watermark = current.high_watermark
+            record = placement.Placement((src.path,), self.rm.broker_epoch, lm.clock())
+            placement.write(fut.dir, record, fo)
+            fut.close()
+            final = os.path.join(move.target.path, tp.dir_name)
+            fo.replace(fut.dir, final)
+            fo.fsync_dir(move.target.path)
+            leo = current.log_end_offset
+            new = Log.open(move.target.path, tp, lm.config, fileops=fo, clock=lm.clock,
+                           recovery_point=leo, log_start_offset=fut.log_start_offset,
+                           high_watermark=current.high_watermark, needs_recovery=False)
+        except (OSError, KafkaStorageError) as e:
+            fut._close_fds()
+            lm.report_failure(move.target, e)
+            return e
+        # From here the new log is the replica: anything still queued for the old one is
+        # forwarded to it (KIP-113's swap under the log lock).
+        current.moved_to = new
+        doomed = f"{current.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        try:
+            fo.replace(current.dir, doomed)
+            fo.fsync_dir(src.path)
+        except OSError as e:
+            # The old copy stays under its name; the placement record of the new one makes
+            # the next start delete it.
+            lm.report_failure(src, e)
+            doomed = None
+        return new, doomed, record
+
+    def _complete(self, move: Move, old: Log, src: LogDir, new: Log, doomed: str | None,
+                  record: placement.Placement) -> None:
+        """Event loop, in one step: point the log manager and the partition at the new log,
+        gate the new dir's executor behind what is still queued for the old one, then delete
+        the old files and write both dirs' checkpoints."""
+        tp = move.tp
+        new.high_watermark = max(new.high_watermark, old.high_watermark)
+        self.lm.replace_current_with_future(tp, new, move.target, record)
+        p = self.rm.partitions.get(tp)
+        if p is not None and p.log is old:
+            p.log = new
+        drained = threading.Event()
+
+        def close_old() -> None:
+            old._close_fds()
+            old.closed = True
+            if doomed is not None:
+                try:
+                    self.lm.fileops.rmtree(doomed)
+                except OSError:
+                    pass  # a -delete dir is removed at the next start
+        marker = self.lm.run_in_dir(src, close_old)
+        marker.add_done_callback(lambda f: (f.cancelled() or f.exception(), drained.set()))
+        self.lm.run_in_dir(move.target, drained.wait, 30.0)
+        for d in (src, move.target):
+            if d.online:
+                self.lm.run_in_dir(d, self.lm.checkpoint, d).add_done_callback(_ignore)
+        self.rm.events.info("future_replica_swapped", partition=str(tp), log_dir=move.target.path,
+                            old_log_dir=src.path, log_end_offset=new.log_end_offset)
+        if move.done is not None and not move.done.done():
+            move.done.set_result(True)
+
+
+def _read_for_copy(current: Log, future: Log) -> tuple[bytes, int | None]:
+    """Current dir's executor: the batches after the future replica's LEO, or (b"", the
+    offset to restart at) when retention passed the future LEO."""
+    if future.closed:
+        return b"", None
+    try:
+        return current.read(future.log_end_offset, COPY_MAX_BYTES,
+                            max_offset=current.log_end_offset), None
+    except OffsetOutOfRangeError:
+        return b"", current.segments[0].base_offset
+
+
+def _copy_into(future: Log, data: bytes, restart_at: int | None) -> None:
+    """Destination dir's executor: append follower-style (offsets and epochs kept); retention
+    of the current replica overtook the copy: start again at its log start."""
+    if future.closed:
+        return
+    if restart_at is not None:
+        future.truncate_fully_and_start_at(restart_at)
+    elif data:
+        future.append_as_follower(data)
+
+
+def _copy_tail(current: Log, future: Log) -> None:
+    """On the current dir's executor, with no append able to run: the rest of the log, and
+    leader epochs that start at the LEO without a batch yet (a new leadership)."""
+    while future.log_end_offset < current.log_end_offset:
+        data = current.read(future.log_end_offset, COPY_MAX_BYTES,
+                            max_offset=current.log_end_offset)
+        if not data:
+            break
+        future.append_as_follower(data)
+    latest = future.epoch_cache.latest_epoch()
+    for epoch, start in current.epoch_cache.entries:
+        if epoch > latest:
+            future.epoch_cache.assign(epoch, start)
+
+
+def _ignore(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()

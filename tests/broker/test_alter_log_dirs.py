@@ -1,0 +1,212 @@
+"""Intra-broker replica moves (KIP-113, issue 10 part 5), in process with real files: the pure
+decisions of the ReplicaAlterLogDirs copier, a move under produce load swapped in with the same
+batches and offsets, a failed destination dir and a cancelled move leaving the original intact,
+and a restart mid-move discarding the future replica."""
+
+import asyncio
+import errno
+import os
+
+import pytest
+
+from broker import alter_log_dirs as ald
+from broker import log_dirs
+from broker.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from broker.storage.fileops import FaultInjectingFileOps
+from broker.storage.log_manager import LogManager
+from common import records as rec
+from common.errors import ErrorCode
+from common.names import TopicPartition
+from common.rpc import replog_pb2 as pb
+from tests.broker.inprocess import Node, leader_and_isr, produce_req, wait_until
+
+T0 = TopicPartition("t", 0)
+FAILED = "kafka_server_replicafetchermanager_failedpartitionscount"
+
+# ------------------------------------------------------------------ pure decisions
+
+
+def test_future_dir_name_is_kafkas():
+    assert ald.future_dir_name(T0, "abc") == "t-0.abc-future"
+
+
+@pytest.mark.parametrize("current, future, exceeded, lag, step", [
+    (100, 0, False, 0, ald.Step.COPY),
+    (100, 0, True, 0, ald.Step.THROTTLED),      # the io quota holds the copy back
+    (100, 100, True, 0, ald.Step.SWAP),         # caught up: the swap is not throttled
+    (100, 95, False, 10, ald.Step.SWAP),        # the tail is copied under the write path
+    (0, 0, False, 0, ald.Step.SWAP),            # an empty replica moves at once
+])
+def test_next_step(current, future, exceeded, lag, step):
+    assert ald.next_step(current, future, exceeded, lag) is step
+
+
+def test_describe_reports_the_future_replica_with_its_lag():
+    d = log_dirs.describe_log_dir("/d1", "id", True, (10, 5), [
+        log_dirs.ReplicaInDir(T0, 7, False, 0, 40, True, 100),
+        log_dirs.ReplicaInDir(TopicPartition("t", 1), 3, True, 50, 45)])
+    assert [(r.tp, r.offset_lag, r.is_future) for r in d.replicas] == [
+        (T0, 60, True), (TopicPartition("t", 1), 5, False)]
+
+
+# ------------------------------------------------------------------ in process
+
+
+@pytest.fixture
+async def node(tmp_path):
+    fo = FaultInjectingFileOps()
+    n = Node(1, tmp_path, fileops=fo, log_dirs=2)
+    n.fo = fo
+    n.rm.probe_timeout_s = 30
+    await n.start()
+    n.failure_loop = asyncio.ensure_future(n.rm.log_dir_failure_loop())
+    resp = await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1], [1], [n], tp=T0))
+    assert resp.partition_errors[0].error_code == 0
+    assert n.lm.log_dir_of(T0) is n.lm.dirs[0]
+    yield n
+    n.failure_loop.cancel()
+    fo.clear()
+    await n.rm.alter_log_dirs.shutdown()
+    await n.stop()
+
+
+async def _produce(n, tag, count=5):
+    req = produce_req(tag, n=count, acks=1)
+    resp = await n.stub.Produce(req)
+    r = resp.responses[0].partition_responses[0]
+    assert r.error_code == 0, r.error_message
+    return r.base_offset, req.topic_data[0].partition_data[0].records
+
+
+async def _alter(n, path, tp=T0):
+    resp = await n.stub.AlterReplicaLogDirs(pb.AlterReplicaLogDirsRequest(dirs=[
+        pb.AlterReplicaLogDir(path=path, topics=[pb.TopicPartitions(topic=tp.topic,
+                                                                    partitions=[tp.partition])])]))
+    return resp.results[0].error_code
+
+
+def _batches(log):
+    data = log.read(log.log_start_offset, 1 << 30)
+    return [(b.header.base_offset, bytes(b.data)) for b in rec.iter_batches(memoryview(data))]
+
+
+def _checkpointed(n, d):
+    return OffsetCheckpointFile(d.path, REPLICATION_OFFSET_CHECKPOINT, n.fo).read()
+
+
+def _entries(d, suffix):
+    return [e for e in os.listdir(d.path) if e.startswith("t-0") and e.endswith(suffix)]
+
+
+async def test_a_move_under_load_swaps_in_the_same_batches_and_offsets(node):
+    n = node
+    d0, d1 = n.lm.dirs
+    mover = n.rm.alter_log_dirs
+    mover.swap_lag = 0  # copy everything through the copier, not the swap
+    produced = [await _produce(n, f"a{i}-") for i in range(30)]
+    done = asyncio.Event()
+
+    async def load():
+        i = 0
+        while not done.is_set() or i < 10:
+            produced.append(await _produce(n, f"b{i}-"))
+            i += 1
+    producer = asyncio.ensure_future(load())
+    started = []
+    start_move = mover.start_move
+    mover.start_move = lambda tp, target: started.append(start_move(tp, target)) or started[-1]
+    assert await _alter(n, d1.path) == ErrorCode.NONE
+    assert os.path.basename(started[0].future.dir).endswith("-future")
+    assert await started[0].done is True
+    done.set()
+    await producer
+    new = n.lm.get_log(T0)
+    assert n.lm.log_dir_of(T0) is d1 and new.log_dir == d1.path
+    assert n.rm.partitions[T0].log is new
+    # Every acked batch is in the new log at its offset, byte for byte past the offset,
+    # length and leader epoch the leader stamped; nothing else is there.
+    got = dict(_batches(new))
+    assert sorted(got) == sorted(base for base, _ in produced)
+    for base, sent in produced:
+        assert got[base][16:] == bytes(sent)[16:]
+    assert new.log_end_offset == 5 * len(produced)
+    # The old copy is gone, and the checkpoints name the new dir.
+    await wait_until(lambda: not _entries(d0, "") and not _entries(d0, "-delete"))
+    await wait_until(lambda: T0 in _checkpointed(n, d1) and T0 not in _checkpointed(n, d0))
+    assert not _entries(d1, "-future")
+    assert n.rm.metrics.registry.get_sample_value(FAILED, {"clientId": "ReplicaAlterLogDirs"}) == 0
+    # And it keeps working as the leader's log.
+    base, _ = await _produce(n, "c")
+    assert base == 5 * len(produced)
+
+
+async def test_a_failed_destination_dir_leaves_the_original_intact(node):
+    n = node
+    d0, d1 = n.lm.dirs
+    for i in range(20):
+        await _produce(n, f"a{i}-")
+    before = _batches(n.lm.get_log(T0))
+    n.fo.fail(d1.path, errno.EIO, ops={"write"})  # the destination disk dies on write
+    assert await _alter(n, d1.path) == ErrorCode.NONE
+    # The copier may fail it before the response is read: wait for the count, not the move.
+    await wait_until(lambda: n.rm.metrics.registry.get_sample_value(
+        FAILED, {"clientId": "ReplicaAlterLogDirs"}) == 1)
+    assert n.rm.alter_log_dirs.future_log(T0) is None
+    log = n.lm.get_log(T0)
+    assert n.lm.log_dir_of(T0) is d0 and _batches(log) == before
+    base, _ = await _produce(n, "after")
+    assert base == 100
+    assert os.path.isdir(os.path.join(d0.path, "t-0"))
+
+
+async def test_an_alter_back_to_the_current_dir_cancels_the_move(node):
+    n = node
+    d0, d1 = n.lm.dirs
+    n.rm.alter_log_dirs.swap_lag = 0
+    for i in range(20):
+        await _produce(n, f"a{i}-")
+    before = _batches(n.lm.get_log(T0))
+    hold = n.fo.hold(d1.path, ops={"write"})  # the copy stops inside its first write
+    assert await _alter(n, d1.path) == ErrorCode.NONE
+    move = n.rm.alter_log_dirs.future_log(T0)
+    await wait_until(hold.entered.is_set)
+    resp = await n.stub.DescribeLogDirs(pb.DescribeLogDirsRequest())
+    future = [(p.is_future, p.offset_lag) for r in resp.results if r.log_dir == d1.path
+              for t in r.topics for p in t.partitions]
+    assert future == [(True, 100)]
+    assert await _alter(n, d0.path) == ErrorCode.NONE  # back to where it is: cancelled
+    assert await move.done is False
+    hold.release()
+    await wait_until(lambda: not _entries(d1, "-future"))
+    assert n.lm.log_dir_of(T0) is d0 and _batches(n.lm.get_log(T0)) == before
+
+
+async def test_alter_replica_log_dirs_errors(node):
+    n = node
+    assert await _alter(n, "/no/such/dir") == ErrorCode.LOG_DIR_NOT_FOUND
+    assert await _alter(n, n.lm.dirs[0].path) == ErrorCode.NONE  # already there
+    t5 = TopicPartition("t", 5)
+    assert await _alter(n, n.lm.dirs[1].path, t5) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # Remembered: the replica is created there when it comes (Kafka's preferredLogDirs).
+    resp = await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1], [1], [n], tp=t5))
+    assert resp.partition_errors[0].error_code == 0
+    assert n.lm.log_dir_of(t5) is n.lm.dirs[1]
+
+
+async def test_a_restart_mid_move_discards_the_future_replica(tmp_path):
+    n = Node(1, tmp_path, log_dirs=2)
+    await n.start()
+    await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1], [1], [n], tp=T0))
+    for i in range(5):
+        await _produce(n, f"a{i}-")
+    before = _batches(n.lm.get_log(T0))
+    d1 = n.lm.dirs[1].path
+    n.rm.alter_log_dirs.start_move(T0, n.lm.dirs[1])
+    n.rm.alter_log_dirs._task.cancel()  # the broker dies before the copier runs
+    await n.stop()
+    assert [e for e in os.listdir(d1) if e.endswith("-future")]
+    lm = LogManager([d.path for d in n.lm.dirs], 1)
+    lm.startup()
+    assert lm.log_dir_of(T0) is lm.dirs[0] and _batches(lm.get_log(T0)) == before
+    assert not [e for e in os.listdir(d1) if e.endswith("-future")]
+    lm.shutdown()
