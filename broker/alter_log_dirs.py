@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
 CLIENT_ID = "ReplicaAlterLogDirs"
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 COPY_MAX_BYTES = 1 << 20  # one copy per partition and round, as a fetch's partition max bytes
 
 
@@ -187,6 +188,11 @@ class ReplicaAlterLogDirsManager:
             self._task = asyncio.get_running_loop().create_task(self.run())
 
     async def shutdown(self) -> None:
+        # A swap under way finishes first: cut short, the log manager would keep pointing at
+        # the old log while its dir is already renamed aside.
+        for move in list(self.moves.values()):
+            if move.swapping and move.done is not None:
+                await asyncio.shield(move.done)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -249,8 +255,10 @@ class ReplicaAlterLogDirsManager:
             return
         finally:
             move.swapping = False
-        if result is None:
-            return  # dropped (broker shutdown) before the swap ran
+        if result is None:  # dropped (broker shutdown) before the swap ran
+            if move.done is not None and not move.done.done():
+                move.done.set_result(False)
+            return
         if isinstance(result, BaseException):
             self._fail(move, result)
             return

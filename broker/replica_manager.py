@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from broker import fencing, log_dirs, partition_state
 from broker import isr as isr_rules
-from broker.alter_log_dirs import ReplicaAlterLogDirsManager
+from broker.alter_log_dirs import ALTER_LOG_DIRS_RATE, ReplicaAlterLogDirsManager
 from broker.controller_requests import (
     LeaderAndIsrRequest,
     StopReplicaPartitionState,
@@ -53,7 +53,12 @@ from broker.delayed_produce import ERROR_CODES, ProduceWait, produce_wait
 from broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
-from broker.replication_quota import ReplicationQuota, ReplicationQuotas, should_throttle
+from broker.replication_quota import (
+    ReplicationQuota,
+    ReplicationQuotas,
+    rate_from,
+    should_throttle,
+)
 from broker.storage.errors import KafkaStorageError
 from broker.storage.failure_scope import PROBE_TIMEOUT_S, Scope, failure_scope
 from broker.storage.log import RecordTooLargeError
@@ -183,7 +188,7 @@ class ReplicaManager:
             fetcher_manager.quota = self.quotas.follower
         # KIP-113: intra-broker moves, throttled by their own io quota.
         self.alter_log_dirs = ReplicaAlterLogDirsManager(self, ReplicationQuota(
-            monotonic, config["replica.alter.log.dirs.io.max.bytes.per.second"],
+            monotonic, config[ALTER_LOG_DIRS_RATE],
             config["replication.quota.window.num"],
             config["replication.quota.window.size.seconds"]))
         self._leader_held_back = 0  # partitions the leader quota held back at the last fetch
@@ -329,6 +334,11 @@ class ReplicaManager:
         override follow them."""
         self.broker_dynamic_config = None if dynamic is None else dict(dynamic)
         self.quotas.apply_broker_config(dynamic, self.config)
+        # KIP-113's move throttle is a dynamic broker config too (Kafka's
+        # BrokerConfigHandler updates the alter-log-dirs quota alongside the others).
+        bound = rate_from(dynamic, self.config, ALTER_LOG_DIRS_RATE)
+        if bound is not None:
+            self.alter_log_dirs.quota.update_quota(bound)
         self._refresh_min_isr(lambda tp: True)
 
     def _refresh_min_isr(self, which) -> None:

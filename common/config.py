@@ -139,8 +139,6 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "seconds"),
     _k("leader.replication.throttled.rate", _int(1), LONG_MAX, "bytes/s, throttled leaders"),
     _k("follower.replication.throttled.rate", _int(1), LONG_MAX, "bytes/s, throttled followers"),
-    _k("replica.alter.log.dirs.io.max.bytes.per.second", _int(1), LONG_MAX,
-       "KIP-113: bytes/s the intra-broker move copier may read and write (unlimited)"),
     _k("replication.quota.window.num", _int(1), 11,
        "KIP-73: sample windows the replication throttle rates are measured over"),
     _k("replication.quota.window.size.seconds", _int(1), 1,

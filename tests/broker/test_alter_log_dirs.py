@@ -210,3 +210,14 @@ async def test_a_restart_mid_move_discards_the_future_replica(tmp_path):
     assert lm.log_dir_of(T0) is lm.dirs[0] and _batches(lm.get_log(T0)) == before
     assert not [e for e in os.listdir(d1) if e.endswith("-future")]
     lm.shutdown()
+
+
+async def test_the_move_throttle_follows_the_dynamic_broker_config(node):
+    quota = node.rm.alter_log_dirs.quota
+    assert quota.bound == (1 << 63) - 1  # Kafka's default: unlimited
+    node.rm.apply_broker_config({ald.ALTER_LOG_DIRS_RATE: "1000"})
+    assert quota.bound == 1000
+    quota.record(10_000)
+    assert ald.next_step(100, 0, quota.is_quota_exceeded(), 0) is ald.Step.THROTTLED
+    node.rm.apply_broker_config({})
+    assert quota.bound == (1 << 63) - 1
