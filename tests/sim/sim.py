@@ -283,7 +283,9 @@ class Simulation:
             return
         lost = self.rng.sample(mine, self.rng.randint(1, len(mine)))
         for tp in lost:
-            self.lost[(tp, b)] = False
+            # already out of the ISR and not leading: the restart has nothing to take away
+            st = self.d.tree.states.get(tp)
+            self.lost[(tp, b)] = st is not None and b not in st.isr and st.leader != b
         self.d.tree.add_restart_entry(encode_restart_entry(RestartEntry(
             b, "/d1", tuple((tp.topic, tp.partition) for tp in lost))))
 
