@@ -220,12 +220,6 @@ def parse_reassignment(text: str) -> dict[TP, list[int]]:
         if len(log_dirs) != len(replicas):
             raise ReplogError(f"Size of replicas list {replicas} is different from size of log "
                               f"dirs list {log_dirs} for partition {tp_name(tp)}")
-        moved = [f"{r} -> {d}" for r, d in zip(replicas, log_dirs) if d != ANY_LOG_DIR]
-        if moved:
-            # Placing a new replica in a named dir needs AlterReplicaLogDirs, which the brokers
-            # do not serve until the JBOD issue lands; refuse rather than ignore the dir.
-            raise ReplogError(f"log_dirs other than \"any\" are not supported yet (partition "
-                              f"{tp_name(tp)}: {', '.join(moved)})")
         parsed.append((tp, replicas))
     if not parsed:
         raise ReplogError("Partition reassignment list cannot be empty")
@@ -241,6 +235,30 @@ def parse_reassignment(text: str) -> dict[TP, list[int]]:
         raise ReplogError(f"Partition replica lists may contain only unique entries: "
                           f"{'. '.join(repeated)}")
     return dict(parsed)
+
+
+def parse_log_dirs(text: str) -> dict[tuple[TP, int], str]:
+    """The replicas a reassignment file places in a named log dir (KIP-113): (partition,
+    broker) -> dir, in file order; "any" leaves the broker's choice. Call after
+    ``parse_reassignment``, which validated the file."""
+    out: dict[tuple[TP, int], str] = {}
+    for entry in json.loads(text)["partitions"]:
+        tp = (entry["topic"], entry["partition"])
+        for broker, d in zip(entry["replicas"], entry.get("log_dirs", ())):
+            if d != ANY_LOG_DIR:
+                out[(tp, broker)] = d
+    return out
+
+
+def replica_name(tp: TP, broker: int) -> str:
+    """Kafka's TopicPartitionReplica: ``<topic>-<partition>-<broker>``."""
+    return f"{tp_name(tp)}-{broker}"
+
+
+def log_dir_moves_message(done: Iterable[tuple[TP, int]]) -> str:
+    done = sorted(done)
+    return (f"Successfully started log directory move{_plural(len(done))} for: "
+            f"{','.join(replica_name(tp, b) for tp, b in done)}")
 
 
 def reassignment_json(parts: Mapping[TP, Sequence[int]]) -> str:
@@ -599,7 +617,53 @@ async def _execute(admin: AdminClient, args) -> int:
         _fail(results)
         return 1
     print(started_message(proposed))
+    moves = parse_log_dirs(_read(args.reassignment_json_file))
+    if moves:
+        await _execute_log_dir_moves(admin, moves, _timeout(args))
     return 0
+
+
+# Not created on its broker yet (a replica the reassignment adds): the broker remembers the dir
+# for its creation, and the move counts as started once the replica exists.
+_REPLICA_PENDING = (ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+LOG_DIR_MOVE_RETRY_S = 0.1  # Kafka's executeMoves sleeps 100 ms between attempts
+
+
+async def _execute_log_dir_moves(admin: AdminClient, moves: Mapping[tuple[TP, int], str],
+                                 timeout_ms: int) -> None:
+    """Kafka's executeMoves: AlterReplicaLogDirs to each broker after the reassignment has
+    started, again for the replicas not created yet, until ``timeout_ms``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    pending = dict(moves)
+    while True:
+        by_broker: dict[int, dict[TP, str]] = {}
+        for (tp, b), d in pending.items():
+            by_broker.setdefault(b, {})[tp] = d
+        done = []
+        for b, parts in sorted(by_broker.items()):
+            try:
+                results = await admin.alter_replica_log_dirs(b, parts)
+            except KafkaError as e:
+                if e.error_code != ErrorCode.BROKER_NOT_AVAILABLE:
+                    raise
+                continue  # not alive yet: retried until the timeout
+            for tp, err in results.items():
+                if err is None:
+                    done.append((tp, b))
+                elif err.error_code not in _REPLICA_PENDING:
+                    raise ReplogError(f"Failed to alter dir for {replica_name(tp, b)}: {err}")
+        if done:
+            print(log_dir_moves_message(done))
+        for key in done:
+            pending.pop(key, None)
+        if not pending:
+            return
+        if loop.time() >= deadline:
+            raise ReplogError(f"Timed out before log directory move{_plural(len(pending))} "
+                              f"could be started for: "
+                              f"{','.join(replica_name(tp, b) for tp, b in sorted(pending))}")
+        await asyncio.sleep(LOG_DIR_MOVE_RETRY_S)  # a retry backoff, as Kafka's
 
 
 async def _progress(admin: AdminClient, ongoing: Mapping[TP, PartitionReassignment]

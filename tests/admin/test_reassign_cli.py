@@ -31,7 +31,9 @@ from admin.reassign_cmd import (
     cancelled_message,
     generate_output,
     list_lines,
+    log_dir_moves_message,
     merge_throttled,
+    parse_log_dirs,
     parse_reassignment,
     parse_topics_to_move,
     progress_line,
@@ -96,14 +98,21 @@ def test_reassignment_json_round_trips_in_kafkas_compact_form():
      "for 1. a-1 contains multiple entries for 3"),
     ('{"partitions":[{"topic":"a","partition":0,"replicas":[1,2],"log_dirs":["any"]}]}',
      "Size of replicas list [1, 2] is different from size of log dirs list ['any']"),
-    ('{"partitions":[{"topic":"a","partition":0,"replicas":[1],"log_dirs":["/d1"]}]}',
-     'log_dirs other than "any" are not supported yet (partition a-0: 1 -> /d1)'),
 ])
 def test_bad_reassignment_files_are_refused_with_one_message(text, message):
     with pytest.raises(ReplogError) as e:
         parse_reassignment(text)
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_named_log_dirs_are_intra_broker_moves():
+    text = ('{"partitions":[{"topic":"a","partition":0,"replicas":[1,2],'
+            '"log_dirs":["any","/d1"]},{"topic":"b","partition":3,"replicas":[2]}]}')
+    assert parse_reassignment(text) == {("a", 0): [1, 2], ("b", 3): [2]}
+    assert parse_log_dirs(text) == {(("a", 0), 2): "/d1"}
+    assert log_dir_moves_message([(("a", 0), 2), (("a", 0), 1)]) == \
+        "Successfully started log directory moves for: a-0-1,a-0-2"
 
 
 def test_topics_to_move_file():
@@ -380,6 +389,20 @@ class ConfigBroker(FakeBroker):
                     error_code=ErrorCode.NONE if got else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return resp
 
+    async def AlterReplicaLogDirs(self, request, context):
+        """KIP-113 as a broker answers it: a replica not created yet is remembered and
+        answered REPLICA_NOT_AVAILABLE; once it exists (state.replica_logs), NONE."""
+        resp = pb.AlterReplicaLogDirsResponse()
+        for d in request.dirs:
+            for t in d.topics:
+                for p in t.partitions:
+                    self.state.log_dir_requests.append((self.id, t.topic, p, d.path))
+                    exists = (self.id, t.topic, p) in self.state.replica_logs
+                    resp.results.add(topic=t.topic, partition=p, error_code=ErrorCode.NONE
+                                     if exists else ErrorCode.REPLICA_NOT_AVAILABLE)
+                    self.state.replica_logs.setdefault((self.id, t.topic, p), (0, 0))
+        return resp
+
     async def DescribeLogDirs(self, request, context):
         d = pb.DescribeLogDirsResult(log_dir=f"/fake/{self.id}")
         for t in request.topics:
@@ -395,6 +418,7 @@ class ReassignFake(FakeCluster):
     async def __aenter__(self) -> ReassignFake:
         s = self.state
         s.broker_configs, s.replica_logs, s.alter_requests, s.originals = {}, {}, [], {}
+        s.log_dir_requests = []
         for b in range(1, self.num_brokers + 1):
             s.brokers[b] = await self._serve("broker", b, ConfigBroker(s, b))
         s.controllers[100] = await self._serve("controller", 100, ReassigningController(s, 100))
@@ -485,6 +509,22 @@ async def test_execute_verify_list_and_throttles_against_the_contract(fake, tmp_
     assert s.topics["foo"].configs == {} and not any(s.broker_configs.values())
     rc, out, _ = await replog("reassign", *b, "--list")
     assert out == "No partition reassignments found.\n"
+
+
+async def test_execute_sends_alter_replica_log_dirs_for_named_dirs(fake, tmp_path):
+    # Kafka's executeMoves: after the reassignment starts, each replica with a named dir is
+    # moved there; the one not created yet on broker 4 is asked again until it exists.
+    fake.state.replica_logs[(1, "foo", 0)] = (10, 100)
+    f = _file(tmp_path, "plan.json", json.dumps({"version": 1, "partitions": [
+        {"topic": "foo", "partition": 0, "replicas": [1, 4], "log_dirs": ["/d1", "/e4"]}]}))
+    rc, out, err = await replog("reassign", "--bootstrap-server", fake.bootstrap, "--execute",
+                                "--reassignment-json-file", f)
+    assert (rc, err) == (0, "")
+    assert out.splitlines()[-2:] == [
+        "Successfully started log directory move for: foo-0-1",
+        "Successfully started log directory move for: foo-0-4"]
+    assert fake.state.log_dir_requests == [(1, "foo", 0, "/d1"), (4, "foo", 0, "/e4"),
+                                           (4, "foo", 0, "/e4")]
 
 
 async def test_cancel_reverts_and_clears_throttles(fake, tmp_path):
