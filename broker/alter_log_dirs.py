@@ -245,16 +245,30 @@ class ReplicaAlterLogDirsManager:
         return True
 
     async def _swap(self, move: Move, current: Log) -> None:
-        src = self.lm.log_dir_of(move.tp)
-        move.swapping = True
-        try:
-            result = await self.lm.run(move.tp, self._swap_on_write_path, move, current, src)
-        except KafkaStorageError as e:
-            move.swapping = False
-            self.cancel(move.tp, f"the swap failed in the current replica's dir: {e}")
-            return
-        finally:
-            move.swapping = False
+        # Under the replica state change lock, as Kafka swaps under the partition's
+        # leaderIsrUpdateLock: a LeaderAndIsr (its leader epoch written to the log) or a
+        # StopReplica is either wholly before the swap or wholly after it.
+        async with self.rm._state_change:
+            if self.moves.get(move.tp) is not move:
+                return  # cancelled while waiting for the lock
+            if self.lm.get_log(move.tp) is not current:
+                # Reloaded or re-created meanwhile: what was copied may not match it any more.
+                self.cancel(move.tp, "the current replica changed during the move")
+                return
+            src = self.lm.log_dir_of(move.tp)
+            move.swapping = True
+            try:
+                result = await self.lm.run(move.tp, self._swap_on_write_path, move, current,
+                                           src)
+            except KafkaStorageError as e:
+                move.swapping = False
+                self.cancel(move.tp, f"the swap failed in the current replica's dir: {e}")
+                return
+            finally:
+                move.swapping = False
+            self._after_swap(move, current, src, result)
+
+    def _after_swap(self, move: Move, current: Log, src: LogDir, result) -> None:
         if result is None:  # dropped (broker shutdown) before the swap ran
             if move.done is not None and not move.done.done():
                 move.done.set_result(False)
@@ -275,6 +289,8 @@ class ReplicaAlterLogDirsManager:
         fut = move.future
         if fut.closed:
             return None  # dropped while queued
+        final = os.path.join(move.target.path, tp.dir_name)
+        renamed = False
         try:
             _copy_tail(current, fut)
             fut.log_start_offset = max(fut.log_start_offset, current.log_start_offset)
@@ -282,8 +298,8 @@ class ReplicaAlterLogDirsManager:
             record = placement.Placement((src.path,), self.rm.broker_epoch, lm.clock())
             placement.write(fut.dir, record, fo)
             fut.close()
-            final = os.path.join(move.target.path, tp.dir_name)
             fo.replace(fut.dir, final)
+            renamed = True
             fo.fsync_dir(move.target.path)
             leo = current.log_end_offset
             new = Log.open(move.target.path, tp, lm.config, fileops=fo, clock=lm.clock,
@@ -292,6 +308,13 @@ class ReplicaAlterLogDirsManager:
         except (OSError, KafkaStorageError) as e:
             fut._close_fds()
             lm.report_failure(move.target, e)
+            if renamed:
+                # Its placement record would make the next start prefer this copy over the
+                # current one, which keeps taking appends: it must not stay.
+                try:
+                    fo.rmtree(final)
+                except OSError:
+                    pass  # the destination dir is failing; its handler takes it offline
             return e
         # From here the new log is the replica: anything still queued for the old one is
         # forwarded to it (KIP-113's swap under the log lock).
@@ -330,7 +353,7 @@ class ReplicaAlterLogDirsManager:
                     pass  # a -delete dir is removed at the next start
         marker = self.lm.run_in_dir(src, close_old)
         marker.add_done_callback(lambda f: (f.cancelled() or f.exception(), drained.set()))
-        self.lm.run_in_dir(move.target, drained.wait, 30.0)
+        self.lm.run_in_dir(move.target, drained.wait, 30.0).add_done_callback(_ignore)
         for d in (src, move.target):
             if d.online:
                 self.lm.run_in_dir(d, self.lm.checkpoint, d).add_done_callback(_ignore)

@@ -11,6 +11,7 @@ import pytest
 
 from broker import alter_log_dirs as ald
 from broker import log_dirs
+from broker.storage import placement
 from broker.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log_manager import LogManager
@@ -221,3 +222,45 @@ async def test_the_move_throttle_follows_the_dynamic_broker_config(node):
     assert ald.next_step(100, 0, quota.is_quota_exceeded(), 0) is ald.Step.THROTTLED
     node.rm.apply_broker_config({})
     assert quota.bound == (1 << 63) - 1
+
+
+async def test_stop_replica_cancels_the_move(node):
+    n = node
+    d0, d1 = n.lm.dirs
+    n.rm.alter_log_dirs.swap_lag = 0
+    for i in range(20):
+        await _produce(n, f"a{i}-")
+    hold = n.fo.hold(d1.path, ops={"write"})
+    assert await _alter(n, d1.path) == ErrorCode.NONE
+    await wait_until(hold.entered.is_set)
+    resp = await n.stub.StopReplica(pb.StopReplicaRequest(
+        controller_id=0, controller_epoch=1, broker_epoch=n.rm.broker_epoch,
+        partition_states=[pb.StopReplicaPartitionState(topic="t", partition=0,
+                                                       delete_partition=True)]))
+    assert resp.partition_errors[0].error_code == 0
+    assert n.rm.alter_log_dirs.future_log(T0) is None
+    hold.release()
+    await wait_until(lambda: not _entries(d1, "-future") and not _entries(d0, ""))
+
+
+def test_a_crash_between_the_two_renames_keeps_the_new_copy(tmp_path):
+    # The future dir already renamed to t-0 (with its placement record), the current one not
+    # yet renamed aside: startup keeps the new copy and deletes the old (placement.py).
+    dirs = [str(tmp_path / "d0"), str(tmp_path / "d1")]
+    lm = LogManager(dirs, 1)
+    lm.startup()
+    old = lm.get_or_create_log(T0, dirs[0])
+    old.append_as_leader(produce_req("a").topic_data[0].partition_data[0].records, 0)
+    new = LogManager([dirs[1]], 1)
+    new.startup()
+    copy = new.get_or_create_log(T0)
+    copy.append_as_follower(old.read(0, 1 << 20))
+    placement.write(copy.dir, placement.Placement((lm.dirs[0].path,), 1, 1), new.fileops)
+    new.shutdown()
+    lm.shutdown()
+    again = LogManager(dirs, 1)
+    again.startup()
+    assert again.log_dir_of(T0) is again.dirs[1]
+    assert again.stale_copies_deleted == [(T0, again.dirs[0].path, again.dirs[1].path)]
+    assert again.get_log(T0).log_end_offset == 5
+    again.shutdown()
