@@ -160,17 +160,23 @@ async def test_a_failed_destination_dir_leaves_the_original_intact(node):
     assert os.path.isdir(os.path.join(d0.path, "t-0"))
 
 
-async def test_an_alter_back_to_the_current_dir_cancels_the_move(node):
-    n = node
-    d0, d1 = n.lm.dirs
+async def _held_move(n):
+    """A move of T0 to the second dir whose copy is stopped inside its first write."""
     n.rm.alter_log_dirs.swap_lag = 0
     for i in range(20):
         await _produce(n, f"a{i}-")
-    before = _batches(n.lm.get_log(T0))
-    hold = n.fo.hold(d1.path, ops={"write"})  # the copy stops inside its first write
-    assert await _alter(n, d1.path) == ErrorCode.NONE
+    hold = n.fo.hold(n.lm.dirs[1].path, ops={"write"})
+    assert await _alter(n, n.lm.dirs[1].path) == ErrorCode.NONE
     move = n.rm.alter_log_dirs.future_log(T0)
     await wait_until(hold.entered.is_set)
+    return hold, move
+
+
+async def test_an_alter_back_to_the_current_dir_cancels_the_move(node):
+    n = node
+    d0, d1 = n.lm.dirs
+    hold, move = await _held_move(n)
+    before = _batches(n.lm.get_log(T0))
     resp = await n.stub.DescribeLogDirs(pb.DescribeLogDirsRequest())
     future = [(p.is_future, p.offset_lag) for r in resp.results if r.log_dir == d1.path
               for t in r.topics for p in t.partitions]
@@ -227,12 +233,7 @@ async def test_the_move_throttle_follows_the_dynamic_broker_config(node):
 async def test_stop_replica_cancels_the_move(node):
     n = node
     d0, d1 = n.lm.dirs
-    n.rm.alter_log_dirs.swap_lag = 0
-    for i in range(20):
-        await _produce(n, f"a{i}-")
-    hold = n.fo.hold(d1.path, ops={"write"})
-    assert await _alter(n, d1.path) == ErrorCode.NONE
-    await wait_until(hold.entered.is_set)
+    hold, _ = await _held_move(n)
     resp = await n.stub.StopReplica(pb.StopReplicaRequest(
         controller_id=0, controller_epoch=1, broker_epoch=n.rm.broker_epoch,
         partition_states=[pb.StopReplicaPartitionState(topic="t", partition=0,
