@@ -15,6 +15,7 @@ from admin.log_dirs_cmd import STORAGE_ERROR, describe_json, parse_list
 from common.errors import ErrorCode, ReplogError
 from common.rpc import replog_pb2 as pb
 from tests.admin.test_cli import assert_one_line_error, replog
+from tests.cluster.helpers import LoadProducer, assert_acked_read_back, eventually
 
 
 def _response(*dirs) -> pb.DescribeLogDirsResponse:
@@ -125,3 +126,45 @@ def test_describe_against_a_real_cluster(cluster_factory):
                                     "--broker-list", "1,7"))
     assert_one_line_error(rc, err, "The given brokers do not exist from --broker-list: 7. "
                                    "Current existent brokers: 1,2")
+
+
+@pytest.mark.integration
+def test_an_intra_broker_move_under_load_through_the_admin_client(cluster_factory):
+    # Issue 10 acceptance (KIP-113): AlterReplicaLogDirs through the admin client moves a
+    # replica between a real broker's two log dirs under an acks=all load; the future replica
+    # is swapped in, `log-dirs describe` shows it in the new dir, and no acked record is lost.
+    cluster = cluster_factory(brokers=1, log_dirs_per_broker=2)
+    b = cluster.bootstrap_servers
+    dirs = [str(d) for d in cluster.broker(1).log_dirs]
+
+    def where() -> dict[str, list[tuple[str, bool]]]:
+        rc, out, err = asyncio.run(replog("log-dirs", "describe", "--bootstrap-server", b,
+                                          "--topic-list", "t"))
+        assert rc == 0, err
+        doc = json.loads(out.splitlines()[2])
+        return {d["logDir"]: [(p["partition"], p["isFuture"]) for p in d["partitions"]]
+                for d in doc["brokers"][0]["logDirs"]}
+
+    async def create():
+        async with AdminClient(b) as admin:
+            await admin.create_topic("t", 1, 1)
+    asyncio.run(create())
+    source = next(d for d, parts in where().items() if ("t-0", False) in parts)
+    target = next(d for d in dirs if d != source)
+
+    async def move_under_load():
+        load = LoadProducer(b, "t", 1)
+        task = asyncio.ensure_future(load.run())
+        await eventually(lambda: len(load.acked) >= 200)
+        async with AdminClient(b) as admin:
+            assert await admin.alter_replica_log_dirs(1, {("t", 0): target}) == {("t", 0): None}
+        await eventually(lambda: os.path.isdir(os.path.join(target, "t-0"))
+                         and not os.path.isdir(os.path.join(source, "t-0")), timeout=60)
+        acked = len(load.acked)
+        await eventually(lambda: len(load.acked) >= acked + 100)  # still serving after it
+        load.stop.set()
+        await task
+        await assert_acked_read_back(b, load)
+    asyncio.run(move_under_load())
+    assert where() == {source: [], target: [("t-0", False)]}
+    assert not [e for d in dirs for e in os.listdir(d) if e.endswith(("-future", "-delete"))]
