@@ -13,7 +13,9 @@ What it holds, and where each part comes from:
 - topics queued for deletion (/admin/delete_topics);
 - reassignments: the adding/removing replicas of /brokers/topics/<t> (KIP-455) are part of
   the assignments; /admin/reassign_partitions is mirrored in `admin_reassignments`;
-- seed 002's relinquish cool-down: partition -> (broker that gave up leadership, until when).
+- seed 002's relinquish cool-down: partition -> (broker that gave up leadership, until when);
+- KIP-966 (C7): the cluster's ELR settings (`elr`, controller/elr.py), from which with the
+  topic overrides come each partition's effective min ISR and unclean recovery strategy.
 
 Facts (a broker registered or vanished, a topic appeared) are recorded here directly by the
 shell; *decisions* (decisions.py) only read the context and are applied by `decisions.apply`
@@ -28,6 +30,8 @@ from typing import NamedTuple
 
 from common.names import TopicPartition
 from common.zk_layout import NO_LEADER, BrokerRegistration, LeaderAndIsr, TopicAssignment
+from controller.elr import ElrConfig, effective_min_isr, recovery_strategy
+from controller.selectors import UncleanRecoveryStrategy
 from controller.state_machine import (
     PartitionState,
     ReplicaState,
@@ -55,6 +59,8 @@ class ControllerContext:
     # seed 002: how long a broker that relinquished leadership of a partition is skipped by
     # preferred elections (ms). See the seed-002 rule in controller/decisions.
     relinquish_cooldown_ms: int = 300_000
+    # KIP-966 (seed 001, C7): eligible.leader.replicas.enable and the settings it brings
+    elr: ElrConfig = field(default_factory=ElrConfig)
     live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
@@ -170,6 +176,15 @@ class ControllerContext:
         return unclean_election_enabled(self.topic_configs.get(topic),
                                         self.unclean_leader_election_default)
 
+    def min_isr(self, tp: TopicPartition) -> int:
+        """The effective min ISR ELR is kept against: min(min.insync.replicas, RF)."""
+        return effective_min_isr(self.topic_configs.get(tp.topic),
+                                 self.elr.min_insync_replicas, len(self.replicas(tp)))
+
+    def recovery_strategy(self, topic: str) -> UncleanRecoveryStrategy:
+        return recovery_strategy(self.topic_configs.get(topic), self.elr,
+                                 self.unclean_leader_election_default)
+
     def relinquish_excluded(self, tp: TopicPartition, now_ms: float) -> set[int]:
         entry = self.relinquished.get(tp)
         if entry is None or entry[1] <= now_ms:
@@ -220,6 +235,11 @@ class ControllerContext:
             if replicas and s.leader != replicas[0]:
                 n += 1
         return n
+
+    def partitions_with_elr_count(self) -> int:
+        """Partitions whose ELR is not empty (KIP-966: under min ISR, with a clean fallback)."""
+        return sum(1 for tp, s in self.leadership.items()
+                   if s.elr and tp.topic not in self.topics_to_delete)
 
     def reassigning_partitions(self) -> list[TopicPartition]:
         """Partitions whose topic znode lists adding or removing replicas (moves in flight,

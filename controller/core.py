@@ -44,6 +44,7 @@ from controller import effects as X
 from controller import events as E
 from controller.assignment import BrokerMetadata
 from controller.context import ControllerContext
+from controller.elr import ElrConfig
 from controller.request_batch import build_requests
 from controller.state_machine import PartitionState
 from controller.topics import TopicError, plan_topic
@@ -68,7 +69,7 @@ class ControllerCore:
             controller_id=info.controller_id, epoch=epoch, epoch_zk_version=epoch_version,
             unclean_leader_election_default=bool(config["unclean.leader.election.enable"]),
             relinquish_cooldown_ms=int(config["leader.imbalance.check.interval.seconds"])
-            * 1000)
+            * 1000, elr=ElrConfig.from_config(config))
         self.cluster_id = ""
         self.ready = False  # Activate done: loaded, brokers told
         self._waiting: Handler | None = None

@@ -16,9 +16,15 @@ it is eligible, which is what keeps leadership balanced (assignment.py spreads f
     restarted_leader            C5 (seed 003 RestartedPartitionsLeaderSelector;
                                 decisions/restarts.py)
 
-Partial: the KIP-966 (seed 001, C7) selector - ISR, then unfenced ELR, then fenced ELR / unclean
-recovery by strategy - belongs beside offline_leader and will take the ELR and LastKnownELR as
-extra arguments; C2 has no ELR, so it is not written yet.
+    elr_leader                  C7 (seed 001 / KIP-966): with eligible.leader.replicas.enable,
+                                the offline election - ISR, then unfenced ELR, then by the
+                                unclean.recovery.strategy wait or ask for unclean recovery
+    recovery_fallback_leader    C7: what "recover" means until the Unclean Recovery Manager is
+                                wired into the core (decisions/recovery.py has its choice)
+
+`elr_leader` answers with a type, not a leader picked blindly: a leader (`LeaderChosen`), no
+leader yet (`Wait`), or `NeedsRecovery` - the partition has no eligible leader and its strategy
+says to recover it by asking the replicas for their logs (KIP-966's Unclean Recovery Manager).
 """
 
 from __future__ import annotations
@@ -43,6 +49,18 @@ class ElectionReason(Enum):
     RELINQUISHED = "relinquished"   # seed 002
     REASSIGNED = "reassigned"       # C6, seed 004
     RESTARTED = "restarted"         # C5, seed 003
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class UncleanRecoveryStrategy(Enum):
+    """KIP-966's unclean.recovery.strategy (seed 001): what the controller does for a partition
+    with no ISR member and no unfenced ELR member to elect."""
+
+    PROACTIVE = "Proactive"  # recover at once, even while fenced ELR members may come back
+    BALANCED = "Balanced"    # wait for the ELR; with none, recover once LastKnownELR is back
+    MANUAL = "Manual"        # wait for the operator (ElectLeaders UNCLEAN)
 
     def __str__(self) -> str:
         return self.value
@@ -153,3 +171,92 @@ def restarted_leader(assignment: Sequence[int], isr: Sequence[int], leader: int,
     others_live = {b for b in live if b != restarted}
     return offline_leader([r for r in assignment if r != restarted], new_isr, others_live,
                           shutting_down, unclean_allowed)
+
+
+# ============================================================================ KIP-966 (C7)
+
+@dataclass(frozen=True)
+class LeaderChosen:
+    """An ISR or unfenced ELR member leads: a clean election."""
+
+    election: Election
+
+
+@dataclass(frozen=True)
+class Wait:
+    """No leader now; a broker registering (or the operator) decides again."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class NeedsRecovery:
+    """No eligible leader, and the strategy says to recover: the Unclean Recovery Manager asks
+    the replicas for their logs (GetReplicaLogInfo) and elects the best one."""
+
+    strategy: UncleanRecoveryStrategy
+
+
+ElrElection = LeaderChosen | Wait | NeedsRecovery
+
+
+def elr_leader(assignment: Sequence[int], isr: Sequence[int], elr: Sequence[int],
+               last_known_elr: Sequence[int], live: Collection[int],
+               shutting_down: Collection[int],
+               strategy: UncleanRecoveryStrategy) -> ElrElection:
+    """Seed 001's election order, exactly:
+
+    1. an ISR member (live, not shutting down; the first in assignment order) - the ISR keeps
+       its eligible members;
+    2. else an unfenced ELR member, alone in the new ISR (Kafka's PartitionChangeBuilder.
+       tryElection moves it from the ELR into the ISR);
+    3. else, if there are fenced ELR members: Proactive -> recover; otherwise wait for them;
+    4. else (no ELR): Proactive -> recover at once; Balanced -> recover once every LastKnownELR
+       member is unfenced (the recovery must hear from all of them), else wait; Manual -> wait
+       for the operator.
+
+    "Fenced" is replog's ZooKeeper-era reading of KRaft's fencing: not registered, or in
+    controlled shutdown. ISR members that are not eligible count as fenced ELR members: the
+    write that takes them out of the ISR puts them in the ELR (Kafka runs
+    maybePopulateTargetElr before tryElection for the same reason), so a leader that just died
+    is waited for, not recovered around."""
+    def eligible(b: int) -> bool:
+        return _eligible(b, live, shutting_down)
+
+    isr_set, elr_set = set(isr), set(elr)
+    for r in assignment:
+        if r in isr_set and eligible(r):
+            return LeaderChosen(Election(r, tuple(b for b in isr if eligible(b))))
+    for r in assignment:
+        if r in elr_set and eligible(r):
+            return LeaderChosen(Election(r, (r,)))
+    if isr_set | elr_set:
+        if strategy is UncleanRecoveryStrategy.PROACTIVE:
+            return NeedsRecovery(strategy)
+        fenced = ",".join(map(str, sorted(isr_set | elr_set)))
+        return Wait(f"waiting for fenced ELR members {fenced} ({strategy})")
+    if strategy is UncleanRecoveryStrategy.PROACTIVE:
+        return NeedsRecovery(strategy)
+    if strategy is UncleanRecoveryStrategy.BALANCED:
+        missing = [b for b in last_known_elr if not eligible(b)]
+        if not missing:
+            return NeedsRecovery(strategy)
+        return Wait(f"waiting for LastKnownELR members {','.join(map(str, missing))} "
+                    f"({strategy})")
+    return Wait(f"no ISR or ELR member; waiting for the operator ({strategy})")
+
+
+def recovery_fallback_leader(assignment: Sequence[int], last_known_elr: Sequence[int],
+                             live: Collection[int],
+                             shutting_down: Collection[int]) -> Election | None:
+    """Until the Unclean Recovery Manager is wired into the core, a recovery the topic allows
+    (unclean.leader.election.enable) or the operator forces is an unclean election without the
+    log query: the first eligible LastKnownELR member (Kafka's ElectLastKnownLeader stop-gap,
+    PartitionChangeBuilder.canElectLastKnownLeader), else the first eligible assigned replica.
+    Alone in the ISR, flagged unclean (the caller marks it RECOVERING, KIP-704)."""
+    lke = set(last_known_elr)
+    for pool in ([r for r in assignment if r in lke], assignment):
+        for r in pool:
+            if _eligible(r, live, shutting_down):
+                return Election(r, (r,), unclean=True)
+    return None

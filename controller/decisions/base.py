@@ -2,8 +2,9 @@
 
 A decision is data: the partition-state znode writes, the state-machine steps taken after
 them, the requests to send, and per-partition answers for the RPC that asked. `next_state` is
-the one place a partition's leader, leader epoch and ISR change; the ELR bookkeeping of KIP-966
-(seed 001, C7) joins it there.
+the one place a partition's leader, leader epoch and ISR change, and `Builder.write` - through
+which every new state goes - the one place its ELR and LastKnownELR change (KIP-966, seed 001,
+C7: the rules are controller/elr.py's `next_elr`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import LeaderAndIsr
 from controller.context import ControllerContext, PartitionReplica
-from controller.selectors import ElectionReason
+from controller.elr import next_elr
+from controller.selectors import ElectionReason, UncleanRecoveryStrategy
 from controller.state_machine import (
     InvalidStateTransition,
     PartitionState,
@@ -84,6 +86,10 @@ class Decision:
     # transitions the tables refused (C6): never applied; the core logs each as an
     # `invalid_state_transition` event and the shell counts them in a metric
     refused: list[InvalidStateTransition] = field(default_factory=list)
+    # KIP-966 (C7): leaderless partitions whose strategy asks for an unclean recovery that
+    # was not carried out here (the Unclean Recovery Manager, not yet wired into the core,
+    # starts one task per partition from these)
+    recoveries: dict[TopicPartition, UncleanRecoveryStrategy] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -129,6 +135,9 @@ class Builder:
         self.d = Decision()
         self.partitions: TransitionPlan = TransitionPlan(ctx.partition_sm)
         self.replicas: TransitionPlan = TransitionPlan(ctx.replica_sm)
+        # KIP-966: brokers that registered after an unclean shutdown in this decision; no
+        # write of it keeps them in an ELR (Kafka's uncleanShutdownReplicas)
+        self.unclean_shutdown: set[int] = set()
 
     def leadership(self, tp: TopicPartition) -> LeaderAndIsr | None:
         w = self.d.writes.get(tp)
@@ -141,7 +150,13 @@ class Builder:
         return self.replicas.state(pr)
 
     def write(self, tp: TopicPartition, new: LeaderAndIsr,
-              election: ElectionRecord | None = None) -> None:
+              election: ElectionRecord | None = None,
+              unclean_shutdown: Collection[int] = ()) -> None:
+        """Write `new`, derived from `self.leadership(tp)`, with its ELR and LastKnownELR kept
+        by the KIP-966 rules. `unclean_shutdown`: replicas that lost their claim to the ELR in
+        this change besides `self.unclean_shutdown` (Kafka's uncleanShutdownReplicas)."""
+        new = self._with_elr(tp, new, set(unclean_shutdown) | self.unclean_shutdown,
+                             election is not None and election.unclean)
         prior = self.d.writes.get(tp)
         if prior is not None:
             # A second change in one decision: one znode write from the original version.
@@ -151,6 +166,22 @@ class Builder:
             self.d.writes[tp] = PartitionWrite(tp, self.ctx.leadership.get(tp), new)
         if election is not None:
             self.d.elections.append(election)
+
+    def _with_elr(self, tp: TopicPartition, new: LeaderAndIsr, unclean_shutdown: set[int],
+                  unclean_election: bool) -> LeaderAndIsr:
+        ctx = self.ctx
+        base = self.leadership(tp)
+        if base is None:
+            return new  # a new partition: its ISR is every live replica
+        isr = tuple(new.isr)
+        if not ctx.elr.enabled and not isr and base.elr:
+            # ELR switched off while the ISR was empty: the ELR members were the last in sync
+            # (elr.py), so they become the ISR the old election elects from.
+            isr = tuple(base.elr)
+        elr, lke = next_elr(base, isr, enabled=ctx.elr.enabled, min_isr=ctx.min_isr(tp),
+                            replicas=ctx.replicas(tp), unclean_shutdown=unclean_shutdown,
+                            unclean_election=unclean_election)
+        return replace(new, isr=isr, elr=elr, last_known_elr=lke)
 
     def partition(self, tp: TopicPartition, target: PartitionState) -> bool:
         """Plan a partition transition; one the table refuses is recorded, not applied."""
@@ -230,10 +261,13 @@ def next_state(ctx: ControllerContext, s: LeaderAndIsr, *, leader: int | None = 
                                           else recovery))
 
 
-def shrink_isr(isr: Sequence[int], gone: Collection[int], leader: int) -> tuple[int, ...]:
-    """ISR without `gone`, but never empty (see the module docstring)."""
+def shrink_isr(isr: Sequence[int], gone: Collection[int], leader: int,
+               allow_empty: bool = False) -> tuple[int, ...]:
+    """ISR without `gone`, but never empty (see the package docstring) - unless
+    `allow_empty`: with ELR (KIP-966) the last members move to the ELR instead, and an ISR
+    that names a dead broker is no longer needed to elect it cleanly when it returns."""
     kept = tuple(r for r in isr if r not in gone)
-    if kept or not isr:
+    if kept or not isr or allow_empty:
         return kept
     return (leader,) if leader in isr else (isr[0],)
 

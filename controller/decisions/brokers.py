@@ -10,6 +10,11 @@ failover that interrupts a broker failure finishes it with the same writes:
    leader itself is gone and nobody could be elected (Kafka's OfflineReplica transition,
    removeReplicasFromIsr). Elections go first so a partition is written once, with one
    leader-epoch bump.
+
+With eligible.leader.replicas.enable (KIP-966, seed 001, C7) step 2 may empty an ISR - its last
+members move to the ELR (decisions/base.py `Builder.write`) - and a broker that registers after
+an unclean shutdown leaves every ISR and ELR before anything is elected
+(`remove_unclean_replicas`, Kafka's handleBrokerUncleanShutdown).
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ def remove_replicas_from_isr(b: Builder, tps: Iterable[TopicPartition],
         if s is None:
             continue
         leader_gone = s.leader != NO_LEADER and s.leader not in ctx.live_ids
-        new_isr = shrink_isr(s.isr, gone, s.leader)
+        new_isr = shrink_isr(s.isr, gone, s.leader, allow_empty=ctx.elr.enabled)
         if not leader_gone and new_isr == tuple(s.isr):
             continue
         new = next_state(ctx, s, leader=NO_LEADER if leader_gone else None, isr=new_isr)
@@ -88,6 +93,45 @@ def remove_replicas_from_isr(b: Builder, tps: Iterable[TopicPartition],
         if leader_gone and b.pstate(tp) is not P.OfflinePartition:
             b.partition(tp, P.OfflinePartition)
         b.lai_replicas(tp)
+        b.um_all([tp])
+
+
+def shut_down_uncleanly(reg: BrokerRegistration) -> bool:
+    """KIP-966: the broker's registration says its previous shutdown was not clean (its log
+    dirs had no clean-shutdown marker, so unflushed records may be lost). Kafka also counts a
+    marker from another broker epoch as unclean; replog's marker carries no epoch yet
+    (broker/storage/log_manager.py), so only the flag is checked."""
+    return not reg.clean_shutdown
+
+
+def remove_unclean_replicas(b: Builder, brokers: Collection[int]) -> None:
+    """Kafka's handleBrokerUncleanShutdown: `brokers` registered after an unclean shutdown, so
+    their logs may lack committed records. They leave every ISR and ELR (to LastKnownELR, which
+    Balanced recovery still waits for) - before any election of this decision, so none of
+    them is elected cleanly from an ELR. An ISR change bumps the leader epoch (package rule);
+    an ELR-only change does not, and only needs UpdateMetadata."""
+    ctx = b.ctx
+    brokers = set(brokers)
+    if not ctx.elr.enabled or not brokers:
+        return
+    b.unclean_shutdown |= brokers
+    for tp in ctx.partitions_on_brokers(brokers):
+        s = b.leadership(tp)
+        if (s is None or ctx.is_being_deleted(tp.topic)
+                or b.pstate(tp) is P.NonExistentPartition
+                or brokers.isdisjoint(set(s.isr) | set(s.elr))):
+            continue
+        new_isr = tuple(r for r in s.isr if r not in brokers)
+        leader_gone = s.leader in brokers  # only if it was not seen to fail: defensive
+        isr_changed = new_isr != tuple(s.isr) or leader_gone
+        new = next_state(ctx, s, leader=NO_LEADER if leader_gone else None, isr=new_isr,
+                         bump_leader_epoch=isr_changed)
+        b.write(tp, new, ElectionRecord(tp, s.leader, NO_LEADER, new.leader_epoch, False,
+                                        ElectionReason.OFFLINE) if leader_gone else None)
+        if leader_gone and b.pstate(tp) is not P.OfflinePartition:
+            b.partition(tp, P.OfflinePartition)
+        if isr_changed:
+            b.lai_replicas(tp)
         b.um_all([tp])
 
 
@@ -174,9 +218,12 @@ def on_brokers_started(ctx: ControllerContext, new: Collection[int]) -> Decision
 
     Full metadata to the new brokers, the new live-broker list to the others, LeaderAndIsr for
     every partition the new brokers host, elections for partitions they can now lead, and
-    topic deletions resumed where they were waiting for these brokers."""
+    topic deletions resumed where they were waiting for these brokers. With ELR, new brokers
+    that shut down uncleanly first leave every ISR and ELR (`remove_unclean_replicas`)."""
     new = set(new)
     b = Builder(ctx)
+    remove_unclean_replicas(b, [r for r in sorted(new) if r in ctx.live_brokers
+                                and shut_down_uncleanly(ctx.live_brokers[r])])
     all_tps = list(ctx.all_partitions())
     b.um_brokers(new, all_tps)
     b.um_brokers(ctx.live_brokers)

@@ -4,6 +4,14 @@ ElectLeaders (KIP-460) and the automatic preferred-leader check.
 Offline partitions are elected by `elect_offline` and nothing else - broker failure, broker
 startup, controller failover, a refused write decided again, enabling unclean election and
 ElectLeaders(UNCLEAN) all call it (Kafka's triggerOnlinePartitionStateChange).
+
+With eligible.leader.replicas.enable (KIP-966, seed 001, C7) it elects in the seed's order
+(`selectors.elr_leader`): an ISR member, an unfenced ELR member, then by the topic's
+unclean.recovery.strategy a wait or an unclean recovery. Until the Unclean Recovery Manager is
+wired into the core, a recovery is carried out here only when the topic allows unclean
+election or the operator forces it (ElectLeaders UNCLEAN), as the old unclean election of the
+first eligible LastKnownELR member or replica (`selectors.recovery_fallback_leader`); otherwise
+the partition stays leaderless and is listed in `Decision.recoveries` for the manager.
 """
 
 from __future__ import annotations
@@ -69,15 +77,50 @@ def elect_offline(b: Builder, tps: Iterable[TopicPartition], *, force_unclean: b
         if state is P.OnlinePartition and s.leader != NO_LEADER and s.leader in ctx.live_brokers:
             continue  # led (by a broker in controlled shutdown, at worst: that path moves it)
         unclean_ok = force_unclean or ctx.unclean_allowed(tp.topic)
-        e = selectors.offline_leader(ctx.replicas(tp), s.isr, ctx.live_ids, ctx.shutting_down,
+        if ctx.elr.enabled:
+            _elect_with_elr(b, tp, s, reason, force_unclean, unclean_ok)
+            continue
+        # ELR switched off while this ISR was empty: its ELR members were the last in sync
+        # (controller/elr.py), so the old election reads them as the ISR.
+        isr = s.isr or s.elr
+        e = selectors.offline_leader(ctx.replicas(tp), isr, ctx.live_ids, ctx.shutting_down,
                                      unclean_ok)
         if e is None:
             b.outcome(tp, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, failed_election_message(
                 tp, f"OfflinePartitionLeaderElectionStrategy({str(unclean_ok).lower()})"))
             continue
-        unclean = e.unclean or e.leader not in s.isr
+        unclean = e.unclean or e.leader not in isr
         b.elect(tp, s, e.leader, e.isr, reason, unclean=unclean,
                 recovery=LEADER_RECOVERING if unclean else None)
+
+
+def _elect_with_elr(b: Builder, tp: TopicPartition, s: LeaderAndIsr, reason: ElectionReason,
+                    force_unclean: bool, unclean_ok: bool) -> None:
+    """One partition's offline election in seed 001's order (module docstring). The operator's
+    ElectLeaders UNCLEAN asks for the recovery whatever the strategy: it is Manual's way out,
+    and under the others it skips the wait."""
+    ctx = b.ctx
+    strategy = (selectors.UncleanRecoveryStrategy.PROACTIVE if force_unclean
+                else ctx.recovery_strategy(tp.topic))
+    replicas = ctx.replicas(tp)
+    r = selectors.elr_leader(replicas, s.isr, s.elr, s.last_known_elr, ctx.live_ids,
+                             ctx.shutting_down, strategy)
+    if isinstance(r, selectors.LeaderChosen):
+        b.elect(tp, s, r.election.leader, r.election.isr, reason)  # ISR or ELR: clean
+        return
+    if isinstance(r, selectors.NeedsRecovery) and unclean_ok:
+        e = selectors.recovery_fallback_leader(replicas, s.last_known_elr, ctx.live_ids,
+                                               ctx.shutting_down)
+        if e is not None:
+            b.elect(tp, s, e.leader, e.isr, reason, unclean=True, recovery=LEADER_RECOVERING)
+            return
+    if isinstance(r, selectors.NeedsRecovery):
+        b.d.recoveries[tp] = r.strategy
+        why = f"it needs an unclean recovery ({r.strategy})"
+    else:
+        why = r.reason
+    b.outcome(tp, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+              failed_election_message(tp, f"EligibleLeaderReplicas({strategy})") + f": {why}")
 
 
 def elect_offline_partitions(ctx: ControllerContext) -> Decision:

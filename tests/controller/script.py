@@ -17,12 +17,16 @@ the expected output (then review the diff: that review is the test).
 
 Commands:
     broker ID [rack=R]             register a broker (output not shown: cluster setup)
-    start ID...                    brokers (re)register
+    start ID... [unclean]          brokers (re)register; `unclean`: after an unclean shutdown
+                                   (KIP-966: they leave every ISR and ELR)
     kill ID...                     brokers' sessions end
-    bounce ID                      re-register with a new broker epoch between two reads
+    bounce ID [unclean]            re-register with a new broker epoch between two reads
     create-topic T partitions=N rf=R start=S [P:B,B,B ...]   (start = Kafka's fixed start index)
     config T key=value             topic config override (fires the config watch)
     unclean-default true|false     unclean.leader.election.enable of the controller
+    cluster key=value ...          the controller's config (eligible.leader.replicas.enable,
+                                   min.insync.replicas, unclean.recovery.strategy, ...); the
+                                   running core and every later one read it
     shutdown ID                    ControlledShutdown; prints the remaining leaderships
     alter T-P isr=B,B [leader_epoch=E] [partition_epoch=E] [by=B] [relinquish] [recovered]
     elect preferred|unclean [T-P ...]   (none = all partitions)
@@ -51,6 +55,7 @@ import os
 import random
 from pathlib import Path
 
+from common.config import KEYS
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import (
@@ -63,6 +68,7 @@ from controller import decisions as D
 from controller import effects as X
 from controller import events as E
 from controller.assignment import BrokerMetadata, assign_replicas
+from controller.elr import ElrConfig
 from controller.store import WatchedEvent
 from tests.sim.driver import Crashed, Driver
 
@@ -155,6 +161,8 @@ class Scenario:
                 out.append(f"outcome {tp} NONE")
         for t in sorted(d.deletable_topics):
             out.append(f"deletable {t}")
+        for tp, strategy in sorted(d.recoveries.items()):
+            out.append(f"needs-recovery {tp} {strategy}")
         return out
 
     @staticmethod
@@ -184,8 +192,11 @@ class Scenario:
         if s is None:
             return f"{tp} no-state {st}"
         rec = " RECOVERING" if s.leader_recovery_state == LEADER_RECOVERING else ""
-        return (f"{tp} leader={s.leader} leader_epoch={s.leader_epoch} isr={_fmt_list(s.isr)} "
-                f"partition_epoch={s.partition_epoch} {st}{rec}")
+        # KIP-966 sets, only when not empty (scripts without ELR read as before)
+        elr = (f" elr={_fmt_list(s.elr)}" if s.elr else "") + \
+            (f" lke={_fmt_list(s.last_known_elr)}" if s.last_known_elr else "")
+        return (f"{tp} leader={s.leader} leader_epoch={s.leader_epoch} isr={_fmt_list(s.isr)}"
+                f"{elr} partition_epoch={s.partition_epoch} {st}{rec}")
 
     # ------------------------------------------------------------------ commands
 
@@ -214,8 +225,8 @@ class Scenario:
             self.quiet = False
             return []
         if cmd == "start":
-            for i in (int(x) for x in pos):
-                d.register(i, kv.get("rack"))
+            for i in (int(x) for x in pos if x != "unclean"):
+                d.register(i, kv.get("rack"), clean_shutdown="unclean" not in pos)
             self._settle()
         elif cmd == "kill":
             for i in (int(x) for x in pos):
@@ -225,7 +236,7 @@ class Scenario:
             i = int(pos[0])
             rack = self.ctx.live_brokers[i].rack
             d.kill(i)
-            d.register(i, rack)
+            d.register(i, rack, clean_shutdown="unclean" not in pos)
             self._settle()
         elif cmd == "create-topic":
             topic = pos[0]
@@ -248,6 +259,11 @@ class Scenario:
             d.tree.configs.setdefault(pos[0], {}).update(kv)
             d.tree.fire(("config", pos[0]), WatchedEvent("CHANGED", pos[0]))
             self._settle()
+        elif cmd == "cluster":
+            d.config.update({k: KEYS[k].parse(v) for k, v in kv.items()})
+            self.ctx.elr = ElrConfig.from_config(d.config)
+            self.ctx.unclean_leader_election_default = bool(
+                d.config["unclean.leader.election.enable"])
         elif cmd == "unclean-default":
             d.config["unclean.leader.election.enable"] = pos[0] == "true"
             self.ctx.unclean_leader_election_default = pos[0] == "true"

@@ -243,11 +243,14 @@ class Driver:
 
     # ------------------------------------------------------------------ brokers (registrations)
 
-    def register(self, broker_id: int, rack: str | None = None) -> int:
-        """A broker registers (a new session and a new broker epoch, KIP-380)."""
+    def register(self, broker_id: int, rack: str | None = None,
+                 clean_shutdown: bool = True) -> int:
+        """A broker registers (a new session and a new broker epoch, KIP-380), saying whether
+        its previous shutdown was clean (KIP-966)."""
         session = self.tree.new_session()
         epoch = self.tree.register_broker(
-            BrokerRegistration(broker_id, "127.0.0.1", 9000 + broker_id, rack=rack), session)
+            BrokerRegistration(broker_id, "127.0.0.1", 9000 + broker_id, rack=rack,
+                               clean_shutdown=clean_shutdown), session)
         self.broker_sessions[broker_id] = session
         return epoch
 
