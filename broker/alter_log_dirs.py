@@ -45,6 +45,12 @@ from broker.replication_quota import ReplicationQuota
 from broker.storage import placement
 from broker.storage.errors import KafkaStorageError
 from broker.storage.log import Log
+from broker.truncation import (
+    OUT_OF_RANGE,
+    follower_truncation,
+    leader_divergence,
+    leader_end_for_epoch,
+)
 from common.errors import OffsetOutOfRangeError
 from common.names import TopicPartition
 
@@ -56,6 +62,7 @@ FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
 CLIENT_ID = "ReplicaAlterLogDirs"
 ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+MAX_RECONCILE_ROUNDS = 64  # each round drops at least one epoch of the future replica
 COPY_MAX_BYTES = 1 << 20  # one copy per partition and round, as a fetch's partition max bytes
 
 
@@ -230,14 +237,14 @@ class ReplicaAlterLogDirsManager:
             await self._swap(move, current)
             return True
         try:
-            data, restart_at = await self.lm.run(move.tp, _read_for_copy, current, move.future)
+            data, fix = await self.lm.run(move.tp, _read_for_copy, current, move.future)
         except KafkaStorageError as e:  # the current replica's dir: its handler sees it
             self.cancel(move.tp, f"reading the current replica failed: {e}")
             return True
         if self.moves.get(move.tp) is not move:
             return True
         try:
-            await self.lm.run_in_dir(move.target, _copy_into, move.future, data, restart_at)
+            await self.lm.run_in_dir(move.target, _copy_into, move.future, data, fix)
         except KafkaStorageError as e:
             self._fail(move, e)
             return True
@@ -363,25 +370,54 @@ class ReplicaAlterLogDirsManager:
             move.done.set_result(True)
 
 
-def _read_for_copy(current: Log, future: Log) -> tuple[bytes, int | None]:
-    """Current dir's executor: the batches after the future replica's LEO, or (b"", the
-    offset to restart at) when retention passed the future LEO."""
+def reconcile(current: Log, future: Log) -> tuple[str, int] | None:
+    """Where the future replica stops matching the current one, by leader epochs (KIP-101,
+    as Kafka's ReplicaAlterLogDirsThread truncates it against the current log): the current
+    replica, a follower, may have truncated after a leader change. ("truncate", offset),
+    ("restart", log start) when retention passed the future LEO, or None."""
+    fleo = future.log_end_offset
+    last = future.latest_epoch if fleo > future.log_start_offset else None
+    found = leader_divergence(last, fleo, leader_end_for_epoch(last, current.end_offset_for_epoch),
+                              current.log_start_offset)
+    if found is OUT_OF_RANGE or fleo < current.log_start_offset:
+        return "restart", current.segments[0].base_offset
+    if found is None:
+        return None
+    decision = follower_truncation(found, future.end_offset_for_epoch(found.epoch), fleo,
+                                   future.high_watermark)
+    return "truncate", decision.offset
+
+
+def _read_for_copy(current: Log, future: Log) -> tuple[bytes, tuple[str, int] | None]:
+    """Current dir's executor: the batches after the future replica's LEO, or what to do to
+    the future replica first (``reconcile``)."""
     if future.closed:
         return b"", None
+    fix = reconcile(current, future)
+    if fix is not None:
+        return b"", fix
     try:
         return current.read(future.log_end_offset, COPY_MAX_BYTES,
                             max_offset=current.log_end_offset), None
     except OffsetOutOfRangeError:
-        return b"", current.segments[0].base_offset
+        return b"", ("restart", current.segments[0].base_offset)
 
 
-def _copy_into(future: Log, data: bytes, restart_at: int | None) -> None:
-    """Destination dir's executor: append follower-style (offsets and epochs kept); retention
-    of the current replica overtook the copy: start again at its log start."""
+def _apply_fix(future: Log, fix: tuple[str, int]) -> None:
+    how, offset = fix
+    if how == "restart":
+        future.truncate_fully_and_start_at(offset)
+    else:
+        future.truncate_to(offset)
+
+
+def _copy_into(future: Log, data: bytes, fix: tuple[str, int] | None) -> None:
+    """Destination dir's executor: reconcile, or append follower-style (offsets and epochs
+    kept)."""
     if future.closed:
         return
-    if restart_at is not None:
-        future.truncate_fully_and_start_at(restart_at)
+    if fix is not None:
+        _apply_fix(future, fix)
     elif data:
         future.append_as_follower(data)
 
@@ -389,6 +425,13 @@ def _copy_into(future: Log, data: bytes, restart_at: int | None) -> None:
 def _copy_tail(current: Log, future: Log) -> None:
     """On the current dir's executor, with no append able to run: the rest of the log, and
     leader epochs that start at the LEO without a batch yet (a new leadership)."""
+    for _ in range(MAX_RECONCILE_ROUNDS):
+        fix = reconcile(current, future)
+        if fix is None:
+            break
+        _apply_fix(future, fix)
+    else:  # epochs that never settle: copy it all again rather than swap in a diverged log
+        future.truncate_fully_and_start_at(current.segments[0].base_offset)
     while future.log_end_offset < current.log_end_offset:
         data = current.read(future.log_end_offset, COPY_MAX_BYTES,
                             max_offset=current.log_end_offset)

@@ -14,6 +14,7 @@ from broker import log_dirs
 from broker.storage import placement
 from broker.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from broker.storage.fileops import FaultInjectingFileOps
+from broker.storage.log import Log
 from broker.storage.log_manager import LogManager
 from common import records as rec
 from common.errors import ErrorCode
@@ -48,6 +49,28 @@ def test_describe_reports_the_future_replica_with_its_lag():
         log_dirs.ReplicaInDir(TopicPartition("t", 1), 3, True, 50, 45)])
     assert [(r.tp, r.offset_lag, r.is_future) for r in d.replicas] == [
         (T0, 60, True), (TopicPartition("t", 1), 5, False)]
+
+
+def test_a_future_replica_is_reconciled_with_a_truncated_current_one(tmp_path):
+    # The current replica is a follower that truncated after a leader change (KIP-101): the
+    # future replica drops what the current one no longer has, then copies the new batches.
+    cur = Log.open(str(tmp_path / "d0"), T0)
+    fut = Log.open(str(tmp_path / "d1"), T0, partition_dir=str(tmp_path / "d1" / "t-0.x-future"))
+    batch = produce_req("a").topic_data[0].partition_data[0].records
+    cur.append_as_leader(batch, 0)
+    cur.append_as_leader(batch, 1)
+    assert ald.reconcile(cur, fut) is None
+    fut.append_as_follower(cur.read(0, 1 << 20))
+    cur.truncate_to(5)
+    cur.append_as_leader(batch, 2)
+    assert ald.reconcile(cur, fut) == ("truncate", 5)
+    ald._copy_tail(cur, fut)
+    assert _batches(fut) == _batches(cur) and fut.epoch_cache.entries == [(0, 0), (2, 5)]
+    cur.delete_old_segments()
+    cur.truncate_fully_and_start_at(20)  # the current log now starts past the copy
+    assert ald.reconcile(cur, fut) == ("restart", 20)
+    for log in (cur, fut):
+        log.close()
 
 
 # ------------------------------------------------------------------ in process
