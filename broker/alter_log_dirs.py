@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import threading
 import uuid
@@ -122,16 +123,18 @@ class ReplicaAlterLogDirsManager:
     def future_log(self, tp: TopicPartition) -> Move | None:
         return self.moves.get(tp)
 
-    def start_move(self, tp: TopicPartition, target: LogDir) -> Move:
-        """Create the future replica of ``tp`` in ``target`` (on the caller's thread: it only
-        creates an empty dir and segment) and have the copier fill it."""
+    async def start_move(self, tp: TopicPartition, target: LogDir) -> Move:
+        """Create the future replica of ``tp`` in ``target`` (on that dir's executor, which
+        reports a storage error to the failure channel) and have the copier fill it."""
         current = self.lm.get_log(tp)
         assert current is not None
         name = future_dir_name(tp, uuid.uuid4().hex)
         start = current.segments[0].base_offset
-        future = Log.open(target.path, tp, self.lm.config, fileops=self.lm.fileops,
-                          clock=self.lm.clock, log_start_offset=start, needs_recovery=False,
-                          partition_dir=os.path.join(target.path, name))
+        future = await self.lm.run_in_dir(
+            target, functools.partial(Log.open, target.path, tp, self.lm.config,
+                                      fileops=self.lm.fileops, clock=self.lm.clock,
+                                      log_start_offset=start, needs_recovery=False,
+                                      partition_dir=os.path.join(target.path, name)))
         move = Move(tp, target, future, done=asyncio.get_running_loop().create_future())
         self.moves[tp] = move
         self.failed.discard(tp)

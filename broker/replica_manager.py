@@ -1007,10 +1007,11 @@ class ReplicaManager:
         replica to the log dir it is listed under. A replica already there is left alone (and
         a move of it elsewhere is cancelled); one not hosted yet is created there later."""
         async with self._state_change:
-            return [(tp, *self._alter_replica_log_dir(tp, path))
+            return [(tp, *await self._alter_replica_log_dir(tp, path))
                     for path, tps in moves.items() for tp in tps]
 
-    def _alter_replica_log_dir(self, tp: TopicPartition, path: str) -> tuple[ErrorCode, str]:
+    async def _alter_replica_log_dir(self, tp: TopicPartition, path: str
+                                     ) -> tuple[ErrorCode, str]:
         lm = self.log_manager
         target = lm.dir_by_path(path)
         if target is None:
@@ -1040,9 +1041,8 @@ class ReplicaManager:
             # could be in it, and two placements would be ambiguous.
             return ErrorCode.KAFKA_STORAGE_ERROR, "a log dir of this broker is offline"
         try:
-            self.alter_log_dirs.start_move(tp, target)
+            await self.alter_log_dirs.start_move(tp, target)
         except KafkaStorageError as e:
-            lm.report_failure(target, e)
             return ErrorCode.KAFKA_STORAGE_ERROR, str(e)
         return ErrorCode.NONE, ""
 

@@ -138,7 +138,11 @@ async def test_a_move_under_load_swaps_in_the_same_batches_and_offsets(node):
     producer = asyncio.ensure_future(load())
     started = []
     start_move = mover.start_move
-    mover.start_move = lambda tp, target: started.append(start_move(tp, target)) or started[-1]
+
+    async def record_start(tp, target):
+        started.append(await start_move(tp, target))
+        return started[-1]
+    mover.start_move = record_start
     assert await _alter(n, d1.path) == ErrorCode.NONE
     assert os.path.basename(started[0].future.dir).endswith("-future")
     assert await started[0].done is True
@@ -231,7 +235,7 @@ async def test_a_restart_mid_move_discards_the_future_replica(tmp_path):
         await _produce(n, f"a{i}-")
     before = _batches(n.lm.get_log(T0))
     d1 = n.lm.dirs[1].path
-    n.rm.alter_log_dirs.start_move(T0, n.lm.dirs[1])
+    await n.rm.alter_log_dirs.start_move(T0, n.lm.dirs[1])
     n.rm.alter_log_dirs._task.cancel()  # the broker dies before the copier runs
     await n.stop()
     assert [e for e in os.listdir(d1) if e.endswith("-future")]
