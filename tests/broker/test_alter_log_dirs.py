@@ -292,3 +292,45 @@ def test_a_crash_between_the_two_renames_keeps_the_new_copy(tmp_path):
     assert again.stale_copies_deleted == [(T0, again.dirs[0].path, again.dirs[1].path)]
     assert again.get_log(T0).log_end_offset == 5
     again.shutdown()
+
+
+async def test_a_follower_replica_moves_while_its_fetcher_appends(tmp_path):
+    # The follower's fetcher keeps appending through the swap (work queued for the old log is
+    # forwarded to the new one); acks=all keeps completing, and the moved follower ends with
+    # the leader's exact batches.
+    leader, follower = Node(1, tmp_path), Node(2, tmp_path, log_dirs=2)
+    nodes = [leader, follower]
+    for n in nodes:
+        await n.start()
+    try:
+        for n in nodes:
+            r = await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1, 2], [1, 2], nodes))
+            assert [e.error_code for e in r.partition_errors] == [0]
+        d1 = follower.lm.dirs[1]
+        assert follower.lm.log_dir_of(T0) is follower.lm.dirs[0]
+        follower.rm.alter_log_dirs.swap_lag = 0
+        for i in range(20):
+            resp = await leader.stub.Produce(produce_req(f"a{i}-"))
+            assert resp.responses[0].partition_responses[0].error_code == 0
+        done = asyncio.Event()
+
+        async def load():
+            i = 0
+            while not done.is_set() or i < 10:
+                resp = await leader.stub.Produce(produce_req(f"b{i}-"))
+                assert resp.responses[0].partition_responses[0].error_code == 0
+                i += 1
+        producer = asyncio.ensure_future(load())
+        assert await _alter(follower, d1.path) == ErrorCode.NONE
+        await wait_until(lambda: follower.lm.log_dir_of(T0) is d1)
+        done.set()
+        await producer
+        end = leader.lm.get_log(T0).log_end_offset
+        await wait_until(lambda: follower.lm.get_log(T0).log_end_offset == end)
+        assert _batches(follower.lm.get_log(T0)) == _batches(leader.lm.get_log(T0))
+        assert follower.rm.partitions[T0].log is follower.lm.get_log(T0)
+        assert leader.rm.partitions[T0].isr == (1, 2)
+    finally:
+        await follower.rm.alter_log_dirs.shutdown()
+        for n in nodes:
+            await n.stop()
