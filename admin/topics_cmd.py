@@ -8,7 +8,8 @@ Option names, output and messages are Kafka's (tools/.../TopicCommand.java, Kafk
 ``Leader: none`` for a partition without a leader; ``\tAdding Replicas: ..\tRemoving Replicas: ..``
 after ``Isr`` while a reassignment is in progress. With one of the partition filters
 (``--under-replicated-partitions``, ``--unavailable-partitions``, ``--under-min-isr-partitions``,
-``--at-min-isr-partitions``) only the matching partition lines are printed, as in Kafka.
+``--at-min-isr-partitions``, and replog's ``--eligible-leader-replicas``: partitions with an ELR
+or LastKnownELR, KIP-966) only the matching partition lines are printed, as in Kafka.
 
 ``--topic`` is a regular expression matched against whole topic names for describe, list and
 delete, as Kafka's include list is. "Configs:" lists the topic's overrides as DescribeConfigs
@@ -91,13 +92,21 @@ def is_at_min_isr(p: PartitionInfo, topic: TopicInfo, m: int | None = None) -> b
     return len(p.isr) == (min_isr(topic) if m is None else m)
 
 
+def has_eligible_leader_replicas(p: PartitionInfo) -> bool:
+    """KIP-966: the partition fell below min ISR and keeps replicas outside the ISR that may
+    still lead (ELR), or lost some to unclean shutdowns (LastKnownELR)."""
+    return bool(p.elr or p.last_known_elr)
+
+
 def describe_lines(topics: Iterable[TopicInfo], live_brokers: set[int], *,
                    under_replicated: bool = False, unavailable: bool = False,
                    under_min_isr: bool = False, at_min_isr: bool = False,
+                   eligible_leader_replicas: bool = False,
                    min_isrs: dict[str, int] | None = None) -> list[str]:
     """Kafka's describe output for ``topics`` (already sorted and filtered by name);
     ``min_isrs``: each topic's effective min ISR, if known (else its override or 1)."""
-    describe_configs = not (under_replicated or unavailable or under_min_isr or at_min_isr)
+    describe_configs = not (under_replicated or unavailable or under_min_isr or at_min_isr
+                            or eligible_leader_replicas)
     lines: list[str] = []
     for t in topics:
         if describe_configs:
@@ -107,7 +116,8 @@ def describe_lines(topics: Iterable[TopicInfo], live_brokers: set[int], *,
                     or (under_replicated and is_under_replicated(p))
                     or (unavailable and is_unavailable(p, live_brokers))
                     or (under_min_isr and is_under_min_isr(p, t, (min_isrs or {}).get(t.name)))
-                    or (at_min_isr and is_at_min_isr(p, t, (min_isrs or {}).get(t.name)))):
+                    or (at_min_isr and is_at_min_isr(p, t, (min_isrs or {}).get(t.name)))
+                    or (eligible_leader_replicas and has_eligible_leader_replicas(p))):
                 lines.append(format_partition_line(p))
     return lines
 
@@ -225,7 +235,9 @@ async def _describe(args) -> int:
                            under_replicated=args.under_replicated_partitions,
                            unavailable=args.unavailable_partitions,
                            under_min_isr=args.under_min_isr_partitions,
-                           at_min_isr=args.at_min_isr_partitions, min_isrs=min_isrs)
+                           at_min_isr=args.at_min_isr_partitions,
+                           eligible_leader_replicas=args.eligible_leader_replicas,
+                           min_isrs=min_isrs)
     if lines:
         sys.stdout.write("\n".join(lines) + "\n")
     return 0
@@ -309,6 +321,8 @@ def add_parsers(sub) -> None:
                    help="only partitions whose ISR is smaller than min.insync.replicas")
     g.add_argument("--at-min-isr-partitions", action="store_true",
                    help="only partitions whose ISR equals min.insync.replicas")
+    g.add_argument("--eligible-leader-replicas", action="store_true",
+                   help="only partitions with an ELR or LastKnownELR (KIP-966)")
     p.set_defaults(func=_run(_describe))
 
     p = actions.add_parser("list", help="list topic names")

@@ -78,6 +78,10 @@ class ControllerMetrics:
             "replog_controller_restarted_partitions",
             "Partition replicas restarted after their broker lost them with a log dir",
             registry=r)
+        # C7 (KIP-966): partitions below min ISR that keep eligible leaders outside the ISR.
+        self.elr_partitions = Gauge(
+            "replog_controller_partitions_with_elr",
+            "Partitions whose ELR is not empty (KIP-966)", registry=r)
         self.invalid_transitions = Counter(
             "replog_controller_invalid_state_transitions",
             "State transitions refused by the partition/replica state machines",
@@ -89,7 +93,7 @@ class ControllerMetrics:
             for g in (self.active_controller_count, self.offline_partitions,
                       self.preferred_imbalance, self.global_partitions, self.global_topics,
                       self.controller_epoch, self.live_brokers,
-                      self.reassigning_partitions):
+                      self.reassigning_partitions, self.elr_partitions):
                 g.set(0)
             return
         self.active_controller_count.set(1)
@@ -100,3 +104,4 @@ class ControllerMetrics:
         self.controller_epoch.set(ctx.epoch)
         self.live_brokers.set(len(ctx.live_brokers))
         self.reassigning_partitions.set(len(ctx.reassigning_partitions()))
+        self.elr_partitions.set(ctx.partitions_with_elr_count())

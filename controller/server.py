@@ -37,6 +37,7 @@ from common.zk import AsyncZk
 from common.zk_layout import ControllerInfo
 from common.zookeeper import ensure_chroot
 from controller.controller import Controller
+from controller.elr import config_warnings
 from controller.metrics import ControllerMetrics
 from controller.servicer import ControllerServicer
 
@@ -130,6 +131,9 @@ class ControllerServer:
 async def _main(config: Mapping[str, Any]) -> int:
     events = configure_event_log(config["event.log.file"], "controller",
                                  controller_id=config["controller.id"])
+    # KIP-966 (C7): conflicting or inert recovery settings are accepted, with a warning line.
+    for warning in config_warnings(config):
+        events.warning("config_warning", message=warning)
     server = ControllerServer(config, events=events)
     try:
         await server.start()

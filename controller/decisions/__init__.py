@@ -50,8 +50,16 @@ Rules, with where they come from:
 - Seed 003 (C5): `restarts.restart_partitions` applies a /restart_partitions entry with the
   RestartedPartitionsLeaderSelector; see that module for where replog departs from the seed.
 
-Partial: ELR (C7) decisions are not written yet; their selectors will be in selectors.py and
-they will be further modules here returning the same Decision type.
+- KIP-966 (seed 001, C7): with eligible.leader.replicas.enable, `Builder.write` keeps every
+  partition's ELR and LastKnownELR (controller/elr.py), an ISR may become empty, brokers that
+  registered after an unclean shutdown leave every ISR and ELR (`brokers.remove_unclean_replicas`),
+  and offline elections follow seed 001's order (`selectors.elr_leader`).
+    recovery.py   the unclean recovery's choice of leader from GetReplicaLogInfo answers
+
+Partial: the Unclean Recovery Manager (C7) is not wired into the core: decisions list the
+partitions that need a recovery in `Decision.recoveries`, and carry out only those the topic
+(unclean.leader.election.enable) or the operator (ElectLeaders UNCLEAN) allows, without the
+log query (decisions/elections.py).
 """
 
 from controller.decisions.base import (  # noqa: F401

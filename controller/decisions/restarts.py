@@ -70,6 +70,9 @@ def restart_partitions(ctx: ControllerContext, broker: int,
     """The decision for one /restart_partitions entry: broker `broker` lost its replicas of
     `partitions`. Partitions `restartable` names a reason for are left out."""
     b = Builder(ctx)
+    # KIP-966: the lost replica comes back empty, so it must not join an ELR as it leaves the
+    # ISR (an ELR member is elected cleanly) - the same as an unclean shutdown.
+    b.unclean_shutdown.add(broker)
     for tp in sorted(set(partitions)):
         if restartable(ctx, broker, tp) is None:
             _restart_one(b, broker, tp)

@@ -73,6 +73,9 @@ def test_filters_print_only_matching_partitions_and_no_topic_line():
         ["Partition: 1", "Partition: 2"]
     assert part(describe_lines([TOPIC], {1, 2, 3}, under_min_isr=True)) == ["Partition: 2"]
     assert part(describe_lines([TOPIC], {1, 2, 3}, at_min_isr=True)) == ["Partition: 1"]
+    # KIP-966: only the partition with an ELR or LastKnownELR.
+    assert part(describe_lines([TOPIC], {1, 2, 3}, eligible_leader_replicas=True)) == \
+        ["Partition: 2"]
 
 
 def test_replica_assignment_parsing():
@@ -90,3 +93,13 @@ def test_config_parsing():
         {"min.insync.replicas": "2", "retention.ms": "5"}
     with pytest.raises(ReplogError, match='format "key=val"'):
         parse_configs(["novalue"])
+
+
+def test_eligible_leader_replicas_option():
+    from admin.cli import build_parser
+    args = build_parser().parse_args(["topics", "describe", "--bootstrap-server", "h:1",
+                                      "--eligible-leader-replicas"])
+    assert args.eligible_leader_replicas
+    with pytest.raises(SystemExit):  # one partition filter at a time, as Kafka's
+        build_parser().parse_args(["topics", "describe", "--bootstrap-server", "h:1",
+                                   "--eligible-leader-replicas", "--unavailable-partitions"])

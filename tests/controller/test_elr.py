@@ -449,3 +449,21 @@ def test_offsets_discarded():
 ])
 def test_ready_to_choose(strategy, replies, elapsed, want):
     assert ready_to_choose(strategy, [1, 2, 3], [1, 2], replies, elapsed, 1000) is want
+
+
+def test_partitions_with_elr_metric():
+    from controller.metrics import ControllerMetrics
+    ctx = make_ctx(isr=(1,), elr=(2, 3), leader=1)
+    m = ControllerMetrics()
+    m.refresh(ctx)
+    assert m.registry.get_sample_value("replog_controller_partitions_with_elr") == 1
+    m.refresh(None)
+    assert m.registry.get_sample_value("replog_controller_partitions_with_elr") == 0
+
+
+def test_restarted_replica_does_not_join_the_elr():
+    # C5 (seed 003) meets KIP-966: a replica lost with its log dir leaves the ISR like an
+    # unclean shutdown - an ELR member would be elected cleanly with an empty log.
+    ctx = make_ctx(replicas=(1, 2, 3), isr=(1, 2), leader=1, min_isr=2, live=(1, 2, 3))
+    s = run(ctx, D.restart_partitions(ctx, 2, [TP]))
+    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (1, (1,), (), (2,))
