@@ -467,3 +467,91 @@ def test_restarted_replica_does_not_join_the_elr():
     ctx = make_ctx(replicas=(1, 2, 3), isr=(1, 2), leader=1, min_isr=2, live=(1, 2, 3))
     s = run(ctx, D.restart_partitions(ctx, 2, [TP]))
     assert (s.leader, s.isr, s.elr, s.last_known_elr) == (1, (1,), (), (2,))
+
+
+# ============================================================ seeded run with ELR invariants
+
+def _elr_invariants(seed: int, steps: int = 40) -> None:
+    """A seeded run of the core with ELR on (brokers die, return cleanly or not, leaders shrink
+    and expand ISRs, operators force unclean elections, controllers fail over), checking after
+    every step: ELR ∩ ISR = ∅; ELR and LastKnownELR disjoint, within the replicas; both empty
+    when the ISR is at min ISR; the leader in the ISR; a new leader from the old ISR or ELR
+    unless the operator forced it (then RECOVERING); a broker that registered uncleanly in no
+    ELR. (tests/sim keeps the general invariants with ELR off.)"""
+    import random
+
+    from controller import events as E
+    from tests.sim.driver import Crashed, Driver
+
+    rng = random.Random(seed)
+    d = Driver(config={"eligible.leader.replicas.enable": True, "min.insync.replicas": 2,
+                       "unclean.recovery.strategy": rng.choice(["Proactive", "Balanced",
+                                                                 "Manual"])})
+    d.elect()
+    brokers = [1, 2, 3, 4]
+    for b in brokers:
+        d.register(b)
+    d.run()
+    d.request(E.CreateTopics(topics=(E.NewTopic("t", assignments={
+        0: [1, 2, 3], 1: [2, 3, 4], 2: [3, 4, 1]}),)))
+    d.run()
+    last = dict(d.tree.states)
+    for step in range(steps):
+        forced, unclean_now = False, set()
+        live = sorted(d.broker_sessions)
+        ctx = d.core.ctx
+        action = rng.choice(["kill", "start", "start", "alter", "elect", "failover"])
+        try:
+            if action == "kill" and live:
+                d.kill(rng.choice(live))
+            elif action == "start":
+                dead = [b for b in brokers if b not in d.broker_sessions]
+                if dead:
+                    b = rng.choice(dead)
+                    clean = rng.random() < 0.5
+                    d.register(b, clean_shutdown=clean)
+                    if not clean:
+                        unclean_now.add(b)
+            elif action == "alter":
+                tp = TopicPartition("t", rng.randrange(3))
+                s = ctx.leadership[tp]
+                if s.leader in d.broker_sessions:
+                    isr = [s.leader] + [r for r in ctx.replicas(tp) if r != s.leader
+                                        and r in d.broker_sessions and rng.random() < 0.6]
+                    d.request(E.AlterPartition(
+                        broker_id=s.leader, broker_epoch=ctx.broker_epoch(s.leader),
+                        items=(D.AlterPartitionItem(tp, s.leader_epoch,
+                                                    tuple((r, -1) for r in isr),
+                                                    s.partition_epoch, LEADER_RECOVERED),)))
+            elif action == "elect":
+                forced = True
+                d.request(E.ElectLeaders(election_type=D.ElectionType.UNCLEAN,
+                                         partitions=None))
+            elif action == "failover":
+                d.crash()
+                d.elect()
+            d.run()
+        except Crashed:
+            d.crash()
+            d.elect()
+            d.run()
+        for tp, s in d.tree.states.items():
+            where = f"seed {seed} step {step} ({action}) {tp}: {s}"
+            replicas = set(d.tree.topics["t"].partitions[tp.partition])
+            isr, elr, lke = set(s.isr), set(s.elr), set(s.last_known_elr)
+            assert not isr & elr and not elr & lke, where
+            assert (isr | elr | lke) <= replicas, where
+            if len(s.isr) >= 2:
+                assert not elr and not lke, where
+            assert s.leader == NO_LEADER or s.leader in isr, where
+            assert not elr & unclean_now, where
+            old = last.get(tp)
+            if old is not None and s.leader not in (NO_LEADER, old.leader):
+                if s.leader not in set(old.isr) | set(old.elr):
+                    assert forced and s.leader_recovery_state == LEADER_RECOVERING, where
+        last = dict(d.tree.states)
+
+
+def test_seeded_runs_keep_the_elr_invariants():
+    for seed in range(300):
+        _elr_invariants(seed)
