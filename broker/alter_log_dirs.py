@@ -52,7 +52,7 @@ from broker.truncation import (
     leader_divergence,
     leader_end_for_epoch,
 )
-from common.errors import OffsetOutOfRangeError
+from common.errors import OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
 
 if TYPE_CHECKING:
@@ -222,7 +222,14 @@ class ReplicaAlterLogDirsManager:
             for move in list(self.moves.values()):
                 if self.moves.get(move.tp) is not move:
                     continue  # cancelled meanwhile
-                progressed |= await self._step(move)
+                try:
+                    progressed |= await self._step(move)
+                except (ReplogError, OSError) as e:
+                    # Anything else one move meets (a batch the future log refuses) fails
+                    # that move only, never the copier of every other one (KIP-461's
+                    # failed partitions).
+                    self._fail(move, e)
+                    progressed = True
             if not progressed:
                 # Only the throttle holds every move back: wait for the rate to fall.
                 await asyncio.sleep(0.05)
@@ -354,14 +361,20 @@ class ReplicaAlterLogDirsManager:
         drained = threading.Event()
 
         def close_old() -> None:
-            old._close_fds()
-            old.closed = True
-            if doomed is not None:
-                try:
-                    self.lm.fileops.rmtree(doomed)
-                except OSError:
-                    pass  # a -delete dir is removed at the next start
+            # Set from this thread, not the event loop: the gate must open even while the
+            # loop itself waits for the executors (a shutdown).
+            try:
+                old._close_fds()
+                old.closed = True
+                if doomed is not None:
+                    try:
+                        self.lm.fileops.rmtree(doomed)
+                    except OSError:
+                        pass  # a -delete dir is removed at the next start
+            finally:
+                drained.set()
         marker = self.lm.run_in_dir(src, close_old)
+        # The old dir went offline: its queue fails at once, and nothing of it runs.
         marker.add_done_callback(lambda f: (f.cancelled() or f.exception(), drained.set()))
         self.lm.run_in_dir(move.target, drained.wait, 30.0).add_done_callback(_ignore)
         for d in (src, move.target):

@@ -17,7 +17,7 @@ from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log import Log
 from broker.storage.log_manager import LogManager
 from common import records as rec
-from common.errors import ErrorCode
+from common.errors import CorruptRecordError, ErrorCode
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from tests.broker.inprocess import Node, leader_and_isr, produce_req, wait_until
@@ -334,3 +334,33 @@ async def test_a_follower_replica_moves_while_its_fetcher_appends(tmp_path):
         await follower.rm.alter_log_dirs.shutdown()
         for n in nodes:
             await n.stop()
+
+
+async def test_a_move_that_fails_does_not_stop_the_others(node):
+    n = node
+    t1 = TopicPartition("t", 1)
+    await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1], [1], [n], tp=t1))
+    n.rm.alter_log_dirs.swap_lag = 0
+    for tp in (T0, t1):
+        for i in range(3):
+            await n.stub.Produce(produce_req(f"a{i}-", acks=1, tp=tp))
+    target = next(d for d in n.lm.dirs if d is not n.lm.log_dir_of(T0))
+    other = next(d for d in n.lm.dirs if d is not n.lm.log_dir_of(t1))
+    started = []
+    start_move = n.rm.alter_log_dirs.start_move
+
+    async def refusing_t0(tp, d):
+        move = await start_move(tp, d)
+        if tp == T0:
+            def refuse(records):
+                raise CorruptRecordError("refused")
+            move.future.append_as_follower = refuse
+        started.append(move)
+        return move
+    n.rm.alter_log_dirs.start_move = refusing_t0
+    assert await _alter(n, target.path, T0) == ErrorCode.NONE
+    assert await _alter(n, other.path, t1) == ErrorCode.NONE
+    assert [await m.done for m in started] == [False, True]
+    assert n.lm.log_dir_of(t1) is other and n.lm.log_dir_of(T0) is not target
+    assert n.rm.metrics.registry.get_sample_value(
+        FAILED, {"clientId": "ReplicaAlterLogDirs"}) == 1
