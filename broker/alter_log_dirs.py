@@ -27,7 +27,9 @@ Rules that bind:
   ``FailedPartitionsCount{clientId="ReplicaAlterLogDirs"}``.
 
 The decisions - what to copy next, when to swap - are the pure functions ``next_step`` and
-``future_dir_name``; the manager performs them.
+``future_dir_name``; where the future replica must be truncated first (``reconcile``) applies
+the follower truncation rules of broker/truncation.py (KIP-101) with the current replica as the
+leader. The manager performs them.
 """
 
 from __future__ import annotations
@@ -300,8 +302,9 @@ class ReplicaAlterLogDirsManager:
     def _swap_on_write_path(self, move: Move, current: Log, src: LogDir):
         """Current log dir's executor: copy the tail, close the future log, write its placement
         record, rename it to ``<topic>-<partition>`` and reopen it there, then move the current
-        dir aside. Returns (new log, -delete dir) or the destination dir's error (reported
-        here: the executor would blame the current dir)."""
+        dir aside. Returns (new log, -delete dir, placement record), or the error that
+        stopped it, reported here for the dir it names (the executor would blame the current
+        dir for every error, the destination's included)."""
         lm, fo, tp = self.lm, self.lm.fileops, move.tp
         fut = move.future
         if fut.closed:
@@ -324,7 +327,8 @@ class ReplicaAlterLogDirsManager:
                            high_watermark=current.high_watermark, needs_recovery=False)
         except (OSError, KafkaStorageError) as e:
             fut._close_fds()
-            lm.report_failure(move.target, e)
+            lm.report_failure(src if getattr(e, "log_dir", None) == src.path else move.target,
+                              e)
             if renamed:
                 # Its placement record would make the next start prefer this copy over the
                 # current one, which keeps taking appends: it must not stay.
