@@ -24,8 +24,9 @@ DescribeConfigs, the CLI when it prints):
 Partial: of the topic keys, the brokers act at runtime on ``min.insync.replicas`` and the
 ``*.replication.throttled.replicas`` lists, and of the broker keys on the ``*.throttled.rate``
 bounds (KIP-73, broker/replication_quota.py); the controller acts on
-``unclean.leader.election.enable`` (it watches ``/config/topics/<t>``). ``unclean.recovery.strategy``
-is stored and described for the ELR work; log-level keys (retention, segment size) are accepted as
+``unclean.leader.election.enable``, and - with ``eligible.leader.replicas.enable`` -
+``unclean.recovery.strategy`` and ``min.insync.replicas`` (KIP-966, controller/elr.py; it watches
+``/config/topics/<t>``); log-level keys (retention, segment size) are accepted as
 at creation but not yet applied per topic.
 """
 

@@ -173,6 +173,9 @@ class Builder:
         base = self.leadership(tp)
         if base is None:
             return new  # a new partition: its ISR is every live replica
+        if not ctx.elr.enabled and not (base.elr or base.last_known_elr or new.elr
+                                        or new.last_known_elr):
+            return new  # ELR off and nothing to clear: the failover hot path stays as it was
         isr = tuple(new.isr)
         if not ctx.elr.enabled and not isr and base.elr:
             # ELR switched off while the ISR was empty: the ELR members were the last in sync
