@@ -27,8 +27,9 @@ takes offline either the dir with all its partitions (``handle_log_dir_failure``
 the one log (``handle_log_failure``, step 3). A lost replica leaves ``partitions`` (step
 2.3.1) for ``offline_replicas``: every request for it is answered KAFKA_STORAGE_ERROR until the
 controller restarts it (a /restart_partitions entry, step 2.4, ``restart_notifier``) and a
-LeaderAndIsr with ``is_new`` re-creates it in a healthy dir. When no dir is left, ``halt``. It takes plain requests
-(``controller_requests``); broker/servicer.py translates protobuf.
+LeaderAndIsr with ``is_new`` re-creates it in a healthy dir. When no dir is left, ``halt``.
+
+It takes plain requests (``controller_requests``); broker/servicer.py translates protobuf.
 """
 
 from __future__ import annotations

@@ -75,6 +75,16 @@ async def _start_load(c, admin: AdminClient) -> tuple[LoadProducer, asyncio.Task
     return load, task
 
 
+async def _keeps_producing(load: LoadProducer, what: str) -> None:
+    before = len(load.acked)
+    await eventually(lambda: len(load.acked) >= before + 300, timeout=30, what=what)
+
+
+async def _stop(load: LoadProducer, task: asyncio.Task) -> None:
+    load.stop.set()
+    await task
+
+
 async def _check_no_loss(c, load: LoadProducer, failed_dir) -> None:
     """Every acknowledged record at its offset; every replica byte-identical up to the HW
     (broker 2's read from its healthy dir: the failed one may still hold a stale copy)."""
@@ -124,12 +134,9 @@ async def _fault_scenario(c, fail, failed_dir, *, one_partition: bool = False) -
                                  what="broker 2 takes the failed dir offline")
             await _restarted_and_back(c, admin, lost, healthy)
             assert b2.is_running(), "broker 2 must survive its dir's failure"
-            before = len(load.acked)
-            await eventually(lambda: len(load.acked) >= before + 300, timeout=30,
-                             what="records acknowledged after the recovery")
+            await _keeps_producing(load, "records acknowledged after the recovery")
         finally:
-            load.stop.set()
-            await task
+            await _stop(load, task)
     assert load.failed == 0, f"{load.failed} records failed"
     print(f"longest gap between acknowledgements after the fault: {load.max_gap(t0):.2f} s")
     await _check_no_loss(c, load, failed_dir if whole_dir else None)
@@ -229,12 +236,9 @@ async def test_all_dirs_failed_the_broker_exits_and_its_partitions_move(cluster_
                 return all(p.leader not in (VICTIM, -1) and VICTIM not in p.isr
                            for p in t.partitions)
             await eventually(moved, timeout=60, what="leadership and ISRs off broker 2")
-            before = len(load.acked)
-            await eventually(lambda: len(load.acked) >= before + 300, timeout=30,
-                             what="producing goes on without broker 2")
+            await _keeps_producing(load, "producing goes on without broker 2")
         finally:
-            load.stop.set()
-            await task
+            await _stop(load, task)
     assert load.failed == 0, f"{load.failed} records failed"
     fatal = [line for line in b2.log_file.read_text(encoding="utf-8").splitlines()
              if "FATAL" in line]
