@@ -606,8 +606,14 @@ async def _execute(admin: AdminClient, args) -> int:
         print(VERIFY_PERIODICALLY)
         undo = await _set_throttles(admin, proposed_moves(ongoing, proposed, current),
                                     args.throttle, args.replica_alter_log_dirs_throttle)
-    results = await admin.alter_partition_reassignments(proposed,
-                                                         timeout_ms=_timeout(args))
+    # A partition whose replicas stay as they are but that names log dirs only moves between
+    # log dirs (KIP-113): nothing for the controller to reassign (it refuses the same
+    # replicas), only AlterReplicaLogDirs below.
+    moves = parse_log_dirs(_read(args.reassignment_json_file))
+    dir_only = {tp for (tp, _), _ in moves.items() if list(proposed[tp]) == current[tp]}
+    reassigned = {tp: r for tp, r in proposed.items() if tp not in dir_only}
+    results = await admin.alter_partition_reassignments(
+        reassigned, timeout_ms=_timeout(args)) if reassigned else {}
     if any(e is not None for e in results.values()):
         # The controller refused the request (whole, so nothing moves): the throttles set
         # for it would only slow unrelated traffic, so put them back.
@@ -616,8 +622,8 @@ async def _execute(admin: AdminClient, args) -> int:
             print("The reassignment was refused; the throttles set for it were removed.")
         _fail(results)
         return 1
-    print(started_message(proposed))
-    moves = parse_log_dirs(_read(args.reassignment_json_file))
+    if reassigned:
+        print(started_message(reassigned))
     if moves:
         await _execute_log_dir_moves(admin, moves, _timeout(args))
     return 0

@@ -527,6 +527,23 @@ async def test_execute_sends_alter_replica_log_dirs_for_named_dirs(fake, tmp_pat
                                            (4, "foo", 0, "/e4")]
 
 
+async def test_same_replicas_with_named_dirs_only_move_log_dirs(fake, tmp_path):
+    # The replicas stay: nothing for the controller to reassign (it refuses the same
+    # replicas), only the intra-broker move (KIP-113).
+    now = _replicas(fake, "foo")[0]
+    fake.state.replica_logs[(now[0], "foo", 0)] = (10, 100)
+    f = _file(tmp_path, "plan.json", json.dumps({"version": 1, "partitions": [
+        {"topic": "foo", "partition": 0, "replicas": now,
+         "log_dirs": ["/d1"] + ["any"] * (len(now) - 1)}]}))
+    rc, out, err = await replog("reassign", "--bootstrap-server", fake.bootstrap, "--execute",
+                                "--reassignment-json-file", f)
+    assert (rc, err) == (0, "")
+    assert "Successfully started partition reassignment" not in out
+    assert out.splitlines()[-1] == f"Successfully started log directory move for: foo-0-{now[0]}"
+    assert fake.state.log_dir_requests == [(now[0], "foo", 0, "/d1")]
+    assert _replicas(fake, "foo")[0] == now
+
+
 async def test_cancel_reverts_and_clears_throttles(fake, tmp_path):
     b = ["--bootstrap-server", fake.bootstrap]
     f = _file(tmp_path, "plan.json", plan(("foo", 2, [4, 1])))
