@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,15 +31,28 @@ import grpc
 
 from common.errors import ErrorCode
 from common.grpc_options import CONTROLLER_TO_BROKER_OPTIONS, ChannelFactory, insecure_channel
+from common.names import TopicPartition
+from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.rpc_status import error_code_of
 from common.zk_layout import BrokerRegistration
+from controller.decisions.recovery import ReplicaLogInfo
 from controller.request_batch import BrokerBatch
+
+
+def _error_code(n: int) -> ErrorCode:
+    try:
+        return ErrorCode(n)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 log = logging.getLogger(__name__)
 
 _NOT_RETRIED = {grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT,
                 grpc.StatusCode.UNIMPLEMENTED}
+
+# on_answer(broker_id, broker_epoch, answers or None, error)
+LogInfoCallback = Callable[[int, int, "dict[TopicPartition, ReplicaLogInfo] | None", str], None]
 
 # on_response(broker_id, kind, request, response or None, error or None)
 ResponseCallback = Callable[[int, str, Any, Any, "grpc.aio.AioRpcError | None"], None]
@@ -131,7 +144,7 @@ def _settle(fut: asyncio.Future, value: bool) -> None:
 class ControllerChannelManager:
     def __init__(self, on_response: ResponseCallback | None = None, *,
                  request_timeout_s: float = 30.0, retry_backoff_s: float = 0.1,
-                 max_retry_backoff_s: float = 2.0,
+                 max_retry_backoff_s: float = 2.0, log_info_timeout_s: float = 5.0,
                  channel_factory: ChannelFactory = insecure_channel):
         self.on_response = on_response
         self.channel_factory = channel_factory  # the transport to brokers (tests inject one)
@@ -139,8 +152,10 @@ class ControllerChannelManager:
         self.retry_backoff_s = retry_backoff_s
         self.max_retry_backoff_s = max_retry_backoff_s
         self.failed_attempts = 0
+        self.log_info_timeout_s = log_info_timeout_s
         self._senders: dict[int, _BrokerSender] = {}
         self._closing: set[asyncio.Task] = set()
+        self._queries: set[asyncio.Task] = set()
 
     @property
     def brokers(self) -> set[int]:
@@ -184,6 +199,53 @@ class ControllerChannelManager:
                         s.queue.put_nowait(_Item(kind, req, fut))
         return out
 
+    def get_replica_log_info(self, broker_id: int, broker_epoch: int,
+                             partitions: Sequence[tuple[TopicPartition, str]],
+                             on_answer: LogInfoCallback) -> None:
+        """KIP-966's BrokerRequestSender: one GetReplicaLogInfo to this broker incarnation,
+        sent at once on its channel - not behind the ordered LeaderAndIsr/UpdateMetadata queue,
+        which may be retrying - with its own deadline (`log_info_timeout_s`), never retried
+        here (the Unclean Recovery Manager asks again). `on_answer(broker, epoch, answers,
+        error)`: answers per partition, or None with the reason."""
+        s = self._senders.get(broker_id)
+        loop = asyncio.get_running_loop()
+        if s is None or s.reg.epoch != broker_epoch:
+            loop.call_soon(on_answer, broker_id, broker_epoch, None,
+                           f"broker {broker_id} epoch {broker_epoch} is not registered")
+            return
+        by_topic: dict[tuple[str, str], list[int]] = {}
+        for tp, topic_id in partitions:
+            by_topic.setdefault((tp.topic, topic_id), []).append(tp.partition)
+        request = pb.GetReplicaLogInfoRequest(
+            broker_id=broker_id, broker_epoch=broker_epoch,
+            topic_partitions=[pb.GetReplicaLogInfoTopic(topic=t, topic_id=tid, partitions=ps)
+                              for (t, tid), ps in by_topic.items()])
+        task = loop.create_task(self._log_info(s.stub, request, on_answer),
+                                name=f"replica-log-info-{broker_id}")
+        self._queries.add(task)
+        task.add_done_callback(self._queries.discard)
+
+    async def _log_info(self, stub, request, on_answer: LogInfoCallback) -> None:
+        try:
+            resp = await stub.GetReplicaLogInfo(request, timeout=self.log_info_timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except grpc.aio.AioRpcError as e:
+            on_answer(request.broker_id, request.broker_epoch, None,
+                      f"{e.code().name}: {e.details()}")
+            return
+        except Exception as e:  # reported as a failed query: the manager asks again
+            log.exception("GetReplicaLogInfo to broker %s failed", request.broker_id)
+            on_answer(request.broker_id, request.broker_epoch, None, repr(e))
+            return
+        answers = {}
+        for t in resp.topic_partition_log_info:
+            for p in t.partition_log_info:
+                answers[TopicPartition(t.topic, p.partition)] = ReplicaLogInfo(
+                    p.last_written_leader_epoch, p.log_end_offset,
+                    _error_code(p.error_code))
+        on_answer(request.broker_id, resp.broker_epoch, answers, "")
+
     def notify(self, broker_id: int, item: _Item, response, error) -> None:
         if self.on_response is not None:
             try:
@@ -195,6 +257,8 @@ class ControllerChannelManager:
         return sum(s.queue.qsize() for s in self._senders.values())
 
     async def close(self) -> None:
+        for t in list(self._queries):
+            t.cancel()
         for broker_id in list(self._senders):
             self._drop(broker_id)
         if self._closing:

@@ -173,6 +173,9 @@ class Controller:
         self._tasks: list[asyncio.Task] = []
         self._closing: set[asyncio.Task] = set()
         self._deletion_waiters: dict[str, list[asyncio.Future]] = {}
+        # RPC envelopes by request id: the core may answer one in a later step (ElectLeaders
+        # UNCLEAN waits for its unclean recovery's choice, KIP-966)
+        self._requests: dict[int, _Envelope] = {}
         self._stopping = False
         self._watchers: dict[Any, Callable] = {}
         self._watches = store_effects.EventWatches(self._watch)
@@ -289,6 +292,9 @@ class Controller:
                 if not f.done():
                     f.set_exception(NotControllerError("controller resigned"))
         self._deletion_waiters.clear()
+        for env in self._requests.values():
+            env.fail(NotControllerError("controller resigned"))
+        self._requests.clear()
         self.metrics.refresh(None, self._queue.qsize())
         self.events.info("controller_resigned", controller_id=self.controller_id,
                          controller_epoch=act.core.ctx.epoch, reason=reason)
@@ -380,6 +386,14 @@ class Controller:
                 act.channel.update_brokers(dict(live))
             case X.SendRequests(batches=batches):
                 deliveries += act.channel.send(dict(batches))
+            case X.QueryReplicaLogs():
+                self.metrics.replica_log_info_requests.inc()
+                act.channel.get_replica_log_info(
+                    eff.broker_id, eff.broker_epoch, eff.partitions,
+                    lambda b, epoch, answers, error, q=eff.query_id: self._post(
+                        E.ReplicaLogInfoResponse(query_id=q, broker_id=b, broker_epoch=epoch,
+                                                 answers=answers, error=error),
+                        generation=act.generation))
             case X.Reply():
                 self._reply(eff, env, deliveries)
             case X.TopicDeleted(topic=t):
@@ -403,6 +417,7 @@ class Controller:
         return None
 
     def _reply(self, eff: X.Reply, env: _Envelope | None, deliveries: list[Delivery]) -> None:
+        env = self._requests.pop(eff.request_id, None)  # possibly not the event being handled
         if env is None:
             return
         if eff.error is not None:
@@ -436,6 +451,10 @@ class Controller:
             self.metrics.reassignments_completed.inc()
         elif eff.name == "partitions_restarted":
             self.metrics.restarted_partitions.inc(len(f["partitions"]))
+        elif eff.name == "unclean_recovery_finished":
+            self.metrics.unclean_recoveries.labels(f["strategy"], f["outcome"]).inc()
+            if f["outcome"] == "elected":
+                self.metrics.unclean_recovery_offsets_discarded.inc(f["offsets_discarded"])
         if eff.name == "leader_election":
             self.metrics.leader_elections.labels(f["reason"]).inc()
             if f["unclean"]:
@@ -556,8 +575,12 @@ class Controller:
         if self.active is None:
             raise NotControllerError(self._not_controller_message())
         fut = asyncio.get_running_loop().create_future()
-        self._post(dataclasses.replace(event, request_id=next(self._request_ids)), future=fut)
-        return await fut
+        rid = next(self._request_ids)
+        self._requests[rid] = self._post(dataclasses.replace(event, request_id=rid), future=fut)
+        try:
+            return await fut
+        finally:
+            self._requests.pop(rid, None)
 
     async def create_topics(self, topics: tuple[E.NewTopic, ...], validate_only: bool,
                             timeout_ms: int) -> list[E.TopicResult]:

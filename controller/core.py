@@ -26,8 +26,8 @@ refused ones" reads top to bottom; `step` drives it to its next store effect.
 Status: complete for topic creation and deletion, broker lifecycle, controlled shutdown,
 AlterPartition, ElectLeaders, the automatic preferred-leader check, reassignment (C6, seed
 004's seven steps: `_on_partition_reassignment`, `_complete_reassignment`) and
-/restart_partitions (C5, seed 003: `_restart_partitions_change`). Unclean recovery (C7) joins as
-a further handler.
+/restart_partitions (C5, seed 003: `_restart_partitions_change`) and KIP-966's Unclean Recovery
+Manager (C7: `_recoveries`, run after every event's handler - decisions/recovery.py).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from controller.topics import TopicError, plan_topic
 Handler = Generator[X.Effect, Any, Any]
 
 AUTO_REBALANCE = "auto_rebalance"
+UNCLEAN_RECOVERY = "unclean_recovery"  # the Unclean Recovery Manager's wake-up timer
 REFUSED_WRITE_RETRIES = 3
 
 
@@ -72,6 +73,12 @@ class ControllerCore:
             * 1000, elr=ElrConfig.from_config(config))
         self.cluster_id = ""
         self.ready = False  # Activate done: loaded, brokers told
+        # KIP-966's Unclean Recovery Manager (decisions/recovery.py): its tasks live as long
+        # as this core; a new controller starts them again from ZooKeeper's state.
+        self.urm = D.UncleanRecoveryManager(self.ctx.elr.recovery_timeout_ms)
+        self._now_ms = 0.0  # the event being handled's time (tasks' start and waits)
+        # ElectLeaders(UNCLEAN) answered once their recoveries end: request id -> results
+        self._pending_elections: dict[int, dict[TopicPartition, E.ElectionResult | None]] = {}
         self._waiting: Handler | None = None
         self._waiting_for: X.Effect | None = None
         self._handlers = {
@@ -92,6 +99,7 @@ class ControllerCore:
             E.AlterReassignments: self._alter_reassignments,
             E.ListReassignments: self._list_reassignments,
             E.RestartPartitionsChange: self._restart_partitions_change,
+            E.ReplicaLogInfoResponse: self._replica_log_info_response,
         }
 
     # ================================================================== stepping
@@ -113,7 +121,12 @@ class ControllerCore:
                              f"{type(self._waiting_for).__name__}")
         if not self.ready and not isinstance(event, E.Activate):
             raise CoreMisuse(f"{event.name} stepped before Activate finished")
-        return self._drive(self._handlers[type(event)](event), None)
+        self._now_ms = event.now_ms
+        return self._drive(self._then_recoveries(self._handlers[type(event)](event)), None)
+
+    def _then_recoveries(self, handler: Handler) -> Handler:
+        yield from handler
+        yield from self._recoveries()
 
     def _drive(self, gen: Handler, value: Any) -> list[X.Effect]:
         out: list[X.Effect] = []
@@ -159,6 +172,14 @@ class ControllerCore:
                              message=str(e))
         yield X.Decided(d, frozenset(failed))
         yield from self._record(d, failed)
+        for tp, strategy in sorted(d.recoveries.items()):
+            if tp not in failed and self.urm.start(tp, strategy, ctx.replicas(tp),
+                                                   self._now_ms, tp in d.forced_recoveries):
+                s = ctx.leadership.get(tp)
+                yield self._emit("unclean_recovery_started", partition=str(tp),
+                                 strategy=str(strategy), forced=tp in d.forced_recoveries,
+                                 replicas=list(ctx.replicas(tp)),
+                                 last_known_elr=list(s.last_known_elr) if s else [])
         batches = build_requests(ctx, d, self.info, failed)
         if batches:
             yield X.SendRequests(batches)
@@ -235,6 +256,7 @@ class ControllerCore:
         if diff.gone:
             for b in diff.gone:
                 ctx.remove_broker(b)
+                self.urm.broker_gone(b)  # its answers no longer count (KIP-966)
                 yield self._emit("broker_failed", broker=b, broker_epoch=known[b].epoch,
                                  bounced=b in diff.bounced)
             yield X.UpdateBrokers(dict(ctx.live_brokers))
@@ -471,14 +493,21 @@ class ControllerCore:
     def _elect_leaders(self, ev: E.ElectLeaders) -> Handler:
         d = D.elect_leaders(self.ctx, ev.election_type, ev.partitions, ev.now_ms)
         failed = yield from self._execute(d)
-        results = []
+        results: dict[TopicPartition, E.ElectionResult | None] = {}
         for tp, o in sorted(d.outcomes.items()):
             if tp in failed:
-                results.append(E.ElectionResult(tp, ErrorCode.UNKNOWN_SERVER_ERROR,
-                                                "the partition state write failed"))
+                results[tp] = E.ElectionResult(tp, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                               "the partition state write failed")
+            elif tp in d.forced_recoveries and tp in self.urm.tasks:
+                # KIP-966: the answer waits for the recovery's choice (decisions/recovery.py)
+                results[tp] = None
+                self.urm.tasks[tp].waiters.append(ev.request_id)
             else:
-                results.append(E.ElectionResult(tp, o.error, o.message))
-        yield X.Reply(ev.request_id, results, await_deliveries=True)
+                results[tp] = E.ElectionResult(tp, o.error, o.message)
+        if any(r is None for r in results.values()):
+            self._pending_elections[ev.request_id] = results
+            return
+        yield X.Reply(ev.request_id, list(results.values()), await_deliveries=True)
 
     # ================================================================== reassignment (C6)
 
@@ -724,3 +753,94 @@ class ControllerCore:
         yield self._emit("reassignment_completed", partition=str(tp),
                          replicas=list(ra.target), removed=list(ra.removing),
                          added=list(ra.adding))
+
+    # ================================================================== unclean recovery (C7)
+
+    def _replica_log_info_response(self, ev: E.ReplicaLogInfoResponse) -> Handler:
+        if ev.answers is None:
+            yield self._emit("replica_log_info_failed", "warning", broker=ev.broker_id,
+                             broker_epoch=ev.broker_epoch, error=ev.error)
+        self.urm.answered(ev.query_id, ev.broker_id, ev.broker_epoch,
+                          None if ev.answers is None else dict(ev.answers), ev.now_ms)
+
+    def _recoveries(self) -> Handler:
+        """KIP-966's Unclean Recovery Manager, after every event: drop the tasks whose
+        partition no longer needs them, elect the ones that may choose, ask what is still to
+        be asked (one GetReplicaLogInfo per broker), and set the timer for the next wait that
+        ends. Seed 001: "the controller elects the replica with the highest leader epoch and
+        the longest log end offset"."""
+        urm, ctx, now = self.urm, self.ctx, self._now_ms
+        if not urm.tasks:
+            return
+        again: list[TopicPartition] = []
+        for tp, task in sorted(urm.tasks.items()):
+            why = D.obsolete(ctx, task)
+            if why is None:
+                continue
+            reason, elect = why
+            urm.drop(tp)
+            if elect:
+                again.append(tp)
+            yield self._finished(task, "dropped", reason=reason)
+            led = ctx.leadership.get(tp)
+            code = ErrorCode.NONE if led is not None and led.leader in ctx.live_brokers \
+                else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            yield from self._answer_waiters(task, code, "" if code == ErrorCode.NONE
+                                            else f"Unclean recovery of {tp} ended: {reason}")
+        if again:
+            yield from self._execute(D.elect_offline_partitions(ctx))
+        choices = urm.choices(ctx, now)
+        if choices:
+            for c in choices:
+                urm.drop(c.task.tp)
+            failed = yield from self._execute(D.elect_recovered(ctx, choices))
+            for c in choices:
+                tp = c.task.tp
+                if tp in failed:
+                    yield self._finished(c.task, "failed", reason="the state write was refused")
+                    yield from self._answer_waiters(c.task, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                    "the partition state write failed")
+                    continue
+                yield self._finished(c.task, "elected", leader=c.leader,
+                                     leader_epoch=ctx.leadership[tp].leader_epoch,
+                                     offsets_discarded=c.offsets_discarded)
+                yield from self._answer_waiters(c.task, ErrorCode.NONE, "")
+        for task in urm.exhausted(ctx.live_ids):
+            urm.drop(task.tp)
+            yield self._finished(task, "failed", reason="no live replica answered usably")
+            yield from self._answer_waiters(
+                task, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                f"Unclean recovery of {task.tp} failed: no live replica could report its log")
+        eligible = ctx.eligible_ids
+        live = {b: reg.epoch for b, reg in ctx.live_brokers.items() if b in eligible}
+        for q in urm.queries(live, now):
+            yield X.QueryReplicaLogs(q.query_id, q.broker_id, q.broker_epoch, tuple(
+                (tp, ctx.topic_id(tp.topic)) for tp in q.partitions))
+        due = urm.next_deadline_ms(now)
+        if due is not None:
+            yield X.SetTimer(UNCLEAN_RECOVERY, max(0.0, (due - now) / 1000))
+
+    def _finished(self, task: D.RecoveryTask, outcome: str, **fields: Any) -> X.Emit:
+        """The event that ends a recovery task: the candidates, what each answered, the
+        outcome (the shell counts replog_unclean_recoveries_total{strategy,outcome})."""
+        answers = {str(b): {"last_written_leader_epoch": i.last_written_leader_epoch,
+                            "log_end_offset": i.log_end_offset, "error": i.error.name}
+                   for b, i in sorted(task.replies.items())}
+        return self._emit("unclean_recovery_finished",
+                          "info" if outcome != "failed" else "warning",
+                          partition=str(task.tp), strategy=str(task.strategy),
+                          forced=task.forced, outcome=outcome, candidates=list(task.replicas),
+                          answers=answers, waited_ms=round(self._now_ms - task.started_ms),
+                          **fields)
+
+    def _answer_waiters(self, task: D.RecoveryTask, code: ErrorCode, message: str) -> Handler:
+        """ElectLeaders(UNCLEAN) callers waiting for this task: answered once every
+        partition they asked for has its result."""
+        for rid in task.waiters:
+            results = self._pending_elections.get(rid)
+            if results is None:
+                continue
+            results[task.tp] = E.ElectionResult(task.tp, code, message)
+            if all(r is not None for r in results.values()):
+                del self._pending_elections[rid]
+                yield X.Reply(rid, list(results.values()), await_deliveries=True)

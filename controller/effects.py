@@ -211,6 +211,19 @@ class UpdateBrokers(Effect):
 
 
 @dataclass(frozen=True)
+class QueryReplicaLogs(Effect):
+    """KIP-966's BrokerRequestSender: send one GetReplicaLogInfo to this broker (at this
+    epoch) for these partitions, apart from the ordered LeaderAndIsr/UpdateMetadata queue and
+    with its own deadline. The answer comes back as `events.ReplicaLogInfoResponse` with the
+    same `query_id` (answers None when the RPC failed as a whole)."""
+
+    query_id: int
+    broker_id: int
+    broker_epoch: int
+    partitions: tuple[tuple[TopicPartition, str], ...]  # (partition, topic id)
+
+
+@dataclass(frozen=True)
 class SendRequests(Effect):
     """Queue these requests, per broker in order; answers come back as events."""
 

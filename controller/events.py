@@ -94,6 +94,19 @@ class StopReplicaResponse(Event):
     errors: Mapping[TopicPartition, ErrorCode] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ReplicaLogInfoResponse(Event):
+    """A broker's GetReplicaLogInfo answer (KIP-966) to query `query_id`: per partition its
+    log's last written leader epoch and end offset, or None when the RPC failed as a whole
+    (`error` says why: unreachable, deadline, another broker incarnation)."""
+
+    query_id: int = 0
+    broker_id: int = -1
+    broker_epoch: int = -1
+    answers: Mapping[TopicPartition, Any] | None = None  # -> decisions.ReplicaLogInfo
+    error: str = ""
+
+
 # ---- RPCs (request_id: the shell's handle for the caller waiting for the Reply) --------------
 
 @dataclass(frozen=True)

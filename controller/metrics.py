@@ -82,6 +82,20 @@ class ControllerMetrics:
         self.elr_partitions = Gauge(
             "replog_controller_partitions_with_elr",
             "Partitions whose ELR is not empty (KIP-966)", registry=r)
+        # C7 (KIP-966): the Unclean Recovery Manager's tasks by how they ended (elected,
+        # dropped - the partition no longer needed it -, failed), the offsets the chosen
+        # replicas lacked against the best answer (0 is the goal), and its GetReplicaLogInfo
+        # RPCs (one per broker per batch of partitions).
+        self.unclean_recoveries = Counter(
+            "replog_unclean_recoveries", "Unclean recoveries (KIP-966) by strategy and outcome",
+            ["strategy", "outcome"], registry=r)
+        self.unclean_recovery_offsets_discarded = Counter(
+            "replog_unclean_recovery_offsets_discarded",
+            "Best log end offset among the answers minus the elected replica's, summed",
+            registry=r)
+        self.replica_log_info_requests = Counter(
+            "replog_controller_getreplicaloginfo_requests",
+            "GetReplicaLogInfo RPCs sent by the Unclean Recovery Manager", registry=r)
         self.invalid_transitions = Counter(
             "replog_controller_invalid_state_transitions",
             "State transitions refused by the partition/replica state machines",

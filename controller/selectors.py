@@ -19,8 +19,7 @@ it is eligible, which is what keeps leadership balanced (assignment.py spreads f
     elr_leader                  C7 (seed 001 / KIP-966): with eligible.leader.replicas.enable,
                                 the offline election - ISR, then unfenced ELR, then by the
                                 unclean.recovery.strategy wait or ask for unclean recovery
-    recovery_fallback_leader    C7: what "recover" means until the Unclean Recovery Manager is
-                                wired into the core (decisions/recovery.py has its choice)
+                                (decisions/recovery.py: the Unclean Recovery Manager)
 
 `elr_leader` answers with a type, not a leader picked blindly: a leader (`LeaderChosen`), no
 leader yet (`Wait`), or `NeedsRecovery` - the partition has no eligible leader and its strategy
@@ -49,6 +48,7 @@ class ElectionReason(Enum):
     RELINQUISHED = "relinquished"   # seed 002
     REASSIGNED = "reassigned"       # C6, seed 004
     RESTARTED = "restarted"         # C5, seed 003
+    UNCLEAN_RECOVERY = "unclean_recovery"  # C7, KIP-966's Unclean Recovery Manager
 
     def __str__(self) -> str:
         return self.value
@@ -244,19 +244,3 @@ def elr_leader(assignment: Sequence[int], isr: Sequence[int], elr: Sequence[int]
         return Wait(f"waiting for LastKnownELR members {','.join(map(str, missing))} "
                     f"({strategy})")
     return Wait(f"no ISR or ELR member; waiting for the operator ({strategy})")
-
-
-def recovery_fallback_leader(assignment: Sequence[int], last_known_elr: Sequence[int],
-                             live: Collection[int],
-                             shutting_down: Collection[int]) -> Election | None:
-    """Until the Unclean Recovery Manager is wired into the core, a recovery the topic allows
-    (unclean.leader.election.enable) or the operator forces is an unclean election without the
-    log query: the first eligible LastKnownELR member (Kafka's ElectLastKnownLeader stop-gap,
-    PartitionChangeBuilder.canElectLastKnownLeader), else the first eligible assigned replica.
-    Alone in the ISR, flagged unclean (the caller marks it RECOVERING, KIP-704)."""
-    lke = set(last_known_elr)
-    for pool in ([r for r in assignment if r in lke], assignment):
-        for r in pool:
-            if _eligible(r, live, shutting_down):
-                return Election(r, (r,), unclean=True)
-    return None

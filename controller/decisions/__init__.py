@@ -54,12 +54,9 @@ Rules, with where they come from:
   partition's ELR and LastKnownELR (controller/elr.py), an ISR may become empty, brokers that
   registered after an unclean shutdown leave every ISR and ELR (`brokers.remove_unclean_replicas`),
   and offline elections follow seed 001's order (`selectors.elr_leader`).
-    recovery.py   the unclean recovery's choice of leader from GetReplicaLogInfo answers
-
-Partial: the Unclean Recovery Manager (C7) is not wired into the core: decisions list the
-partitions that need a recovery in `Decision.recoveries`, and carry out only those the topic
-(unclean.leader.election.enable) or the operator (ElectLeaders UNCLEAN) allows, without the
-log query (decisions/elections.py).
+    recovery.py   the Unclean Recovery Manager: one task per leaderless partition that needs
+                  a recovery (`Decision.recoveries`), the batched GetReplicaLogInfo queries,
+                  when to choose, and the choice; core.py drives it
 """
 
 from controller.decisions.base import (  # noqa: F401
@@ -115,6 +112,15 @@ from controller.decisions.reassignment import (  # noqa: F401
     replica_assignment,
     start_adding_replicas,
     with_partition,
+)
+from controller.decisions.recovery import (  # noqa: F401
+    Choice,
+    Query,
+    RecoveryTask,
+    ReplicaLogInfo,
+    UncleanRecoveryManager,
+    elect_recovered,
+    obsolete,
 )
 from controller.decisions.restarts import restart_partitions, restartable  # noqa: F401
 from controller.decisions.topics import on_new_partitions  # noqa: F401

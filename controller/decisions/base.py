@@ -86,10 +86,11 @@ class Decision:
     # transitions the tables refused (C6): never applied; the core logs each as an
     # `invalid_state_transition` event and the shell counts them in a metric
     refused: list[InvalidStateTransition] = field(default_factory=list)
-    # KIP-966 (C7): leaderless partitions whose strategy asks for an unclean recovery that
-    # was not carried out here (the Unclean Recovery Manager, not yet wired into the core,
-    # starts one task per partition from these)
+    # KIP-966 (C7): leaderless partitions whose strategy asks for an unclean recovery (the
+    # topic's strategy); the Unclean Recovery Manager starts one task per partition from
+    # these. `forced_recoveries`: those the operator asked for (ElectLeaders UNCLEAN).
     recoveries: dict[TopicPartition, UncleanRecoveryStrategy] = field(default_factory=dict)
+    forced_recoveries: set[TopicPartition] = field(default_factory=set)
 
     @property
     def empty(self) -> bool:

@@ -7,11 +7,12 @@ ElectLeaders(UNCLEAN) all call it (Kafka's triggerOnlinePartitionStateChange).
 
 With eligible.leader.replicas.enable (KIP-966, seed 001, C7) it elects in the seed's order
 (`selectors.elr_leader`): an ISR member, an unfenced ELR member, then by the topic's
-unclean.recovery.strategy a wait or an unclean recovery. Until the Unclean Recovery Manager is
-wired into the core, a recovery is carried out here only when the topic allows unclean
-election or the operator forces it (ElectLeaders UNCLEAN), as the old unclean election of the
-first eligible LastKnownELR member or replica (`selectors.recovery_fallback_leader`); otherwise
-the partition stays leaderless and is listed in `Decision.recoveries` for the manager.
+unclean.recovery.strategy a wait or an unclean recovery. A recovery is never a blind pick: the
+partition stays leaderless and is listed in `Decision.recoveries`, and the Unclean Recovery
+Manager (decisions/recovery.py, driven by core.py) asks the replicas for their logs and elects
+the best one. The operator's ElectLeaders UNCLEAN asks for one whatever the strategy
+(`Decision.forced_recoveries`). With ELR off, unclean election is Kafka's ZooKeeper-era one:
+the first live replica, when the topic allows it or the operator forces it.
 """
 
 from __future__ import annotations
@@ -76,10 +77,10 @@ def elect_offline(b: Builder, tps: Iterable[TopicPartition], *, force_unclean: b
             continue
         if state is P.OnlinePartition and s.leader != NO_LEADER and s.leader in ctx.live_brokers:
             continue  # led (by a broker in controlled shutdown, at worst: that path moves it)
-        unclean_ok = force_unclean or ctx.unclean_allowed(tp.topic)
         if ctx.elr.enabled:
-            _elect_with_elr(b, tp, s, reason, force_unclean, unclean_ok)
+            _elect_with_elr(b, tp, s, reason, force_unclean)
             continue
+        unclean_ok = force_unclean or ctx.unclean_allowed(tp.topic)
         # ELR switched off while this ISR was empty: its ELR members were the last in sync
         # (controller/elr.py), so the old election reads them as the ISR.
         isr = s.isr or s.elr
@@ -95,7 +96,7 @@ def elect_offline(b: Builder, tps: Iterable[TopicPartition], *, force_unclean: b
 
 
 def _elect_with_elr(b: Builder, tp: TopicPartition, s: LeaderAndIsr, reason: ElectionReason,
-                    force_unclean: bool, unclean_ok: bool) -> None:
+                    force_unclean: bool) -> None:
     """One partition's offline election in seed 001's order (module docstring). The operator's
     ElectLeaders UNCLEAN asks for the recovery whatever the strategy: it is Manual's way out,
     and under the others it skips the wait."""
@@ -108,14 +109,10 @@ def _elect_with_elr(b: Builder, tp: TopicPartition, s: LeaderAndIsr, reason: Ele
     if isinstance(r, selectors.LeaderChosen):
         b.elect(tp, s, r.election.leader, r.election.isr, reason)  # ISR or ELR: clean
         return
-    if isinstance(r, selectors.NeedsRecovery) and unclean_ok:
-        e = selectors.recovery_fallback_leader(replicas, s.last_known_elr, ctx.live_ids,
-                                               ctx.shutting_down)
-        if e is not None:
-            b.elect(tp, s, e.leader, e.isr, reason, unclean=True, recovery=LEADER_RECOVERING)
-            return
     if isinstance(r, selectors.NeedsRecovery):
-        b.d.recoveries[tp] = r.strategy
+        b.d.recoveries[tp] = ctx.recovery_strategy(tp.topic)
+        if force_unclean:
+            b.d.forced_recoveries.add(tp)
         why = f"it needs an unclean recovery ({r.strategy})"
     else:
         why = r.reason

@@ -46,6 +46,10 @@ Commands:
                                    `restart garbage` writes an unreadable entry
     restart-entries                the /restart_partitions entries left in the store
     time MS                        set the clock
+    advance MS                     the clock moves on MS; due timers fire
+    log-info ID T-P=E:LEO ...|fail broker ID answers its latest GetReplicaLogInfo (KIP-966):
+                                   last written leader epoch E and log end offset LEO per
+                                   partition (T-P=CODE_NAME: an error), or the RPC fails
     show                           all partition states (and assignments of moving ones)
 """
 
@@ -92,6 +96,8 @@ class Scenario:
         self.d.on_effect = self._on_effect
         self.out: list[str] = []
         self.quiet = False
+        self.pending_elections: set[int] = set()  # ElectLeaders waiting for a recovery
+        self.answered_queries: set[int] = set()
         self.d.elect()
 
     @property
@@ -111,6 +117,20 @@ class Scenario:
             self.out.append(f"deleted {eff.topic}")
         elif isinstance(eff, X.Reply) and eff.error is not None:
             self.out.append(f"rejected {eff.error.error_code.name}: {eff.error.message}")
+        elif isinstance(eff, X.Reply) and eff.request_id in self.pending_elections:
+            self.pending_elections.discard(eff.request_id)
+            self.out += [f"answer {r.tp} {r.error_code.name}"
+                         + (f": {r.error_message}" if r.error_message else "")
+                         for r in eff.value]
+        elif isinstance(eff, X.QueryReplicaLogs):
+            self.out.append(f"  -> {eff.broker_id} GetReplicaLogInfo "
+                            + " ".join(str(tp) for tp, _ in eff.partitions))
+        elif isinstance(eff, X.Emit) and eff.name in ("unclean_recovery_started",
+                                                      "unclean_recovery_finished",
+                                                      "replica_log_info_failed"):
+            f = {k: v for k, v in eff.fields.items()
+                 if k not in ("controller_epoch", "broker_epoch", "error")}
+            self.out.append(f"{eff.name} {f}")
         elif isinstance(eff, X.WriteTopicAssignment):
             a = eff.assignment
             self.out.append(f"write-assignment {a.topic} " + " ".join(
@@ -287,7 +307,36 @@ class Scenario:
         elif cmd == "elect":
             kind = D.ElectionType.PREFERRED if pos[0] == "preferred" else D.ElectionType.UNCLEAN
             tps = tuple(_tp(x) for x in pos[1:]) or None
-            self._request(E.ElectLeaders(election_type=kind, partitions=tps))
+            rid = d.request(E.ElectLeaders(election_type=kind, partitions=tps))
+            self._settle()
+            if rid not in d.replies:  # answered once the recoveries end (shown then)
+                self.pending_elections.add(rid)
+                self.out.append("answer pending (waiting for the unclean recovery)")
+        elif cmd == "advance":
+            d.now_ms += float(pos[0])
+            d.fire_timers()
+            self._settle()
+        elif cmd == "log-info":
+            broker = int(pos[0])
+            queries = [q for _i, q in d.log_queries()
+                       if q.broker_id == broker and q.query_id not in self.answered_queries]
+            if not queries:
+                raise ValueError(f"no GetReplicaLogInfo to broker {broker} to answer")
+            q = queries[-1]
+            self.answered_queries.add(q.query_id)
+            answers = None
+            if "fail" not in pos:
+                answers = {}
+                for k, v in kv.items():
+                    if ":" in v:
+                        e, leo = v.split(":")
+                        answers[_tp(k)] = D.ReplicaLogInfo(int(e), int(leo))
+                    else:
+                        answers[_tp(k)] = D.ReplicaLogInfo(-1, -1, ErrorCode[v])
+            d.post(E.ReplicaLogInfoResponse(query_id=q.query_id, broker_id=broker,
+                                            broker_epoch=q.broker_epoch, answers=answers,
+                                            error="" if answers is not None else "UNAVAILABLE"))
+            self._settle()
         elif cmd == "rebalance":
             pct = int(pos[0]) if pos else 10
             d.config["leader.imbalance.per.broker.percentage"] = pct

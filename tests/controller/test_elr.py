@@ -155,21 +155,49 @@ def test_IsrCanShrinkToZero():
     assert (s.leader, s.isr, s.elr, s.last_known_elr) == (NO_LEADER, (), (1, 3, 4), (2,))
 
 
+def recover(ctx: ControllerContext, answers: dict[int, ReplicaLogInfo],
+            now_ms: float = 0.0) -> list[D.Choice]:
+    """Run the Unclean Recovery Manager over `ctx`'s recoveries: every live replica asked is
+    answered with `answers` (absent: the broker never answers)."""
+    urm = D.UncleanRecoveryManager(1000)
+    d = D.elect_offline_partitions(ctx)
+    for tp, strategy in d.recoveries.items():
+        urm.start(tp, strategy, ctx.replicas(tp), 0.0)
+    for q in urm.queries({b: r.epoch for b, r in ctx.live_brokers.items()}, 0.0):
+        if q.broker_id in answers:
+            urm.answered(q.query_id, q.broker_id, q.broker_epoch,
+                         {tp: answers[q.broker_id] for tp in q.partitions}, 0.0)
+    return urm.choices(ctx, now_ms)
+
+
 def test_ElectLastKnownLeader():
-    # Kafka elects the last known leader uncleanly; in replog that is the recovery, which runs
-    # when the operator (or the topic's unclean.leader.election.enable) allows it...
+    # Kafka elects the last known leader uncleanly when nothing else can lead; in replog that is
+    # the recovery: the operator's ElectLeaders UNCLEAN lists the partition for the Unclean
+    # Recovery Manager (never a blind pick)...
     ctx = make_ctx(lke=(1,))
     d = D.elect_leaders(ctx, D.ElectionType.UNCLEAN, [TP], 0)
+    assert not d.writes and d.recoveries == {TP: U.BALANCED} and d.forced_recoveries == {TP}
+    # ...and so does the offline election under Balanced once every LastKnownELR member is
+    # unfenced. The recovery asks every live replica; the last known leader, with the latest
+    # log, leads alone, RECOVERING, ELR and LastKnownELR cleared.
+    choices = recover(ctx, {1: ReplicaLogInfo(100, 50), 2: ReplicaLogInfo(99, 80),
+                            3: ReplicaLogInfo(-1, -1, ErrorCode.KAFKA_STORAGE_ERROR),
+                            4: ReplicaLogInfo(100, 20)})
+    assert [(c.leader, c.offsets_discarded) for c in choices] == [(1, 30)]
+    d = D.elect_recovered(ctx, choices)
     s = run(ctx, d)
     assert (s.leader, s.isr, s.elr, s.last_known_elr) == (1, (1,), (), ())
     assert s.leader_recovery_state == LEADER_RECOVERING
     assert d.outcomes[TP].error == ErrorCode.NONE and d.elections[0].unclean
-    # ...and is asked of the Unclean Recovery Manager otherwise (Balanced: every LastKnownELR
-    # member is unfenced).
-    ctx = make_ctx(lke=(1,))
-    d = D.elect_offline_partitions(ctx)
-    assert not d.writes and d.recoveries == {TP: U.BALANCED}
-    assert d.outcomes[TP].error == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    assert d.elections[0].reason is S.ElectionReason.UNCLEAN_RECOVERY
+
+
+def test_balanced_recovery_waits_for_every_last_known_elr_member():
+    ctx = make_ctx(lke=(1, 2))
+    assert recover(ctx, {2: ReplicaLogInfo(5, 5), 3: ReplicaLogInfo(5, 9)}) == []
+    assert recover(ctx, {2: ReplicaLogInfo(5, 5), 3: ReplicaLogInfo(5, 9)}, 10_000) == []
+    got = recover(ctx, {1: ReplicaLogInfo(5, 5), 2: ReplicaLogInfo(5, 7)}, 1000)
+    assert [c.leader for c in got] == [2]  # 3, 4 never answered: chosen at the timeout
 
 
 @pytest.mark.parametrize("strategy", [U.BALANCED, U.MANUAL])
@@ -357,23 +385,16 @@ def test_elected_isr_keeps_eligible_members_only():
     assert r == S.LeaderChosen(S.Election(2, (2,)))  # 3 is shutting down, 1 is dead
 
 
-def test_recovery_allowed_by_the_topic_elects_the_fallback():
-    # unclean.leader.election.enable=true on the topic maps to Proactive and lets the interim
-    # recovery run: a LastKnownELR member first, RECOVERING, ELR and LastKnownELR cleared.
+def test_unclean_election_enabled_on_the_topic_asks_for_a_recovery():
+    # unclean.leader.election.enable=true on the topic maps to Proactive: with only a fenced
+    # ELR member the partition is recovered at once - by the Unclean Recovery Manager, which
+    # asks the replicas for their logs, not by the old blind pick of the first live replica.
     ctx = make_ctx(elr=(4,), lke=(3,), live=LIVE,
                    topic_config={"unclean.leader.election.enable": "true"})
     d = D.elect_offline_partitions(ctx)
-    s = run(ctx, d)
-    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (3, (3,), (), ())
-    assert s.leader_recovery_state == LEADER_RECOVERING and d.elections[0].unclean
-
-
-def test_recovery_fallback_leader():
-    assert S.recovery_fallback_leader([1, 2, 3], (3,), {1, 2, 3}, ()) == \
-        S.Election(3, (3,), unclean=True)
-    assert S.recovery_fallback_leader([1, 2, 3], (3,), {1, 2}, {1}) == \
-        S.Election(2, (2,), unclean=True)
-    assert S.recovery_fallback_leader([1, 2], (), {3}, ()) is None
+    assert not d.writes and d.recoveries == {TP: U.PROACTIVE} and not d.forced_recoveries
+    choices = recover(ctx, {b: ReplicaLogInfo(7, 10 * b) for b in LIVE})
+    assert [c.leader for c in choices] == [max(LIVE)]  # the longest log, not the first
 
 
 # ============================================================ configuration
@@ -476,10 +497,13 @@ def _elr_invariants(seed: int, steps: int = 40) -> None:
     and expand ISRs, operators force unclean elections, controllers fail over), checking after
     every step: ELR ∩ ISR = ∅; ELR and LastKnownELR disjoint, within the replicas; both empty
     when the ISR is at min ISR; the leader in the ISR; a new leader from the old ISR or ELR
-    unless the operator forced it (then RECOVERING); a broker that registered uncleanly in no
-    ELR. (tests/sim keeps the general invariants with ELR off.)"""
+    unless an unclean recovery elected it (then RECOVERING, and the best log among the
+    answers: brokers answer GetReplicaLogInfo with random logs, late, or not at all); a broker
+    that registered uncleanly in no ELR; at most one leader per leader epoch. (tests/sim keeps
+    the general invariants with ELR off.)"""
     import random
 
+    from controller import effects as X
     from controller import events as E
     from tests.sim.driver import Crashed, Driver
 
@@ -496,11 +520,24 @@ def _elr_invariants(seed: int, steps: int = 40) -> None:
         0: [1, 2, 3], 1: [2, 3, 4], 2: [3, 4, 1]}),)))
     d.run()
     last = dict(d.tree.states)
+    recovered: dict[TopicPartition, dict] = {}
+    leader_of_epoch: dict[tuple[TopicPartition, int], int] = {}
+
+    def on_effect(eff) -> None:
+        if isinstance(eff, X.Emit) and eff.name == "unclean_recovery_finished" \
+                and eff.fields["outcome"] == "elected":
+            recovered[TopicPartition("t", int(eff.fields["partition"].rsplit("-", 1)[1]))] = \
+                dict(eff.fields)
+
+    d.on_effect = on_effect
+    answered = 0
     for step in range(steps):
-        forced, unclean_now = False, set()
+        unclean_now: set[int] = set()
+        recovered.clear()
         live = sorted(d.broker_sessions)
         ctx = d.core.ctx
-        action = rng.choice(["kill", "start", "start", "alter", "elect", "failover"])
+        action = rng.choice(["kill", "start", "start", "alter", "elect", "failover",
+                             "answer", "answer", "later"])
         try:
             if action == "kill" and live:
                 d.kill(rng.choice(live))
@@ -524,9 +561,24 @@ def _elr_invariants(seed: int, steps: int = 40) -> None:
                                                     tuple((r, -1) for r in isr),
                                                     s.partition_epoch, LEADER_RECOVERED),)))
             elif action == "elect":
-                forced = True
                 d.request(E.ElectLeaders(election_type=D.ElectionType.UNCLEAN,
                                          partitions=None))
+            elif action == "answer":
+                queries = list(d.log_queries(answered))
+                answered = len(d.sent)
+                for _i, q in queries:
+                    if rng.random() < 0.15:
+                        continue  # lost: the broker died, or the answer is still on its way
+                    answers = None if rng.random() < 0.1 else {
+                        tp: D.ReplicaLogInfo(rng.randint(0, 3), rng.randint(0, 20))
+                        for tp, _topic_id in q.partitions}
+                    d.post(E.ReplicaLogInfoResponse(query_id=q.query_id,
+                                                    broker_id=q.broker_id,
+                                                    broker_epoch=q.broker_epoch,
+                                                    answers=answers))
+            elif action == "later":
+                d.now_ms += rng.choice([1000, 6000, 400_000])
+                d.fire_timers()
             elif action == "failover":
                 d.crash()
                 d.elect()
@@ -545,10 +597,18 @@ def _elr_invariants(seed: int, steps: int = 40) -> None:
                 assert not elr and not lke, where
             assert s.leader == NO_LEADER or s.leader in isr, where
             assert not elr & unclean_now, where
+            seen = leader_of_epoch.setdefault((tp, s.leader_epoch), s.leader)
+            assert seen == s.leader, where
             old = last.get(tp)
-            if old is not None and s.leader not in (NO_LEADER, old.leader):
-                if s.leader not in set(old.isr) | set(old.elr):
-                    assert forced and s.leader_recovery_state == LEADER_RECOVERING, where
+            if old is not None and s.leader not in (NO_LEADER, old.leader) \
+                    and s.leader not in set(old.isr) | set(old.elr):
+                r = recovered.get(tp)
+                assert r is not None and r["leader"] == s.leader, where
+                assert s.leader_recovery_state == LEADER_RECOVERING, where
+                answers = {int(b): D.ReplicaLogInfo(a["last_written_leader_epoch"],
+                                                    a["log_end_offset"], ErrorCode[a["error"]])
+                           for b, a in r["answers"].items()}
+                assert choose_recovery_leader(r["candidates"], answers) == s.leader, where
         last = dict(d.tree.states)
 
 

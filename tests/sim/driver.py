@@ -62,7 +62,7 @@ class Crashed(Exception):
 @dataclass
 class Sent:
     broker_id: int
-    kind: str  # LeaderAndIsr | UpdateMetadata | StopReplica
+    kind: str  # LeaderAndIsr | UpdateMetadata | StopReplica | GetReplicaLogInfo (the effect)
     request: Any
     controller_epoch: int
 
@@ -182,6 +182,14 @@ class Driver:
                 raise RuntimeError("the controller does not settle")
             self.step(self.queue.popleft())
 
+    def log_queries(self, start: int = 0):
+        """(index, query effect) for each GetReplicaLogInfo sent from `start` on by the
+        current controller."""
+        for i, s in enumerate(self.sent[start:], start):
+            if s.kind == "GetReplicaLogInfo" and self.core is not None \
+                    and s.controller_epoch == self.core.ctx.epoch:
+                yield i, s.request
+
     def fire_timers(self) -> None:
         for name, due in sorted(self.timers.items(), key=lambda kv: kv[1]):
             if due <= self.now_ms:
@@ -231,6 +239,8 @@ class Driver:
                                        ("StopReplica", bb.stop_replica)):
                         for r in reqs:
                             self.sent.append(Sent(b, kind, r, self.core.ctx.epoch))
+            case X.QueryReplicaLogs(broker_id=b):
+                self.sent.append(Sent(b, "GetReplicaLogInfo", eff, self.core.ctx.epoch))
             case X.Reply(request_id=rid):
                 self.replies[rid] = eff
             case X.SetTimer(name=name, delay_s=d):
