@@ -135,6 +135,27 @@ def remove_unclean_replicas(b: Builder, brokers: Collection[int]) -> None:
         b.um_all([tp])
 
 
+def _unclean_out_of_elr(b: Builder, tps: Iterable[TopicPartition]) -> None:
+    """KIP-966 across a failover: the previous controller may have died between a broker's
+    registration after an unclean shutdown and `remove_unclean_replicas`, leaving it in an
+    ELR it would now be elected from cleanly. ZooKeeper does not record whether that
+    registration was handled, so every ELR member registered uncleanly moves to LastKnownELR
+    (a recovery still hears from it). Conservative: a member that caught up and re-entered
+    the ELR after such a registration is moved too - it then leads only through a recovery,
+    never cleanly on a log that may miss committed records. ISRs are left alone (a member
+    there may have caught up since; the leader's AlterPartition keeps it honest)."""
+    ctx = b.ctx
+    unclean = {r for r, reg in ctx.live_brokers.items() if not reg.clean_shutdown}
+    if not ctx.elr.enabled or not unclean:
+        return
+    for tp in tps:
+        s = b.leadership(tp)
+        if s is None or ctx.is_being_deleted(tp.topic) or unclean.isdisjoint(s.elr):
+            continue
+        b.write(tp, next_state(ctx, s, bump_leader_epoch=False), unclean_shutdown=unclean)
+        b.um_all([tp])
+
+
 def _leaderless(b: Builder, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
     """Partitions (with a state znode) whose leader is not a live broker: -> Offline."""
     ctx = b.ctx
@@ -191,6 +212,7 @@ def on_controller_failover(ctx: ControllerContext) -> Decision:
         # reset_states() already put them Online, so only the requests are needed.
         if not ctx.is_being_deleted(tp.topic) and tp in ctx.leadership:
             b.lai_replicas(tp)
+    _unclean_out_of_elr(b, all_tps)
     elect_offline(b, ctx.partition_sm.in_state(P.NewPartition, P.OfflinePartition))
     dead = {r for tp in all_tps for r in ctx.replicas(tp) if r not in ctx.live_brokers}
     remove_replicas_from_isr(b, all_tps, dead)

@@ -27,7 +27,8 @@ The tasks (`UncleanRecoveryManager`): one per leaderless partition (seed 001's U
 - When to choose (`ready_to_choose`): Balanced waits for every LastKnownELR member to answer,
   plus the others within unclean.recovery.timeout.ms; Proactive (and a forced recovery) takes
   the answers received within 5 s, or the first usable one after that. Either chooses at once
-  when every replica asked has answered.
+  when every assigned replica has answered; a replica that is down is waited for like a slow
+  one (it may register within the wait, and is then asked).
 - A broker that dies mid-query: its answer (received or not) is forgotten - its log cannot lead.
   A broker that registers again is asked again (its new epoch). A query that fails as a whole
   (transport error, deadline, a restarted broker) is asked again after RETRY_BACKOFF_MS.
@@ -91,20 +92,21 @@ def offsets_discarded(assignment: Sequence[int], replies: Mapping[int, ReplicaLo
     return max(leos) - replies[chosen].log_end_offset if leos else 0
 
 
-def ready_to_choose(strategy: UncleanRecoveryStrategy, asked: Collection[int],
+def ready_to_choose(strategy: UncleanRecoveryStrategy, replicas: Collection[int],
                     last_known_elr: Collection[int], replies: Mapping[int, ReplicaLogInfo],
                     elapsed_ms: float, timeout_ms: int) -> bool:
     """Whether the manager may choose now (seed 001). `replies` are the answers so far (an
-    error is an answer that never counts), `asked` the replicas queried.
+    error is an answer that never counts), `replicas` the partition's assigned replicas.
 
     - Balanced: every LastKnownELR member has answered, plus those that answer within
       `timeout_ms` (unclean.recovery.timeout.ms) - so once the timeout has passed, or once
-      every replica asked has answered;
-    - Proactive (and Manual, once the operator asked): the answers within 5 s, or the first
-      one after that - or earlier, when every replica asked has answered.
-    Never without at least one usable answer."""
+      every replica has answered;
+    - Proactive (and a forced recovery): the answers within 5 s, or the first one after that -
+      or earlier, once every replica has answered (nothing more can come).
+    A replica that is down is waited for like one that is slow: it may register and answer
+    within the wait. Never without at least one usable answer."""
     usable = any(i.error == ErrorCode.NONE for i in replies.values())
-    everyone = set(asked) <= set(replies)
+    everyone = set(replicas) <= set(replies)
     if not usable:
         return False
     if strategy is UncleanRecoveryStrategy.BALANCED:
@@ -234,7 +236,7 @@ class UncleanRecoveryManager:
         for tp, task in sorted(self.tasks.items()):
             s = ctx.leadership.get(tp)
             lke = s.last_known_elr if s is not None else ()
-            if not ready_to_choose(task.rule, task.asked, lke, task.replies,
+            if not ready_to_choose(task.rule, task.replicas, lke, task.replies,
                                    now_ms - task.started_ms, self.timeout_ms):
                 continue
             leader = choose_recovery_leader(

@@ -65,6 +65,8 @@ class FakeBroker(replog_pb2_grpc.BrokerServicer):
     # Refuse this many requests with STALE_BROKER_EPOCH whatever their epoch: a broker that
     # re-registered and has not recorded its new epoch yet.
     lagging_epoch_refusals: int = 0
+    # KIP-966 GetReplicaLogInfo answers: (topic, partition) -> (last written epoch, LEO)
+    logs: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
     async def start(self) -> FakeBroker:
         self.server = grpc.aio.server()
@@ -105,6 +107,22 @@ class FakeBroker(replog_pb2_grpc.BrokerServicer):
             pb.PartitionResult(topic=s.topic, partition=s.partition,
                                error_code=self.stop_replica_error)
             for s in request.partition_states])
+
+    async def GetReplicaLogInfo(self, request, context):
+        self.received.append(Received("GetReplicaLogInfo", request))
+        out = []
+        for t in request.topic_partitions:
+            infos = []
+            for p in t.partitions:
+                log = self.logs.get((t.topic, p))
+                infos.append(pb.PartitionLogInfo(
+                    partition=p, last_written_leader_epoch=log[0] if log else -1,
+                    log_end_offset=log[1] if log else -1,
+                    error_code=0 if log else 3))  # UNKNOWN_TOPIC_OR_PARTITION
+            out.append(pb.TopicPartitionLogInfo(topic=t.topic, topic_id=t.topic_id,
+                                                partition_log_info=infos))
+        return pb.GetReplicaLogInfoResponse(broker_epoch=self.epoch,
+                                            topic_partition_log_info=out)
 
     def of(self, kind: str) -> list:
         return [r.request for r in self.received if r.kind == kind]

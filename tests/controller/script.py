@@ -97,7 +97,7 @@ class Scenario:
         self.out: list[str] = []
         self.quiet = False
         self.pending_elections: set[int] = set()  # ElectLeaders waiting for a recovery
-        self.answered_queries: set[int] = set()
+        self.answered_queries: set[tuple[int, int]] = set()
         self.d.elect()
 
     @property
@@ -308,9 +308,10 @@ class Scenario:
             kind = D.ElectionType.PREFERRED if pos[0] == "preferred" else D.ElectionType.UNCLEAN
             tps = tuple(_tp(x) for x in pos[1:]) or None
             rid = d.request(E.ElectLeaders(election_type=kind, partitions=tps))
-            self._settle()
-            if rid not in d.replies:  # answered once the recoveries end (shown then)
+            if kind == D.ElectionType.UNCLEAN:  # its answer may wait for a recovery: shown
                 self.pending_elections.add(rid)
+            self._settle()
+            if rid in self.pending_elections and rid not in d.replies:
                 self.out.append("answer pending (waiting for the unclean recovery)")
         elif cmd == "advance":
             d.now_ms += float(pos[0])
@@ -318,12 +319,13 @@ class Scenario:
             self._settle()
         elif cmd == "log-info":
             broker = int(pos[0])
-            queries = [q for _i, q in d.log_queries()
-                       if q.broker_id == broker and q.query_id not in self.answered_queries]
+            epoch = self.ctx.epoch  # query ids are per controller
+            queries = [q for _i, q in d.log_queries() if q.broker_id == broker
+                       and (epoch, q.query_id) not in self.answered_queries]
             if not queries:
-                raise ValueError(f"no GetReplicaLogInfo to broker {broker} to answer")
+                return [f"no GetReplicaLogInfo to broker {broker} to answer"]
             q = queries[-1]
-            self.answered_queries.add(q.query_id)
+            self.answered_queries.add((epoch, q.query_id))
             answers = None
             if "fail" not in pos:
                 answers = {}

@@ -50,15 +50,32 @@ def _ack_stop_replicas(d: Driver, acked: set[int]) -> bool:
     return posted
 
 
+def _answer_log_queries(d: Driver, answered: set[tuple[int, int]]) -> bool:
+    """Brokers answer every GetReplicaLogInfo they were sent (once each; KIP-966): broker b's
+    log of every partition ends at 10 * b, so the choice is the same whoever asks."""
+    posted = False
+    for _i, q in d.log_queries():
+        key = (d.core.ctx.epoch, q.query_id)
+        if key not in answered:
+            answered.add(key)
+            d.post(E.ReplicaLogInfoResponse(
+                query_id=q.query_id, broker_id=q.broker_id, broker_epoch=q.broker_epoch,
+                answers={tp: D.ReplicaLogInfo(1, 10 * q.broker_id) for tp, _ in q.partitions}))
+            posted = True
+    return posted
+
+
 def _finish(d: Driver, retry: E.Event | None, rid: int | None) -> None:
-    """Settle: answer StopReplicas, and re-send a request whose answer never came."""
+    """Settle: answer StopReplicas and GetReplicaLogInfos, and re-send a request whose
+    answer never came."""
     acked: set[int] = set()
+    answered: set[tuple[int, int]] = set()
     for _ in range(50):
         d.run()
         if retry is not None and rid is not None and rid not in d.replies:
             rid = d.request(retry)
             continue
-        if not _ack_stop_replicas(d, acked):
+        if not _ack_stop_replicas(d, acked) and not _answer_log_queries(d, answered):
             return
     raise AssertionError("did not settle")
 
@@ -74,9 +91,10 @@ def _store(d: Driver) -> dict:
     }
 
 
-def _run(setup: Setup, action: Action, crash_at: int | None) -> tuple[dict, int, bool]:
+def _run(setup: Setup, action: Action, crash_at: int | None,
+         config: dict | None = None) -> tuple[dict, int, bool]:
     """(final store, effects the action took, whether the controller crashed)."""
-    d = Driver()
+    d = Driver(config)
     d.elect()
     setup(d)
     before = d.effects_done
@@ -128,32 +146,64 @@ def _restart(broker: int, topic: str, partitions: int) -> Action:
     return act
 
 
+def _all_die_then_return_uncleanly(d: Driver) -> None:
+    """Every replica dies (the last ones stay in the ELR), two return after an unclean
+    shutdown (into LastKnownELR): the partitions wait for a recovery."""
+    for b in (1, 2, 3):
+        d.kill(b)
+        d.run()
+    for b in (1, 2):
+        d.register(b, clean_shutdown=False)
+        d.run()
+
+
+def _register_uncleanly(b: int) -> Action:
+    def act(d: Driver):
+        d.register(b, clean_shutdown=False)
+    return act
+
+
+def _then(*setups: Setup) -> Setup:
+    def setup(d: Driver) -> None:
+        for s in setups:
+            s(d)
+    return setup
+
+
+# KIP-966 with the Unclean Recovery Manager (Balanced: once every LastKnownELR member is back)
+ELR_BALANCED = {"eligible.leader.replicas.enable": True, "min.insync.replicas": 2,
+                "unclean.recovery.strategy": "Balanced"}
+
 SCENARIOS = {
     "broker_failure_100_partitions": (_cluster(4, {"t": (100, 3)}), _kill_broker(1)),
     "controlled_shutdown": (_cluster(3, {"t": (12, 3), "u": (4, 2)}), _controlled_shutdown(2)),
     "topic_deletion": (_cluster(3, {"t": (6, 3), "keep": (2, 2)}), _delete("t")),
     "alter_partition": (_cluster(3, {"t": (3, 3)}), _shrink_isr(TopicPartition("t", 0), 3)),
     "restart_partitions": (_cluster(3, {"t": (12, 3), "u": (2, 1)}), _restart(1, "t", 12)),
+    "unclean_recovery": (_then(_cluster(3, {"t": (12, 3)}), _all_die_then_return_uncleanly),
+                         _register_uncleanly(3), ELR_BALANCED),
 }
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_failover_after_every_effect_reaches_the_same_state(name: str) -> None:
-    setup, action = SCENARIOS[name]
-    expected, total, crashed = _run(setup, action, None)
+    setup, action, *config = SCENARIOS[name]
+    cfg = config[0] if config else None
+    expected, total, crashed = _run(setup, action, None, cfg)
     assert not crashed and total > 3
     for n in range(total):
-        got, _, crashed = _run(setup, action, n)
+        got, _, crashed = _run(setup, action, n, cfg)
         assert crashed, f"crash-after {n} did not crash"
         assert got == expected, f"{name}: failover after effect {n} of {total} differs"
 
 
 def test_the_uninterrupted_runs_change_something() -> None:
     """Guard against a vacuous comparison: each operation changes the store."""
-    for name, (setup, action) in SCENARIOS.items():
-        d = Driver()
+    for name, (setup, action, *config) in SCENARIOS.items():
+        cfg = config[0] if config else None
+        d = Driver(cfg)
         d.elect()
         setup(d)
         before = _store(d)
-        after, _, _ = _run(setup, action, None)
+        after, _, _ = _run(setup, action, None, cfg)
         assert after != before, name

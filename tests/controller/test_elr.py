@@ -393,7 +393,9 @@ def test_unclean_election_enabled_on_the_topic_asks_for_a_recovery():
                    topic_config={"unclean.leader.election.enable": "true"})
     d = D.elect_offline_partitions(ctx)
     assert not d.writes and d.recoveries == {TP: U.PROACTIVE} and not d.forced_recoveries
-    choices = recover(ctx, {b: ReplicaLogInfo(7, 10 * b) for b in LIVE})
+    answers = {b: ReplicaLogInfo(7, 10 * b) for b in LIVE}
+    assert recover(ctx, answers, 4999) == []  # 4 (down) may still register and answer...
+    choices = recover(ctx, answers, 5000)  # ...for 5 s
     assert [c.leader for c in choices] == [max(LIVE)]  # the longest log, not the first
 
 
