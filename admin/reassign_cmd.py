@@ -606,12 +606,15 @@ async def _execute(admin: AdminClient, args) -> int:
         print(VERIFY_PERIODICALLY)
         undo = await _set_throttles(admin, proposed_moves(ongoing, proposed, current),
                                     args.throttle, args.replica_alter_log_dirs_throttle)
-    # A partition whose replicas stay as they are but that names log dirs only moves between
-    # log dirs (KIP-113): nothing for the controller to reassign (it refuses the same
-    # replicas), only AlterReplicaLogDirs below.
+    # A partition whose replicas stay as they are (and is not moving) has nothing for the
+    # controller to reassign - it refuses the same replicas - so it is not sent: the plan
+    # `--generate` prints lists every partition of the topics, moved or not, and Kafka's
+    # controller completes such a partition as a no-op. If it names log dirs it only moves
+    # between log dirs (KIP-113): AlterReplicaLogDirs below.
     moves = parse_log_dirs(_read(args.reassignment_json_file))
-    dir_only = {tp for (tp, _), _ in moves.items() if list(proposed[tp]) == current[tp]}
-    reassigned = {tp: r for tp, r in proposed.items() if tp not in dir_only}
+    unchanged = {tp for tp, r in proposed.items()
+                 if list(r) == current[tp] and tp not in ongoing}
+    reassigned = {tp: r for tp, r in proposed.items() if tp not in unchanged}
     results = await admin.alter_partition_reassignments(
         reassigned, timeout_ms=_timeout(args)) if reassigned else {}
     if any(e is not None for e in results.values()):
@@ -622,8 +625,8 @@ async def _execute(admin: AdminClient, args) -> int:
             print("The reassignment was refused; the throttles set for it were removed.")
         _fail(results)
         return 1
-    if reassigned:
-        print(started_message(reassigned))
+    if reassigned or not moves:
+        print(started_message(proposed if not moves else reassigned))
     if moves:
         await _execute_log_dir_moves(admin, moves, _timeout(args))
     return 0

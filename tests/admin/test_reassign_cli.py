@@ -527,6 +527,24 @@ async def test_execute_sends_alter_replica_log_dirs_for_named_dirs(fake, tmp_pat
                                            (4, "foo", 0, "/e4")]
 
 
+async def test_generated_plan_with_unchanged_partitions_executes(fake, tmp_path):
+    # `--generate` lists every partition of the topics, moved or not; `--execute` of that plan
+    # must not fail on the ones that stay (the controller refuses the same replicas; Kafka's
+    # completes them as no-ops): only the moved ones are sent.
+    now = _replicas(fake, "foo")
+    moved = [b for b in (1, 2, 3, 4) if b not in now[1]][:1] + now[1][1:]
+    f = _file(tmp_path, "plan.json", json.dumps({"version": 1, "partitions": [
+        {"topic": "foo", "partition": 0, "replicas": now[0]},
+        {"topic": "foo", "partition": 1, "replicas": moved}]}))
+    rc, out, err = await replog("reassign", "--bootstrap-server", fake.bootstrap, "--execute",
+                                "--reassignment-json-file", f)
+    assert (rc, err) == (0, "")
+    assert out.splitlines()[-1] == "Successfully started partition reassignments for foo-0,foo-1"
+    (req,) = fake.state.alter_requests
+    assert [(t.topic, [p.partition for p in t.partitions]) for t in req.topics] == [("foo", [1])]
+    assert _replicas(fake, "foo")[0] == now[0]
+
+
 async def test_same_replicas_with_named_dirs_only_move_log_dirs(fake, tmp_path):
     # The replicas stay: nothing for the controller to reassign (it refuses the same
     # replicas), only the intra-broker move (KIP-113).
