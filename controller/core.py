@@ -309,8 +309,10 @@ class ControllerCore:
         if ev.topic not in ctx.assignments:
             return
         before = ctx.unclean_allowed(ev.topic)
+        strategy_was = ctx.recovery_strategy(ev.topic)
         ctx.topic_configs[ev.topic] = dict(cfg)
-        yield from self._execute(D.on_topic_config_changed(ctx, ev.topic, before))
+        yield from self._execute(D.on_topic_config_changed(ctx, ev.topic, before,
+                                                           strategy_was))
 
     def _timer_fired(self, ev: E.TimerFired) -> Handler:
         if ev.name != AUTO_REBALANCE:

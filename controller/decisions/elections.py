@@ -143,11 +143,17 @@ def reelect_after_refused_writes(ctx: ControllerContext,
     return b.build()
 
 
-def on_topic_config_changed(ctx: ControllerContext, topic: str,
-                            unclean_was_allowed: bool) -> Decision:
+def on_topic_config_changed(ctx: ControllerContext, topic: str, unclean_was_allowed: bool,
+                            strategy_was: selectors.UncleanRecoveryStrategy | None = None
+                            ) -> Decision:
     """A topic's config changed (already in ctx). Kafka: enabling unclean leader election for
     a topic elects the offline partitions at once (KafkaController.processTopicUncleanLeader-
-    ElectionEnable), rather than at the next broker event."""
+    ElectionEnable), rather than at the next broker event. With ELR, so does a new
+    unclean.recovery.strategy (Manual -> Proactive may start a recovery now; a change towards
+    waiting drops a running one, decisions/recovery.py `obsolete`)."""
+    if ctx.elr.enabled and strategy_was is not None \
+            and ctx.recovery_strategy(topic) is not strategy_was:
+        return elect_offline_partitions(ctx)
     if unclean_was_allowed or not ctx.unclean_allowed(topic):
         return Decision()
     return elect_offline_partitions(ctx)

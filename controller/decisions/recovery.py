@@ -166,13 +166,15 @@ class UncleanRecoveryManager:
     def start(self, tp: TopicPartition, strategy: UncleanRecoveryStrategy,
               replicas: Sequence[int], now_ms: float, forced: bool = False) -> bool:
         """A task for `tp` (True if new). A forced start upgrades a waiting task: it keeps the
-        answers it has and waits from now on as Proactive does."""
+        answers it has and waits from now on as Proactive does; a new strategy for the topic
+        replaces the task's (same start, same answers)."""
         task = self.tasks.get(tp)
         if task is None:
             self.tasks[tp] = RecoveryTask(tp, strategy, tuple(replicas), now_ms, forced)
             return True
         if forced and not task.forced:
             task.forced, task.started_ms = True, now_ms
+        task.strategy = strategy  # the topic's strategy may have changed: its wait applies
         return False
 
     def drop(self, tp: TopicPartition) -> RecoveryTask | None:
