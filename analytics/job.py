@@ -170,7 +170,7 @@ def read_export(spark, checked: dict) -> dict:
 def compute(events, samples, scrapes, span: tuple[float, float]) -> dict:
     """Every table of the report (lazy DataFrames) from the three inputs: pure."""
     transitions = T.process_transitions(scrapes).cache()
-    losses = T.leader_losses(events, transitions)
+    losses = T.leader_losses(events, transitions, scrapes)
     failover = T.failovers(losses, events).cache()
     changes = T.isr_changes(events).cache()
     replica_changes = T.isr_replica_changes(changes).cache()

@@ -29,7 +29,10 @@ SECTIONS = [
     ("Failovers", "failovers",
      ("Each leader lost to a failure. loss_source says how the loss time was known: scrape = "
       "the exporter saw the process stop answering (midpoint, within loss_uncertainty_s); "
-      "detection = the controller's broker_failed; election = the election itself.")),
+      "first_scrape = the exporter's first scrape of the process already failed (it started "
+      "after the death: lost then or earlier); detection = the controller's broker_failed (lost "
+      "then or earlier, by up to the ZooKeeper session timeout); election = the election "
+      "itself.")),
     ("Availability per partition", "availability",
      "Leaderless windows: from a leader loss to a new leader serving (or the end of the data)."),
     ("Replica recoveries", "recoveries",

@@ -113,16 +113,20 @@ def observed_span(events: DataFrame, scrapes: DataFrame) -> tuple[float | None, 
 
 # ---------------------------------------------------------------------------- leadership
 
-def leader_losses(events: DataFrame, transitions: DataFrame) -> DataFrame:
+def leader_losses(events: DataFrame, transitions: DataFrame, scrapes: DataFrame) -> DataFrame:
     """One row per leader lost to a failure: [partition, cause, old_leader, election_new_leader,
     leader_epoch, election_ts, loss_ts, loss_source, loss_uncertainty_s].
 
     When the leader was lost: ``broker_down`` — the old leader's process going down as the
     exporter saw it (``scrape``; the latest within MAX_DETECTION_S before the election), else
+    the earlier of two times that the death is no later than: the exporter's first scrape of
+    the process, when that one already failed and none answered until the election
+    (``first_scrape``: the exporter started, or first listed the process, after it died) and
     the controller's ``broker_failed`` (``detection``: later than the death by up to the
     ZooKeeper session timeout); ``log_dir_offline`` — the old leader's ``log_dir_offline``
     listing the partition; otherwise (relinquish, controlled shutdown: the old leader serves
-    until told) the election itself."""
+    until told) the election itself. Only ``scrape`` brackets the death (within
+    ``loss_uncertainty_s``); the others are bounds it can be earlier than (uncertainty 0)."""
     el = events.where((F.col("event") == "leader_election") & (F.col("old_leader") >= 0)
                       & F.col("reason").isin(*FAILOVER_CAUSES)) \
         .select("partition", _map_column(FAILOVER_CAUSES, "reason").alias("cause"),
@@ -153,10 +157,32 @@ def leader_losses(events: DataFrame, transitions: DataFrame) -> DataFrame:
                & (F.col("l_ts") <= F.col("election_ts")), "left")
     j = _first_by(j, keys, [F.col("l_ts").desc_nulls_last()]).drop("l_broker", "l_partition")
 
+    # A process the exporter never saw answer: its first scrape failed and no later one
+    # answered before the election. Without this, an exporter started after a kill would leave
+    # only broker_failed, up to a session timeout after a death the scrapes already showed.
+    w = Window.partitionBy("process").orderBy("ts")
+    first = scrapes.where(F.col("role") == "broker") \
+        .withColumn("_rn", F.row_number().over(w)) \
+        .withColumn("x_next_ok", F.min(F.when(F.col("ok"), F.col("ts"))).over(
+            w.rowsBetween(Window.currentRow, Window.unboundedFollowing))) \
+        .where((F.col("_rn") == 1) & ~F.col("ok")) \
+        .select(F.col("node_id").alias("x_broker"), F.col("ts").alias("x_ts"), "x_next_ok")
+    j = j.join(first, (F.col("cause") == "broker_down") & (F.col("x_broker") == F.col("old_leader"))
+               & (F.col("x_ts") <= F.col("election_ts"))
+               & (F.col("x_ts") >= F.col("election_ts") - MAX_DETECTION_S)
+               & (F.col("x_next_ok").isNull() | (F.col("x_next_ok") > F.col("election_ts"))),
+               "left")
+    j = _first_by(j, keys, [F.col("x_ts").asc_nulls_last()]).drop("x_broker", "x_next_ok")
+    # Both are times the death is no later than: the earlier is the closer one.
+    first_scrape = F.col("x_ts").isNotNull() & (F.col("f_ts").isNull()
+                                                | (F.col("x_ts") <= F.col("f_ts")))
+
     return j.select(
         "partition", "cause", "old_leader", "election_new_leader", "leader_epoch", "election_ts",
-        F.coalesce("d_ts", "f_ts", "l_ts", "election_ts").alias("loss_ts"),
+        F.coalesce("d_ts", F.when(first_scrape, F.col("x_ts")), "f_ts", "l_ts",
+                   "election_ts").alias("loss_ts"),
         F.when(F.col("d_ts").isNotNull(), F.lit("scrape"))
+         .when(first_scrape, F.lit("first_scrape"))
          .when(F.col("f_ts").isNotNull(), F.lit("detection"))
          .when(F.col("l_ts").isNotNull(), F.lit("log_dir_offline"))
          .otherwise(F.lit("election")).alias("loss_source"),

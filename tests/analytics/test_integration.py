@@ -6,6 +6,7 @@ worker started from the pyspark installation) must give the same tables as local
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -29,6 +30,10 @@ PARTITIONS = 4
 # The client's own delay between a new leader serving and its next success: one retry backoff
 # (<= 50 ms below) plus a metadata refresh and a produce round trip on a loopback.
 CLIENT_RETRY_SLACK_S = 0.25
+# Scrapes every broker must have answered in the steady state before the fault (a second's
+# worth at INTERVAL_MS): the exporter is its own process and starts sampling when it is ready -
+# on a loaded machine, after a fault injected on a fixed delay.
+STEADY_SCRAPES = 4
 
 
 def _env() -> dict:
@@ -54,7 +59,22 @@ async def _probe(bootstrap: str, partition: int, successes: list[tuple[float, fl
             await asyncio.sleep(0.01)
 
 
-async def _scenario(cluster: LocalCluster) -> dict:
+def _answered_since(export: Path, since: float) -> dict[str, int]:
+    """How many scrapes of each process the exporter has recorded as answered since
+    ``since``."""
+    n: dict[str, int] = {}
+    for f in (export / "scrapes").glob("*.jsonl"):
+        for line in f.read_text(encoding="utf-8").splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue  # the line being written
+            if r["ok"] and r["ts"] >= since:
+                n[r["process"]] = n.get(r["process"], 0) + 1
+    return n
+
+
+async def _scenario(cluster: LocalCluster, export: Path) -> dict:
     bs = cluster.bootstrap_servers
     async with AdminClient(bs) as admin:
         await admin.create_topic(TOPIC, PARTITIONS, 3, configs={"min.insync.replicas": "2"})
@@ -63,7 +83,13 @@ async def _scenario(cluster: LocalCluster) -> dict:
     probes = [asyncio.create_task(_probe(bs, p, ok[p], stop)) for p in range(PARTITIONS)]
     try:
         await eventually(lambda: all(ok.values()), what="a success on every partition")
-        await asyncio.sleep(1.0)  # some samples of the steady state before the fault
+        # Samples of the steady state before the fault, and the exporter must be watching the
+        # victim answer for the report to see it stop (else it only has what came after).
+        steady = time.time()
+        brokers = [f"broker-{b}" for b in cluster.brokers]
+        await eventually(lambda: all(_answered_since(export, steady).get(b, 0) >= STEADY_SCRAPES
+                                     for b in brokers),
+                         timeout=60, what=f"{STEADY_SCRAPES} answered scrapes of every broker")
         async with AdminClient(bs) as admin:
             parts = (await admin.describe_topics([TOPIC]))[TOPIC].partitions
         leaders = [p.leader for p in parts]
@@ -100,7 +126,7 @@ def failover_run(spark, zk_server, tmp_path_factory):
             [sys.executable, "-m", "admin.cli", "metrics", "export", "--cluster",
              str(cluster.data_dir), "--out", str(export), "--interval-ms", str(INTERVAL_MS)],
             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        seen = asyncio.run(_scenario(cluster))
+        seen = asyncio.run(_scenario(cluster, export))
     finally:
         if exporter is not None:
             exporter.send_signal(signal.SIGTERM)  # a last round drains the event logs

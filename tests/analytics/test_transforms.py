@@ -7,8 +7,17 @@ from analytics import transforms as T
 from tests.analytics.conftest import rows
 
 
+def _no_scrapes(scrapes):
+    """Only an unrelated process's: no transitions, no failed scrapes."""
+    return scrapes(dict(ts=0.0, process="broker-9", ok=True))
+
+
 def _no_transitions(scrapes):
-    return T.process_transitions(scrapes(dict(ts=0.0, process="broker-9", ok=True)))
+    return T.process_transitions(_no_scrapes(scrapes))
+
+
+def _losses(ev, sc):
+    return T.leader_losses(ev, T.process_transitions(sc), sc)
 
 
 def test_process_transitions_midpoint_of_the_two_scrapes(scrapes):
@@ -31,7 +40,7 @@ def test_failover_from_broker_failed_detection(events, scrapes):
         dict(ts=10.5, event="leader_election", partition="t-0", old_leader=1, new_leader=2,
              leader_epoch=3, reason="offline", unclean=False),
         dict(ts=13.25, event="become_leader", partition="t-0", leader_epoch=3, node=2))
-    losses = T.leader_losses(ev, _no_transitions(scrapes))
+    losses = _losses(ev, _no_scrapes(scrapes))
     got = rows(T.failovers(losses, ev))
     assert got == [dict(partition="t-0", cause="broker_down", old_leader=1, new_leader=2,
                         leader_epoch=3, loss_ts=10.0, loss_source="detection",
@@ -50,10 +59,51 @@ def test_failover_loss_from_scrapes_beats_detection(events, scrapes):
         dict(ts=12.2, event="leader_election", partition="t-1", old_leader=2, new_leader=3,
              leader_epoch=1, reason="preferred"),
         dict(ts=12.3, event="become_leader", partition="t-0", leader_epoch=5, node=3))
-    got = rows(T.failovers(T.leader_losses(ev, T.process_transitions(sc)), ev))
+    got = rows(T.failovers(_losses(ev, sc), ev))
     assert got == [dict(partition="t-0", cause="broker_down", old_leader=1, new_leader=3,
                         leader_epoch=5, loss_ts=9.25, loss_source="scrape",
                         loss_uncertainty_s=0.25, serving_ts=12.3, failover_s=3.05)]
+
+
+def _failed_then_detected(events):
+    return events(
+        dict(ts=12.0, event="broker_failed", broker=1),
+        dict(ts=12.1, event="leader_election", partition="t-0", old_leader=1, new_leader=3,
+             leader_epoch=5, reason="offline"),
+        dict(ts=12.3, event="become_leader", partition="t-0", leader_epoch=5, node=3))
+
+
+def _loss(events, sc):
+    ev = _failed_then_detected(events)
+    [r] = rows(T.failovers(_losses(ev, sc), ev))
+    return r["loss_source"], r["loss_ts"], r["loss_uncertainty_s"], r["failover_s"]
+
+
+def test_failover_loss_from_a_first_scrape_that_failed(events, scrapes):
+    # The exporter started after broker 1 died: it never saw it answer, but it was refused at
+    # 10.0, so the leader was lost then or earlier - not at the detection at 12.0.
+    sc = scrapes(dict(ts=10.0, process="broker-1", ok=False),
+                 dict(ts=10.5, process="broker-1", ok=False),
+                 dict(ts=10.0, process="broker-2", ok=True))
+    assert _loss(events, sc) == ("first_scrape", 10.0, 0.0, 2.3)
+
+
+def test_failover_first_scrape_only_when_it_says_more_than_detection(events, scrapes):
+    # Started after the detection: broker_failed is the earlier bound.
+    late = scrapes(dict(ts=12.05, process="broker-1", ok=False))
+    assert _loss(events, late) == ("detection", 12.0, 0.0, 0.3)
+    # Answered between the failed first scrape and the election (not yet started, a pause):
+    # the failure is not this loss.
+    came_back = scrapes(dict(ts=10.0, process="broker-1", ok=False),
+                        dict(ts=10.5, process="broker-1", ok=True))
+    assert _loss(events, came_back) == ("detection", 12.0, 0.0, 0.3)
+    # A failed scrape after an answer is a transition: the midpoint, not the failed scrape.
+    seen = scrapes(dict(ts=9.5, process="broker-1", ok=True),
+                   dict(ts=10.0, process="broker-1", ok=False))
+    assert _loss(events, seen) == ("scrape", 9.75, 0.25, 2.55)
+    # Over MAX_DETECTION_S before the election: not its cause.
+    old = scrapes(dict(ts=12.1 - T.MAX_DETECTION_S - 1, process="broker-1", ok=False))
+    assert _loss(events, old) == ("detection", 12.0, 0.0, 0.3)
 
 
 def test_failover_causes_and_unserved(events, scrapes):
@@ -73,7 +123,7 @@ def test_failover_causes_and_unserved(events, scrapes):
         dict(ts=45.5, event="become_leader", partition="t-2", leader_epoch=3, node=1),
         dict(ts=50.0, event="leader_election", partition="t-3", old_leader=3, new_leader=-1,
              leader_epoch=9, reason="offline"))
-    f = T.failovers(T.leader_losses(ev, _no_transitions(scrapes)), ev)
+    f = T.failovers(_losses(ev, _no_scrapes(scrapes)), ev)
     got = [(r["partition"], r["cause"], r["loss_source"], r["new_leader"], r["failover_s"])
            for r in f.collect()]
     assert got == [("t-0", "log_dir_offline", "log_dir_offline", 2, 1.0),
