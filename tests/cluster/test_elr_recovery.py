@@ -193,6 +193,8 @@ async def test_clean_elr_member_leads_and_unclean_one_leaves_elr(cluster_factory
         s = await _until(c, "t", lambda s: s.leader == 3, "led by 3")
         assert s.isr == (3,) and s.elr == (1,), s
         assert s.leader_recovery_state == zl.LEADER_RECOVERED, s
+        await _event(controller, "leader_election", "3's election", partition="t-0",
+                     new_leader=3)  # logged just after the state write we saw
         el = _events(controller, "leader_election", partition="t-0", new_leader=3)
         assert el and not el[-1]["unclean"] and el[-1]["reason"] != "unclean_recovery", el
         assert not _events(controller, "unclean_recovery_started", partition="t-0")
@@ -379,6 +381,8 @@ async def test_recovery_elects_the_longest_log_blind_election_loses(cluster_fact
         assert res == {("topics", "tu"): None}, res
     s = await _until(c2, "tu", lambda s: s.leader != -1, "an unclean leader")
     assert s.leader == S, s
+    await _event(controller2, "leader_election", "the blind election", partition="tu-0",
+                 new_leader=S)  # logged just after the state write we saw
     el = _events(controller2, "leader_election", partition="tu-0", new_leader=S)
     assert el and el[-1]["unclean"], el
     await _until(c2, "tu", lambda s: set(s.isr) == {S, B}
