@@ -395,7 +395,7 @@ class Controller:
                                                  answers=answers, error=error),
                         generation=act.generation))
             case X.Reply():
-                self._reply(eff, env, deliveries)
+                self._reply(eff, deliveries)
             case X.TopicDeleted(topic=t):
                 self._watchers.pop(("config", t), None)
                 for f in self._deletion_waiters.pop(t, []):
@@ -416,8 +416,9 @@ class Controller:
                 raise TypeError(f"unknown effect {eff!r}")
         return None
 
-    def _reply(self, eff: X.Reply, env: _Envelope | None, deliveries: list[Delivery]) -> None:
-        env = self._requests.pop(eff.request_id, None)  # possibly not the event being handled
+    def _reply(self, eff: X.Reply, deliveries: list[Delivery]) -> None:
+        # the request's envelope, possibly not the event being handled (a deferred answer)
+        env = self._requests.pop(eff.request_id, None)
         if env is None:
             return
         if eff.error is not None:

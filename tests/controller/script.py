@@ -76,6 +76,14 @@ from controller.elr import ElrConfig
 from controller.store import WatchedEvent
 from tests.sim.driver import Crashed, Driver
 
+# Event-log records a script shows, without these fields (they vary or repeat the command)
+_SHOWN_EVENTS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("partitions_restarted", "partitions_restart_incomplete",
+                     "restart_entry_invalid"), ("entry", "broker_epoch")),
+    **dict.fromkeys(("unclean_recovery_started", "unclean_recovery_finished",
+                     "replica_log_info_failed"), ("broker_epoch", "error")),
+}
+
 
 def _tp(text: str) -> TopicPartition:
     t, _, p = text.rpartition("-")
@@ -125,12 +133,6 @@ class Scenario:
         elif isinstance(eff, X.QueryReplicaLogs):
             self.out.append(f"  -> {eff.broker_id} GetReplicaLogInfo "
                             + " ".join(str(tp) for tp, _ in eff.partitions))
-        elif isinstance(eff, X.Emit) and eff.name in ("unclean_recovery_started",
-                                                      "unclean_recovery_finished",
-                                                      "replica_log_info_failed"):
-            f = {k: v for k, v in eff.fields.items()
-                 if k not in ("controller_epoch", "broker_epoch", "error")}
-            self.out.append(f"{eff.name} {f}")
         elif isinstance(eff, X.WriteTopicAssignment):
             a = eff.assignment
             self.out.append(f"write-assignment {a.topic} " + " ".join(
@@ -143,11 +145,9 @@ class Scenario:
             self.out.append(f"step {eff.fields['step']} {eff.fields['partition']}")
         elif isinstance(eff, X.DeleteRestartEntry):
             self.out.append(f"delete /restart_partitions/{eff.name}")
-        elif isinstance(eff, X.Emit) and eff.name in ("partitions_restarted",
-                                                      "partitions_restart_incomplete",
-                                                      "restart_entry_invalid"):
+        elif isinstance(eff, X.Emit) and eff.name in _SHOWN_EVENTS:
             f = {k: v for k, v in eff.fields.items()
-                 if k not in ("controller_epoch", "entry", "broker_epoch")}
+                 if k not in _SHOWN_EVENTS[eff.name] + ("controller_epoch",)}
             self.out.append(f"{eff.name} {f}")
         elif isinstance(eff, X.Emit) and eff.name in ("reassignment_rejected",
                                                       "reassignment_stalled",
