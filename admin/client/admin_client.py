@@ -384,8 +384,7 @@ class AdminClient:
             for entity_type, name in items:
                 req.resources.add(resource_type=CONFIG_RESOURCE_TYPES[entity_type],
                                   resource_name=name)
-            resp = await call(self.pool.broker(addr).DescribeConfigs, req, addr,
-                              self.request_timeout_ms / 1000)
+            resp = await self._call_broker_or_any(addr, "DescribeConfigs", req)
             for (entity_type, name), r in zip(items, resp.results):
                 err = _error_or_none(r.error_code, r.error_message)
                 out[(entity_type, name)] = err or [_config_entry(e) for e in r.configs]
@@ -406,25 +405,24 @@ class AdminClient:
                     c = r.configs.add(name=op.name, config_operation=ALTER_OPS[op.op])
                     if op.value is not None:
                         c.value = op.value
-            resp = await call(self.pool.broker(addr).IncrementalAlterConfigs, req, addr,
-                              self.request_timeout_ms / 1000)
+            resp = await self._call_broker_or_any(addr, "IncrementalAlterConfigs", req)
             for key, r in zip(items, resp.responses):
                 out[key] = _error_or_none(r.error_code, r.error_message)
         return out
 
     async def _route_config_resources(self, resources: list[tuple[str, str]]
-                                      ) -> dict[str, list[tuple[str, str]]]:
-        """Broker address -> the resources to send there (Kafka's AdminClient routes a
-        BROKER resource with an id to that broker, the rest to the least loaded node)."""
+                                      ) -> dict[str | None, list[tuple[str, str]]]:
+        """Broker address -> the resources to send there; None: any live broker. (Kafka's
+        AdminClient routes a BROKER resource with an id to that broker, the rest to the least
+        loaded node.)"""
         brokers = await self.live_brokers()
         if not brokers:
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "no live broker")
-        anyone = brokers[min(brokers)].address
-        out: dict[str, list[tuple[str, str]]] = {}
+        out: dict[str | None, list[tuple[str, str]]] = {}
         for entity_type, name in resources:
             if entity_type not in CONFIG_RESOURCE_TYPES:
                 raise ValueError(f"unknown entity type {entity_type!r}")
-            addr = anyone
+            addr = None
             if entity_type == "brokers" and name:
                 if not name.isdigit() or int(name) not in brokers:
                     raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE,
@@ -432,6 +430,27 @@ class AdminClient:
                 addr = brokers[int(name)].address
             out.setdefault(addr, []).append((entity_type, name))
         return out
+
+    async def _call_broker_or_any(self, addr: str | None, rpc: str, request):
+        """Send ``request`` to ``addr``, or, for None, to the least loaded live broker: the one
+        that answered the last Metadata request first, and on a transport failure the next one.
+        A registered broker may still not answer (stopped, partitioned, its session not yet
+        expired); Kafka's LeastLoadedNodeProvider likewise retries a failed call on another
+        node, as the one that failed is backing off."""
+        timeout_s = self.request_timeout_ms / 1000
+        if addr is not None:
+            return await call(getattr(self.pool.broker(addr), rpc), request, addr, timeout_s)
+        live = sorted(b.address for b in self.metadata.cluster.brokers.values())
+        first = self.metadata.last_answered
+        candidates = ([first] if first in live else []) + [a for a in live if a != first]
+        deadline = time.monotonic() + self.default_api_timeout_ms / 1000
+        for i, address in enumerate(candidates):
+            try:
+                return await call(getattr(self.pool.broker(address), rpc), request, address,
+                                  max(0.5, min(timeout_s, deadline - time.monotonic())))
+            except TransportError:
+                if i == len(candidates) - 1 or time.monotonic() >= deadline:
+                    raise
 
     # ------------------------------------------------------------------ plumbing
 

@@ -131,6 +131,9 @@ class MetadataCache:
         self.updated = asyncio.Event()  # set after each applied response, then cleared
         self._refresh_task: asyncio.Task | None = None
         self._last_attempt = 0.0
+        # The broker that answered the last Metadata request: the admin client's "least loaded
+        # node" (Kafka prefers a node it already has a ready connection to).
+        self.last_answered: str | None = None
 
     # ------------------------------------------------------------------ queries on the cache
 
@@ -175,6 +178,7 @@ class MetadataCache:
                 continue
             md = ClusterMetadata.from_pb(resp)
             self._apply(md)
+            self.last_answered = address
             return md
         raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE,
                          f"no broker answered a Metadata request (tried "

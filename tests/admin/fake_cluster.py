@@ -60,6 +60,8 @@ class FakeState:
         self.unknown_to_metadata: set[str] = set()  # topics hidden from Metadata for a while
         self.metadata_answers = 0  # Metadata requests answered, by any broker
         self.hidden_answers = 0  # of those, answers that hid a topic of unknown_to_metadata
+        self.configs_unavailable: set[int] = set()  # brokers failing DescribeConfigs UNAVAILABLE
+        self.describe_configs_by: list[int] = []  # broker id per DescribeConfigs answered
         self._ids = 0
 
     def new_topic_id(self) -> str:
@@ -132,6 +134,9 @@ class FakeBroker(rpc.BrokerServicer):
 
     async def DescribeConfigs(self, request, context):
         # Topic overrides only, as DYNAMIC_TOPIC_CONFIG entries (what `topics describe` reads).
+        if self.id in self.state.configs_unavailable:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"broker {self.id} is unreachable")
+        self.state.describe_configs_by.append(self.id)
         resp = pb.DescribeConfigsResponse()
         for r in request.resources:
             out = resp.results.add(resource_type=r.resource_type, resource_name=r.resource_name)

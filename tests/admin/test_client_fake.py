@@ -207,6 +207,21 @@ async def test_broker_death_then_new_leader(fake):
     assert md.offset == 1
 
 
+async def test_config_requests_move_on_from_a_broker_that_does_not_answer(fake):
+    # A broker can stay registered while it answers nothing (SIGSTOPped, partitioned: its
+    # ZooKeeper session has not expired yet). A config request for a topic may go to any
+    # broker; it must not fail on that one (it did: it always went to the lowest broker id).
+    fake.state.add_topic("t", 1, 3, configs={"min.insync.replicas": "2"})
+    await fake.servers[("broker", 1)].stop(None)  # still in the registered brokers
+    fake.state.configs_unavailable.add(2)  # answers Metadata, fails DescribeConfigs
+    async with AdminClient(fake.bootstrap, retry_backoff_ms=10) as admin:
+        for _ in range(4):  # broker 2 or 3 answers Metadata first, in random order
+            got = await admin.describe_configs([("topics", "t")])
+            assert [(e.name, e.value) for e in got[("topics", "t")]] == [
+                ("min.insync.replicas", "2")]
+    assert set(fake.state.describe_configs_by) == {3}
+
+
 async def test_unknown_topic_is_reported_clearly(fake):
     async with Producer(fake.bootstrap, max_block_ms=300) as producer:
         with pytest.raises(UnknownTopicError) as e:
