@@ -8,6 +8,8 @@ with kazoo's default 10 s timeout keeps it (ZooKeeper's default max would be 20 
 
 from __future__ import annotations
 
+import os
+import random
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,6 +22,16 @@ from common.zookeeper import ZooKeeperServer, ensure_chroot, expire_session
 ZK_TICK_TIME_MS = 100
 ZK_MAX_SESSION_TIMEOUT_MS = 60_000
 ZK_CLIENT_TIMEOUT_S = 10.0
+
+
+@pytest.fixture(autouse=True)
+def _seeded_random(request: pytest.FixtureRequest) -> None:
+    """Under ``make soak`` (REPLOG_SEED set) every test's module-level ``random`` (the
+    clients' broker order and partitioner, the tests' own choices) starts from that round's
+    seed and the test's name, so each round varies them and a failing seed replays them."""
+    seed = os.environ.get("REPLOG_SEED")
+    if seed is not None:
+        random.seed(f"{seed}:{request.node.nodeid}")
 
 
 @pytest.fixture(scope="session")

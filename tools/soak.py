@@ -1,9 +1,9 @@
 """``make soak``: loop the replication integration tests on random seeds for a while.
 
 Each round draws a seed, exports it as ``REPLOG_SEED`` (tests/cluster/test_replication_soak.py
-draws its fault schedule from it) and runs the replication tests that start real processes
-plus the in-process interleaving tests. The first failing round stops the soak and prints
-its seed: ``REPLOG_SEED=<seed> make soak-one`` replays it.
+draws its fault schedule from it; tests/conftest.py seeds every test's ``random`` with it) and
+runs the replication tests that start real processes plus the in-process interleaving tests.
+The first failing round stops the soak and prints the command that replays its seed.
 
     python tools/soak.py [--minutes 30] [--seed S] [pytest paths...]
 """
