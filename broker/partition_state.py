@@ -24,11 +24,13 @@ from typing import Protocol
 
 from broker import fencing
 from common.errors import ErrorCode
+from common.zk_layout import LEADER_RECOVERED, LEADER_RECOVERING
 
 # KIP-704's LeaderRecoveryState (proto LeaderRecoveryState): the controller marks a leader
-# elected uncleanly RECOVERING; the leader reports RECOVERED through AlterPartition.
-RECOVERED = 0
-RECOVERING = 1
+# elected uncleanly RECOVERING; the leader reports RECOVERED through AlterPartition. One
+# definition, shared with the partition-state znode's leader_recovery_state.
+RECOVERED = LEADER_RECOVERED
+RECOVERING = LEADER_RECOVERING
 
 
 class HeldReplica(Protocol):

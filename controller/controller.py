@@ -28,8 +28,7 @@ process SIGKILLs itself right after reassignment step N's effects of some partit
 carried out - a real kill at a named step boundary, so a test can show the next controller
 resumes from whatever ZooKeeper holds.
 
-Partial: ELR and unclean recovery (C7), the
-/admin/preferred_replica_election znode (ElectLeaders replaces it), and adding partitions to a
+Left out: the /admin/preferred_replica_election znode (ElectLeaders replaces it), and adding partitions to a
 topic. AlterPartition requests are handled one RPC per event (not coalesced).
 """
 
@@ -488,10 +487,11 @@ class Controller:
                 self._post(E.StopReplicaResponse(broker_id=broker_id, errors=errors),
                            generation=generation)
         elif kind == "LeaderAndIsr" and response is not None:
-            bad = [f"{r.topic}-{r.partition}:{r.error_code}" for r in response.partition_errors
-                   if r.error_code != ErrorCode.NONE]
-            if bad:  # KAFKA_STORAGE_ERROR here is C5's signal (seed 003); logged for now
-                log.info("LeaderAndIsr errors from broker %s: %s", broker_id, ", ".join(bad))
+            refused = {TopicPartition(r.topic, r.partition): _code(r.error_code)
+                       for r in response.partition_errors if r.error_code != ErrorCode.NONE}
+            if refused:
+                self._post(E.LeaderAndIsrResponse(broker_id=broker_id, errors=refused),
+                           generation=generation)
 
     # ================================================================== election
 

@@ -100,6 +100,7 @@ class ControllerCore:
             E.ListReassignments: self._list_reassignments,
             E.RestartPartitionsChange: self._restart_partitions_change,
             E.ReplicaLogInfoResponse: self._replica_log_info_response,
+            E.LeaderAndIsrResponse: self._leader_and_isr_response,
         }
 
     # ================================================================== stepping
@@ -352,6 +353,17 @@ class ControllerCore:
         yield from self._execute(d)
         for topic in sorted(d.deletable_topics):
             yield from self._finish_deletion(topic)
+
+    def _leader_and_isr_response(self, ev: E.LeaderAndIsrResponse) -> Handler:
+        """Partitions a broker refused in LeaderAndIsr. Kafka's ZooKeeper controller answers
+        KAFKA_STORAGE_ERROR here with onReplicasBecomeOffline; in seed 003's design the broker
+        itself writes a /restart_partitions entry for a replica its failed dir lost (and for
+        one it cannot create), and that entry is what re-elects - acting here as well would
+        elect twice. Other codes (a stale epoch, an unknown topic) answer a request a newer one
+        already superseded. So the core records them for the operator and decides nothing."""
+        if ev.errors:
+            yield self._emit("leader_and_isr_errors", "warning", broker=ev.broker_id,
+                             errors={str(tp): code.name for tp, code in sorted(ev.errors.items())})
 
     def _finish_deletion(self, topic: str) -> Handler:
         ctx = self.ctx

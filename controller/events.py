@@ -95,6 +95,15 @@ class StopReplicaResponse(Event):
 
 
 @dataclass(frozen=True)
+class LeaderAndIsrResponse(Event):
+    """A broker's LeaderAndIsr answer: the partitions it refused and why (transport errors
+    are not here: the channel retries the request in order)."""
+
+    broker_id: int = -1
+    errors: Mapping[TopicPartition, ErrorCode] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ReplicaLogInfoResponse(Event):
     """A broker's GetReplicaLogInfo answer (KIP-966) to query `query_id`: per partition its
     log's last written leader epoch and end offset, or None when the RPC failed as a whole

@@ -62,6 +62,7 @@ class FakeBroker(replog_pb2_grpc.BrokerServicer):
     rejected: list[Received] = field(default_factory=list)
     max_controller_epoch: int = -1
     stop_replica_error: int = 0
+    leader_and_isr_error: int = 0  # refuse every partition of a LeaderAndIsr with this code
     # Refuse this many requests with STALE_BROKER_EPOCH whatever their epoch: a broker that
     # re-registered and has not recorded its new epoch yet.
     lagging_epoch_refusals: int = 0
@@ -95,7 +96,10 @@ class FakeBroker(replog_pb2_grpc.BrokerServicer):
 
     async def LeaderAndIsr(self, request, context):
         await self._fence("LeaderAndIsr", request, context)
-        return pb.LeaderAndIsrResponse()
+        return pb.LeaderAndIsrResponse(partition_errors=[
+            pb.PartitionResult(topic=s.topic, partition=s.partition,
+                               error_code=self.leader_and_isr_error)
+            for s in request.partition_states if self.leader_and_isr_error])
 
     async def UpdateMetadata(self, request, context):
         await self._fence("UpdateMetadata", request, context)

@@ -82,6 +82,7 @@ _SHOWN_EVENTS: dict[str, tuple[str, ...]] = {
                      "restart_entry_invalid"), ("entry", "broker_epoch")),
     **dict.fromkeys(("unclean_recovery_started", "unclean_recovery_finished",
                      "replica_log_info_failed"), ("broker_epoch", "error")),
+    "leader_and_isr_errors": (),
 }
 
 
@@ -352,6 +353,11 @@ class Scenario:
             err = ErrorCode(int(kv.get("error", 0)))
             d.post(E.StopReplicaResponse(broker_id=int(pos[0]),
                                          errors={_tp(x): err for x in pos[1:]}))
+            self._settle()
+        elif cmd == "lai-refused":  # lai-refused BROKER T-P... error=CODE
+            err = ErrorCode(int(kv.get("error", ErrorCode.KAFKA_STORAGE_ERROR)))
+            d.post(E.LeaderAndIsrResponse(broker_id=int(pos[0]),
+                                          errors={_tp(x): err for x in pos[1:]}))
             self._settle()
         elif cmd == "failover":
             d.crash()

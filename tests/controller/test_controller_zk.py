@@ -494,3 +494,22 @@ async def test_restart_partitions_entry_is_applied_then_deleted(controllers, fak
     [ev] = srv.log.named("partitions_restarted")
     assert ev["broker"] == 1 and ev["log_dir"] == "/d1" and ev["partitions"] == ["t-0", "t-1"]
     assert srv.metrics.restarted_partitions._value.get() == 2
+
+
+async def test_leader_and_isr_refusals_come_back_as_an_event(controllers, fake_brokers, zk):
+    """Issue 8: a broker's LeaderAndIsr answer reaches the core as an event. A replica refused
+    with KAFKA_STORAGE_ERROR is recorded and decides nothing (its broker's /restart_partitions
+    entry is what re-elects, seed 003): the partition state is the one created."""
+    brokers = await fake_brokers(1, 2, 3)
+    brokers[1].leader_and_isr_error = 56  # KAFKA_STORAGE_ERROR
+    srv = await active_controller(controllers)
+    await wait_for(lambda: len(srv.controller.context.live_brokers) == 3)
+    res = await create(srv, "t", assignments={0: [1, 2, 3], 1: [2, 1, 3]})
+    assert res.error_code == 0, res.error_message
+    await wait_for(lambda: srv.log.named("leader_and_isr_errors"),
+                   what="the refusal recorded as an event")
+    [ev] = srv.log.named("leader_and_isr_errors")
+    assert ev["broker"] == 2 and ev["errors"] == {"t-0": "KAFKA_STORAGE_ERROR",
+                                                  "t-1": "KAFKA_STORAGE_ERROR"}
+    assert (state(zk, "t", 0)["leader"], state(zk, "t", 1)["leader"]) == (1, 2)
+    assert state(zk, "t", 1)["leader_epoch"] == 0
