@@ -2,7 +2,7 @@
 
 Used by ``replog cluster up`` and by every integration and fault test. Given a data dir it
 
-- starts a real ZooKeeper 3.8 (``common.zookeeper.ZooKeeperServer``) unless a connect string is
+- starts a real ZooKeeper 3.8 (``common.zk_server.ZooKeeperServer``) unless a connect string is
   given, and uses a chroot (``/replog`` by default) so several clusters can share an ensemble;
 - writes ``config/controller-<id>.properties`` and ``config/broker-<id>.properties`` (Kafka
   property names) with free loopback ports for the gRPC listeners and Prometheus endpoints, log
@@ -495,7 +495,7 @@ class LocalCluster:
     # ------------------------------------------------------------------ ZooKeeper
 
     def _start_zookeeper(self) -> None:
-        from common.zookeeper import ZooKeeperServer, ensure_chroot
+        from common.zk_server import ZooKeeperServer, ensure_chroot
         if self.external_zookeeper is None:
             self.zookeeper_server = ZooKeeperServer(
                 self.data_dir / "zookeeper", tick_time_ms=self.zk_tick_time_ms,

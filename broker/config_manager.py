@@ -17,7 +17,7 @@ Kafka's ZooKeeper-mode design, followed here:
   broker sees them. A ZooKeeper error never leaves a weaker setting in force: the entity
   becomes unknown (strictest min ISR) and is re-read in the background.
 
-The kazoo watch only wakes an asyncio event (common/zk.py posts it to the loop); all work runs on
+The kazoo watch only wakes an asyncio event (common/zk_async.py posts it to the loop); all work runs on
 the event loop, in one task, so notifications are applied in sequence order.
 """
 
@@ -33,7 +33,7 @@ from common import dynamic_config as dc
 from common import zk_layout as zl
 from common.config import Config
 from common.errors import ConfigError, ErrorCode, ReplogError
-from common.zk import AsyncZk
+from common.zk_async import AsyncZk
 
 ALTER_ATTEMPTS = 5  # read-modify-write retries when another alter wins the version race
 

@@ -53,7 +53,7 @@ from common.observability import configure_event_log, quiet_third_party_logs, st
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.supervise import supervised
-from common.zk import AsyncZk
+from common.zk_async import AsyncZk
 
 
 def new_cluster_id() -> str:

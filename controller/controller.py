@@ -54,7 +54,7 @@ from common.errors import ErrorCode
 from common.grpc_options import ChannelFactory
 from common.names import TopicPartition
 from common.rpc_status import error_code_of
-from common.zk import AsyncZk
+from common.zk_async import AsyncZk
 from common.zk_layout import ControllerInfo
 from controller import effects as X
 from controller import events as E

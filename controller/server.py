@@ -1,6 +1,6 @@
 """The controller process: `run(config) -> int` (what `replog controller --config FILE` calls).
 
-Wires the pieces: a kazoo client bridged into asyncio (common/zk.py), the Controller (election,
+Wires the pieces: a kazoo client bridged into asyncio (common/zk_async.py), the Controller (election,
 event queue, decisions), the gRPC server with the Controller service and the standard health
 service, the Prometheus endpoint (`metrics.port`) and the structlog JSON event log
 (`event.log.file`). SIGTERM/SIGINT stop it gracefully: health goes NOT_SERVING, the controller
@@ -33,9 +33,9 @@ from prometheus_client import CollectorRegistry
 from common.grpc_options import SERVER_OPTIONS
 from common.observability import configure_event_log, quiet_third_party_logs, start_metrics_endpoint
 from common.rpc import replog_pb2_grpc
-from common.zk import AsyncZk
+from common.zk_async import AsyncZk
 from common.zk_layout import ControllerInfo
-from common.zookeeper import ensure_chroot
+from common.zk_server import ensure_chroot
 from controller.controller import Controller
 from controller.elr import config_warnings
 from controller.metrics import ControllerMetrics

@@ -50,7 +50,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from common import zk_layout as L
 from common.names import TopicPartition
-from common.zk import AsyncZk
+from common.zk_async import AsyncZk
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
 from controller.decisions import PartitionWrite
 from controller.store import ControllerMovedError

@@ -21,7 +21,7 @@ from common.errors import ErrorCode
 from common.observability import configure_event_log
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
-from common.zk import AsyncZk
+from common.zk_async import AsyncZk
 from tests.broker.inprocess import Node, leader_and_isr, produce_req, wait_until
 
 TOPIC = "orders"

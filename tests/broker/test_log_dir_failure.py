@@ -18,7 +18,7 @@ from common import zk_layout as zl
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
-from common.zk import AsyncZk
+from common.zk_async import AsyncZk
 from tests.broker.inprocess import Node, leader_and_isr, produce_req, wait_until
 
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)

@@ -10,9 +10,9 @@ from kazoo.exceptions import NodeExistsError
 
 from common import zk_layout as zl
 from common.names import TopicPartition
-from common.zk import AsyncZk
+from common.zk_async import AsyncZk
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
-from common.zookeeper import expire_session
+from common.zk_server import expire_session
 from controller.decisions import PartitionWrite
 from controller.store import ControllerMovedError, InMemoryStore, MemoryTree
 from controller.zk_store import ZkStore

@@ -10,7 +10,7 @@ from kazoo.exceptions import NoNodeError, UnimplementedError
 
 from common import zk_layout as L
 from common.names import TopicPartition
-from common.zk import AsyncZk
+from common.zk_async import AsyncZk
 from common.zk_layout import ControllerInfo, LeaderAndIsr, TopicAssignment
 from controller.decisions import PartitionWrite
 from controller.zk_store import ControllerMovedError, ZkStore

@@ -73,7 +73,7 @@ _JVM_FLAGS = (
 )
 
 _LOG4J_PROPERTIES = """\
-# Written by replog's common/zookeeper.py: log to the console, which the launcher redirects to
+# Written by replog's common/zk_server.py: log to the console, which the launcher redirects to
 # the server's log file.
 log4j.rootLogger=INFO, CONSOLE
 log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
@@ -279,7 +279,7 @@ class ZooKeeperServer:
 
     def _write_config(self) -> None:
         lines = [
-            "# Written by replog's common/zookeeper.py: a standalone server for tests and",
+            "# Written by replog's common/zk_server.py: a standalone server for tests and",
             "# `replog cluster up`; rewritten on every start.",
             f"dataDir={self.data_dir}",
             f"clientPort={self._port}",
