@@ -513,3 +513,45 @@ async def test_leader_and_isr_refusals_come_back_as_an_event(controllers, fake_b
                                                   "t-1": "KAFKA_STORAGE_ERROR"}
     assert (state(zk, "t", 0)["leader"], state(zk, "t", 1)["leader"]) == (1, 2)
     assert state(zk, "t", 1)["leader_epoch"] == 0
+
+
+async def test_a_refused_state_transition_is_logged_counted_and_not_applied(
+        controllers, fake_brokers, zk, monkeypatch):
+    """C6 (seed 004 asks for it): a transition the replica state machine's table refuses is
+    never applied, is logged as an invalid_state_transition event and is counted in
+    replog_controller_invalid_state_transitions_total. The decisions never plan one (the
+    simulation checks that), so one is planted: the StopReplica answer's decision also asks
+    to move an online replica of another topic straight to ReplicaDeletionSuccessful."""
+    from controller import decisions as D
+    from controller.decisions.base import Builder
+    from controller.context import PartitionReplica
+    from controller.state_machine import ReplicaState as R
+
+    kept = PartitionReplica(TopicPartition("kept", 0), 1)
+    real = D.on_stop_replica_response
+
+    def planting(ctx, broker_id, errors):
+        d = real(ctx, broker_id, errors)
+        b = Builder(ctx)
+        assert not b.replica(kept, R.ReplicaDeletionSuccessful)  # refused by the table
+        d.refused.extend(b.d.refused)
+        return d
+
+    monkeypatch.setattr(D, "on_stop_replica_response", planting)
+    await fake_brokers(1, 2)
+    srv = await active_controller(controllers)
+    await wait_for(lambda: len(srv.controller.context.live_brokers) == 2)
+    await create(srv, "gone", assignments={0: [1, 2]})
+    await create(srv, "kept", assignments={0: [1]})
+    r = await stub(srv).DeleteTopics(pb.DeleteTopicsRequest(topic_names=["gone"],
+                                                            timeout_ms=5000), timeout=10)
+    assert [x.error_code for x in r.responses] == [0]
+    await wait_for(lambda: srv.log.named("invalid_state_transition"),
+                   what="the refused transition logged")
+    ev = srv.log.named("invalid_state_transition")[0]
+    assert (ev["kind"], ev["key"], ev["current"], ev["target"]) == (
+        "Replica", str(kept), "OnlineReplica", "ReplicaDeletionSuccessful"), ev
+    assert srv.metrics.invalid_transitions.labels("Replica")._value.get() == len(
+        srv.log.named("invalid_state_transition"))
+    assert srv.controller.context.replica_sm.state(kept) is R.OnlineReplica  # not applied
+    assert zk.exists("/brokers/topics/kept") is not None
