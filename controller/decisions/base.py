@@ -139,6 +139,10 @@ class Builder:
         # KIP-966: brokers that registered after an unclean shutdown in this decision; no
         # write of it keeps them in an ELR (Kafka's uncleanShutdownReplicas)
         self.unclean_shutdown: set[int] = set()
+        # C5 + KIP-966: brokers whose replica was lost with a log dir (a restart entry): their
+        # log comes back empty, so no write keeps them in the ELR or the LastKnownELR either
+        # (a Balanced recovery waits for every LastKnownELR member, to hear the longest log)
+        self.lost_logs: set[int] = set()
 
     def leadership(self, tp: TopicPartition) -> LeaderAndIsr | None:
         w = self.d.writes.get(tp)
@@ -156,7 +160,8 @@ class Builder:
         """Write `new`, derived from `self.leadership(tp)`, with its ELR and LastKnownELR kept
         by the KIP-966 rules. `unclean_shutdown`: replicas that lost their claim to the ELR in
         this change besides `self.unclean_shutdown` (Kafka's uncleanShutdownReplicas)."""
-        new = self._with_elr(tp, new, set(unclean_shutdown) | self.unclean_shutdown,
+        new = self._with_elr(tp, new,
+                             set(unclean_shutdown) | self.unclean_shutdown | self.lost_logs,
                              election is not None and election.unclean)
         prior = self.d.writes.get(tp)
         if prior is not None:
@@ -185,6 +190,7 @@ class Builder:
         elr, lke = next_elr(base, isr, enabled=ctx.elr.enabled, min_isr=ctx.min_isr(tp),
                             replicas=ctx.replicas(tp), unclean_shutdown=unclean_shutdown,
                             unclean_election=unclean_election)
+        lke = tuple(r for r in lke if r not in self.lost_logs)
         return replace(new, isr=isr, elr=elr, last_known_elr=lke)
 
     def partition(self, tp: TopicPartition, target: PartitionState) -> bool:

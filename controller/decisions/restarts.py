@@ -19,6 +19,10 @@ Choices where the seed is silent or would be wrong here:
   ISR member, whose log will come back with it), b is removed even when it is the last one:
   its log is gone, and an ISR naming it would let the re-created, empty replica be elected
   cleanly - losing every record. The ISR may therefore be empty, as KIP-966 allows.
+- With ELR on (KIP-966, seed 001), a restart that needs a new leader runs seed 001's election
+  order without b (`selectors.elr_leader`): another ISR member, else an unfenced ELR member
+  (cleanly), else the Unclean Recovery Manager or a wait as the topic's strategy says - never
+  the blind unclean pick. b leaves the ISR, the ELR and the LastKnownELR (its log is gone).
 - The seed filters out partitions "being deleted, reassigned etc". Deleted ones are skipped
   (their replicas are going anyway). Partitions being reassigned are restarted too: the
   selector leaves AR, adding and removing replicas alone, and without the restart a
@@ -71,8 +75,8 @@ def restart_partitions(ctx: ControllerContext, broker: int,
     `partitions`. Partitions `restartable` names a reason for are left out."""
     b = Builder(ctx)
     # KIP-966: the lost replica comes back empty, so it must not join an ELR as it leaves the
-    # ISR (an ELR member is elected cleanly) - the same as an unclean shutdown.
-    b.unclean_shutdown.add(broker)
+    # ISR (an ELR member is elected cleanly), nor the LastKnownELR a recovery waits for.
+    b.lost_logs.add(broker)
     for tp in sorted(set(partitions)):
         if restartable(ctx, broker, tp) is None:
             _restart_one(b, broker, tp)
@@ -89,7 +93,10 @@ def _restart_one(b: Builder, broker: int, tp: TopicPartition) -> None:
         b.replica(pr, R.OfflineReplica)
     if broker in ctx.live_brokers:
         b.replica(pr, R.OnlineReplica)
-    if s.leader == broker or broker in s.isr:
+    if ctx.elr.enabled and (s.leader == broker or broker in s.isr or broker in s.elr
+                            or broker in s.last_known_elr):
+        _restart_with_elr(b, broker, tp, s)
+    elif s.leader == broker or broker in s.isr:
         e = selectors.restarted_leader(ctx.replicas(tp), s.isr, s.leader, broker, ctx.live_ids,
                                        ctx.shutting_down, ctx.unclean_allowed(tp.topic))
         new_isr = tuple(r for r in s.isr if r != broker)
@@ -114,6 +121,46 @@ def _restart_one(b: Builder, broker: int, tp: TopicPartition) -> None:
             b.write(tp, next_state(ctx, s, isr=e.isr))
         b.lai_replicas(tp)
         b.um_all([tp])
+    _recreate(b, broker, tp)
+
+
+def _restart_with_elr(b: Builder, broker: int, tp: TopicPartition, s) -> None:
+    """KIP-966 on: b leaves the ISR and the ELR; if the leader must change, seed 001's order
+    picks the next one from what is left (the restarted replica is no candidate)."""
+    ctx = b.ctx
+    new_isr = tuple(r for r in s.isr if r != broker)
+    live = [x for x in ctx.live_ids if x != broker]
+    if s.leader != broker and s.leader in new_isr and s.leader in live \
+            and s.leader not in ctx.shutting_down:
+        b.write(tp, next_state(ctx, s, isr=new_isr))  # a follower's loss: the leader stays
+    else:
+        strategy = ctx.recovery_strategy(tp.topic)
+        r = selectors.elr_leader([x for x in ctx.replicas(tp) if x != broker], new_isr,
+                                 [x for x in s.elr if x != broker],
+                                 [x for x in s.last_known_elr if x != broker], live,
+                                 ctx.shutting_down, strategy)
+        if isinstance(r, selectors.LeaderChosen):
+            b.elect(tp, s, r.election.leader, r.election.isr, ElectionReason.RESTARTED)
+        else:
+            new = next_state(ctx, s, leader=NO_LEADER, isr=new_isr,
+                             bump_leader_epoch=s.leader != NO_LEADER)
+            if s.leader != NO_LEADER:
+                b.write(tp, new, ElectionRecord(tp, s.leader, NO_LEADER, new.leader_epoch,
+                                                False, ElectionReason.RESTARTED))
+            else:
+                b.write(tp, new)
+            b.partition(tp, P.OfflinePartition)
+            why = r.reason if isinstance(r, selectors.Wait) else \
+                f"it needs an unclean recovery ({r.strategy})"
+            if isinstance(r, selectors.NeedsRecovery):
+                b.d.recoveries[tp] = strategy
+            b.outcome(tp, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, failed_election_message(
+                tp, f"EligibleLeaderReplicas({strategy})") + f": {why}")
+    b.lai_replicas(tp)
+    b.um_all([tp])
+
+
+def _recreate(b: Builder, broker: int, tp: TopicPartition) -> None:
     # Re-create the replica (KIP-112's isNew: a replica not new is never created while a log
     # dir is offline, since its log may be in that dir).
     b.lai([broker], tp, is_new=True)

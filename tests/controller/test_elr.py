@@ -487,9 +487,39 @@ def test_partitions_with_elr_metric():
 def test_restarted_replica_does_not_join_the_elr():
     # C5 (seed 003) meets KIP-966: a replica lost with its log dir leaves the ISR like an
     # unclean shutdown - an ELR member would be elected cleanly with an empty log.
+    # Nor does it join the LastKnownELR, which a Balanced recovery waits for: its log is gone.
     ctx = make_ctx(replicas=(1, 2, 3), isr=(1, 2), leader=1, min_isr=2, live=(1, 2, 3))
     s = run(ctx, D.restart_partitions(ctx, 2, [TP]))
-    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (1, (1,), (), (2,))
+    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (1, (1,), (), ())
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_restarted_leader_hands_over_to_a_clean_elr_member(unclean):
+    # The leader, the last ISR member, lost its log; 2 is a clean, live ELR member. Seed 001's
+    # order elects 2 cleanly - before, the restart ignored the ELR: offline with unclean
+    # election off, an unclean RECOVERING election of 2 with it on.
+    ctx = make_ctx(replicas=(1, 2, 3), isr=(1,), elr=(2,), leader=1, min_isr=2,
+                   live=(1, 2, 3), unclean=unclean)
+    d = D.restart_partitions(ctx, 1, [TP])
+    s = run(ctx, d)
+    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (2, (2,), (), ())
+    assert s.leader_recovery_state == LEADER_RECOVERED and s.leader_epoch == 101
+    assert [e.unclean for e in d.elections] == [False] and not d.recoveries
+
+
+@pytest.mark.parametrize("strategy, recovers", [(U.PROACTIVE, True), (U.BALANCED, True),
+                                                (U.MANUAL, False)])
+def test_restarted_last_leader_without_elr_goes_to_the_recovery_manager(strategy, recovers):
+    # Nobody in sync is left: no blind unclean pick (even with unclean election on) - the
+    # Unclean Recovery Manager asks the others for their logs, or Manual waits.
+    ctx = make_ctx(replicas=(1, 2, 3), isr=(1,), leader=1, min_isr=2, live=(1, 2, 3),
+                   strategy=strategy, unclean=True)
+    d = D.restart_partitions(ctx, 1, [TP])
+    s = run(ctx, d)
+    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (NO_LEADER, (), (), ())
+    assert d.elections[0].new_leader == NO_LEADER and not d.elections[0].unclean
+    assert (TP in d.recoveries) is recovers
+    assert d.outcomes[TP].error == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
 
 
 # ============================================================ seeded run with ELR invariants
