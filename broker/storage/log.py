@@ -35,7 +35,7 @@ from broker.storage.errors import (
     LogTruncationError,
 )
 from broker.storage.fileops import FileOps
-from broker.storage.segment import LogSegment, SegmentCorruption
+from broker.storage.segment import LogSegment, SegmentCorruption, entry_position
 from common import records as rec
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
@@ -476,9 +476,15 @@ class Log:
                 if limit - found.position > max_bytes:
                     # Stop at the last indexed batch start that fits, so the read holds whole
                     # batches and needs no trimming copy (index entries sit on batch starts).
-                    i = bisect.bisect_right(seg.idx_positions, found.position + max_bytes) - 1
-                    if i >= 0 and seg.idx_positions[i] > found.position:
-                        limit = seg.idx_positions[i]
+                    entries = seg.idx_entries
+                    i = bisect.bisect_right(entries, found.position + max_bytes,
+                                            key=entry_position) - 1
+                    try:
+                        start = entries[i][1] if i >= 0 else -1
+                    except IndexError:  # truncated under us: read up to max_bytes
+                        start = -1
+                    if start > found.position:
+                        limit = start
                 data = seg.read(found.position, max_bytes, limit)
                 cut = rec.complete_batches_length(data)
                 if cut == 0:

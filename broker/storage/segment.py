@@ -39,6 +39,15 @@ RECOVERY_CHUNK = 1 << 20
 NO_TIMESTAMP = -1
 
 
+def _entry_offset(entry: tuple[int, int]) -> int:
+    return entry[0]
+
+
+def entry_position(entry: tuple[int, int]) -> int:
+    """The position of an offset index entry (bisect key; log.py reads by position too)."""
+    return entry[1]
+
+
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
@@ -79,8 +88,9 @@ class LogSegment:
         self.first_batch_seen = False
         self.bytes_since_last_index = 0
         # In-memory indexes (absolute offsets) and how many entries their files already hold.
-        self.idx_offsets: list[int] = []
-        self.idx_positions: list[int] = []
+        # Offset index entries as (absolute offset, position) pairs: one list of pairs, so a
+        # reader on another thread never sees an offset without its position (issue 15).
+        self.idx_entries: list[tuple[int, int]] = []
         self._idx_persisted = 0
         self.ti_timestamps: list[int] = []
         self.ti_offsets: list[int] = []
@@ -131,8 +141,8 @@ class LogSegment:
             # Kafka rolls by time from the first batch's max timestamp.
             self.rolling_base_ms = self.read_batch_header(0).max_timestamp
             self.first_batch_seen = True
-        start = self.idx_positions[-1] if self.idx_positions else 0
-        if self.idx_positions:
+        start = self.idx_entries[-1][1] if self.idx_entries else 0
+        if self.idx_entries:
             # Resume the walk at the last indexed batch, so the tail is validated and indexed;
             # that batch's entry is dropped and re-added by the walk.
             self._truncate_indexes_from_position(start)
@@ -159,8 +169,7 @@ class LogSegment:
             off = self.base_offset + rel
             if rel < 0 or off <= last_off or pos <= last_pos or pos >= self.size:
                 return False
-            self.idx_offsets.append(off)
-            self.idx_positions.append(pos)
+            self.idx_entries.append((off, pos))
             last_off, last_pos = off, pos
         last_ts, last_toff = None, -1
         for ts, rel in TIME_INDEX_ENTRY.iter_unpack(tix):
@@ -170,7 +179,7 @@ class LogSegment:
             self.ti_timestamps.append(ts)
             self.ti_offsets.append(off)
             last_ts, last_toff = ts, off
-        self._idx_persisted = len(self.idx_offsets)
+        self._idx_persisted = len(self.idx_entries)
         self._ti_persisted = len(self.ti_offsets)
         if self.ti_timestamps:
             self.max_timestamp = self.ti_timestamps[-1]
@@ -178,8 +187,7 @@ class LogSegment:
         return True
 
     def _clear_indexes(self) -> None:
-        self.idx_offsets.clear()
-        self.idx_positions.clear()
+        self.idx_entries.clear()
         self.ti_timestamps.clear()
         self.ti_offsets.clear()
         self._idx_persisted = self._ti_persisted = 0
@@ -258,12 +266,10 @@ class LogSegment:
             self.max_timestamp = max_ts
             self.offset_of_max_timestamp = last_offset
         if self.bytes_since_last_index > self.index_interval_bytes:
-            # Readers (the fetch read pool) bisect idx_offsets and then index idx_positions
-            # without a lock while this runs on the log dir's thread: the position goes in
-            # first, so every offset a reader can see has its position (and truncation
-            # removes offsets first). Each list operation is atomic under the GIL.
-            self.idx_positions.append(position)
-            self.idx_offsets.append(last_offset)
+            # Readers (the fetch read pool) bisect idx_entries without a lock while this
+            # runs on the log dir's thread: an entry is one tuple appended in one list
+            # operation (atomic under the GIL), so a reader sees an offset with its position.
+            self.idx_entries.append((last_offset, position))
             if not self.ti_timestamps or self.max_timestamp > self.ti_timestamps[-1]:
                 self.ti_timestamps.append(self.max_timestamp)
                 self.ti_offsets.append(self.offset_of_max_timestamp)
@@ -302,14 +308,16 @@ class LogSegment:
         """Position of the batch of the largest index entry <= offset, or 0. Safe against a
         concurrent append or truncation (see _index_batch): the offsets list is never longer
         than the positions list as a reader sees them."""
-        offsets, positions = self.idx_offsets, self.idx_positions
-        i = bisect.bisect_right(offsets, offset) - 1
+        entries = self.idx_entries
+        i = bisect.bisect_right(entries, offset, key=_entry_offset) - 1
         if i < 0:
             return 0
         try:
-            return positions[i]
+            found, position = entries[i]
         except IndexError:  # truncated under us: the walk from 0 is always right
             return 0
+        # Truncated and appended to under us, the slot may hold a later entry: walk from 0.
+        return position if found <= offset else 0
 
     def translate_offset(self, offset: int, start: int | None = None) -> BatchPosition | None:
         """The first batch whose last offset >= ``offset``, or None if there is none.
@@ -346,9 +354,8 @@ class LogSegment:
     # ----------------------------------------------------------------- truncate
 
     def _truncate_indexes_from_position(self, position: int) -> None:
-        i = bisect.bisect_left(self.idx_positions, position)
-        del self.idx_offsets[i:]  # offsets first: see _index_batch
-        del self.idx_positions[i:]
+        i = bisect.bisect_left(self.idx_entries, position, key=entry_position)
+        del self.idx_entries[i:]
         self._idx_persisted = min(self._idx_persisted, i)
 
     def truncate_to(self, offset: int) -> int:
@@ -387,13 +394,13 @@ class LogSegment:
         self._indexes_unsynced = True
         self._write_index(self.index_path, self._encode_offset_index(0), 0, truncate=True)
         self._write_index(self.time_index_path, self._encode_time_index(0), 0, truncate=True)
-        self._idx_persisted = len(self.idx_offsets)
+        self._idx_persisted = len(self.idx_entries)
         self._ti_persisted = len(self.ti_offsets)
 
     def _encode_offset_index(self, start: int) -> bytes:
         base = self.base_offset
         return b"".join(OFFSET_INDEX_ENTRY.pack(o - base, p)
-                        for o, p in zip(self.idx_offsets[start:], self.idx_positions[start:]))
+                        for o, p in self.idx_entries[start:])
 
     def _encode_time_index(self, start: int) -> bytes:
         base = self.base_offset
@@ -417,13 +424,13 @@ class LogSegment:
         """Append the index entries not yet in the files (and fsync them if asked). Files with
         nothing new and nothing unsynced are not touched: closing thousands of idle
         partitions costs no fsync."""
-        idx_new = self._idx_persisted < len(self.idx_offsets)
+        idx_new = self._idx_persisted < len(self.idx_entries)
         ti_new = self._ti_persisted < len(self.ti_offsets)
         sync = fsync and (idx_new or ti_new or self._indexes_unsynced)
         if idx_new or sync:
             self._write_index(self.index_path, self._encode_offset_index(self._idx_persisted),
                               self._idx_persisted * OFFSET_INDEX_ENTRY.size, fsync=sync)
-            self._idx_persisted = len(self.idx_offsets)
+            self._idx_persisted = len(self.idx_entries)
         if ti_new or sync:
             self._write_index(self.time_index_path, self._encode_time_index(self._ti_persisted),
                               self._ti_persisted * TIME_INDEX_ENTRY.size, fsync=sync)

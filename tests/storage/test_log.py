@@ -121,28 +121,59 @@ def test_index_maps_offsets_to_positions_after_reopen(tmp_path):
     for _ in range(50):
         log.append_as_leader(batch(2, size=200), 0)
     seg = log.active_segment
-    entries = list(zip(seg.idx_offsets, seg.idx_positions))
+    entries = list(seg.idx_entries)
     assert len(entries) > 10
     log.close()
     raw = open(seg.index_path, "rb").read()
     on_disk = [(seg.base_offset + r, p) for r, p in OFFSET_INDEX_ENTRY.iter_unpack(raw)]
     assert on_disk == entries
     log = open_log(tmp_path, index_interval_bytes=1000)
-    assert list(zip(log.active_segment.idx_offsets, log.active_segment.idx_positions)) == entries
+    assert list(log.active_segment.idx_entries) == entries
     for o in (0, 17, 55, 99):
         assert offsets(log.read(o, 1))[0] == o - o % 2
+
+
+def test_index_lookup_never_pairs_an_offset_with_another_entrys_position(tmp_path, monkeypatch):
+    # Issue 15 (index reads): lookup() runs on the fetch read pool while the log dir's thread
+    # truncates and appends. Replayed deterministically: right after the reader's bisect, the
+    # index is truncated and a later batch indexed in the reader's slot. With offsets and
+    # positions in two lists the reader paired its offset with that batch's position - a read
+    # starting past the offset it asked for (99_999 here). Entries are now one (offset,
+    # position) unit, and a slot that no longer holds an entry <= the offset sends the reader
+    # to the walk from the segment's start.
+    import bisect
+
+    log = open_log(tmp_path, index_interval_bytes=100)
+    for _ in range(10):
+        log.append_as_leader(batch(1, size=200), 0)
+    seg = log.active_segment
+    asked = 7
+    expected = seg.lookup(asked)
+    assert expected > 0
+    real = bisect.bisect_right
+
+    def bisect_then_the_writer_runs(a, x, *args, **kwargs):
+        i = real(a, x, *args, **kwargs)
+        monkeypatch.setattr(bisect, "bisect_right", real)
+        seg._truncate_indexes_from_position(expected)  # from the reader's slot on
+        seg._index_batch(asked + 100, 0, 99_999, 1)  # a later batch takes the slot
+        return i
+
+    seg.bytes_since_last_index = seg.index_interval_bytes + 1
+    monkeypatch.setattr(bisect, "bisect_right", bisect_then_the_writer_runs)
+    assert seg.lookup(asked) in (0, expected)  # a batch start at or before 7, never 99_999
 
 
 def test_stale_index_is_repaired_on_open(tmp_path):
     log = open_log(tmp_path, index_interval_bytes=100)
     for _ in range(20):
         log.append_as_leader(batch(1, size=200), 0)
-    entries = list(zip(log.active_segment.idx_offsets, log.active_segment.idx_positions))
+    entries = list(log.active_segment.idx_entries)
     log.close()
     with open(log.active_segment.index_path, "r+b") as f:
         f.truncate(3 * OFFSET_INDEX_ENTRY.size)  # as if the process died before persisting it
     log = open_log(tmp_path, index_interval_bytes=100)
-    assert list(zip(log.active_segment.idx_offsets, log.active_segment.idx_positions)) == entries
+    assert list(log.active_segment.idx_entries) == entries
     assert log.log_end_offset == 20
 
 
