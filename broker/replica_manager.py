@@ -159,6 +159,9 @@ class ReplicaManager:
         # -> the log dir they were in. Every request for one is KAFKA_STORAGE_ERROR until a
         # LeaderAndIsr re-creates it.
         self.offline_replicas: dict[TopicPartition, str] = {}
+        for tp, log_dir in log_manager.set_aside:  # copies lost before a restart (log_manager)
+            if log_manager.get_log(tp) is None:
+                self.offline_replicas[tp] = log_dir
         self.restart_notifier = restart_notifier
         self.halt = halt
         self.on_log_dir_offline = on_log_dir_offline

@@ -10,13 +10,25 @@ exponential back-off; a report still queued when another arrives for the same lo
 merged into it. A write that failed on a lost connection may have been applied anyway, so the
 retry can write a second entry for the same partitions: the controller's processing is
 idempotent (controller/decisions/restarts.py), so at-least-once is enough.
+
+Before the entry, the lost copies are added to ``/brokers/lost_replicas/<id>`` (replog's own
+znode): the restart entry is deleted once processed, but the fact that the copies in that dir
+are stale must outlive it. After a restart with the dir readable again, the copy there would
+otherwise be loaded whenever its newer copy is in a dir that is broken at that start - placement
+records (broker/storage/placement.py) decide only between two copies both found. The broker
+reads the znode before loading its logs, sets those copies aside and then forgets each dir it
+could read (``read_lost_replicas``/``forget_lost_replicas``), before it registers - so no copy
+created afterwards can be mistaken for a lost one. A record that fails to write is retried with
+the entry (``record_lost`` runs first, in the same retry loop).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
+
+from kazoo.exceptions import NoNodeError
 
 from common import zk_layout as zl
 from common.names import TopicPartition
@@ -40,14 +52,17 @@ def restart_entry(broker_id: int, broker_epoch: int, log_dir: str,
 class RestartNotifier:
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int],
                  write: Callable[[bytes], Awaitable[object]], events, written_counter=None,
-                 backoff_s: tuple[float, float] = (0.2, 5.0)):
+                 backoff_s: tuple[float, float] = (0.2, 5.0),
+                 record_lost: Callable[[zl.RestartEntry], Awaitable[object]] | None = None):
         """``write(data)`` creates the sequential entry (kazoo ``sequence=True``) and returns
-        its path; any exception it raises is retried."""
+        its path; ``record_lost(entry)`` runs before it (``record_lost_copies``); any exception
+        either raises is retried."""
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self._write = write
         self.events = events
         self._written_counter = written_counter
+        self._record_lost = record_lost
         self._backoff = backoff_s
         self._queue: list[_Report] = []
         self._wake = asyncio.Event()
@@ -84,6 +99,8 @@ class RestartNotifier:
                                   report.partitions)
             self._writing = True
             try:
+                if self._record_lost is not None:
+                    await asyncio.wait_for(self._record_lost(entry), WRITE_TIMEOUT_S)
                 path = await asyncio.wait_for(self._write(zl.encode_restart_entry(entry)),
                                               WRITE_TIMEOUT_S)
             except asyncio.CancelledError:
@@ -105,3 +122,59 @@ class RestartNotifier:
             self.events.warning("restart_partitions_requested", path=str(path),
                                 log_dir=report.log_dir, broker_epoch=entry.broker_epoch,
                                 partitions=[f"{t}-{p}" for t, p in entry.partitions])
+
+
+async def record_lost_copies(zk, entry: zl.RestartEntry, offline_dirs: Collection[str]) -> None:
+    """Add the entry's partitions to /brokers/lost_replicas/<id> under every log dir that is
+    offline now. Those dirs get nothing new while this process lives, so any copy of these
+    partitions there predates the loss - the dir named by a dir failure, and for a replica
+    refused because some dir is offline, the dirs it may be in. Never an online dir: a log
+    that failed alone was moved aside at once (``-stray``), and a copy created there later
+    is legitimate."""
+    lost = {d: set(entry.partitions) for d in offline_dirs}
+    if not lost:
+        return
+    path = zl.lost_replicas_path(entry.broker)
+    got = await zk.get_or_none(path)
+    if got is None:
+        await zk.create(path, zl.encode_lost_replicas(lost))
+        return
+    merged = _decode_or_empty(got[0])
+    for d, tps in lost.items():
+        merged.setdefault(d, set()).update(tps)
+    await zk.set(path, zl.encode_lost_replicas(merged), version=got[1].version)
+
+
+async def read_lost_replicas(zk, broker_id: int) -> dict[str, set[TopicPartition]]:
+    got = await zk.get_or_none(zl.lost_replicas_path(broker_id))
+    if got is None:
+        return {}
+    return {d: {TopicPartition(t, p) for t, p in tps}
+            for d, tps in _decode_or_empty(got[0]).items()}
+
+
+async def forget_lost_replicas(zk, broker_id: int, log_dirs) -> None:
+    """Drop ``log_dirs`` (read at this start: their lost copies are set aside) from the
+    broker's znode; the znode goes when nothing is left."""
+    path = zl.lost_replicas_path(broker_id)
+    got = await zk.get_or_none(path)
+    if got is None:
+        return
+    lost = _decode_or_empty(got[0])
+    left = {d: tps for d, tps in lost.items() if d not in set(log_dirs)}
+    if left == lost:
+        return
+    try:
+        if left:
+            await zk.set(path, zl.encode_lost_replicas(left), version=got[1].version)
+        else:
+            await zk.delete(path, version=got[1].version)
+    except NoNodeError:
+        pass
+
+
+def _decode_or_empty(data: bytes) -> dict[str, set[tuple[str, int]]]:
+    try:
+        return zl.decode_lost_replicas(data)
+    except ValueError:
+        return {}  # unreadable: rewritten whole by the next report

@@ -42,7 +42,12 @@ from broker.fetcher import ReplicaFetcherManager
 from broker.metadata_cache import Endpoint, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
-from broker.restart_notifier import RestartNotifier
+from broker.restart_notifier import (
+    RestartNotifier,
+    forget_lost_replicas,
+    read_lost_replicas,
+    record_lost_copies,
+)
 from broker.servicer import BrokerServicer
 from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log_manager import LogManager
@@ -83,7 +88,8 @@ class BrokerServer:
         self._session_lost = False
         self.restarts = RestartNotifier(
             self.broker_id, lambda: self.rm.broker_epoch if self.rm is not None else -1,
-            self._write_restart_entry, self.events, self.metrics.restart_requests)
+            self._write_restart_entry, self.events, self.metrics.restart_requests,
+            record_lost=self._record_lost_copies)
         self._registration_update: asyncio.Task | None = None
 
     # ------------------------------------------------------------------ start
@@ -102,10 +108,17 @@ class BrokerServer:
             fileops = FaultInjectingFileOps()
             self._tasks.append(loop.create_task(
                 watch_fault_file(fault_file, fileops, self.events), name="fault-injection"))
+        lost = await read_lost_replicas(self.zk, self.broker_id)
         self.log_manager = LogManager(self.config["log.dirs"], self.broker_id,
                                       self.config.log_config(), cluster_id=cluster_id,
-                                      fileops=fileops)
+                                      fileops=fileops, lost_replicas=lost)
         await loop.run_in_executor(None, self.log_manager.startup)
+        for tp, log_dir in self.log_manager.set_aside:
+            self.events.warning("lost_replica_set_aside", partition=str(tp), log_dir=log_dir)
+        # Before registering: no log is created until then, so what the dirs read now hold is
+        # all that was lost there (restart_notifier.py).
+        await forget_lost_replicas(self.zk, self.broker_id,
+                                   [d.path for d in self.log_manager.online_dirs])
         for d in self.log_manager.offline_dirs:
             self.events.error("log_dir_offline", log_dir=d.path, error=d.error, partitions=[])
         for tp, stale, kept in self.log_manager.stale_copies_deleted:
@@ -217,6 +230,10 @@ class BrokerServer:
         """Seed 003 step 2.4 as ZooKeeper's Queue recipe: a persistent sequential child."""
         return await self.zk.create(zl.restart_entry_path(zl.RESTART_ENTRY_PREFIX), data,
                                     sequence=True)
+
+    async def _record_lost_copies(self, entry) -> None:
+        await record_lost_copies(self.zk, entry,
+                                 [d.path for d in self.log_manager.offline_dirs])
 
     def _log_dir_went_offline(self, _log_dir: str) -> None:
         """Rewrite /brokers/ids/<id> so it shows the offline dir (its czxid - the broker

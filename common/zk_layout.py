@@ -54,10 +54,12 @@ DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 RESTART_PARTITIONS = "/restart_partitions"
+# replog's own (not Kafka's): per broker, the replicas it lost with a log dir (lost_replicas_*)
+LOST_REPLICAS = "/brokers/lost_replicas"
 
 # Persistent paths created once by whoever gets there first.
 PERSISTENT_PATHS = ("/cluster", BROKER_IDS, TOPICS, CONFIG_TOPICS, CONFIG_BROKERS,
-                    CONFIG_CHANGES, ADMIN, DELETE_TOPICS, RESTART_PARTITIONS)
+                    CONFIG_CHANGES, ADMIN, DELETE_TOPICS, RESTART_PARTITIONS, LOST_REPLICAS)
 
 LEADER_RECOVERED = 0
 LEADER_RECOVERING = 1
@@ -422,3 +424,43 @@ def decode_restart_entry(data: bytes) -> RestartEntry:
     epoch = o.get("broker_epoch", -1)
     return RestartEntry(broker, log_dir, tuple(sorted(out)),
                         epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else -1)
+
+
+# ----------------------------------------------------------------------------- lost replicas
+
+def lost_replicas_path(broker_id: int) -> str:
+    return f"{LOST_REPLICAS}/{broker_id}"
+
+
+def encode_lost_replicas(lost: dict[str, set[tuple[str, int]]]) -> bytes:
+    """/brokers/lost_replicas/<id>: the copies broker <id> lost, by log dir, until a start
+    with that dir readable has set them aside (broker/restart_notifier.py says why):
+    {"version":1,"log_dirs":{"/d0":[{"topic":"t","partitions":[0,1]}]}}."""
+    out: dict[str, list] = {}
+    for d, tps in sorted(lost.items()):
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(tps):
+            by_topic.setdefault(t, []).append(p)
+        out[d] = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+    return json.dumps({"version": 1, "log_dirs": out}, separators=(",", ":")).encode()
+
+
+def decode_lost_replicas(data: bytes) -> dict[str, set[tuple[str, int]]]:
+    """ValueError naming what is wrong."""
+    o = _loads(data, LOST_REPLICAS)
+    dirs = o.get("log_dirs")
+    if not isinstance(dirs, dict):
+        raise ValueError(f'{LOST_REPLICAS}: "log_dirs" must be an object')
+    out: dict[str, set[tuple[str, int]]] = {}
+    for d, groups in dirs.items():
+        if not isinstance(groups, list):
+            raise ValueError(f"{LOST_REPLICAS}: {d}: expected a list")
+        tps = out.setdefault(d, set())
+        for g in groups:
+            topic = g.get("topic") if isinstance(g, dict) else None
+            ps = g.get("partitions") if isinstance(g, dict) else None
+            if not isinstance(topic, str) or not isinstance(ps, list) or not all(
+                    isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in ps):
+                raise ValueError(f"{LOST_REPLICAS}: {d}: bad entry {g!r}")
+            tps.update((topic, p) for p in ps)
+    return out

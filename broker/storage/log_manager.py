@@ -89,7 +89,10 @@ class LogManager:
     def __init__(self, log_dirs: list[str], broker_id: int, config: LogConfig | None = None, *,
                  cluster_id: str | None = None, fileops: FileOps | None = None,
                  clock: Callable[[], int] = wall_clock_ms,
-                 failure_channel: LogDirFailureChannel | None = None):
+                 failure_channel: LogDirFailureChannel | None = None,
+                 lost_replicas: dict[str, set[TopicPartition]] | None = None):
+        """``lost_replicas``: log dir -> the copies this broker lost there (ZooKeeper's
+        /brokers/lost_replicas/<id>, read before startup): set aside, never loaded."""
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
         if len({os.path.abspath(d) for d in log_dirs}) != len(log_dirs):
@@ -119,6 +122,10 @@ class LogManager:
         self.preferred_dirs: dict[TopicPartition, str] = {}
         # What startup resolved: (partition, dir of the stale copy deleted, dir kept).
         self.stale_copies_deleted: list[tuple[TopicPartition, str, str]] = []
+        self.lost_replicas = {os.path.abspath(d): set(tps)
+                              for d, tps in (lost_replicas or {}).items()}
+        # Copies startup set aside as lost (partition, dir): see _set_aside_lost_copy.
+        self.set_aside: list[tuple[TopicPartition, str]] = []
 
     # ------------------------------------------------------------------ startup
 
@@ -168,6 +175,9 @@ class LogManager:
                 tp = TopicPartition.parse(name)
             except ValueError:
                 continue  # not a partition dir
+            if tp in self.lost_replicas.get(d.path, ()):
+                self._set_aside_lost_copy(d, tp, full)
+                continue
             try:
                 record = placement.read(full, fo)
             except OSError as e:
@@ -190,6 +200,21 @@ class LogManager:
                 fo.fsync_dir(d.path)
             except OSError as e:
                 raise LogDirError(d.path, cause=e) from e
+
+    def _set_aside_lost_copy(self, d: LogDir, tp: TopicPartition, full: str) -> None:
+        """A copy this broker reported lost (its dir or log failed, seed 003) and that is
+        readable again after a restart. It predates the failure: the controller has since
+        re-created the replica (is_new, in another dir) or will, and that newer copy may be
+        in a dir that is broken now - so placement (which needs both copies) cannot decide,
+        and loading this one would serve records the partition has moved past; if this broker
+        were its last ISR or ELR member it would even be elected cleanly with them. It is
+        moved aside like a log taken offline (``-stray``, kept for an operator), and the
+        replica manager counts the replica lost until a LeaderAndIsr re-creates it."""
+        try:
+            self.fileops.replace(full, f"{full}.{uuid.uuid4().hex}-stray")
+        except OSError as e:
+            raise LogDirError(d.path, str(tp), cause=e) from e
+        self.set_aside.append((tp, d.path))
 
     def _resolve_duplicate(self, tp: TopicPartition, d: LogDir, full: str,
                            record: placement.Placement | None) -> bool:

@@ -26,7 +26,7 @@ TP = TopicPartition("t", 0)
 
 class Node:
     def __init__(self, broker_id, tmp_path, fileops=None, overrides=(), channel_factory=None,
-                 log_dirs=1):
+                 log_dirs=1, lost_replicas=None):
         cfg = build_config([("broker.id", str(broker_id), "test"),
                             ("replica.fetch.wait.max.ms", "100", "test"),
                             ("replica.fetch.backoff.ms", "50", "test"),
@@ -35,7 +35,8 @@ class Node:
         # log_dirs: how many (under tmp_path/b<id>), or the paths themselves
         dirs = log_dirs if isinstance(log_dirs, list) else [tmp_path / f"b{broker_id}"] \
             if log_dirs == 1 else [tmp_path / f"b{broker_id}" / f"d{i}" for i in range(log_dirs)]
-        self.lm = LogManager([str(d) for d in dirs], broker_id, fileops=fileops)
+        self.lm = LogManager([str(d) for d in dirs], broker_id, fileops=fileops,
+                             lost_replicas=lost_replicas)
         self.lm.startup()
         self.events_path = tmp_path / f"b{broker_id}.json"
         events = configure_event_log(str(self.events_path), "broker", broker=broker_id)

@@ -6,12 +6,18 @@ ZooKeeper, and a LeaderAndIsr re-creates the replica (is_new) or refuses it (not
 
 import asyncio
 import errno
+from pathlib import Path
 
 import pytest
 
 from broker import partition_state
 from broker.partition_state import MissingLog
-from broker.restart_notifier import RestartNotifier
+from broker.restart_notifier import (
+    RestartNotifier,
+    forget_lost_replicas,
+    read_lost_replicas,
+    record_lost_copies,
+)
 from broker.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT
 from broker.storage.fileops import FaultInjectingFileOps
 from common import zk_layout as zl
@@ -88,9 +94,10 @@ class Broker:
     """An in-process broker with two log dirs, its failure handler and restart notifier
     running, the notifier writing to a real ZooKeeper."""
 
-    def __init__(self, tmp_path, broker_id=1, log_dirs=2, fileops=None):
+    def __init__(self, tmp_path, broker_id=1, log_dirs=2, fileops=None, lost_replicas=None):
         self.fo = fileops or FaultInjectingFileOps()
-        self.node = Node(broker_id, tmp_path, fileops=self.fo, log_dirs=log_dirs)
+        self.node = Node(broker_id, tmp_path, fileops=self.fo, log_dirs=log_dirs,
+                         lost_replicas=lost_replicas)
         self.halted = []
         self.node.rm.halt = self.halted.append
         self.node.rm.probe_timeout_s = 30  # never convict a healthy dir on a slow machine
@@ -99,12 +106,15 @@ class Broker:
         self.zk = AsyncZk(zk_hosts)
         await self.zk.start()
         await self.zk.ensure_path(zl.RESTART_PARTITIONS)
-        rm = self.node.rm
+        await self.zk.ensure_path(zl.LOST_REPLICAS)
+        rm, lm = self.node.rm, self.node.lm
         rm.restart_notifier = RestartNotifier(
             self.node.id, lambda: rm.broker_epoch,
             lambda data: self.zk.create(zl.restart_entry_path(zl.RESTART_ENTRY_PREFIX), data,
                                         sequence=True),
-            rm.events, rm.metrics.restart_requests)
+            rm.events, rm.metrics.restart_requests,
+            record_lost=lambda e: record_lost_copies(self.zk, e,
+                                                     [d.path for d in lm.offline_dirs]))
         await self.node.start()
         self.tasks = [asyncio.ensure_future(rm.log_dir_failure_loop()),
                       asyncio.ensure_future(rm.restart_notifier.run())]
@@ -327,3 +337,60 @@ async def test_a_broker_restarted_with_its_dir_still_broken_serves_the_other(tmp
             zl.RestartEntry(1, d0, (("t", 0),), node.rm.broker_epoch)]
     finally:
         await b.stop()
+
+
+async def test_a_lost_copy_is_not_served_when_its_newer_copy_is_in_a_broken_dir(tmp_path,
+                                                                                zk_hosts):
+    """t-0 lived in d0 (3 records); d0 failed and t-0 was re-created in d1, where it got 5.
+    The broker restarts with d0 readable again and d1 broken. Nothing on d0 says its copy was
+    superseded (the record of that is in d1), so before /brokers/lost_replicas the broker
+    loaded the stale copy and served 3 records where 5 were written - and as the last ISR or
+    ELR member it could have been elected cleanly with them. Now the copy is set aside, the
+    replica counts as lost (refused without is_new, restart asked) and the dir is forgotten."""
+    b = Broker(tmp_path)
+    await b.start(zk_hosts)
+    node, lm = b.node, b.node.lm
+    d0, d1 = (d.path for d in lm.dirs)
+    try:
+        await _lead(node, T0)
+        for i in range(3):
+            assert await _produce(node, T0, f"old{i}") == ErrorCode.NONE
+        b.fo.fail(d0, errno.EIO)
+        await _produce(node, T0, "x")
+        await wait_until(lambda: node.rm.restart_notifier.written, what="restart entry")
+        assert await read_lost_replicas(b.zk, 1) == {d0: {T0}}
+        assert await _lead(node, T0, epoch=1, is_new=True) == {("t", 0): 0}
+        for i in range(5):
+            assert await _produce(node, T0, f"new{i}") == ErrorCode.NONE
+        assert lm.log_dir_of(T0).path == d1
+        # only offline dirs are recorded (an entry naming d1 adds nothing under d1)
+        await record_lost_copies(b.zk, zl.RestartEntry(1, d1, (("t", 1),), 0), [d0])
+        assert await read_lost_replicas(b.zk, 1) == {d0: {T0, T1}}
+    finally:
+        await b.stop()
+
+    fo = FaultInjectingFileOps()
+    fo.fail(d1, errno.EIO)  # the new copy's dir is broken at this start
+    zk = AsyncZk(zk_hosts)
+    await zk.start()
+    lost = await read_lost_replicas(zk, 1)
+    again = Broker(tmp_path, fileops=fo, lost_replicas=lost)
+    node, lm = again.node, again.node.lm
+    try:
+        assert [d.online for d in lm.dirs] == [True, False]
+        assert lm.get_log(T0) is None and lm.set_aside == [(T0, d0)]
+        assert [p.name for p in Path(d0).iterdir() if p.name.startswith("t-0")
+                and p.name.endswith("-stray")]
+        await forget_lost_replicas(zk, 1, [d.path for d in lm.online_dirs])
+        assert await zk.get_or_none(zl.lost_replicas_path(1)) is None  # d0 read: forgotten
+        await again.start(zk_hosts)
+        assert node.rm.offline_replicas == {T0: d0}
+        assert await _fetch(node, T0) == ErrorCode.KAFKA_STORAGE_ERROR
+        assert await _lead(node, T0, epoch=2) == {("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}
+        await wait_until(lambda: node.rm.restart_notifier.written, what="restart asked")
+        assert await read_lost_replicas(zk, 1) == {d1: {T0}}  # d1 is offline: it may be there
+        assert await _lead(node, T0, epoch=3, is_new=True) == {("t", 0): 0}
+        assert lm.get_log(T0).log_end_offset == 0  # re-created empty, fetches from the leader
+    finally:
+        await again.stop()
+        await zk.stop()
