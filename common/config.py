@@ -156,6 +156,9 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("replog.test.kill.at.reassignment.step", _int(1, 7), None,
        "replog, tests only: the controller SIGKILLs itself right after this reassignment "
        "step (1-7, seed 004) - a real kill at a named step boundary"),
+    _k("replog.test.kill.after.restart.entry", _bool, False,
+       "replog, tests only: the controller SIGKILLs itself after applying a "
+       "/restart_partitions entry and before deleting it (seed 003: processing is at least once)"),
 ]}
 
 

@@ -28,8 +28,11 @@ process SIGKILLs itself right after reassignment step N's effects of some partit
 carried out - a real kill at a named step boundary, so a test can show the next controller
 resumes from whatever ZooKeeper holds.
 
-Left out: the /admin/preferred_replica_election znode (ElectLeaders replaces it), and adding partitions to a
-topic. AlterPartition requests are handled one RPC per event (not coalesced).
+`replog.test.kill.after.restart.entry` does the same after a /restart_partitions entry is
+applied and before it is deleted (seed 003's at-least-once processing).
+
+Left out: the /admin/preferred_replica_election znode (ElectLeaders replaces it), and adding
+partitions to a topic. AlterPartition requests are handled one RPC per event (not coalesced).
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ log = logging.getLogger(__name__)
 MAX_WAIT_S = 300.0
 FAILOVER_RETRY_S = 1.0
 KILL_AT_STEP_KEY = "replog.test.kill.at.reassignment.step"
+KILL_AFTER_RESTART_KEY = "replog.test.kill.after.restart.entry"
 
 
 class NotControllerError(Exception):
@@ -445,6 +449,12 @@ class Controller:
                             "of %s", f["step"], f["partition"])
                 logging.shutdown()
                 os.kill(os.getpid(), signal.SIGKILL)
+        elif eff.name == "partitions_restarted" and self.config.get(KILL_AFTER_RESTART_KEY):
+            # The entry's state writes and requests are out; its deletion is the next effect.
+            log.warning("test hook: killing this controller after applying restart entry %s "
+                        "and before deleting it", f["entry"])
+            logging.shutdown()
+            os.kill(os.getpid(), signal.SIGKILL)
         elif eff.name == "invalid_state_transition":
             self.metrics.invalid_transitions.labels(f["kind"]).inc()
         elif eff.name == "reassignment_completed":

@@ -243,3 +243,34 @@ async def test_all_dirs_failed_the_broker_exits_and_its_partitions_move(cluster_
     fatal = [line for line in b2.log_file.read_text(encoding="utf-8").splitlines()
              if "FATAL" in line]
     assert len(fatal) == 1 and "every log dir is offline" in fatal[0], fatal
+
+
+async def test_controller_killed_after_applying_a_restart_entry_before_deleting_it(
+        cluster_factory, tmp_path):
+    """Seed 003 processing is at least once: the active controller applies broker 2's
+    /restart_partitions entry (state written, LeaderAndIsr is_new sent) and is SIGKILLed
+    before deleting it (test-only hook). The standby takes over, applies the same entry again
+    - idempotent: nothing more to write - and deletes it; the lost replicas are re-created,
+    rejoin every ISR, and no acknowledged record is lost."""
+    rules = tmp_path / "faults.json"
+    rules.write_text("[]")
+    c = cluster_factory(brokers=3, controllers=2, log_dirs_per_broker=2, overrides=FAST,
+                        per_broker_overrides={VICTIM: {"fault.injection.file": str(rules)}},
+                        start=False)
+    first = min(c.controllers)
+    c.controller(first).overrides["replog.test.kill.after.restart.entry"] = "true"
+    c.start()
+    if c.active_controller_id() != first:  # only the first carries the hook: make it active
+        other = c.active_controller_id()
+        c.controller(other).restart()
+        c.wait_for_controller(timeout=30, exclude=[other])
+    assert c.active_controller_id() == first
+    failed_dir = c.broker(VICTIM).log_dirs[0]
+    await _fault_scenario(c, lambda lost: rules.write_text(json.dumps(
+        [{"path": str(failed_dir), "errno": "EIO"}])), failed_dir)
+    killed = c.controller(first)
+    assert not killed.is_running() and killed.returncode in (-9, 137)
+    standby = next(n for i, n in c.controllers.items() if i != first)
+    applied_by_killed = {e["entry"] for e in _events(killed, "partitions_restarted")}
+    assert applied_by_killed, "the killed controller applied the entry"
+    assert applied_by_killed <= {e["entry"] for e in _events(standby, "partitions_restarted")}
