@@ -15,9 +15,11 @@ Rules that bind:
   leaderIsrUpdateLock and the log lock for the same reason).
 - The future dir gets a placement record superseding the current dir and is renamed to
   ``<topic>-<partition>`` *before* the current dir is renamed to ``-delete``: a crash between the
-  two leaves two copies, and startup keeps the new one (placement.py). A crash before the
-  swap leaves a ``-future`` dir that startup deletes: the move is discarded and the current
-  replica is untouched (Kafka resumes the move instead; replog does not).
+  two leaves two copies, and startup keeps the new one (placement.py). A restart before the
+  swap (a crash, or a clean shutdown, which closes the future replica and keeps it) leaves a
+  ``-future`` dir that startup opens (LogManager.future_logs) and the move resumes from it
+  once the replica is hosted again (``resume``, after a LeaderAndIsr), as Kafka's does; the
+  copier reconciles it with the current replica first (the current one may have truncated).
 - Work queued for the old log after the swap is forwarded to the new one (``Log.moved_to``),
   and the new dir's executor runs nothing for the partition until the old dir's queue has
   drained past it, so the partition's write order holds across the change of thread.
@@ -146,6 +148,25 @@ class ReplicaAlterLogDirsManager:
         self._wakeup.set()
         return move
 
+    def resume(self, hosted) -> None:
+        """Resume the moves a restart cut short (LogManager.future_logs) of the partitions in
+        ``hosted`` (this broker holds their current replica again)."""
+        for tp in [tp for tp in self.lm.future_logs if tp in hosted]:
+            future, target = self.lm.future_logs.pop(tp)
+            if tp in self.moves or not target.online or self.lm.get_log(tp) is None:
+                future._close_fds()
+                with contextlib.suppress(OSError):
+                    self.lm.fileops.rmtree(future.dir)
+                continue
+            self.moves[tp] = Move(tp, target, future,
+                                  done=asyncio.get_running_loop().create_future())
+            self.failed.discard(tp)
+            self.rm.events.info("future_replica_resumed", partition=str(tp),
+                                log_dir=target.path, future_dir=future.dir,
+                                future_log_end_offset=future.log_end_offset)
+            self._ensure_running()
+            self._wakeup.set()
+
     def cancel(self, tp: TopicPartition, reason: str) -> bool:
         """Drop the future replica of ``tp`` (if any); the current one is left as it is."""
         move = self.moves.get(tp)
@@ -209,8 +230,19 @@ class ReplicaAlterLogDirsManager:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for tp in list(self.moves):
-            self.cancel(tp, "broker shutdown")
+        # The future replicas are closed, not deleted: the next start resumes the moves.
+        for tp, move in list(self.moves.items()):
+            del self.moves[tp]
+            move.future.closed = True
+            # On the target dir's thread: behind a copy that may still be running there.
+            try:
+                move.target.executor.submit(move.future._close_fds)
+            except RuntimeError:  # executor shut down
+                move.future._close_fds()
+            self.rm.events.info("future_replica_closed", partition=str(tp),
+                                log_dir=move.target.path)
+            if move.done is not None and not move.done.done():
+                move.done.set_result(False)
 
     async def run(self) -> None:
         """One round copies up to COPY_MAX_BYTES into every future replica; it waits when

@@ -509,6 +509,10 @@ class ReplicaManager:
                 self.events.error("leader_epoch_checkpoint_failed", partition=str(tp),
                                   error=str(error))
                 self._report(error)
+        if self.log_manager.future_logs:
+            # KIP-113: moves a restart cut short resume once their replica is hosted again
+            # (Kafka's maybeAddLogDirFetchers in becomeLeaderOrFollower).
+            self.alter_log_dirs.resume({tp for tp, code in results if code == ErrorCode.NONE})
         return results
 
     def _create_logs(self, tps: list[TopicPartition]) -> dict[TopicPartition, str]:

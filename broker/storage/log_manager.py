@@ -57,7 +57,8 @@ from common.names import TopicPartition, validate_topic
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
-_DISCARDED_DIR_SUFFIXES = ("-delete", "-future")
+_DISCARDED_DIR_SUFFIXES = ("-delete",)
+_FUTURE_SUFFIX = "-future"
 
 
 class LogDir:
@@ -126,6 +127,10 @@ class LogManager:
                               for d, tps in (lost_replicas or {}).items()}
         # Copies startup set aside as lost (partition, dir): see _set_aside_lost_copy.
         self.set_aside: list[tuple[TopicPartition, str]] = []
+        # KIP-113: future replicas found at startup, a move cut short by a restart, until the
+        # replica manager resumes them (Kafka's futureLogs): partition -> (log, its dir).
+        self.future_logs: dict[TopicPartition, tuple[Log, LogDir]] = {}
+        self._futures_found: list[tuple[LogDir, str]] = []
 
     # ------------------------------------------------------------------ startup
 
@@ -137,6 +142,10 @@ class LogManager:
             except KafkaStorageError as e:
                 self.report_failure(d, e)
                 self._take_offline(d, str(e))
+        for d, full in self._futures_found:
+            if d.online:
+                self._load_future(d, full)
+        self._futures_found.clear()
         if not self.online_dirs:
             raise LogDirError(",".join(d.path for d in self.dirs),
                               detail="no log dir could be loaded: " +
@@ -161,9 +170,11 @@ class LogManager:
             raise LogDirError(d.path, cause=e) from e
         for name in names:
             full = os.path.join(d.path, name)
+            if os.path.isdir(full) and name.endswith(_FUTURE_SUFFIX):
+                self._futures_found.append((d, full))  # once every current replica is loaded
+                continue
             if os.path.isdir(full) and name.endswith(_DISCARDED_DIR_SUFFIXES):
-                # KIP-113: a move cut short by a restart is discarded (Kafka resumes it; the
-                # current replica is untouched either way), and a swapped-out copy is gone.
+                # KIP-113: a swapped-out copy is gone.
                 try:
                     fo.rmtree(full)
                 except OSError as e:
@@ -200,6 +211,36 @@ class LogManager:
                 fo.fsync_dir(d.path)
             except OSError as e:
                 raise LogDirError(d.path, cause=e) from e
+
+    def _load_future(self, d: LogDir, full: str) -> None:
+        """A ``<tp>.<id>-future`` dir: a move into ``d`` cut short by a restart. It is opened
+        and kept for the replica manager to resume (Kafka's LogManager loads future logs and
+        ReplicaManager re-adds their alter-log-dirs fetchers), recovered like an unclean log
+        (it is never in the checkpoints). It is deleted instead when there is nothing to
+        resume: no current replica, one already in ``d``, a second future replica, or files
+        that do not open - the current replica is untouched either way."""
+        name = os.path.basename(full)
+        try:
+            tp = TopicPartition.parse(name[:-len(_FUTURE_SUFFIX)].rsplit(".", 1)[0])
+        except ValueError:
+            tp = None
+        current = self.logs.get(tp) if tp is not None else None
+        future = None
+        if current is not None and self._dir_of[tp] is not d and tp not in self.future_logs:
+            try:
+                future = Log.open(d.path, tp, self.config, fileops=self.fileops,
+                                  clock=self.clock, log_start_offset=current.log_start_offset,
+                                  needs_recovery=True, partition_dir=full)
+            except (KafkaStorageError, OSError, ValueError):
+                future = None  # a broken future replica: the move starts over if asked
+        if future is not None:
+            self.future_logs[tp] = (future, d)
+            return
+        try:
+            self.fileops.rmtree(full)
+        except OSError as e:
+            self.report_failure(d, LogDirError(d.path, cause=e))
+            self._take_offline(d, str(e))
 
     def _set_aside_lost_copy(self, d: LogDir, tp: TopicPartition, full: str) -> None:
         """A copy this broker reported lost (its dir or log failed, seed 003) and that is
@@ -565,6 +606,8 @@ class LogManager:
     def shutdown(self) -> None:
         """Clean shutdown: close every log, write checkpoints, then the clean-shutdown marker
         (only for a dir whose every step succeeded)."""
+        for future, _d in self.future_logs.values():  # never resumed: resumed at next start
+            future._close_fds()
         for d in self.online_dirs:
             ok = True
             for tp in self.partitions_in(d):

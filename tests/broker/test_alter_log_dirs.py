@@ -227,22 +227,62 @@ async def test_alter_replica_log_dirs_errors(node):
     assert n.lm.log_dir_of(t5) is n.lm.dirs[1]
 
 
-async def test_a_restart_mid_move_discards_the_future_replica(tmp_path):
+@pytest.mark.parametrize("crash", [True, False])
+async def test_a_move_cut_short_by_a_restart_resumes_from_its_future_replica(tmp_path, crash,
+                                                                            monkeypatch):
+    # KIP-113: a restart mid-move - a crash, or a clean shutdown, which keeps the future
+    # replica - leaves <tp>.<id>-future in the target dir; the next start opens it and, once
+    # a LeaderAndIsr hosts the replica again, the move goes on from what was copied (Kafka
+    # resumes it; replog used to discard it and a later AlterReplicaLogDirs started over).
     n = Node(1, tmp_path, log_dirs=2)
     await n.start()
     await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1], [1], [n], tp=T0))
-    for i in range(5):
+    for i in range(20):
         await _produce(n, f"a{i}-")
-    before = _batches(n.lm.get_log(T0))
-    d1 = n.lm.dirs[1].path
-    await n.rm.alter_log_dirs.start_move(T0, n.lm.dirs[1])
-    n.rm.alter_log_dirs._task.cancel()  # the broker dies before the copier runs
+    d0, d1 = (d.path for d in n.lm.dirs)
+    mover = n.rm.alter_log_dirs
+    mover.swap_lag = 0
+    monkeypatch.setattr(ald, "COPY_MAX_BYTES", 1)  # one batch per copy (min_one_batch)
+    mover.quota.update_quota(1)  # after the first copy the throttle holds the move
+    move = await mover.start_move(T0, n.lm.dirs[1])
+    await wait_until(lambda: move.future.log_end_offset > 0, what="a first copy")
+    copied = move.future.log_end_offset
+    assert copied < n.lm.get_log(T0).log_end_offset
+    if crash:
+        mover._task.cancel()  # the broker dies: nothing closes the future replica
+    else:
+        await mover.shutdown()
     await n.stop()
-    assert [e for e in os.listdir(d1) if e.endswith("-future")]
-    lm = LogManager([d.path for d in n.lm.dirs], 1)
+    [future_dir] = [e for e in os.listdir(d1) if e.endswith("-future")]
+
+    n = Node(1, tmp_path, log_dirs=2)
+    assert n.lm.log_dir_of(T0).path == d0
+    future, target = n.lm.future_logs[T0]
+    assert target.path == d1 and os.path.basename(future.dir) == future_dir
+    assert future.log_end_offset == copied  # resumed from what was copied, not from 0
+    await n.start()
+    try:
+        before = _batches(n.lm.get_log(T0))
+        await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 1, [1], [1], [n], tp=T0))
+        await wait_until(lambda: n.lm.log_dir_of(T0).path == d1, what="the move finished")
+        assert _batches(n.lm.get_log(T0)) == before
+        assert not [e for e in os.listdir(d1) if e.endswith("-future")]
+        assert [e["future_log_end_offset"] for e in n.events_logged()
+                if e["event"] == "future_replica_resumed"] == [copied]
+    finally:
+        await n.rm.alter_log_dirs.shutdown()
+        await n.stop()
+
+
+def test_a_future_replica_with_nothing_to_resume_is_deleted_at_start(tmp_path):
+    n = Node(1, tmp_path, log_dirs=2)
+    d0, d1 = (d.path for d in n.lm.dirs)
+    n.lm.shutdown()
+    orphan = os.path.join(d1, "t-7.0123456789abcdef-future")  # no current replica of t-7
+    os.makedirs(orphan)
+    lm = LogManager([d0, d1], 1)
     lm.startup()
-    assert lm.log_dir_of(T0) is lm.dirs[0] and _batches(lm.get_log(T0)) == before
-    assert not [e for e in os.listdir(d1) if e.endswith("-future")]
+    assert not os.path.exists(orphan) and lm.future_logs == {}
     lm.shutdown()
 
 
