@@ -18,6 +18,11 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "dashboards"
 DATASOURCE = {"type": "prometheus", "uid": "replog-prometheus"}
+# For series that exist only while (or once) something happens - a replica being added, an
+# unclean recovery -: 0 instead of "No data" when nothing did, so the panel query still answers
+# (tests/observability/test_prometheus_live.py requires data from every query). `on()` keeps the
+# 0 out as soon as a real series is there.
+NONE_IS_ZERO = "or on() vector(0)"
 
 # (dashboard uid, title, [(panel title, kind, unit, [(PromQL, legend)])])
 DASHBOARDS = [
@@ -88,15 +93,62 @@ DASHBOARDS = [
         ("Controller event queue", "timeseries", "none",
          [("replog_controller_event_queue_size", "{{instance}}")]),
     ]),
-    ("replog-unclean", "replog / Unclean elections", [
+    ("replog-reassignment", "replog / Reassignment", [
+        ("Reassigning partitions", "stat", "none",
+         [("max(replog_controller_reassigning_partitions)", "reassigning")]),
+        ("Throttled partitions (KIP-73)", "stat", "none",
+         [("sum(replog_replication_throttled_partitions)", "held back")]),
+        ("Reassigning partitions by leader", "timeseries", "none",
+         [("kafka_server_replicamanager_reassigningpartitions", "{{instance}}"),
+          ("max(replog_controller_reassigning_partitions)", "controller")]),
+        ("Reassignment bytes in / out per broker", "timeseries", "Bps",
+         [("sum by (instance) (rate(kafka_server_brokertopicmetrics_reassignmentbytesin_total[1m]))",
+           "in {{instance}}"),
+          ("sum by (instance) (rate(kafka_server_brokertopicmetrics_reassignmentbytesout_total[1m]))",
+           "out {{instance}}")]),
+        # One series per replica being added, only while it is: 0 when no move is in flight.
+        ("Adding-replica lag (messages)", "timeseries", "none",
+         [(("max by (topic, partition, replica) (replog_reassignment_replica_lag_messages) "
+            + NONE_IS_ZERO), "{{topic}}-{{partition}} replica {{replica}}")]),
+        # Totals since the active controller started: increase() would miss the first step of
+        # each number (its series appears with the step).
+        ("Reassignment steps and completed moves", "timeseries", "none",
+         [("sum by (step) (replog_controller_reassignment_steps_total)", "step {{step}}"),
+          ("sum(replog_controller_reassignments_completed_total)", "completed")]),
+        ("Throttled replication bytes (KIP-73)", "timeseries", "Bps",
+         [("sum by (instance, direction) (rate(replog_replication_throttled_bytes_total[1m]))",
+           "{{direction}} {{instance}}")]),
+        ("Partitions held back by the throttle", "timeseries", "none",
+         [("replog_replication_throttled_partitions", "{{direction}} {{instance}}")]),
+    ]),
+    ("replog-unclean", "replog / Unclean elections and recoveries (KIP-966)", [
         ("Unclean leader elections (10m)", "stat", "none",
          [("sum(increase(kafka_controller_controllerstats_uncleanleaderelections_total[10m]))",
            "unclean")]),
+        ("Offsets discarded by recoveries (10m)", "stat", "none",
+         [("sum(increase(replog_unclean_recovery_offsets_discarded_total[10m]))",
+           "offsets")]),
+        ("Partitions with ELR", "stat", "none",
+         [("sum(replog_controller_partitions_with_elr)", "with ELR")]),
+        # Recoveries that elect are unclean elections too (they count in both).
         ("Unclean leader elections", "timeseries", "none",
          [("sum(kafka_controller_controllerstats_uncleanleaderelections_total)", "total")]),
         # Offline partitions are what an unclean election would end (with data loss).
         ("Offline partitions", "timeseries", "none",
          [("sum(kafka_controller_kafkacontroller_offlinepartitionscount)", "offline")]),
+        # Totals since the active controller started, by how each Unclean Recovery Manager task
+        # ended (elected, dropped, failed); a series appears with its first recovery.
+        ("Unclean recoveries by strategy and outcome", "timeseries", "none",
+         [("sum by (strategy, outcome) (replog_unclean_recoveries_total) " + NONE_IS_ZERO,
+           "{{strategy}} {{outcome}}")]),
+        ("Offsets discarded by unclean recoveries", "timeseries", "none",
+         [("sum(replog_unclean_recovery_offsets_discarded_total)", "total")]),
+        ("GetReplicaLogInfo requests", "timeseries", "reqps",
+         [("sum(rate(replog_controller_getreplicaloginfo_requests_total[5m]))", "requests")]),
+        # ELR members exist only for partitions below min ISR.
+        ("Partitions with ELR / under min ISR", "timeseries", "none",
+         [("sum(replog_controller_partitions_with_elr)", "with ELR"),
+          ("replog:underminisrpartitions:sum", "under min ISR")]),
     ]),
 ]
 

@@ -1,13 +1,15 @@
 """A real cluster scraped for real: the metric names every process serves match the catalog
 (docker/prometheus/metrics.txt), and Debian's Prometheus, started the way
 `replog cluster up --prometheus` starts it, sees every target, answers every dashboard query and
-recording rule with data, and fires (then resolves) the alerts for a SIGKILLed broker.
+recording rule with data (after a real partition reassignment: some series exist only once one
+ran), and fires (then resolves) the alerts for a SIGKILLed broker.
 
 Nothing is timed: every wait is for a positive signal, with a generous bound.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +47,24 @@ def load_topic(cluster, topic: str = "orders") -> None:
            stdin=b"".join(b"record-%d\n" % i for i in range(100)))
 
 
+def reassign_one_partition(cluster, tmp_path) -> None:
+    """Move one replica for real (KIP-455: broker 3 added, broker 1 removed), so the series that
+    appear only with a reassignment (replog_controller_reassignment_steps_total{step}) exist
+    for the reassignment dashboard's queries."""
+    bootstrap = cluster.bootstrap_servers
+    replog("topics", "create", "--bootstrap-server", bootstrap, "--topic", "moves",
+           "--replica-assignment", "1:2")
+    replog("produce", "--bootstrap-server", bootstrap, "--topic", "moves", "--acks", "all",
+           stdin=b"".join(b"moved-%d\n" % i for i in range(50)))
+    plan = tmp_path / "reassignment.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "moves", "partition": 0, "replicas": [2, 3]}]}))
+    move = ["--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan)]
+    replog("reassign", "--execute", *move)
+    wait_until(lambda: "is completed" in replog("reassign", "--verify", *move), 60,
+               "the reassignment of moves-0 completed", interval=0.5)
+
+
 def test_served_metric_names_match_the_catalog(cluster_factory):
     c = cluster_factory(brokers=3, controllers=2)
     load_topic(c)
@@ -77,6 +97,7 @@ def test_prometheus_scrapes_the_cluster_and_fires_broker_down_alerts(cluster_fac
     c = cluster_factory(brokers=3, controllers=2, overrides={
         "zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "3000"})
     load_topic(c)
+    reassign_one_partition(c, tmp_path)
     prom = PrometheusServer(c.cluster_json_path, tmp_path / "prometheus", port=0).start()
     try:
         def targets_up():
