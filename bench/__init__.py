@@ -150,6 +150,16 @@ def save_results(name: str, results: dict) -> Path:
     return path
 
 
+def measured_rate(samples: list[tuple[float, int]], target: int) -> float | None:
+    """Bytes/s of a copy sampled as (seconds, bytes so far): between the first sample at >= 10%
+    of ``target`` and the first at >= 90% (leaving out the start-up and the tail)."""
+    lo = next(((t, s) for t, s in samples if s >= 0.1 * target), None)
+    hi = next(((t, s) for t, s in samples if s >= 0.9 * target), None)
+    if lo is None or hi is None or hi[0] <= lo[0]:
+        return None
+    return (hi[1] - lo[1]) / (hi[0] - lo[0])
+
+
 def json_line(bench: str, figure: str, data: dict) -> str:
     return json.dumps({"bench": bench, "figure": figure, **data}, separators=(",", ":"))
 

@@ -28,7 +28,7 @@ import statistics
 import tempfile
 import time
 
-from bench import json_line, log, machine_info, save_results
+from bench import json_line, log, machine_info, measured_rate, save_results
 
 RATE = 2_000_000  # bytes/s
 RECORD = 1024
@@ -96,15 +96,6 @@ async def one_run(data_dir: str, rate: int | None, backlog_bytes: int) -> dict:
                 "size_after_move": moved}
     finally:
         c.stop(graceful=False)
-
-
-def measured_rate(samples: list[tuple[float, int]], target: int) -> float | None:
-    """Bytes/s between the first sample at >= 10% of ``target`` and the first at >= 90%."""
-    lo = next(((t, s) for t, s in samples if s >= 0.1 * target), None)
-    hi = next(((t, s) for t, s in samples if s >= 0.9 * target), None)
-    if lo is None or hi is None or hi[0] <= lo[0]:
-        return None
-    return (hi[1] - lo[1]) / (hi[0] - lo[0])
 
 
 def main(opts) -> dict:
