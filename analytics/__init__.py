@@ -9,9 +9,10 @@ afterwards with PySpark into a self-contained HTML report.
 - ``analytics.demo`` — ``replog demo``: a seeded fault scenario that produces data worth
   analysing.
 
-Status: availability, failover, recovery, ISR churn, unclean elections, throughput and lag are
-computed from events and metrics replog emits today. Log-dir failures re-replication
-(C5), reassignments (C6) and unclean *recoveries* (C7) are computed from the event shapes
-documented in ``analytics.schema``, which the broker and controller do not emit yet; until they
-do, those tables are empty.
+Every table is computed from events and metrics replog emits (the shapes in
+``analytics.schema``): availability, failover, recovery, ISR churn, unclean elections and KIP-966
+unclean recoveries (C7), log-dir failures and re-replication (C5), reassignments with the bytes
+they moved (C6; from the brokers' per-broker reassignment byte counters), throughput and lag.
+``tests/analytics/test_event_contract.py`` runs the real controller core and reads its event
+log, so a renamed event or field fails a test rather than leaving a table empty.
 """

@@ -186,7 +186,7 @@ def compute(events, samples, scrapes, span: tuple[float, float]) -> dict:
         "flapping_partitions": T.flapping_partitions(changes),
         "unclean_elections": T.unclean_elections(events),
         "log_dir_failures": T.log_dir_failures(events, replica_changes),
-        "reassignments": T.reassignments(events),
+        "reassignments": T.reassignments(events, samples),
         "throughput_by_broker": T.throughput_by_broker(rates),
         "throughput": rates,
         "follower_lag": T.follower_lag(samples),
@@ -226,6 +226,8 @@ def summarize(manifest: dict, span, counts: dict, data: dict, skew: dict) -> lis
     rec = [x for x in col("recoveries", "recovery_s") if x is not None]
     ch = data["isr_changes"]["rows"]
     trans = data["process_transitions"]["rows"]
+    unclean = data["unclean_elections"]["rows"]
+    moves = data["reassignments"]["rows"]
     out = [
         ("cluster id", manifest.get("cluster_id") or "unknown"),
         ("observed", f"{span[1] - span[0]:.1f} s" if span[0] is not None else "nothing"),
@@ -247,9 +249,12 @@ def summarize(manifest: dict, span, counts: dict, data: dict, skew: dict) -> lis
         ("ISR shrinks / expands",
          f"{sum(r['kind'] == 'shrink' for r in ch)} / {sum(r['kind'] == 'expand' for r in ch)}"),
         ("flapping partitions", len(data["flapping_partitions"]["rows"])),
-        ("unclean elections / recoveries", len(data["unclean_elections"]["rows"])),
+        ("unclean elections / recoveries",
+         f"{sum(r['kind'] == 'election' for r in unclean)} / "
+         + f"{sum(r['kind'] == 'recovery' for r in unclean)}"),
         ("log-dir failures (partitions)", len(data["log_dir_failures"]["rows"])),
-        ("reassignments", len(data["reassignments"]["rows"])),
+        ("reassignments (bytes moved)",
+         f"{len(moves)} ({sum(r['bytes_moved'] or 0 for r in moves)} B)" if moves else "0"),
         ("clock skew bound (causality)",
          f"{skew['skew_bound_s']:.3f} s over {skew['pairs']} elections"),
     ]

@@ -44,10 +44,16 @@ SECTIONS = [
     ("Flapping partitions", "flapping_partitions",
      "Partitions whose ISR changed 6 or more times (3 shrink/expand cycles) within 60 s."),
     ("Unclean elections and recoveries", "unclean_elections",
-     "Leaders elected outside the ISR, and C7 unclean recoveries, with offsets discarded."),
+     ("Blind unclean elections (offsets discarded: the followers' truncations) and KIP-966 "
+      "unclean recoveries: strategy, outcome, replicas asked and answering, wait, chosen "
+      "replica and the offsets the controller counted as discarded.")),
     ("Log-dir failures", "log_dir_failures",
      "Per partition of a failed log dir: time until that broker's replica rejoined the ISR."),
-    ("Reassignments", "reassignments", "Per-partition duration and bytes moved (C6 events)."),
+    ("Reassignments", "reassignments",
+     ("Per partition: from reassignment_started to reassignment_completed. bytes_moved: the "
+      "adding brokers' reassignment byte counters over the reassignment's sampling intervals "
+      "(brokers count them per broker, not per partition); an upper bound when "
+      "bytes_shared_with other reassignments added to the same broker in those intervals.")),
     ("Throughput per broker", "throughput_by_broker",
      "Counter rates (bytes/s) and totals over the run."),
     ("Process outages seen by the exporter", "process_transitions", ""),

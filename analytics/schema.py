@@ -18,25 +18,30 @@ processes of a local cluster share one host clock; across hosts, ``replog analyz
 skew by causality (a ``become_leader`` cannot precede the ``leader_election`` that caused it)
 and reports that bound.
 
-Events replog emits today (broker/, controller/) that the analysis uses:
+Events the analysis reads, as broker/ and controller/ emit them (one JSON object per line:
+``event``, ``timestamp``, ``process``, then the fields; controller lines carry
+``controller_id``, broker lines ``broker``):
 
-- controller: ``leader_election`` {partition, old_leader, new_leader (-1: none eligible),
-  leader_epoch, unclean, reason (offline | controlled_shutdown | relinquished | restarted |
-  preferred | reassigned | new_partition), isr, partition_epoch}; ``isr_change`` {partition,
-  old_isr, new_isr, partition_epoch}; ``broker_failed`` / ``broker_registered`` {broker}.
+- controller (controller/core.py ``_emit``): ``leader_election`` {partition, old_leader,
+  new_leader (-1: none eligible), leader_epoch, unclean, reason (offline | controlled_shutdown |
+  relinquished | restarted | preferred | reassigned | new_partition | unclean_recovery), isr,
+  partition_epoch}; ``isr_change`` {partition, leader, leader_epoch, old_isr, new_isr,
+  partition_epoch}; ``broker_failed`` / ``broker_registered`` {broker};
+  ``unclean_recovery_started`` {partition, strategy (Proactive | Balanced | Manual), forced,
+  replicas, last_known_elr} and ``unclean_recovery_finished`` {partition, strategy, forced,
+  outcome (elected | dropped | failed), candidates, answers ({broker: {last_written_leader_epoch,
+  log_end_offset, error}}), waited_ms; elected: leader, leader_epoch, offsets_discarded; else
+  reason} (C7, KIP-966's Unclean Recovery Manager; its election is a ``leader_election`` with
+  reason ``unclean_recovery``); ``reassignment_started`` / ``reassignment_cancelled``
+  {partition, source, original, target, adding, removing} (again on a changed target or a
+  controller failover) and ``reassignment_completed`` {partition, replicas, added, removed}
+  (C6). No event carries the bytes a reassignment moved: ``transforms.reassignments`` takes
+  them from the brokers' ``kafka_server_brokertopicmetrics_reassignmentbytesin`` counters.
 - broker: ``become_leader`` {partition, leader_epoch}; ``isr_shrink`` / ``isr_expand``
   {partition, old_isr, isr, partition_epoch}; ``broker_started``; ``truncated`` {partition,
-  leader_epoch, from_offset, to_offset}; ``log_dir_offline`` {log_dir, partitions}.
-
-Events defined here for features that land later (C5-C7); the transforms accept them now:
-
-- broker ``replica_recreated`` {partition, log_dir}: a replica lost with its log dir was created
-  again in a healthy dir (C5); recovery then runs until it rejoins the ISR.
-- controller ``unclean_recovery`` {partition, strategy (Proactive | Balanced | Manual),
-  chosen_replica, leader_epoch, offsets_discarded (optional; else summed from the followers'
-  ``truncated`` events at that leader epoch)} (C7).
-- controller ``reassignment_started`` {partition, target_replicas, adding, removing} and
-  ``reassignment_completed`` {partition, bytes_moved (optional)} (C6).
+  leader, leader_epoch, from_offset, to_offset}; ``log_dir_offline`` {log_dir, reason,
+  partitions} (C5); ``replica_recreated`` {partition, lost_in, log_dir}: a replica lost with its
+  log dir created again in a healthy dir (C5); recovery then runs until it rejoins the ISR.
 """
 
 from __future__ import annotations
@@ -108,11 +113,20 @@ EVENT_SCHEMA = StructType([
     StructField("log_dir", _S),
     StructField("from_offset", _L),
     StructField("to_offset", _L),
+    StructField("leader", _L),
     StructField("strategy", _S),
-    StructField("chosen_replica", _L),
+    StructField("outcome", _S),
+    StructField("candidates", ArrayType(_L)),
+    # {broker: {last_written_leader_epoch, log_end_offset, error}}: text, parsed by
+    # normalize_events (PARSED_FIELDS).
+    StructField("answers", _S),
+    StructField("waited_ms", _L),
     StructField("offsets_discarded", _L),
-    StructField("target_replicas", ArrayType(_L)),
-    StructField("bytes_moved", _L),
+    StructField("original", ArrayType(_L)),
+    # Text: invalid_state_transition's "target" is a state name, reassignment_started's a
+    # list of brokers; normalize_events parses the list (null for a name).
+    StructField("target", _S),
+    StructField("adding", ArrayType(_L)),
     StructField("_corrupt_record", _S),
 ])
 
@@ -120,8 +134,13 @@ EVENT_SCHEMA = StructType([
 # process's role), ``node`` (its broker or controller id), ``source`` ("broker-1"; the
 # exporter's process name), then the event's fields as read.
 EVENT_COLUMNS_DROPPED = ("timestamp", "process", "controller_id", "_corrupt_record")
+# Fields read as JSON text and parsed by normalize_events into these types.
+PARSED_FIELDS = {"partitions": ArrayType(_S), "target": ArrayType(_L),
+                 "answers": MapType(_S, StructType([
+                     StructField("last_written_leader_epoch", _L),
+                     StructField("log_end_offset", _L), StructField("error", _S)]))}
 NORMALIZED_EVENT_SCHEMA = StructType(
     [StructField("ts", DoubleType()), StructField("role", _S), StructField("node", _L),
      StructField("source", _S)]
-    + [StructField(f.name, ArrayType(_S)) if f.name == "partitions" else f
+    + [StructField(f.name, PARSED_FIELDS.get(f.name, f.dataType))
        for f in EVENT_SCHEMA.fields if f.name not in EVENT_COLUMNS_DROPPED])

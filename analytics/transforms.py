@@ -44,6 +44,7 @@ COUNTERS = {
     "replication_bytes_in": "kafka_server_brokertopicmetrics_replicationbytesin_total",
 }
 MAX_LAG = "kafka_server_replicafetchermanager_maxlag"
+REASSIGNMENT_BYTES_IN = "kafka_server_brokertopicmetrics_reassignmentbytesin_total"
 
 
 def _map_column(mapping: dict[str, str], col: str) -> Column:
@@ -70,10 +71,10 @@ def normalize_events(raw: DataFrame) -> DataFrame:
     ts = F.unix_micros(F.to_timestamp("timestamp")) / F.lit(1e6)
     node = F.when(F.col("process") == "broker", F.col("broker")) \
         .otherwise(F.col("controller_id"))
-    from analytics.schema import NORMALIZED_EVENT_SCHEMA
+    from analytics.schema import NORMALIZED_EVENT_SCHEMA, PARSED_FIELDS
     rest = [f.name for f in NORMALIZED_EVENT_SCHEMA.fields][4:]
-    cols = [F.from_json("partitions", "array<string>").alias("partitions")
-            if c == "partitions" else F.col(c) for c in rest]
+    cols = [F.from_json(c, PARSED_FIELDS[c]).alias(c) if c in PARSED_FIELDS else F.col(c)
+            for c in rest]
     out = raw.select(ts.cast("double").alias("ts"), F.col("process").alias("role"),
                      node.cast("long").alias("node"),
                      F.concat_ws("-", F.col("process"), node.cast("string")).alias("source"),
@@ -368,32 +369,80 @@ def replica_recoveries(replica_changes: DataFrame, events: DataFrame,
         .orderBy("rejoin_ts", "partition", "broker")
 
 
-# ---------------------------------------------------------------------------- C5-C7 shapes
+# ---------------------------------------------------------------------------- C5-C7
 
 def unclean_elections(events: DataFrame) -> DataFrame:
-    """Unclean elections (``leader_election`` with unclean) and unclean recoveries (C7's
-    ``unclean_recovery``): [partition, ts, kind, strategy, old_leader, chosen_replica,
-    leader_epoch, offsets_discarded]. Offsets discarded: the event's own figure, else the sum
-    of the followers' truncations (``truncated``: from_offset - to_offset) at that epoch."""
-    el = events.where((F.col("event") == "leader_election") & F.col("unclean")) \
+    """Leaders elected outside the ISR: [partition, ts, kind, strategy, outcome, old_leader,
+    chosen_replica, leader_epoch, candidates, answered, waited_ms, offsets_discarded].
+
+    - kind ``election``: a blind unclean election (a ``leader_election`` with unclean true and
+      any reason but ``unclean_recovery``: unclean.leader.election.enable with ELR off).
+      Offsets discarded: the followers' truncations at that leader epoch (``truncated``:
+      from_offset - to_offset, summed); strategy, outcome, candidates, answered and waited_ms
+      null.
+    - kind ``recovery``: a KIP-966 unclean recovery (C7), one row per
+      ``unclean_recovery_finished`` at its time: strategy, outcome (elected | dropped |
+      failed), the replicas asked (candidates), how many answered GetReplicaLogInfo usably
+      (answered: error NONE) and waited_ms since the task started. Elected: chosen_replica
+      and leader_epoch from the event, old_leader from its ``leader_election`` (reason
+      ``unclean_recovery``), offsets_discarded the controller's figure (the best log end offset
+      among the answers minus the chosen replica's), else the followers' truncations. Dropped
+      or failed: nothing elected, those columns null. A recovery started
+      (``unclean_recovery_started``) and not finished by the end of the data is a row at its
+      start with outcome ``running``."""
+    el = events.where((F.col("event") == "leader_election") & F.col("unclean")
+                      & ~F.coalesce(F.col("reason") == "unclean_recovery", F.lit(False))) \
         .select("partition", "ts", F.lit("election").alias("kind"),
-                F.lit(None).cast("string").alias("strategy"), "old_leader",
+                F.lit(None).cast("string").alias("strategy"),
+                F.lit(None).cast("string").alias("outcome"), "old_leader",
                 F.col("new_leader").alias("chosen_replica"), "leader_epoch",
+                F.lit(None).cast("array<bigint>").alias("candidates"),
+                F.lit(None).cast("int").alias("answered"),
+                F.lit(None).cast("long").alias("waited_ms"),
                 F.lit(None).cast("long").alias("given"))
-    rc = events.where(F.col("event") == "unclean_recovery") \
-        .select("partition", "ts", F.lit("recovery").alias("kind"), "strategy", "old_leader",
-                "chosen_replica", "leader_epoch", F.col("offsets_discarded").alias("given"))
+    fin = events.where(F.col("event") == "unclean_recovery_finished")
+    elected = F.col("outcome") == "elected"
+    rc = fin.select(
+        "partition", "ts", F.lit("recovery").alias("kind"), "strategy", "outcome",
+        F.when(elected, F.col("leader")).alias("chosen_replica"),
+        F.when(elected, F.col("leader_epoch")).alias("leader_epoch"), "candidates",
+        F.size(F.filter(F.map_values("answers"), lambda a: a["error"] == "NONE"))
+         .alias("answered"),
+        "waited_ms", F.when(elected, F.col("offsets_discarded")).alias("given"))
+    rel = events.where((F.col("event") == "leader_election")
+                       & (F.col("reason") == "unclean_recovery")) \
+        .select(F.col("partition").alias("e_partition"), F.col("leader_epoch").alias("e_epoch"),
+                "old_leader")
+    rc = rc.join(rel, (F.col("e_partition") == F.col("partition"))
+                 & (F.col("e_epoch") == F.col("leader_epoch")), "left") \
+        .drop("e_partition", "e_epoch")
+    st = events.where(F.col("event") == "unclean_recovery_started")
+    ended = fin.select(F.col("partition").alias("f_partition"), F.col("ts").alias("f_ts"))
+    running = st.join(ended, (F.col("f_partition") == F.col("partition"))
+                      & (F.col("f_ts") >= F.col("ts")), "left_anti") \
+        .select("partition", "ts", F.lit("recovery").alias("kind"), "strategy",
+                F.lit("running").alias("outcome"), F.lit(None).cast("long").alias("old_leader"),
+                F.lit(None).cast("long").alias("chosen_replica"),
+                F.lit(None).cast("long").alias("leader_epoch"),
+                F.lit(None).cast("array<bigint>").alias("candidates"),
+                F.lit(None).cast("int").alias("answered"),
+                F.lit(None).cast("long").alias("waited_ms"),
+                F.lit(None).cast("long").alias("given"))
     tr = events.where(F.col("event") == "truncated") \
         .groupBy(F.col("partition").alias("t_partition"),
                  F.col("leader_epoch").alias("t_epoch")) \
         .agg(F.sum(F.greatest(F.col("from_offset") - F.col("to_offset"), F.lit(0)))
              .alias("truncated"))
-    j = el.unionByName(rc).join(tr, (F.col("t_partition") == F.col("partition"))
-                                & (F.col("t_epoch") == F.col("leader_epoch")), "left")
-    return j.select("partition", "ts", "kind", "strategy", "old_leader", "chosen_replica",
-                    "leader_epoch",
-                    F.coalesce("given", "truncated", F.lit(0)).cast("long")
-                    .alias("offsets_discarded")).orderBy("ts", "partition")
+    u = el.unionByName(rc).unionByName(running)
+    j = u.join(tr, (F.col("t_partition") == F.col("partition"))
+               & (F.col("t_epoch") == F.col("leader_epoch")), "left")
+    discarded = F.when(F.col("kind") == "election",
+                       F.coalesce("truncated", F.lit(0))) \
+        .when(F.col("outcome") == "elected", F.coalesce("given", "truncated", F.lit(0)))
+    return j.select("partition", "ts", "kind", "strategy", "outcome", "old_leader",
+                    "chosen_replica", "leader_epoch", "candidates", "answered", "waited_ms",
+                    discarded.cast("long").alias("offsets_discarded")) \
+        .orderBy("ts", "partition")
 
 
 def log_dir_failures(events: DataFrame, replica_changes: DataFrame) -> DataFrame:
@@ -416,20 +465,76 @@ def log_dir_failures(events: DataFrame, replica_changes: DataFrame) -> DataFrame
                     .alias("time_to_rereplicate_s")).orderBy("ts", "broker", "partition")
 
 
-def reassignments(events: DataFrame) -> DataFrame:
-    """Per partition reassignment (C6 events): [partition, started_ts, completed_ts,
-    duration_s, target_replicas, bytes_moved]; completed_ts null while in progress."""
-    st = events.where(F.col("event") == "reassignment_started") \
-        .select("partition", F.col("ts").alias("started_ts"), "target_replicas")
+def reassignments(events: DataFrame, samples: DataFrame) -> DataFrame:
+    """One row per partition reassignment (C6): [partition, started_ts, completed_ts,
+    duration_s, outcome, original, target, adding, bytes_moved, bytes_shared_with].
+
+    A reassignment runs from the partition's first ``reassignment_started`` (or
+    ``reassignment_cancelled``) to its next ``reassignment_completed``; the start records in
+    between (a changed target, a new controller resuming the move after a failover) are the
+    same reassignment: ``original`` is the first one's, ``target`` the last one's, ``adding``
+    the union of theirs. outcome: ``completed``, ``cancelled`` (the last start record was a
+    cancel: back to the original replicas), null while in progress (completed_ts null).
+
+    Bytes moved - per partition, derived from per-broker counters: no event carries them, and
+    brokers count reassignment traffic per broker, not per partition
+    (``kafka_server_brokertopicmetrics_reassignmentbytesin``, Kafka's
+    ReassignmentBytesInPerSec: bytes appended by a replica being added). ``bytes_moved`` is the
+    increase of that counter on each adding broker over the sampling intervals that overlap
+    the reassignment (from the last sample before it started to the first after it completed,
+    or the end of the data), summed over its adding brokers; a counter that went down restarted
+    with its broker (the new value is the increase). It is exact when no other reassignment
+    added a replica to one of those brokers within those intervals (``bytes_shared_with`` 0);
+    otherwise the bytes of the shared intervals count for each of the ``bytes_shared_with``
+    other reassignments too, and the figure is an upper bound. 0 when it added no replica (a
+    reorder or a shrink); null when no sample of the counter covers it (not exported)."""
+    st = events.where(F.col("event").isin("reassignment_started", "reassignment_cancelled")) \
+        .select("partition", "ts", "event", "original", "target", "adding")
     done = events.where(F.col("event") == "reassignment_completed") \
-        .select(F.col("partition").alias("c_partition"), F.col("ts").alias("completed_ts"),
-                "bytes_moved")
+        .select(F.col("partition").alias("c_partition"), F.col("ts").alias("completed_ts"))
     j = st.join(done, (F.col("c_partition") == F.col("partition"))
-                & (F.col("completed_ts") >= F.col("started_ts")), "left")
-    j = _first_by(j, ["partition", "started_ts"], [F.col("completed_ts").asc_nulls_last()])
-    return j.select("partition", "started_ts", "completed_ts",
-                    F.round(F.col("completed_ts") - F.col("started_ts"), 6).alias("duration_s"),
-                    "target_replicas", "bytes_moved").orderBy("started_ts", "partition")
+                & (F.col("completed_ts") >= F.col("ts")), "left")
+    j = _first_by(j, ["partition", "ts", "event"], [F.col("completed_ts").asc_nulls_last()])
+    r = j.groupBy("partition", "completed_ts").agg(
+        F.min("ts").alias("started_ts"), F.min_by("original", "ts").alias("original"),
+        F.max_by("target", "ts").alias("target"), F.max_by("event", "ts").alias("last"),
+        F.array_sort(F.array_distinct(F.flatten(F.collect_list(
+            F.coalesce("adding", F.array().cast("array<bigint>")))))).alias("adding"))
+    keys = ["partition", "started_ts"]
+
+    w = Window.partitionBy("process").orderBy("ts")
+    inc = samples.where((F.col("metric") == REASSIGNMENT_BYTES_IN) & (F.col("role") == "broker")) \
+        .select("process", "node_id", "ts", "value") \
+        .withColumn("prev", F.lag("value").over(w)).withColumn("i_from", F.lag("ts").over(w)) \
+        .where(F.col("prev").isNotNull()) \
+        .select(F.col("node_id").alias("i_broker"), "i_from", F.col("ts").alias("i_to"),
+                F.when(F.col("value") >= F.col("prev"), F.col("value") - F.col("prev"))
+                 .otherwise(F.col("value")).alias("i_bytes"))
+    per_broker = r.select(*keys, "completed_ts", F.explode("adding").alias("broker"))
+    x = per_broker.join(inc, (F.col("i_broker") == F.col("broker"))
+                        & (F.col("i_to") > F.col("started_ts"))
+                        & (F.col("completed_ts").isNull()
+                           | (F.col("i_from") < F.col("completed_ts"))), "inner")
+    moved = x.groupBy(*keys).agg(F.sum("i_bytes").alias("bytes"))
+    other = x.select(F.col("partition").alias("o_partition"),
+                     F.col("started_ts").alias("o_started"), F.col("broker").alias("o_broker"),
+                     F.col("i_to").alias("o_to"))
+    shared = x.join(other, (F.col("o_broker") == F.col("broker")) & (F.col("o_to") == F.col("i_to"))
+                    & ((F.col("o_partition") != F.col("partition"))
+                       | (F.col("o_started") != F.col("started_ts")))) \
+        .groupBy(*keys).agg(F.countDistinct("o_partition", "o_started").alias("shared"))
+    out = r.join(moved, keys, "left").join(shared, keys, "left")
+    return out.select(
+        "partition", "started_ts", "completed_ts",
+        F.round(F.col("completed_ts") - F.col("started_ts"), 6).alias("duration_s"),
+        F.when(F.col("completed_ts").isNull(), F.lit(None).cast("string"))
+         .when(F.col("last") == "reassignment_cancelled", F.lit("cancelled"))
+         .otherwise(F.lit("completed")).alias("outcome"),
+        "original", "target", "adding",
+        F.when(F.size("adding") == 0, F.lit(0)).otherwise(F.col("bytes")).cast("long")
+         .alias("bytes_moved"),
+        F.coalesce("shared", F.lit(0)).cast("long").alias("bytes_shared_with")) \
+        .orderBy("started_ts", "partition")
 
 
 # ---------------------------------------------------------------------------- metrics

@@ -1,11 +1,18 @@
 """One local SparkSession for the whole test session (a JVM start costs seconds), and helpers
-to build the frames the transforms take from a few dicts."""
+to build the frames the transforms take from a few dicts: events as event-log lines through the
+real reader, scrapes and samples as the exporter's records."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
 import pytest
 
-from analytics.schema import NORMALIZED_EVENT_SCHEMA, SAMPLE_SCHEMA, SCRAPE_SCHEMA
+from analytics import job
+from analytics import transforms as T
+from analytics.schema import EVENT_SCHEMA, SAMPLE_SCHEMA, SCRAPE_SCHEMA
 
 # Tiny frames: whole-stage code generation and adaptive re-planning cost more than they save.
 TEST_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}
@@ -27,22 +34,54 @@ def _frame(spark, schema, rows):
     return spark.createDataFrame([tuple(r.get(n) for n in names) for r in rows], schema)
 
 
+# Events the controller writes to its log (controller/core.py ``_emit``); every other is a
+# broker's.
+CONTROLLER_EVENTS = {"leader_election", "isr_change", "broker_failed", "broker_registered",
+                     "unclean_recovery_started", "unclean_recovery_finished",
+                     "replica_log_info_failed", "reassignment_started", "reassignment_cancelled",
+                     "reassignment_step", "reassignment_completed", "partitions_restarted"}
+
+
+def iso(ts: float) -> str:
+    """structlog's TimeStamper(fmt="iso", utc=True), for a given Unix time."""
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def read_event_lines(spark, path: Path):
+    """An event-log file read as ``replog analyze`` reads an export's (analytics.job's JSON
+    reader with EVENT_SCHEMA, then normalize_events); fails on any line that did not parse
+    cleanly (a field of the wrong type is null and the line counted as malformed)."""
+    raw = job._read(spark, EVENT_SCHEMA, ([path], []), corrupt_column=True).cache()
+    bad = [r["_corrupt_record"] for r in raw.where("_corrupt_record IS NOT NULL").collect()]
+    assert not bad, f"event lines the reader does not take: {bad}"
+    return T.normalize_events(raw)
+
+
 @pytest.fixture
-def events(spark):
-    """``events(dict(ts=10.0, event="become_leader", node=2, ...), ...)``; ``role`` defaults
-    to the usual emitter of the event."""
-    controller_events = {"leader_election", "isr_change", "broker_failed", "broker_registered",
-                         "unclean_recovery", "reassignment_started", "reassignment_completed"}
+def events(spark, tmp_path):
+    """``events(dict(ts=10.0, event="become_leader", node=2, partition="t-0", ...), ...)``:
+    each dict becomes an event-log line as the process writes it - ``ts`` the ISO
+    ``timestamp``, ``role`` (default: the event's emitter) the ``process``, ``node`` its
+    ``broker`` (broker lines) or ``controller_id`` (controller lines; default 100), every
+    other key a field of the event - and the lines are read through the real reader
+    (``read_event_lines``). So a row can be a copy of a real line, fields the analysis does
+    not read included."""
+    n = [0]
 
     def make(*rows):
-        full = []
+        lines = []
         for r in rows:
             r = dict(r)
-            r.setdefault("role", "controller" if r["event"] in controller_events else "broker")
-            r.setdefault("node", 100 if r["role"] == "controller" else None)
-            r.setdefault("source", f"{r['role']}-{r['node']}")
-            full.append(r)
-        return _frame(spark, NORMALIZED_EVENT_SCHEMA, full)
+            role = r.pop("role", "controller" if r["event"] in CONTROLLER_EVENTS else "broker")
+            node = r.pop("node", 100 if role == "controller" else None)
+            line = {"timestamp": iso(r.pop("ts")), "process": role, "pid": 4242,
+                    **({"controller_id": node} if role == "controller" else {"broker": node}),
+                    **r, "cluster_id": "analytics-tests"}
+            lines.append(json.dumps(line))
+        n[0] += 1
+        path = tmp_path / f"events-{n[0]}.jsonl"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return read_event_lines(spark, path)
     return make
 
 

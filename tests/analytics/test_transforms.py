@@ -235,25 +235,77 @@ def test_recovery_of_a_recreated_replica_and_lagging_one(events, scrapes):
     assert got == [("t-0", 2, "recreated", 2.5, 3.5), ("t-1", 3, "caught_up", 3.0, 3.0)]
 
 
-def test_unclean_elections_offsets_from_truncations(events):
+def test_unclean_elections_and_recoveries(events):
+    # Field for field as controller/core.py emits them (copied from the event log), with
+    # controller_epoch and the fields the analysis does not read.
     ev = events(
+        # A blind unclean election (unclean.leader.election.enable, ELR off): what it
+        # discarded is what the followers truncated at its leader epoch.
         dict(ts=5.0, event="leader_election", partition="t-0", old_leader=1, new_leader=3,
-             leader_epoch=4, reason="offline", unclean=True),
-        dict(ts=6.0, event="truncated", partition="t-0", node=1, leader_epoch=4,
-             from_offset=120, to_offset=100),
-        dict(ts=6.1, event="truncated", partition="t-0", node=2, leader_epoch=4,
-             from_offset=110, to_offset=100),
-        dict(ts=6.2, event="truncated", partition="t-0", node=2, leader_epoch=3,
-             from_offset=500, to_offset=0),
-        dict(ts=7.0, event="unclean_recovery", partition="t-1", strategy="Balanced",
-             chosen_replica=2, leader_epoch=9, offsets_discarded=42),
+             leader_epoch=4, unclean=True, reason="offline", isr=[3], partition_epoch=6,
+             controller_epoch=1),
+        dict(ts=6.0, event="truncated", partition="t-0", node=1, leader=3, leader_epoch=4,
+             diverging_epoch=3, diverging_end_offset=100, from_offset=120, to_offset=100,
+             complete=True),
+        dict(ts=6.1, event="truncated", partition="t-0", node=2, leader=3, leader_epoch=4,
+             diverging_epoch=3, diverging_end_offset=100, from_offset=110, to_offset=100,
+             complete=True),
+        dict(ts=6.2, event="truncated", partition="t-0", node=2, leader=3, leader_epoch=3,
+             diverging_epoch=2, diverging_end_offset=0, from_offset=500, to_offset=0,
+             complete=True),
+        # KIP-966 recoveries: p-0 elected (3 has the newest leader epoch, 2 the longest log:
+        # 5 offsets discarded by the controller's count, whatever the followers truncate).
+        dict(ts=7.0, event="unclean_recovery_started", partition="p-0", strategy="Proactive",
+             forced=False, replicas=[3, 1, 2], last_known_elr=[], controller_epoch=1),
+        dict(ts=11.5, event="leader_election", partition="p-0", old_leader=-1, new_leader=3,
+             leader_epoch=4, unclean=True, reason="unclean_recovery", isr=[3],
+             partition_epoch=5, controller_epoch=1),
+        dict(ts=11.5, event="unclean_recovery_finished", partition="p-0", strategy="Proactive",
+             forced=False, outcome="elected", candidates=[3, 1, 2],
+             answers={"1": {"last_written_leader_epoch": 2, "log_end_offset": 10,
+                            "error": "NONE"},
+                      "2": {"last_written_leader_epoch": 2, "log_end_offset": 40,
+                            "error": "NONE"},
+                      "3": {"last_written_leader_epoch": 3, "log_end_offset": 35,
+                            "error": "NONE"}},
+             waited_ms=4500, leader=3, leader_epoch=4, offsets_discarded=5, controller_epoch=1),
+        dict(ts=12.0, event="truncated", partition="p-0", node=2, leader=3, leader_epoch=4,
+             diverging_epoch=2, diverging_end_offset=35, from_offset=40, to_offset=35,
+             complete=True),
+        # b-0: dropped (its LastKnownELR member died mid-query); b-1: still running at the end.
+        dict(ts=7.0, event="unclean_recovery_started", partition="b-0", strategy="Balanced",
+             forced=False, replicas=[1, 2, 3], last_known_elr=[2, 3], controller_epoch=1),
+        dict(ts=7.0, event="unclean_recovery_started", partition="b-1", strategy="Balanced",
+             forced=False, replicas=[2, 3, 1], last_known_elr=[2, 3], controller_epoch=1),
+        dict(ts=8.0, event="unclean_recovery_finished", partition="b-0", strategy="Balanced",
+             forced=False, outcome="dropped", candidates=[1, 2, 3], answers={}, waited_ms=1000,
+             reason="waiting for LastKnownELR members 3 (Balanced)", controller_epoch=1),
+        # m-0: ElectLeaders(UNCLEAN) under Manual; no live replica could report its log.
+        dict(ts=9.0, event="unclean_recovery_started", partition="m-0", strategy="Manual",
+             forced=True, replicas=[1, 2], last_known_elr=[], controller_epoch=1),
+        dict(ts=19.0, event="unclean_recovery_finished", partition="m-0", strategy="Manual",
+             forced=True, outcome="failed", candidates=[1, 2],
+             answers={"2": {"last_written_leader_epoch": -1, "log_end_offset": -1,
+                            "error": "KAFKA_STORAGE_ERROR"}},
+             waited_ms=10000, reason="no live replica answered usably", controller_epoch=1),
+        # Clean: not listed.
         dict(ts=8.0, event="leader_election", partition="t-2", old_leader=1, new_leader=2,
-             leader_epoch=1, reason="offline", unclean=False))
+             leader_epoch=1, unclean=False, reason="offline", isr=[2], partition_epoch=2,
+             controller_epoch=1))
+    rec = dict(kind="recovery", old_leader=None, chosen_replica=None, leader_epoch=None,
+               candidates=None, answered=None, waited_ms=None, offsets_discarded=None)
     assert rows(T.unclean_elections(ev)) == [
-        dict(partition="t-0", ts=5.0, kind="election", strategy=None, old_leader=1,
-             chosen_replica=3, leader_epoch=4, offsets_discarded=30),
-        dict(partition="t-1", ts=7.0, kind="recovery", strategy="Balanced", old_leader=None,
-             chosen_replica=2, leader_epoch=9, offsets_discarded=42),
+        dict(partition="t-0", ts=5.0, kind="election", strategy=None, outcome=None,
+             old_leader=1, chosen_replica=3, leader_epoch=4, candidates=None, answered=None,
+             waited_ms=None, offsets_discarded=30),
+        {**rec, "partition": "b-1", "ts": 7.0, "strategy": "Balanced", "outcome": "running"},
+        {**rec, "partition": "b-0", "ts": 8.0, "strategy": "Balanced", "outcome": "dropped",
+         "candidates": [1, 2, 3], "answered": 0, "waited_ms": 1000},
+        {**rec, "partition": "p-0", "ts": 11.5, "strategy": "Proactive", "outcome": "elected",
+         "old_leader": -1, "chosen_replica": 3, "leader_epoch": 4, "candidates": [3, 1, 2],
+         "answered": 3, "waited_ms": 4500, "offsets_discarded": 5},
+        {**rec, "partition": "m-0", "ts": 19.0, "strategy": "Manual", "outcome": "failed",
+         "candidates": [1, 2], "answered": 0, "waited_ms": 10000},
     ]
 
 
@@ -273,23 +325,89 @@ def test_log_dir_failures_time_to_rereplicate(events):
     ]
 
 
-def test_reassignments(events):
-    ev = events(
-        dict(ts=1.0, event="reassignment_started", partition="t-0", target_replicas=[2, 3, 4]),
-        dict(ts=9.5, event="reassignment_completed", partition="t-0", bytes_moved=1048576),
-        dict(ts=2.0, event="reassignment_started", partition="t-1", target_replicas=[4, 1]))
-    assert rows(T.reassignments(ev)) == [
-        dict(partition="t-0", started_ts=1.0, completed_ts=9.5, duration_s=8.5,
-             target_replicas=[2, 3, 4], bytes_moved=1048576),
-        dict(partition="t-1", started_ts=2.0, completed_ts=None, duration_s=None,
-             target_replicas=[4, 1], bytes_moved=None),
-    ]
+def _moves(events):
+    """Reassignments as controller/core.py logs them (with controller_epoch, the steps and the
+    fields the analysis does not read)."""
+    def started(ts, tp, original, target, adding, removing, source="rpc",
+                event="reassignment_started"):
+        return dict(ts=ts, event=event, partition=tp, source=source, original=original,
+                    target=target, adding=adding, removing=removing, controller_epoch=1)
+
+    def step(ts, tp, n, **kw):
+        return dict(ts=ts, event="reassignment_step", partition=tp, step=n, controller_epoch=1,
+                    **kw)
+
+    def completed(ts, tp, replicas, added, removed):
+        return dict(ts=ts, event="reassignment_completed", partition=tp, replicas=replicas,
+                    removed=removed, added=added, controller_epoch=1)
+    return events(
+        started(1.5, "t-0", [1, 2, 3], [2, 3, 4], [4], [1]),
+        step(1.5, "t-0", 1, replicas=[2, 3, 4, 1]),
+        step(1.5, "t-0", 2, adding=[4]),
+        # A new controller resumes it: the same reassignment.
+        started(3.0, "t-0", [1, 2, 3], [2, 3, 4], [4], [1], source="failover"),
+        step(4.5, "t-0", 3, isr=[2, 3, 1, 4]),
+        step(4.5, "t-0", 4, leader=2),
+        step(4.5, "t-0", 5, removed=[1]),
+        step(4.5, "t-0", 6, replicas=[2, 3, 4]),
+        step(4.5, "t-0", 7),
+        completed(4.5, "t-0", [2, 3, 4], [4], [1]),
+        # Adds to broker 4 too, in a sampling interval t-0's last one shares.
+        started(4.8, "t-1", [1, 2], [4, 1], [4], [2]),
+        completed(6.5, "t-1", [4, 1], [4], [2]),
+        started(10.2, "t-2", [1, 2], [5, 2], [5], [1]),
+        completed(12.0, "t-2", [5, 2], [5], [1]),
+        # Cancelled: back to the original replicas (broker 3's counter was not exported).
+        started(13.0, "t-3", [1, 2], [1, 3], [3], [2]),
+        started(14.0, "t-3", [1, 2], [1, 2], [], [3], event="reassignment_cancelled"),
+        completed(14.5, "t-3", [1, 2], [], [3]),
+        # A reorder: nothing to copy. Then one still moving when the data ends.
+        started(14.6, "t-4", [1, 2], [2, 1], [], []),
+        completed(14.7, "t-4", [2, 1], [], []),
+        started(15.0, "t-5", [1, 2], [1, 4], [4], [2]),
+        # invalid_state_transition's "target" is a state name: read, not a reassignment.
+        dict(ts=15.5, event="invalid_state_transition", kind="partition", key="t-9",
+             current="NonExistentPartition", target="OnlinePartition", message="refused",
+             controller_epoch=1, role="controller"))
 
 
-def test_empty_tables_for_features_not_emitted_yet(events):
+def _reassignment_bytes(samples):
+    m = T.REASSIGNMENT_BYTES_IN
+    # broker 4: 10*k bytes in the interval ending at k s; broker 5 restarts before 12.0.
+    b4, total = [], 0
+    for k in range(17):
+        total += 10 * k
+        b4.append(dict(ts=float(k), process="broker-4", metric=m, value=float(total)))
+    b5 = [dict(ts=ts, process="broker-5", metric=m, value=v)
+          for ts, v in ((9.0, 1000.0), (10.0, 1000.0), (11.0, 1500.0), (12.0, 200.0),
+                        (13.0, 300.0))]
+    other = [dict(ts=float(k), process="broker-4",
+                  metric="kafka_server_brokertopicmetrics_replicationbytesin_total",
+                  value=1e6 * k) for k in range(17)]
+    return samples(*b4, *b5, *other)
+
+
+def test_reassignments_durations_outcomes_and_bytes(events, samples):
+    got = rows(T.reassignments(_moves(events), _reassignment_bytes(samples)))
+    keys = ("partition", "started_ts", "completed_ts", "duration_s", "outcome", "original",
+            "target", "adding", "bytes_moved", "bytes_shared_with")
+    assert got == [dict(zip(keys, r, strict=True)) for r in [
+        # (1,2] .. (4,5]: 20+30+40+50; (4,5] is shared with t-1.
+        ("t-0", 1.5, 4.5, 3.0, "completed", [1, 2, 3], [2, 3, 4], [4], 140, 1),
+        ("t-1", 4.8, 6.5, 1.7, "completed", [1, 2], [4, 1], [4], 180, 1),
+        # (10,11]: 500; (11,12]: restarted, 200 since.
+        ("t-2", 10.2, 12.0, 1.8, "completed", [1, 2], [5, 2], [5], 700, 0),
+        ("t-3", 13.0, 14.5, 1.5, "cancelled", [1, 2], [1, 2], [3], None, 0),
+        ("t-4", 14.6, 14.7, 0.1, "completed", [1, 2], [2, 1], [], 0, 0),
+        ("t-5", 15.0, None, None, None, [1, 2], [1, 4], [4], 160, 0),
+    ]]
+
+
+def test_empty_tables_without_log_dir_failures_reassignments_or_unclean_leaders(events,
+                                                                                 samples):
     ev = events(dict(ts=1.0, event="become_leader", partition="t-0", leader_epoch=0, node=1))
     rc = T.isr_replica_changes(T.isr_changes(ev))
-    assert rows(T.reassignments(ev)) == []
+    assert rows(T.reassignments(ev, _reassignment_bytes(samples))) == []
     assert rows(T.log_dir_failures(ev, rc)) == []
     assert rows(T.unclean_elections(ev)) == []
 
