@@ -169,6 +169,9 @@ class ReplicaManager:
         self._stray_deletions: set[asyncio.Task] = set()
         self.controller_epoch = -1
         self.broker_epoch = -1
+        # False from a broker process's start until its ZooKeeper registration (BrokerServer):
+        # what the controller sends meanwhile was queued for the previous incarnation.
+        self.registered = True
         # Topic overrides as last read from /config/topics/<t>. A topic missing here while it
         # has partitions is *unknown* (ZooKeeper could not be read): its min ISR is then the
         # strictest one, never the broker default (issue 15, finding 4).
@@ -259,6 +262,13 @@ class ReplicaManager:
     # ------------------------------------------------------------------ controller requests
 
     def _check_controller(self, controller_epoch: int, broker_epoch: int) -> None:
+        if not self.registered:
+            # KIP-380: the controller's queue for the previous incarnation (same address)
+            # must not reach this one: an UpdateMetadata naming a few partitions made the
+            # restarted broker answer Metadata with a partial topic (chaos seed 2).
+            raise RequestError(ErrorCode.STALE_BROKER_EPOCH,
+                               f"broker {self.broker_id} has not registered yet: broker epoch "
+                               f"{broker_epoch} is a previous incarnation's")
         refused = fencing.controller_request_error(controller_epoch, broker_epoch,
                                                    self.controller_epoch, self.broker_epoch)
         if refused is not None:

@@ -138,6 +138,7 @@ class BrokerServer:
                                  fetcher_manager=fetchers, alter_partition=alter_partition,
                                  restart_notifier=self.restarts, halt=self._halt,
                                  on_log_dir_offline=self._log_dir_went_offline)
+        self.rm.registered = False  # controller requests are refused until _register()
         alter_partition.start()
         # Dynamic configs are read before registering, so no LeaderAndIsr is applied with a
         # broker-level min ISR older than ZooKeeper's (issue 15, finding 4).
@@ -221,6 +222,7 @@ class BrokerServer:
                 await asyncio.sleep(0.2)
         stat = await self.zk.exists(path)
         self.rm.broker_epoch = stat.czxid
+        self.rm.registered = True
         self.events.info("broker_registered", broker_epoch=stat.czxid,
                          clean_shutdown=lm.had_clean_shutdown)
 

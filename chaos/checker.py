@@ -18,7 +18,10 @@ Properties, each named in the verdict with its evidence (the operations that bre
 - ``kafka-python-disagrees``: kafka-python's independent parser reads every replica's batches
   with valid CRCs and the same records as replog's parser;
 - ``isr-not-full``: after the heal every replica is back in its partition's ISR;
-- ``incomplete-history``: the history has no final read or no replica states.
+- ``incomplete-history``: the history has no final read or no replica states;
+- ``client-error``: a writer or reader met an exception that is neither a Kafka error nor a
+  timeout (e.g. a send to a partition outside the topic's metadata, which a broker answering
+  with part of a topic's partitions causes: chaos seed 2).
 
 The verdict also reports availability: per partition the longest window without an
 acknowledged acks=all write, next to the detection timeouts (informational, never a violation).
@@ -161,6 +164,7 @@ def check(history: list[dict], session_timeout_s: float | None = None) -> Verdic
     violations += check_failed_writes_absent(ws, log)
     violations += check_read_order(history)
     violations += check_writer_order(ws, log)
+    violations += check_client_errors(history)
     replicas = _final(history, "replicas")
     if replicas is None:
         violations.append(Violation("incomplete-history", "no replica states after the heal"))
@@ -267,6 +271,14 @@ def check_writer_order(ws: list[Write], log: dict[int, dict[int, str]]) -> list[
             acked_max[key] = (o, w)
     return _grouped("writer-order", "a writer's later record sits before one acknowledged "
                     "earlier", bad)
+
+
+def check_client_errors(history: list[dict]) -> list[Violation]:
+    bad = [{"op": op["index"], "process": op["process"], "f": op["f"],
+            "error": op["value"].get("error")}
+           for op in history if op["type"] == "info" and op["value"].get("unexpected")]
+    return _grouped("client-error", "clients met errors that are neither Kafka errors nor "
+                    "timeouts", bad)
 
 
 def check_replicas(partitions: list[dict]) -> list[Violation]:

@@ -10,7 +10,9 @@
 - outcomes: ``ok`` with the acknowledged offset; ``fail`` only for NOT_ENOUGH_REPLICAS (the
   leader refuses before appending: the record is certainly not written); ``info`` (unknown)
   for everything else, since a timeout, NOT_LEADER_OR_FOLLOWER after an acks=all append or a
-  storage error may leave the record in the log.
+  storage error may leave the record in the log. An exception that is not a Kafka error nor
+  a timeout is recorded ``unexpected`` (the checker's ``client-error``) and the writer or
+  reader goes on.
 - reader: a Consumer from the beginning of every partition (``auto_offset_reset="none"``, so a
   reset is an error in the history rather than a silent jump); on an error a new reader
   process (``reader-1``...) starts from the beginning again.
@@ -57,6 +59,14 @@ async def writer(bootstrap: str, topic: str, partitions: int, writer_id: int, ac
                                {"partition": partition, "value": value, "acks": acks,
                                 "error": f"{type(e).__name__}: {e}"[:200]})
                 await asyncio.sleep(0.1)
+            except Exception as e:  # noqa: BLE001 - recorded, flagged by the checker
+                # Not a Kafka error: the client saw something a cluster must never show (a
+                # partition outside the topic's metadata, chaos seed 2). The write stays
+                # unknown and the writer goes on, so the run still tests the rest.
+                history.record(name, "info", "send",
+                               {"partition": partition, "value": value, "acks": acks,
+                                "error": f"{type(e).__name__}: {e}"[:200], "unexpected": True})
+                await asyncio.sleep(0.1)
             else:
                 history.record(name, "ok", "send", {"partition": partition, "value": value,
                                                     "acks": acks, "offset": md.offset})
@@ -84,6 +94,11 @@ async def reader(bootstrap: str, topic: str, partitions: int, history: History,
                         for r in batch]})
         except (KafkaError, TimeoutError, OSError) as e:
             history.record(name, "info", "read", {"error": f"{type(e).__name__}: {e}"[:200]})
+            incarnation += 1
+            await asyncio.sleep(0.5)
+        except Exception as e:  # noqa: BLE001 - as in writer(): recorded, flagged, go on
+            history.record(name, "info", "read", {"error": f"{type(e).__name__}: {e}"[:200],
+                                                  "unexpected": True})
             incarnation += 1
             await asyncio.sleep(0.5)
 

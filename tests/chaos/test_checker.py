@@ -206,3 +206,15 @@ def test_history_round_trips_through_json_lines(tmp_path):
     assert ops == hist.ops
     assert parse_value("w0:17:all") == ("w0", 17, "all")
     assert parse_value("hello") is None
+
+
+def test_client_error_is_caught():
+    h = clean()
+    h.op("writer-0", "invoke", "send", {"partition": 5, "value": "w0:9:all", "acks": "all"})
+    h.op("writer-0", "info", "send", {"partition": 5, "value": "w0:9:all", "acks": "all",
+                                      "error": "ValueError: Invalid partition given with "
+                                               "record: 5 is not in the range [0...3).",
+                                      "unexpected": True})
+    v = checker.check(h.ops)
+    assert props(v) == {"client-error"}
+    assert "Invalid partition" in v.violations[0].evidence[0]["error"]
