@@ -432,6 +432,67 @@ def list_lines(reassignments: Mapping[TP, PartitionReassignment]) -> list[str]:
         f"removing: {_ids(r.removing_replicas)}." for tp, r in sorted(reassignments.items())]
 
 
+@dataclass(frozen=True)
+class LogDirMove:
+    """Kafka's LogDirMoveState of one replica named in the file with a log dir (KIP-113):
+    ``kind`` is "completed", "active" (a future replica in ``future``), "cancelled" (no move
+    under way, the replica is in ``current``), "missing" (no such replica on the broker) or
+    "missing_dir" (not found, and a log dir of the broker is offline)."""
+
+    kind: str
+    target: str
+    current: str | None = None
+    future: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.kind != "active"
+
+
+def log_dir_move(target: str, current: str | None, future: str | None,
+                 some_dir_offline: bool) -> LogDirMove:
+    """Kafka's findLogDirMoveStates for one replica, from DescribeLogDirs' answer."""
+    if current is None:
+        return LogDirMove("missing_dir" if some_dir_offline else "missing", target)
+    if future is not None:
+        return LogDirMove("active", target, current, future)
+    if current == target:
+        return LogDirMove("completed", target, current)
+    return LogDirMove("cancelled", target, current)
+
+
+def log_dir_move_lines(states: Mapping[tuple[TP, int], LogDirMove]) -> list[str]:
+    """Kafka's replicaMoveStatesToString."""
+    lines = ["Status of replica reassignment:"]
+    for (tp, b), s in sorted(states.items()):
+        replica, part = replica_name(tp, b), tp_name(tp)
+        if s.kind == "missing_dir":
+            lines.append(f"Partition {part} is not found in any live log dir on broker {b}. "
+                         f"There is likely an offline log directory on the broker.")
+        elif s.kind == "missing":
+            lines.append(f"Partition {part} cannot be found in any live log directory on "
+                         f"broker {b}.")
+        elif s.kind == "active" and s.future == s.target:
+            lines.append(f"Reassignment of replica {replica} is still in progress.")
+        elif s.kind == "active":
+            lines.append(f"Partition {part} on broker {b} is being moved to log dir "
+                         f"{s.future} instead of {s.target}.")
+        elif s.kind == "cancelled":
+            lines.append(f"Partition {part} on broker {b} is not being moved from log dir "
+                         f"{s.current} to {s.target}.")
+        else:
+            lines.append(f"Reassignment of replica {replica} completed successfully.")
+    return lines
+
+
+def cancelled_moves_message(replicas: Iterable[tuple[TP, int]]) -> str:
+    replicas = sorted(replicas)
+    if not replicas:
+        return "None of the specified partition moves are active."
+    return (f"Successfully cancelled log directory move{_plural(len(replicas))} for: "
+            f"{','.join(replica_name(tp, b) for tp, b in replicas)}")
+
+
 def cancelled_message(parts: Iterable[TP]) -> str:
     parts = list(parts)
     if not parts:
@@ -718,7 +779,11 @@ async def _verify(admin: AdminClient, args) -> int:
     ongoing = {tp: r for tp, r in ongoing.items() if tp in targets}
     states = reassignment_states(targets, ongoing, current)
     sys.stdout.write("\n".join(verify_lines(states, await _progress(admin, ongoing))) + "\n")
-    if not ongoing and not args.preserve_throttles:
+    moves = await _log_dir_moves(admin, parse_log_dirs(_read(args.reassignment_json_file)))
+    if moves:
+        sys.stdout.write("\n" + "\n".join(log_dir_move_lines(moves)) + "\n")
+    moving = any(not m.done for m in moves.values())
+    if not ongoing and not moving and not args.preserve_throttles:
         # Kafka clears every throttle once nothing of the file is moving: it cannot know
         # which source brokers earlier moves throttled.
         await _clear_all_throttles(admin, targets)
@@ -739,9 +804,51 @@ async def _cancel(admin: AdminClient, args) -> int:
         if _fail(results):
             return 1
     print(cancelled_message(running))
+    # Kafka's cancelAssignment: a log dir move under way is cancelled by asking for the
+    # replica's current dir (the broker drops the future replica).
+    moves = await _log_dir_moves(admin, parse_log_dirs(_read(args.reassignment_json_file)))
+    active = {r: m.current for r, m in moves.items() if m.kind == "active"}
+    failed = False
+    for b in sorted({b for _, b in active}):
+        results = await admin.alter_replica_log_dirs(
+            b, {tp: d for (tp, rb), d in active.items() if rb == b})
+        for tp, e in sorted(results.items()):
+            if e is not None:
+                print(f"Error cancelling the log directory move of {replica_name(tp, b)}: "
+                      f"{e}", file=sys.stderr)
+                failed = True
+    if moves:
+        print(cancelled_moves_message(active))
+    if failed:
+        return 1
     if not args.preserve_throttles:
         await _clear_all_throttles(admin, targets)
     return 0
+
+
+async def _log_dir_moves(admin: AdminClient, targets: Mapping[tuple[TP, int], str]
+                         ) -> dict[tuple[TP, int], LogDirMove]:
+    """The state of each replica move the file names (DescribeLogDirs of its brokers)."""
+    if not targets:
+        return {}
+    brokers = sorted({b for _, b in targets})
+    live = await admin.live_brokers()
+    answers = await admin.describe_log_dirs([b for b in brokers if b in live])
+    out: dict[tuple[TP, int], LogDirMove] = {}
+    for (tp, b), target in targets.items():
+        current = future = None
+        offline = b not in answers
+        for d in answers[b].results if b in answers else ():
+            offline |= d.error_code != 0
+            for t in d.topics:
+                for p in t.partitions:
+                    if (t.topic, p.partition) == tp:
+                        if p.is_future:
+                            future = d.log_dir
+                        else:
+                            current = d.log_dir
+        out[(tp, b)] = log_dir_move(target, current, future, offline)
+    return out
 
 
 async def _list(admin: AdminClient, args) -> int:

@@ -106,6 +106,9 @@ class ConfigManager:
             await self.rm.reload_topic_config(name)
         elif cc.affects_broker(entity_type, name, self.broker_id):
             await self._reload_broker_configs()
+            if self.per_broker is not None:  # read and applied (else retried, logged there)
+                self.events.info("broker_config_applied", seq=seq,
+                                 config={**self.default, **self.per_broker})
 
     async def _purge(self, children: list[str]) -> None:
         created = []

@@ -344,7 +344,7 @@ class BrokerServer:
             t.cancel()
         if self.rm is not None:
             await self.rm.fetcher_manager.shutdown()
-            await self.rm.alter_log_dirs.shutdown()  # KIP-113: a move in flight is discarded
+            await self.rm.alter_log_dirs.shutdown()  # KIP-113: kept, resumed at the next start
             await self.rm.alter_partition.stop()
         if self.server is not None:
             await self.health.enter_graceful_shutdown()

@@ -16,6 +16,7 @@ from common.errors import ErrorCode, ReplogError
 from common.rpc import replog_pb2 as pb
 from tests.admin.test_cli import assert_one_line_error, replog
 from tests.cluster.helpers import LoadProducer, assert_acked_read_back, eventually
+from tests.polling import wait_until
 
 
 def _response(*dirs) -> pb.DescribeLogDirsResponse:
@@ -129,6 +130,16 @@ def test_describe_against_a_real_cluster(cluster_factory):
 
 
 @pytest.mark.integration
+def _where(bootstrap: str) -> dict[str, list[tuple[str, bool]]]:
+    """`log-dirs describe` of topic t on the only broker: dir -> [(partition, isFuture)]."""
+    rc, out, err = asyncio.run(replog("log-dirs", "describe", "--bootstrap-server", bootstrap,
+                                      "--topic-list", "t"))
+    assert rc == 0, err
+    doc = json.loads(out.splitlines()[2])
+    return {d["logDir"]: [(p["partition"], p["isFuture"]) for p in d["partitions"]]
+            for d in doc["brokers"][0]["logDirs"]}
+
+
 def test_an_intra_broker_move_under_load_through_the_admin_client(cluster_factory):
     # Issue 10 acceptance (KIP-113): AlterReplicaLogDirs through the admin client moves a
     # replica between a real broker's two log dirs under an acks=all load; the future replica
@@ -138,12 +149,7 @@ def test_an_intra_broker_move_under_load_through_the_admin_client(cluster_factor
     dirs = [str(d) for d in cluster.broker(1).log_dirs]
 
     def where() -> dict[str, list[tuple[str, bool]]]:
-        rc, out, err = asyncio.run(replog("log-dirs", "describe", "--bootstrap-server", b,
-                                          "--topic-list", "t"))
-        assert rc == 0, err
-        doc = json.loads(out.splitlines()[2])
-        return {d["logDir"]: [(p["partition"], p["isFuture"]) for p in d["partitions"]]
-                for d in doc["brokers"][0]["logDirs"]}
+        return _where(b)
 
     async def create():
         async with AdminClient(b) as admin:
@@ -168,3 +174,69 @@ def test_an_intra_broker_move_under_load_through_the_admin_client(cluster_factor
     asyncio.run(move_under_load())
     assert where() == {source: [], target: [("t-0", False)]}
     assert not [e for d in dirs for e in os.listdir(d) if e.endswith(("-future", "-delete"))]
+
+
+def test_reassign_verify_and_cancel_follow_a_log_dir_move(cluster_factory, tmp_path):
+    # KIP-113 through `replog reassign` (Kafka's verifyReplicaMoves / cancelAssignment): a
+    # file naming the replica's other log dir starts a move, held by a 1 kB/s
+    # replica-alter-dir throttle; --verify reports it in progress and keeps the throttle,
+    # --cancel drops the future replica (the replica stays where it was) and clears the
+    # throttle, and --verify then says it is not being moved.
+    cluster = cluster_factory(brokers=1, log_dirs_per_broker=2)
+    b = cluster.bootstrap_servers
+
+    async def fill():
+        async with AdminClient(b) as admin:
+            await admin.create_topic("t", 1, 1)
+        async with Producer(b, acks="all", linger_ms=5) as p:  # > the 1000-offset swap lag
+            for f in [await p.send("t", b"x" * 1000, partition=0) for _ in range(3000)]:
+                await f
+    asyncio.run(fill())
+
+    def where() -> dict[str, list[tuple[str, bool]]]:
+        return _where(b)
+    source = next(d for d, parts in where().items() if ("t-0", False) in parts)
+    target = next(str(d) for d in cluster.broker(1).log_dirs if str(d) != source)
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1], "log_dirs": [target]}]}))
+    args = ["reassign", "--bootstrap-server", b, "--reassignment-json-file", str(f)]
+
+    # The throttle first, applied before the move starts: a broker applies a config change
+    # when ZooKeeper's notification reaches it, a moment after the tool wrote it (as in Kafka),
+    # and until then the copier runs free.
+    rc, _, err = asyncio.run(replog("configs", "--bootstrap-server", b, "--entity-type",
+                                    "brokers", "--entity-name", "1", "--alter", "--add-config",
+                                    "replica.alter.log.dirs.io.max.bytes.per.second=1000"))
+    assert (rc, err) == (0, "")
+
+    def applied() -> bool:
+        with open(cluster.broker(1).event_log_file, encoding="utf-8") as f:
+            return any(e.get("event") == "broker_config_applied" and e["config"].get(
+                "replica.alter.log.dirs.io.max.bytes.per.second") == "1000"
+                for e in map(json.loads, f))
+    wait_until(applied, what="the throttle applied by broker 1")
+    rc, out, err = asyncio.run(replog(*args, "--execute"))
+    assert (rc, err) == (0, ""), out
+    assert out.splitlines()[-1] == "Successfully started log directory move for: t-0-1"
+    wait_until(lambda: ("t-0", True) in where()[target], what="the future replica")
+    rc, out, err = asyncio.run(replog(*args, "--verify"))
+    assert (rc, err) == (0, "")
+    assert out.splitlines()[-2:] == ["Status of replica reassignment:",
+                                     "Reassignment of replica t-0-1 is still in progress."]
+    assert "Clearing" not in out  # a move is under way: the throttle stays
+
+    rc, out, err = asyncio.run(replog(*args, "--cancel"))
+    assert (rc, err) == (0, "")
+    assert out.splitlines()[:2] == ["None of the specified partition reassignments are active.",
+                                    "Successfully cancelled log directory move for: t-0-1"]
+    assert "Clearing broker-level throttles on broker 1" in out
+    wait_until(lambda: where() == {source: [("t-0", False)], target: []},
+               what="the future replica dropped, the replica where it was")
+    rc, out, err = asyncio.run(replog(*args, "--verify"))
+    assert (rc, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[lines.index("Status of replica reassignment:") + 1] == (
+        f"Partition t-0 on broker 1 is not being moved from log dir {source} to {target}.")
+    assert lines[-2:] == ["Clearing broker-level throttles on broker 1",
+                          "Clearing topic-level throttles on topic t"]  # nothing moving now

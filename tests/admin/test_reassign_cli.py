@@ -29,8 +29,11 @@ from admin.reassign_cmd import (
     PartitionMove,
     ReassignmentState,
     cancelled_message,
+    cancelled_moves_message,
     generate_output,
     list_lines,
+    log_dir_move,
+    log_dir_move_lines,
     log_dir_moves_message,
     merge_throttled,
     parse_log_dirs,
@@ -206,6 +209,35 @@ def test_verify_lines_are_kafkas():
         "  Replica 3: ...",
         "There is no active reassignment of partition foo-2, but replica set is 1,2 rather "
         "than 1,3."]
+
+
+def test_log_dir_move_states_and_lines_are_kafkas():
+    # Kafka's findLogDirMoveStates + replicaMoveStatesToString (ReassignPartitionsCommand
+    # tests' cases): what --verify prints for the replicas a file names with a log dir.
+    d0, d1, d2 = "/tmp/kafka-logs0", "/tmp/kafka-logs1", "/tmp/kafka-logs2"
+    states = {
+        (("bar", 0), 0): log_dir_move(d0, d0, None, False),
+        (("foo", 0), 0): log_dir_move(d1, d0, d1, False),
+        (("foo", 1), 0): log_dir_move(d1, d0, None, False),
+        (("quux", 0), 0): log_dir_move(d1, None, None, False),
+        (("quux", 1), 1): log_dir_move(d1, d0, d2, False),
+        (("quux", 2), 1): log_dir_move(d1, None, None, True),
+    }
+    assert [s.kind for s in states.values()] == [
+        "completed", "active", "cancelled", "missing", "active", "missing_dir"]
+    assert [s.done for s in states.values()] == [True, False, True, True, False, True]
+    assert log_dir_move_lines(states) == [
+        "Status of replica reassignment:",
+        "Reassignment of replica bar-0-0 completed successfully.",
+        "Reassignment of replica foo-0-0 is still in progress.",
+        f"Partition foo-1 on broker 0 is not being moved from log dir {d0} to {d1}.",
+        "Partition quux-0 cannot be found in any live log directory on broker 0.",
+        f"Partition quux-1 on broker 1 is being moved to log dir {d2} instead of {d1}.",
+        "Partition quux-2 is not found in any live log dir on broker 1. "
+        "There is likely an offline log directory on the broker."]
+    assert cancelled_moves_message([(("foo", 0), 1)]) == \
+        "Successfully cancelled log directory move for: foo-0-1"
+    assert cancelled_moves_message([]) == "None of the specified partition moves are active."
 
 
 def test_progress_line_shows_offsets_and_bytes_against_the_leader():
