@@ -55,7 +55,9 @@ SECTIONS = [
       "(brokers count them per broker, not per partition); an upper bound when "
       "bytes_shared_with other reassignments added to the same broker in those intervals.")),
     ("Throughput per broker", "throughput_by_broker",
-     "Counter rates (bytes/s) and totals over the run."),
+     ("Counter rates (bytes/s) and totals over the run: bytes_in from producers, bytes_out "
+      "to consumers, replication_bytes_in/out between leaders and followers (Kafka's "
+      "BytesIn/BytesOut/ReplicationBytesIn/ReplicationBytesOutPerSec).")),
     ("Process outages seen by the exporter", "process_transitions", ""),
     ("Scrapes", "scrape_health", ""),
 ]
@@ -181,7 +183,7 @@ td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:12px}
 def render_report(out: Path, manifest: dict, summary: list[tuple], data: dict, span) -> Path:
     t0 = span[0]
     plots = [
-        _series_plot(data, "throughput", "rate", "Bytes in per broker (bytes/s)", "bytes/s",
+        _series_plot(data, "throughput", "rate", "Bytes in and out per broker (bytes/s)", "bytes/s",
                      t0, split="series"),
         _series_plot(data, "follower_lag", "max_lag", "Follower max lag per broker (messages)",
                      "messages", t0),

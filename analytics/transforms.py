@@ -38,10 +38,13 @@ FAILOVER_CAUSES = {
 # zookeeper.session.timeout.ms replog runs with (Kafka's default is 18 s).
 MAX_DETECTION_S = 60.0
 
+# Broker byte counters (broker/metrics.py), Kafka's split: bytes_in from producers and bytes_out
+# to consumers; replication_* between leaders and followers.
 COUNTERS = {
     "bytes_in": "kafka_server_brokertopicmetrics_bytesin_total",
     "bytes_out": "kafka_server_brokertopicmetrics_bytesout_total",
     "replication_bytes_in": "kafka_server_brokertopicmetrics_replicationbytesin_total",
+    "replication_bytes_out": "kafka_server_brokertopicmetrics_replicationbytesout_total",
 }
 MAX_LAG = "kafka_server_replicafetchermanager_maxlag"
 REASSIGNMENT_BYTES_IN = "kafka_server_brokertopicmetrics_reassignmentbytesin_total"
@@ -540,8 +543,9 @@ def reassignments(events: DataFrame, samples: DataFrame) -> DataFrame:
 # ---------------------------------------------------------------------------- metrics
 
 def counter_rates(samples: DataFrame, counters: dict[str, str] | None = None) -> DataFrame:
-    """Per-second rates of counters per process: [ts, process, node_id, series, rate]. A
-    counter that went down restarted with its process: the new value is the increase."""
+    """Per-second rates of counters per process, one per sampling interval ending at ``ts``:
+    [ts, process, node_id, series, rate, increase]. A counter that went down restarted with
+    its process: the new value is the increase."""
     counters = counters or COUNTERS
     names = {v: k for k, v in counters.items()}
     s = samples.where(F.col("metric").isin(*names)) \
@@ -553,19 +557,17 @@ def counter_rates(samples: DataFrame, counters: dict[str, str] | None = None) ->
         .otherwise(F.col("value"))
     return s.where(F.col("prev").isNotNull() & (F.col("ts") > F.col("prev_ts"))) \
         .select("ts", "process", "node_id", "series",
-                F.round(delta / (F.col("ts") - F.col("prev_ts")), 6).alias("rate")) \
+                F.round(delta / (F.col("ts") - F.col("prev_ts")), 6).alias("rate"),
+                delta.alias("increase")) \
         .orderBy("ts", "process", "series")
 
 
 def throughput_by_broker(rates: DataFrame) -> DataFrame:
     """[process, series, mean_rate, max_rate, total] per broker and counter series, from
-    ``counter_rates``. ``total`` is the rate integrated over the sampled time."""
-    w = Window.partitionBy("process", "series").orderBy("ts")
-    r = rates.withColumn("dt", F.col("ts") - F.lag("ts").over(w))
-    return r.groupBy("process", "series").agg(
+    ``counter_rates``: ``total`` is the counter's increase over every sampled interval."""
+    return rates.groupBy("process", "series").agg(
         F.round(F.avg("rate"), 3).alias("mean_rate"), F.round(F.max("rate"), 3).alias("max_rate"),
-        F.round(F.sum(F.col("rate") * F.coalesce("dt", F.lit(0.0))), 0).alias("total")) \
-        .orderBy("process", "series")
+        F.round(F.sum("increase"), 0).alias("total")).orderBy("process", "series")
 
 
 def gauge_series(samples: DataFrame, metric: str, labels: dict[str, str] | None = None

@@ -31,6 +31,13 @@ class BrokerMetrics:
                                 "bytes appended as leader", registry=r)
         self.replication_bytes_in = Counter("kafka_server_brokertopicmetrics_replicationbytesin",
                                             "bytes appended as follower", registry=r)
+        # Kafka's BrokerTopicStats.updateBytesOut: what Fetch responses carry, to consumers
+        # (BytesOutPerSec) and to followers (ReplicationBytesOutPerSec), apart like bytes in.
+        self.bytes_out = Counter("kafka_server_brokertopicmetrics_bytesout",
+                                 "record bytes sent in Fetch responses to consumers", registry=r)
+        self.replication_bytes_out = Counter(
+            "kafka_server_brokertopicmetrics_replicationbytesout",
+            "record bytes sent in Fetch responses to followers", registry=r)
         self.leadership_relinquished = Counter(
             "replog_leadership_relinquished", "leaderships given up because follower fetches "
             "were served too slowly (seed 002)", registry=r)

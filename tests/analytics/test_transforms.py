@@ -424,13 +424,16 @@ def test_counter_rates_across_a_restart_and_lag(samples):
                      labels={"clientId": "ReplicaAlterLogDirs"}, value=99.0))
     r = T.counter_rates(s)
     assert rows(r) == [
-        dict(ts=1.0, process="broker-1", node_id=1, series="bytes_in", rate=1000.0),
-        dict(ts=2.0, process="broker-1", node_id=1, series="bytes_in", rate=2000.0),
-        dict(ts=4.0, process="broker-1", node_id=1, series="bytes_in", rate=250.0),
+        dict(ts=1.0, process="broker-1", node_id=1, series="bytes_in", rate=1000.0,
+             increase=1000.0),
+        dict(ts=2.0, process="broker-1", node_id=1, series="bytes_in", rate=2000.0,
+             increase=2000.0),
+        dict(ts=4.0, process="broker-1", node_id=1, series="bytes_in", rate=250.0,
+             increase=500.0),
     ]
     assert rows(T.throughput_by_broker(r)) == [
         dict(process="broker-1", series="bytes_in", mean_rate=1083.333, max_rate=2000.0,
-             total=2500.0)]
+             total=3500.0)]
     assert rows(T.follower_lag(s)) == [dict(ts=1.0, process="broker-2", node_id=2, max_lag=7.0)]
 
 
