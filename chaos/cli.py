@@ -1,4 +1,6 @@
-"""``replog chaos --seed N [--duration D] [--nemesis kill,pause,...] [--data-dir DIR]``.
+"""``replog chaos --seed N [--duration D] [--nemesis kill,pause,...] [--data-dir DIR]``
+``replog chaos --matrix FAILURE:TARGET`` (one cell of the ducktape matrix, e.g.
+``hard-kill:controller``; replays a failing ``tests/chaos/test_matrix.py`` case).
 
 Starts its own cluster (ZooKeeper, controllers, brokers) in DIR (a new temporary dir by
 default; an existing DIR must be empty, since old logs would mix into the history), runs the
@@ -13,7 +15,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from chaos.schedule import NEEDS_ROOT, NEMESES, Timeouts, parse_nemeses
+from chaos.schedule import (
+    FAILURES,
+    MATRIX_TARGETS,
+    NEEDS_ROOT,
+    NEMESES,
+    Timeouts,
+    matrix_schedule,
+    parse_nemeses,
+)
 from common.errors import ReplogError
 
 
@@ -32,7 +42,8 @@ def add_parsers(sub) -> None:
                              for n, d in NEMESES.items())
     p = sub.add_parser("chaos", help="seeded fault schedule against a local cluster, "
                                      "then a Jepsen-style check of the history")
-    p.add_argument("--seed", type=int, required=True, help="the seed the schedule is drawn from")
+    p.add_argument("--seed", type=int, help="the seed the schedule is drawn from (required "
+                                            "unless --matrix)")
     p.add_argument("--duration", type=_duration, default=60.0,
                    help="how long faults are injected (e.g. 60, 60s, 2m; default 60 s)")
     p.add_argument("--nemesis", default="all",
@@ -41,6 +52,10 @@ def add_parsers(sub) -> None:
                                       "(default: a new temporary dir)")
     p.add_argument("--brokers", type=int, default=3)
     p.add_argument("--controllers", type=int, default=1)
+    p.add_argument("--matrix", metavar="FAILURE:TARGET",
+                   help=f"run one cell of the ducktape matrix instead of a seeded schedule: "
+                        f"FAILURE one of {', '.join(FAILURES)}; TARGET one of "
+                        f"{', '.join(MATRIX_TARGETS)} (acks=all writers, 2 controllers)")
     p.add_argument("--schedule-only", action="store_true",
                    help="print the schedule and exit (nothing is started)")
     p.set_defaults(func=_chaos)
@@ -48,17 +63,35 @@ def add_parsers(sub) -> None:
 
 def _chaos(args) -> int:
     from chaos.runner import RunConfig
-    nemeses = parse_nemeses(args.nemesis)
+    schedule = None
+    if args.matrix:
+        failure, _, target = args.matrix.partition(":")
+        try:
+            schedule = matrix_schedule(failure, target)
+        except ValueError as e:
+            raise ReplogError(f"--matrix {args.matrix}: {e}") from None
+        nemeses = schedule.nemeses
+    elif args.seed is None:
+        raise ReplogError("--seed N is required (or --matrix FAILURE:TARGET)")
+    else:
+        nemeses = parse_nemeses(args.nemesis)
     if args.brokers < 3:
         raise ReplogError("--brokers must be at least 3 (the topic has replication factor 3)")
     data_dir = Path(args.data_dir) if args.data_dir else None
     if data_dir is not None and data_dir.exists() and any(data_dir.iterdir()):
         raise ReplogError(f"--data-dir {data_dir} is not empty: a chaos run needs a fresh one")
-    cfg = RunConfig(seed=args.seed, duration_s=args.duration, nemeses=nemeses,
+    cfg = RunConfig(seed=args.seed or 0, duration_s=args.duration, nemeses=nemeses,
                     data_dir=data_dir or Path(tempfile.mkdtemp(prefix="replog-chaos-")),
                     brokers=args.brokers, controllers=args.controllers, timeouts=Timeouts())
+    if schedule is not None:
+        # The controller target needs a standby: with one controller a kill leaves none.
+        cfg.fixed_schedule, cfg.writers = schedule, ("all", "all")
+        cfg.controllers = max(2, args.controllers)
     schedule = cfg.schedule()
-    print(f"Seed: {args.seed}")
+    if args.matrix:
+        print(f"Matrix: {args.matrix}")
+    else:
+        print(f"Seed: {args.seed}")
     print(f"Schedule: {schedule.describe()}", flush=True)
     if args.schedule_only:
         return 0
@@ -68,7 +101,10 @@ def _chaos(args) -> int:
         print(f"Skipped nemesis {name}: {why}")
     print(f"History: {result.history_path}")
     print(f"Verdict: {result.verdict.describe()}")
-    print(f"Replay: replog chaos --seed {args.seed} --duration {args.duration:g} "
-          f"--nemesis {','.join(nemeses)}", flush=True)
+    if args.matrix:
+        print(f"Replay: replog chaos --matrix {args.matrix}", flush=True)
+    else:
+        print(f"Replay: replog chaos --seed {args.seed} --duration {args.duration:g} "
+              f"--nemesis {','.join(nemeses)}", flush=True)
     sys.stdout.flush()
     return 0 if result.verdict.valid else 1

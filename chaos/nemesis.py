@@ -11,9 +11,13 @@ times (the runner calls every nemesis's heal before checking).
 ``unavailable()`` says why a nemesis cannot run here (no root, no nft, no loop devices), and
 the runner then records its faults as skipped, keeping their slots in the schedule.
 
-Not here yet, and why: reassignment and JBOD moves mid-fault (the controller answers
-AlterPartitionReassignments and the broker AlterReplicaLogDirs with UNIMPLEMENTED until C5/C6
-land); clock offsets (no broker reads an injectable clock from its config).
+The ducktape matrix's failures (``clean-bounce``, ``hard-bounce``, ``clean-kill``,
+``hard-kill``: chaos.schedule.FAILURES) are :class:`MatrixNemesis` subclasses, run from
+explicit schedules (``matrix_schedule``) rather than drawn from a seed.
+
+Not here yet, and why: intra-broker log-dir moves (AlterReplicaLogDirs) mid-fault, which
+exist since C6 but have no nemesis yet; clock offsets (no broker reads an injectable clock
+from its config).
 """
 
 from __future__ import annotations
@@ -64,6 +68,54 @@ class ClusterProcesses:
         if cid is None:
             cid = min(self.cluster.controllers)
         return f"controller-{cid}"
+
+    def _live_target(self, target: str) -> str | None:
+        """``resolve(target)`` when it names a running process that holds the role now (the
+        active controller in /controller, partition 0's leader in its state znode); None
+        while nobody does (a failover in progress)."""
+        if target == "controller":
+            cid = self.cluster.active_controller_id()
+            name = f"controller-{cid}" if cid is not None else None
+        elif target == "leader":
+            try:
+                data, stat = self.cluster.zk_client().get(
+                    zk_layout.partition_state_path(self.topic, 0))
+                leader = zk_layout.decode_partition_state(data, stat.version).leader
+            except Exception:  # noqa: BLE001 - no state yet or ZooKeeper unreachable
+                return None
+            name = f"broker-{leader}" if leader != zk_layout.NO_LEADER else None
+        else:
+            name = target
+        if name is None or name == "zookeeper":
+            return name
+        return name if self.handle(name).is_running() else None
+
+    async def resolve_live(self, target: str, timeout_s: float = 30.0) -> str:
+        """Like :meth:`resolve`, but waits (bounded) until the role is held by a running
+        process: a matrix fault right after a failover must hit the new leader or
+        controller, not the one just stopped."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            name = await asyncio.to_thread(self._live_target, target)
+            if name is not None:
+                return name
+            if loop.time() >= deadline:
+                raise RuntimeError(f"no running process holds {target} after {timeout_s:.0f}s")
+            await asyncio.sleep(0.2)
+
+    def loss_registered(self, name: str) -> bool:
+        """ZooKeeper has registered that ``name`` is gone: a broker's /brokers/ids/<id> znode
+        deleted (its session expired), another controller named in /controller (or none,
+        when no other controller runs to take over)."""
+        role, _, nid = name.partition("-")
+        if role == "broker":
+            return self.cluster.zk_client().exists(zk_layout.broker_path(int(nid))) is None
+        cid = self.cluster.active_controller_id()
+        if cid is None:
+            return not any(h.is_running() for c, h in self.cluster.controllers.items()
+                           if c != int(nid))
+        return cid != int(nid)
 
     def handle(self, name: str) -> ProcessHandle:
         role, _, nid = name.partition("-")
@@ -414,7 +466,76 @@ class PreferredElectionNemesis(Nemesis):
         return {"partitions": len(results), "results": errors}
 
 
+class MatrixNemesis(KillNemesis):
+    """One failure of the ducktape matrix (chaos.schedule.FAILURES) against ``leader`` or
+    ``controller``, resolved when the fault starts to the process holding the role then.
+
+    - ``hard``: SIGKILL (no controlled shutdown, the ZooKeeper session lingers until it
+      expires); otherwise SIGTERM (a broker's controlled shutdown moves its leaderships
+      away, a controller resigns) and wait for the exit;
+    - ``bounce``: the end of the fault starts the process again - after a hard kill only
+      once ZooKeeper registered the loss (ducktape's hard_bounce waits for that too, so the
+      restart is a new registration and a real failover, not a reconnect);
+    - otherwise (a kill) the process stays down for the rest of the run's faults and the
+      heal starts it.
+    """
+
+    hard = False
+    bounce = False
+    LOSS_TIMEOUT_S = 60.0
+
+    async def start(self, fault):
+        name = await self.procs.resolve_live(fault.target[0])
+        h = self.procs.handle(name)
+        if self.hard:
+            await h.akill(signal.SIGKILL)
+        else:
+            await h.astop()
+        self.down.add(name)
+        return {"killed" if self.hard else "stopped": name}
+
+    async def stop(self, fault):
+        if not self.bounce:
+            return {"still_down": sorted(self.down)}
+        waited = {}
+        if self.hard:
+            for name in sorted(self.down):
+                waited[name] = await self._wait_loss(name)
+        started = await self.undo()
+        return {"started": started, **({"loss_registered": waited} if waited else {})}
+
+    async def _wait_loss(self, name: str) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.LOSS_TIMEOUT_S
+        while not await asyncio.to_thread(self.procs.loss_registered, name):
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
+        return True
+
+
+class CleanBounceNemesis(MatrixNemesis):
+    name = "clean-bounce"
+    bounce = True
+
+
+class HardBounceNemesis(MatrixNemesis):
+    name = "hard-bounce"
+    hard = True
+    bounce = True
+
+
+class CleanKillNemesis(MatrixNemesis):
+    name = "clean-kill"
+
+
+class HardKillNemesis(MatrixNemesis):
+    name = "hard-kill"
+    hard = True
+
+
 NEMESIS_CLASSES: dict[str, type[Nemesis]] = {
     c.name: c for c in (KillNemesis, BounceNemesis, PauseNemesis, PartitionNemesis,
                         ExpireNemesis, EioNemesis, SlowDiskNemesis, Ext4ErrorNemesis,
-                        DiskFullNemesis, PreferredElectionNemesis)}
+                        DiskFullNemesis, PreferredElectionNemesis, CleanBounceNemesis,
+                        HardBounceNemesis, CleanKillNemesis, HardKillNemesis)}

@@ -8,6 +8,11 @@ records when each really happened, so a replay can be compared line by line.
 
 Files in the data dir: the cluster's own (``cluster.json``, ``logs/``, log dirs),
 ``schedule.json``, ``history.jsonl`` (the artefact to keep) and ``verdict.json``.
+
+A run may also be given a running :class:`LocalCluster` (``RunConfig.cluster``: the matrix
+tests share one across their cells) and a topic of its own; it then neither starts nor stops
+the cluster, and the loop-mounted disk nemeses (whose dirs must be mounted before the brokers
+start) are skipped.
 """
 
 from __future__ import annotations
@@ -49,11 +54,18 @@ class RunConfig:
     partitions: int = 6
     timeouts: Timeouts = field(default_factory=Timeouts)
     heal_timeout_s: float = 90.0
+    fixed_schedule: Schedule | None = None  # explicit (the matrix), instead of the seed's
+    writers: tuple[str, ...] = ("all", "all", "1")  # one writer per entry: its acks
+    topic: str = TOPIC
+    settle_s: float = 3.0  # writes after the heal, before the final read
+    cluster: LocalCluster | None = None  # running, shared: neither started nor stopped here
 
     def topology(self) -> Topology:
         return Topology(tuple(range(1, self.brokers + 1)), self.log_dirs_per_broker, True)
 
     def schedule(self) -> Schedule:
+        if self.fixed_schedule is not None:
+            return self.fixed_schedule
         return make_schedule(self.seed, self.duration_s, self.nemeses, self.topology(),
                              self.timeouts)
 
@@ -85,52 +97,65 @@ async def _run(cfg: RunConfig, log) -> RunResult:
     data = cfg.data_dir.resolve()
     data.mkdir(parents=True, exist_ok=True)
     (data / "schedule.json").write_text(schedule.to_json() + "\n")
-    faults_dir = data / "faults"
-    faults_dir.mkdir(exist_ok=True)
-    cluster = LocalCluster(
-        data, brokers=cfg.brokers, controllers=cfg.controllers,
-        log_dirs_per_broker=cfg.log_dirs_per_broker,
-        overrides=cluster_overrides(cfg.timeouts),
-        per_broker_overrides={b: {"fault.injection.file": str(faults_dir / f"broker-{b}.json")}
-                              for b in range(1, cfg.brokers + 1)})
+    owned = cfg.cluster is None
+    if owned:
+        faults_dir = data / "faults"
+        faults_dir.mkdir(exist_ok=True)
+        cluster = LocalCluster(
+            data, brokers=cfg.brokers, controllers=cfg.controllers,
+            log_dirs_per_broker=cfg.log_dirs_per_broker,
+            overrides=cluster_overrides(cfg.timeouts),
+            per_broker_overrides={
+                b: {"fault.injection.file": str(faults_dir / f"broker-{b}.json")}
+                for b in range(1, cfg.brokers + 1)})
+    else:
+        cluster = cfg.cluster
     shared: dict = {"netfilter": Netfilter(), "mounts": {}}
-    procs = ClusterProcesses(cluster, TOPIC)
-    nemeses = {n: NEMESIS_CLASSES[n](procs, shared) for n in cfg.nemeses}
+    procs = ClusterProcesses(cluster, cfg.topic)
+    nemeses = {n: NEMESIS_CLASSES[n](procs, shared) for n in schedule.nemeses}
     skipped = {n: why for n, nem in nemeses.items() if (why := nem.unavailable())}
+    if not owned:
+        for n in {"ext4", "enospc"} & set(nemeses) - set(skipped):
+            skipped[n] = "needs log dirs loop-mounted before the brokers start (a cluster " \
+                         "the run starts itself)"
     history: History | None = None
     try:
-        if not ({"ext4", "enospc"} & set(skipped)):
+        if owned and not ({"ext4", "enospc"} & set(skipped)):
             for b, d in schedule.log_dirs_to_mount():
                 m = LoopMountedLogDir(data / f"broker-{b}" / f"logdir-{d}",
                                       data / "disks" / f"broker-{b}-logdir-{d}.img")
                 await asyncio.to_thread(m.create_and_mount)
                 shared["mounts"][(b, d)] = m
-        await asyncio.to_thread(cluster.start)
+        if owned:
+            await asyncio.to_thread(cluster.start)
         shared["bootstrap"] = cluster.bootstrap_servers
-        log(f"Cluster up in {data}: bootstrap {cluster.bootstrap_servers}")
+        shared["topic"] = cfg.topic
+        log(f"Cluster up in {cluster.data_dir}: bootstrap {cluster.bootstrap_servers}")
         await _create_topic(cluster.bootstrap_servers, cfg)
         history = History(data / "history.jsonl")  # time 0 = the workload's start
         stop = asyncio.Event()
-        workload = asyncio.create_task(run_workload(cluster.bootstrap_servers, TOPIC,
-                                                    cfg.partitions, history, stop))
+        workload = asyncio.create_task(run_workload(cluster.bootstrap_servers, cfg.topic,
+                                                    cfg.partitions, history, stop,
+                                                    cfg.writers))
         try:
             await _run_schedule(schedule, nemeses, skipped, history, log)
             await _heal_all(nemeses, history)
             healed = await _wait_healed(cluster.bootstrap_servers, cfg, cfg.heal_timeout_s)
             history.record("nemesis", "ok" if healed else "info", "healed",
                            {"isr_full": healed})
-            await asyncio.sleep(3.0)  # writes go on after the heal: availability came back
+            await asyncio.sleep(cfg.settle_s)  # writes go on after the heal
         finally:
             stop.set()
             await workload
-        await final_read(cluster.bootstrap_servers, TOPIC, cfg.partitions, history)
+        await final_read(cluster.bootstrap_servers, cfg.topic, cfg.partitions, history)
         await _snapshot_replicas(cluster, cfg, history)
     finally:
         with contextlib.suppress(Exception):
             await _heal_all(nemeses, None)
         if history is not None:
             history.close()
-        await asyncio.to_thread(cluster.stop, False)
+        if owned:
+            await asyncio.to_thread(cluster.stop, False)
         shared["netfilter"].heal()
         for m in shared["mounts"].values():
             with contextlib.suppress(Exception):
@@ -143,7 +168,7 @@ async def _run(cfg: RunConfig, log) -> RunResult:
 
 async def _create_topic(bootstrap: str, cfg: RunConfig) -> None:
     async with AdminClient(bootstrap) as admin:
-        await admin.create_topic(TOPIC, num_partitions=cfg.partitions,
+        await admin.create_topic(cfg.topic, num_partitions=cfg.partitions,
                                  replication_factor=min(3, cfg.brokers),
                                  configs={"min.insync.replicas": "2"})
     if not await _wait_healed(bootstrap, cfg, 60.0):
@@ -191,9 +216,10 @@ async def _heal_all(nemeses: dict[str, Nemesis], history: History | None) -> Non
                 history.record("nemesis", "info", "heal", {"nemesis": name, "error": str(e)})
 
 
-async def _partition_states(bootstrap: str) -> dict[int, tuple[list[int], list[int], int]]:
+async def _partition_states(bootstrap: str, topic: str
+                            ) -> dict[int, tuple[list[int], list[int], int]]:
     async with AdminClient(bootstrap, request_timeout_ms=5000) as admin:
-        info = (await admin.describe_topics([TOPIC]))[TOPIC]
+        info = (await admin.describe_topics([topic]))[topic]
     return {p.partition: (list(p.replicas), list(p.isr), p.leader) for p in info.partitions}
 
 
@@ -203,7 +229,7 @@ async def _wait_healed(bootstrap: str, cfg: RunConfig, timeout_s: float) -> bool
     deadline = loop.time() + timeout_s
     while True:
         with contextlib.suppress(Exception):
-            states = await _partition_states(bootstrap)
+            states = await _partition_states(bootstrap, cfg.topic)
             if len(states) == cfg.partitions and all(
                     sorted(r) == sorted(i) for r, i, _ in states.values()):
                 return True
@@ -212,14 +238,16 @@ async def _wait_healed(bootstrap: str, cfg: RunConfig, timeout_s: float) -> bool
         await asyncio.sleep(0.5)
 
 
-def replica_log(log_dirs: list[str], partition: int) -> tuple[list[list], dict]:
+def replica_log(log_dirs: list[str], partition: int, topic: str = TOPIC
+                ) -> tuple[list[list], dict]:
     """Every batch of a replica's segment files: [base, last, sha256 of the bytes after the
     offset field (leader epoch and CRC included)], plus kafka-python's reading of the same
     files (CRCs valid, same records as replog's parser) when kafka-python is installed."""
     batches: list[list] = []
     raw_all = b""
     for d in log_dirs:
-        for seg in sorted(glob.glob(os.path.join(d, f"{TOPIC}-{partition}", "*.log"))):
+        for seg in sorted(glob.glob(os.path.join(glob.escape(d), f"{topic}-{partition}",
+                                                 "*.log"))):
             with open(seg, "rb") as f:
                 raw = f.read()
             raw_all += raw
@@ -256,16 +284,16 @@ async def _snapshot_replicas(cluster: LocalCluster, cfg: RunConfig, history: His
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 60.0
     while True:
-        states = await _partition_states(bootstrap)
+        states = await _partition_states(bootstrap, cfg.topic)
         async with Consumer(bootstrap, request_timeout_ms=5000) as c:
-            ends = await c.end_offsets([(TOPIC, p) for p in range(cfg.partitions)])
+            ends = await c.end_offsets([(cfg.topic, p) for p in range(cfg.partitions)])
         hw = {tp[1]: o for tp, o in ends.items()}
         parts = []
         for p, (replicas, isr, leader) in sorted(states.items()):
             logs, kp = {}, {}
             for b in replicas:
                 dirs = [str(d) for d in cluster.broker(b).log_dirs]
-                logs[str(b)], view = await asyncio.to_thread(replica_log, dirs, p)
+                logs[str(b)], view = await asyncio.to_thread(replica_log, dirs, p, cfg.topic)
                 if view:
                     kp[str(b)] = view
             parts.append({"partition": p, "hw": hw[p], "replicas": replicas, "isr": isr,

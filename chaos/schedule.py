@@ -45,6 +45,18 @@ NEMESES: dict[str, str] = {
 NEEDS_ROOT = frozenset({"partition", "expire", "ext4", "enospc"})
 WARM_UP_S = 2.0
 
+# The ducktape replication_test matrix ({clean bounce, hard bounce, clean kill, hard kill} x
+# {leader, controller}): explicit schedules (matrix_schedule), not drawn from a seed.
+FAILURES: dict[str, str] = {
+    "clean-bounce": "SIGTERM (a broker's controlled shutdown, a controller's resignation), "
+                    "then start again",
+    "hard-bounce": "SIGKILL, wait until ZooKeeper registered the loss (the broker's znode "
+                   "gone, another controller active), then start again",
+    "clean-kill": "SIGTERM, and stay down until the heal",
+    "hard-kill": "SIGKILL, and stay down until the heal",
+}
+MATRIX_TARGETS = ("leader", "controller")
+
 
 @dataclass(frozen=True)
 class Topology:
@@ -83,7 +95,7 @@ class Fault:
         return self.at_s + self.duration_s
 
     def describe(self) -> str:
-        return (f"#{self.index:<3} at {self.at_s:7.2f}s  {self.nemesis:<9} "
+        return (f"#{self.index:<3} at {self.at_s:7.2f}s  {self.nemesis:<12} "
                 f"{' <-> '.join(self.target):<28} for {self.duration_s:5.2f}s")
 
     def to_json(self) -> dict:
@@ -96,11 +108,16 @@ class Schedule:
     duration_s: float
     nemeses: tuple[str, ...]
     faults: tuple[Fault, ...] = field(default_factory=tuple)
+    label: str = ""  # an explicit schedule's name (``matrix hard-kill x leader``); seeded: ""
 
     def describe(self) -> str:
-        head = (f"seed {self.seed}, {self.duration_s:g}s, nemeses {','.join(self.nemeses)}: "
+        what = self.label or f"seed {self.seed}"
+        head = (f"{what}, {self.duration_s:g}s, nemeses {','.join(self.nemeses)}: "
                 f"{len(self.faults)} fault(s)")
         return "\n".join([head, *("  " + f.describe() for f in self.faults)])
+
+    def targets(self) -> set[str]:
+        return {t for f in self.faults for t in f.target}
 
     def log_dirs_to_mount(self) -> list[tuple[int, int]]:
         """(broker id, log dir index) of every log dir that ext4/enospc faults need on a
@@ -114,9 +131,11 @@ class Schedule:
         return out
 
     def to_json(self) -> str:
-        return json.dumps({"seed": self.seed, "duration_s": self.duration_s,
-                           "nemeses": list(self.nemeses),
-                           "faults": [f.to_json() for f in self.faults]}, sort_keys=True)
+        out = {"seed": self.seed, "duration_s": self.duration_s, "nemeses": list(self.nemeses),
+               "faults": [f.to_json() for f in self.faults]}
+        if self.label:
+            out["label"] = self.label
+        return json.dumps(out, sort_keys=True)
 
 
 def parse_nemeses(text: str) -> tuple[str, ...]:
@@ -189,3 +208,41 @@ def _draw(rng: random.Random, nemesis: str, brokers: list[str], processes: list[
         d = rng.randrange(topology.log_dirs_per_broker)
         return (f"{rng.choice(brokers)}:logdir-{d}",), rng.uniform(2.0, 5.0)
     raise ValueError(f"unknown nemesis {nemesis!r}")
+
+
+def matrix_schedule(failure: str, target: str, repeats: int | None = None,
+                    warm_up_s: float = WARM_UP_S, gap_s: float = 3.0, down_s: float = 8.0,
+                    timeouts: Timeouts = Timeouts()) -> Schedule:
+    """One cell of the ducktape matrix as an explicit schedule (no seed).
+
+    - bounces (``clean-bounce``, ``hard-bounce``): ``repeats`` faults (default 2), each a
+      stop or kill at its start and a start again at its end (0.5 s later; a hard bounce's
+      stop first waits until ZooKeeper registered the loss, which takes up to the session
+      timeout, so its faults are spaced by that much more). ``target`` (``leader`` of the
+      topic's partition 0, or the active ``controller``) is resolved at each start, so the
+      bounces chase a moving target as ducktape's ``broker_node(test, broker_type)`` does;
+    - kills (``clean-kill``, ``hard-kill``): one stop or kill, and the process stays down for
+      ``down_s`` (the end of the fault changes nothing) until the runner's heal starts it.
+      One only: a second kill would leave a 3-broker cluster below min.insync.replicas=2, or
+      a 2-controller cluster without a controller, which is another test.
+    """
+    if failure not in FAILURES:
+        raise ValueError(f"unknown failure {failure!r}; choose from {', '.join(FAILURES)}")
+    if target not in MATRIX_TARGETS:
+        raise ValueError(f"unknown target {target!r}; choose from {', '.join(MATRIX_TARGETS)}")
+    bounce = failure.endswith("bounce")
+    if repeats is None:
+        repeats = 2 if bounce else 1
+    if repeats < 1 or (not bounce and repeats != 1):
+        raise ValueError(f"{failure} takes {'at least one repeat' if bounce else 'one repeat'}"
+                         f", not {repeats}")
+    faults: list[Fault] = []
+    t = warm_up_s
+    duration = 0.5 if bounce else down_s
+    spacing = gap_s + (timeouts.session_timeout_s if failure == "hard-bounce" else 0.0)
+    for i in range(repeats):
+        faults.append(Fault(i, round(t, 2), failure, (target,), duration))
+        t += duration + spacing
+    end = faults[-1].end_s
+    return Schedule(0, round(end, 2), (failure,), tuple(faults),
+                    label=f"matrix {failure} x {target}")

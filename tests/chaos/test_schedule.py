@@ -8,10 +8,13 @@ import itertools
 import pytest
 
 from chaos.schedule import (
+    FAILURES,
+    MATRIX_TARGETS,
     NEMESES,
     Timeouts,
     Topology,
     make_schedule,
+    matrix_schedule,
     parse_log_dir,
     parse_nemeses,
 )
@@ -72,3 +75,37 @@ def test_parse_nemeses():
     assert parse_nemeses("all") == ALL
     with pytest.raises(ValueError, match="unknown nemesis nope"):
         parse_nemeses("kill,nope")
+
+
+@pytest.mark.parametrize("target", MATRIX_TARGETS)
+@pytest.mark.parametrize("failure", FAILURES)
+def test_matrix_schedule_is_explicit(failure, target):
+    t = Timeouts(session_timeout_s=4.0, lag_time_max_s=2.0)
+    s = matrix_schedule(failure, target, timeouts=t)
+    assert s == matrix_schedule(failure, target, timeouts=t)  # no randomness
+    assert s.nemeses == (failure,) and s.targets() == {target}
+    assert s.label == f"matrix {failure} x {target}" and s.describe().startswith(s.label)
+    assert s.faults[0].at_s == 2.0  # after the warm-up
+    assert s.duration_s == s.faults[-1].end_s
+    for prev, nxt in itertools.pairwise(s.faults):
+        assert nxt.at_s >= prev.end_s + 3.0, "a gap between two bounces"
+        if failure == "hard-bounce":
+            assert nxt.at_s >= prev.end_s + t.session_timeout_s, \
+                "the next bounce starts after the previous one's loss was registered"
+    if failure.endswith("bounce"):
+        assert len(s.faults) == 2
+    else:
+        assert len(s.faults) == 1 and s.faults[0].duration_s == 8.0
+
+
+def test_matrix_schedule_rules():
+    assert len(matrix_schedule("hard-bounce", "leader", repeats=5).faults) == 5
+    with pytest.raises(ValueError, match="one repeat"):
+        matrix_schedule("hard-kill", "leader", repeats=2)
+    with pytest.raises(ValueError, match="unknown failure"):
+        matrix_schedule("kill", "leader")
+    with pytest.raises(ValueError, match="unknown target"):
+        matrix_schedule("hard-kill", "broker-1")
+    assert "label" not in make_schedule(7, 30, ALL).to_json()
+    assert '"label": "matrix clean-kill x controller"' in \
+        matrix_schedule("clean-kill", "controller").to_json()
