@@ -4,7 +4,9 @@
                           [--keep-going] [--base-dir DIR]
 
 Seeds ``first .. first+seeds-1`` run in turn; the first invalid verdict stops the sweep
-(unless ``--keep-going``) and prints the replay command. A run's data dir (history, logs) is
+(unless ``--keep-going``) and prints the replay command and the line to append to
+``tests/chaos/regression_seeds.txt`` (nemeses named, so the line keeps replaying that
+schedule when nemeses are added). A run's data dir (history, logs) is
 deleted when it was valid and kept when it was not. The last line is the summary to paste
 into an issue.
 """
@@ -18,6 +20,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from chaos.cli import _duration
+from chaos.schedule import parse_nemeses
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  replay: replog chaos --seed {seed} --duration {args.duration} "
               f"--nemesis {args.nemesis}; kept {data} and {base / f'seed-{seed}.out'}",
               flush=True)
+        print(f"  regression line: {seed} {_duration(args.duration):g} "
+              f"{','.join(parse_nemeses(args.nemesis))}  # <what broke>", flush=True)
         if not args.keep_going:
             break
     print(f"chaos sweep: {valid + len(invalid)} seeds x {args.duration}s, nemeses "
