@@ -15,6 +15,9 @@ The ducktape matrix's failures (``clean-bounce``, ``hard-bounce``, ``clean-kill`
 ``hard-kill``: chaos.schedule.FAILURES) are :class:`MatrixNemesis` subclasses, run from
 explicit schedules (``matrix_schedule``) rather than drawn from a seed.
 
+Admin operations mid-fault: ``elect`` (preferred election), ``reassign``
+(AlterPartitionReassignments) and ``shutdown`` (a controlled shutdown and restart).
+
 Not here yet, and why: intra-broker log-dir moves (AlterReplicaLogDirs) mid-fault, which
 exist since C6 but have no nemesis yet; clock offsets (no broker reads an injectable clock
 from its config).
@@ -174,6 +177,7 @@ class ClusterProcesses:
 
 class Nemesis:
     name = ""
+    admin = False  # an admin operation: healed after the process, network and disk faults
 
     def __init__(self, procs: ClusterProcesses, shared: dict):
         self.procs = procs
@@ -453,6 +457,7 @@ class PreferredElectionNemesis(Nemesis):
     PREFERRED_LEADER_NOT_AVAILABLE while a broker is down) are recorded, not raised."""
 
     name = "elect"
+    admin = True
 
     async def start(self, fault):
         from admin.client.admin_client import AdminClient
@@ -464,6 +469,104 @@ class PreferredElectionNemesis(Nemesis):
             key = "NONE" if err is None else type(err).__name__ + f"({err.error_code})"
             errors[key] = errors.get(key, 0) + 1
         return {"partitions": len(results), "results": errors}
+
+
+class ReassignNemesis(Nemesis):
+    """An admin operation mid-fault: AlterPartitionReassignments of one partition of the
+    workload's topic (KIP-455, kafka-reassign-partitions.sh) to its replicas without the
+    preferred one (RF 3 -> 2; the leader usually moves, the dropped replica is deleted), and
+    back to the original replicas (RF 2 -> 3: a new replica copies the log) at the next
+    reassign of that partition or at the heal. The heal waits until no reassignment of the
+    topic is in progress and the original replicas are back (bounded)."""
+
+    name = "reassign"
+    admin = True
+    HEAL_TIMEOUT_S = 90.0
+
+    def __init__(self, procs, shared):
+        super().__init__(procs, shared)
+        self.moved: dict[int, list[int]] = {}  # partition -> its replicas before the move
+
+    def _admin(self):
+        from admin.client.admin_client import AdminClient
+        return AdminClient(self.shared["bootstrap"], request_timeout_ms=5000,
+                           default_api_timeout_ms=15000)
+
+    async def _replicas(self, admin, p: int) -> list[int]:
+        topic = self.shared["topic"]
+        info = (await admin.describe_topics([topic]))[topic]
+        return next(list(x.replicas) for x in info.partitions if x.partition == p)
+
+    async def _alter(self, admin, p: int, replicas: list[int]) -> str:
+        topic = self.shared["topic"]
+        err = (await admin.alter_partition_reassignments({(topic, p): replicas},
+                                                         timeout_ms=10000))[(topic, p)]
+        return "NONE" if err is None else f"{type(err).__name__}({err.error_code})"
+
+    async def start(self, fault):
+        p = int(fault.target[0].removeprefix("partition-"))
+        async with self._admin() as admin:
+            if p in self.moved:
+                to = self.moved[p]
+                result = await self._alter(admin, p, to)
+                if result == "NONE":
+                    del self.moved[p]
+                return {"partition": p, "back_to": to, "result": result}
+            before = await self._replicas(admin, p)
+            to = before[1:]
+            result = await self._alter(admin, p, to)
+            if result == "NONE":
+                self.moved[p] = before
+            return {"partition": p, "from": before, "to": to, "result": result}
+
+    undone = "moved_back"
+
+    async def undo(self) -> list[int]:
+        if not self.moved:
+            return []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.HEAL_TIMEOUT_S
+        topic = self.shared["topic"]
+        done = sorted(self.moved)
+        while True:
+            try:
+                async with self._admin() as admin:
+                    for p, replicas in sorted(self.moved.items()):
+                        if await self._replicas(admin, p) != replicas:
+                            await self._alter(admin, p, replicas)
+                    pending = [tp for tp in await admin.list_partition_reassignments()
+                               if tp[0] == topic]
+                    if not pending and all([await self._replicas(admin, p) == r
+                                            for p, r in self.moved.items()]):
+                        self.moved.clear()
+                        return done
+            except Exception:  # noqa: BLE001, S110 - a controller failover: ask again
+                pass
+            if loop.time() >= deadline:
+                raise RuntimeError(f"partitions {sorted(self.moved)} of {topic} not back on "
+                                   f"their replicas after {self.HEAL_TIMEOUT_S:.0f}s")
+            await asyncio.sleep(0.5)
+
+
+class ShutdownNemesis(Nemesis):
+    """An admin operation mid-fault: a broker's controlled shutdown (SIGTERM: its
+    leaderships move away first) and its restart, while another fault is in effect. A broker
+    the fault in progress has already taken (down, paused, or cut off by nftables, where a
+    controlled shutdown would only wait for the controller) is left alone, and recorded so."""
+
+    name = "shutdown"
+
+    async def start(self, fault):
+        name = self.procs.resolve(fault.target[0])
+        h = self.procs.handle(name)
+        net = self.shared.get("netfilter")
+        why = ("down" if not h.is_running() else "paused" if h.paused
+               else "cut off" if net is not None and net.cuts(h.pid) else None)
+        if why is not None:
+            return {"skipped": f"{name} is {why} (the fault in progress)"}
+        await h.astop()
+        await h.astart()
+        return {"restarted": name}
 
 
 class MatrixNemesis(KillNemesis):
@@ -537,5 +640,6 @@ class HardKillNemesis(MatrixNemesis):
 NEMESIS_CLASSES: dict[str, type[Nemesis]] = {
     c.name: c for c in (KillNemesis, BounceNemesis, PauseNemesis, PartitionNemesis,
                         ExpireNemesis, EioNemesis, SlowDiskNemesis, Ext4ErrorNemesis,
-                        DiskFullNemesis, PreferredElectionNemesis, CleanBounceNemesis,
+                        DiskFullNemesis, PreferredElectionNemesis, ReassignNemesis,
+                        ShutdownNemesis, CleanBounceNemesis,
                         HardBounceNemesis, CleanKillNemesis, HardKillNemesis)}

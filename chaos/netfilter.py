@@ -99,6 +99,10 @@ class Netfilter:
             self._nft("add", "rule", "inet", self.table, "out", "oifname", "lo", "tcp",
                       "sport", _nft_set(local), "tcp", "dport", dports, "drop")
 
+    def cuts(self, pid: int | None) -> bool:
+        """Whether ``pid`` is cut off from something (moved into one of this table's groups)."""
+        return pid is not None and pid in self._moved
+
     def heal(self) -> None:
         if self._table_made:
             with contextlib.suppress(subprocess.CalledProcessError):

@@ -61,7 +61,8 @@ class RunConfig:
     cluster: LocalCluster | None = None  # running, shared: neither started nor stopped here
 
     def topology(self) -> Topology:
-        return Topology(tuple(range(1, self.brokers + 1)), self.log_dirs_per_broker, True)
+        return Topology(tuple(range(1, self.brokers + 1)), self.log_dirs_per_broker, True,
+                        self.partitions)
 
     def schedule(self) -> Schedule:
         if self.fixed_schedule is not None:
@@ -208,7 +209,9 @@ async def _run_schedule(schedule: Schedule, nemeses: dict[str, Nemesis],
 
 
 async def _heal_all(nemeses: dict[str, Nemesis], history: History | None) -> None:
-    for name, nem in nemeses.items():
+    # Processes, network and disks first: an admin operation's heal (a reassignment moved
+    # back) completes only once every broker is back.
+    for name, nem in sorted(nemeses.items(), key=lambda item: item[1].admin):
         try:
             await nem.heal()
         except Exception as e:  # noqa: BLE001 - heal the others anyway

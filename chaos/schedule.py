@@ -13,9 +13,11 @@ Rules the schedule keeps, and why:
 - one fault at a time (a fault's window ends, then a recovery gap of 2-4 s): with RF 3 and
   min.insync.replicas=2 a single fault must never cost acks=all availability for long, and a
   violation found under one fault is easier to read than one under three;
-- except ``elect`` (a preferred leader election through the AdminClient), which is an admin
-  operation *mid-fault*: it lands inside the previous fault's window, as ducktape's
-  "admin operation during a bounce" cases do;
+- except the admin operations (``MID_FAULT``: ``elect``, a preferred leader election;
+  ``reassign``, a partition reassignment; ``shutdown``, a broker's controlled shutdown and
+  restart), which happen *mid-fault*: each lands inside the previous fault's window, as
+  ducktape's "admin operation during a bounce" cases do (or on its own, when the previous
+  fault was one of them);
 - pauses and ZooKeeper session cuts last longer than the session timeout (otherwise nothing
   expires and the fault tests nothing), partitions and slow disks longer than
   replica.lag.time.max.ms (otherwise the ISR never shrinks);
@@ -41,7 +43,13 @@ NEMESES: dict[str, str] = {
     "ext4": "a real ext4 error on a loop-mounted log dir (errors=remount-ro)",
     "enospc": "a loop-mounted log dir filled up until writes fail with ENOSPC",
     "elect": "a preferred leader election through the AdminClient, in the middle of a fault",
+    "reassign": "AlterPartitionReassignments of one partition through the AdminClient, in the "
+                "middle of a fault: off its preferred replica (RF 3 -> 2), back at the next "
+                "reassign of it or at the heal",
+    "shutdown": "a broker's controlled shutdown (SIGTERM) and restart, in the middle of a "
+                "fault",
 }
+MID_FAULT = frozenset({"elect", "reassign", "shutdown"})  # admin operations, duration 0
 NEEDS_ROOT = frozenset({"partition", "expire", "ext4", "enospc"})
 WARM_UP_S = 2.0
 
@@ -66,6 +74,7 @@ class Topology:
     brokers: tuple[int, ...] = (1, 2, 3)
     log_dirs_per_broker: int = 2
     own_zookeeper: bool = True
+    partitions: int = 6  # of the workload's topic (``reassign`` targets one)
 
 
 @dataclass(frozen=True)
@@ -81,7 +90,8 @@ class Fault:
     """One scheduled fault. ``target`` names processes (``broker-2``; ``controller``, the
     active controller, and ``leader``, the leader of the workload's partition 0, both resolved
     when the fault starts, as in ducktape's {leader, controller} matrix; ``zookeeper``) or a
-    log dir (``broker-2:logdir-1``); ``partition`` has two targets, ``elect`` targets
+    log dir (``broker-2:logdir-1``) or a partition of the workload's topic
+    (``partition-3``, for ``reassign``); ``partition`` has two targets, ``elect`` targets
     ``all`` partitions."""
 
     index: int
@@ -168,15 +178,20 @@ def make_schedule(seed: int, duration_s: float, nemeses: tuple[str, ...],
     t = WARM_UP_S
     while True:
         nemesis = rng.choice(nemeses)
-        if nemesis == "elect":
+        if nemesis in MID_FAULT:
+            # elect draws nothing more, so adding the other admin operations changed no
+            # schedule without them.
+            target = (("all",) if nemesis == "elect"
+                      else (f"partition-{rng.randrange(topology.partitions)}",)
+                      if nemesis == "reassign" else (rng.choice([*brokers, "leader"]),))
             if faults and faults[-1].duration_s > 0:
                 prev = faults[-1]  # mid-fault: inside the previous window
                 at = prev.at_s + prev.duration_s * rng.uniform(0.2, 0.8)
-                faults.append(Fault(len(faults), round(at, 2), "elect", ("all",), 0.0))
+                faults.append(Fault(len(faults), round(at, 2), nemesis, target, 0.0))
                 continue
             if t > duration_s:
                 break
-            faults.append(Fault(len(faults), round(t, 2), "elect", ("all",), 0.0))
+            faults.append(Fault(len(faults), round(t, 2), nemesis, target, 0.0))
             t += rng.uniform(2.0, 4.0)
             continue
         target, dur = _draw(rng, nemesis, brokers, processes, topology, timeouts)
