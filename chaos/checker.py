@@ -23,8 +23,15 @@ Properties, each named in the verdict with its evidence (the operations that bre
   timeout (e.g. a send to a partition outside the topic's metadata, which a broker answering
   with part of a topic's partitions causes: chaos seed 2).
 
-The verdict also reports availability: per partition the longest window without an
-acknowledged acks=all write, next to the detection timeouts (informational, never a violation).
+The verdict also reports availability (informational, never a violation): per partition the
+longest window without an acknowledged acks=all write, and per fault window (from its start
+to its stop; to the heal for a fault never stopped; the instant of an admin operation) the
+longest such gap that overlaps it, against the detection bound
+``session timeout + replica.lag.time.max.ms + ELECTION_SLACK_S``: a dead or cut-off leader
+is noticed once its ZooKeeper session expires, a dead follower holds acks=all back until it
+leaves the ISR, and the election and the clients' metadata refresh take the slack. Faults
+whose gap exceeds it are counted in the summary and listed with ``exceeds`` in
+``verdict.json``.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 MAX_EVIDENCE = 5
+ELECTION_SLACK_S = 1.0
 
 
 @dataclass
@@ -76,10 +84,14 @@ class Verdict:
 
 
 def _stats_line(s: dict) -> str:
-    return (f"{s.get('acked_all', 0)} acks=all and {s.get('acked_one', 0)} acks=1 writes "
+    line = (f"{s.get('acked_all', 0)} acks=all and {s.get('acked_one', 0)} acks=1 writes "
             f"acknowledged, {s.get('unknown', 0)} unknown, {s.get('failed', 0)} failed; "
             f"{s.get('records_read', 0)} records read; longest acks=all write gap "
             f"{s.get('max_unavailable_s', 0):.1f}s")
+    if "detection_bound_s" in s:
+        line += (f"; {s['faults_past_bound']} of {len(s['availability'])} fault window(s) past "
+                 f"the {s['detection_bound_s']:.1f}s detection bound")
+    return line
 
 
 # ---------------------------------------------------------------------------- the history
@@ -147,7 +159,8 @@ def final_log(history: list[dict]) -> dict[int, dict[int, str]] | None:
 
 # ---------------------------------------------------------------------------- the checks
 
-def check(history: list[dict], session_timeout_s: float | None = None) -> Verdict:
+def check(history: list[dict], session_timeout_s: float | None = None,
+          lag_time_max_s: float | None = None) -> Verdict:
     ws = writes(history)
     log = final_log(history)
     violations: list[Violation] = []
@@ -170,7 +183,8 @@ def check(history: list[dict], session_timeout_s: float | None = None) -> Verdic
         violations.append(Violation("incomplete-history", "no replica states after the heal"))
     else:
         violations += check_replicas(replicas["value"]["partitions"])
-    return Verdict([v for v in violations if v.count], stats(history, ws, session_timeout_s))
+    return Verdict([v for v in violations if v.count],
+                   stats(history, ws, session_timeout_s, lag_time_max_s))
 
 
 def _grouped(prop: str, message: str, evidence: list[dict]) -> list[Violation]:
@@ -317,7 +331,8 @@ def _first_difference(a: list[tuple], b: list[tuple]) -> dict:
 
 # ---------------------------------------------------------------------------- availability
 
-def stats(history: list[dict], ws: list[Write], session_timeout_s: float | None) -> dict:
+def stats(history: list[dict], ws: list[Write], session_timeout_s: float | None,
+          lag_time_max_s: float | None = None) -> dict:
     out = {"acked_all": 0, "acked_one": 0, "unknown": 0, "failed": 0, "records_read": 0}
     for w in ws:
         if w.outcome == "ok":
@@ -333,6 +348,62 @@ def stats(history: list[dict], ws: list[Write], session_timeout_s: float | None)
     out["max_unavailable_s"] = max(gaps.values(), default=0.0)
     if session_timeout_s is not None:
         out["session_timeout_s"] = session_timeout_s
+        bound = detection_bound(session_timeout_s, lag_time_max_s)
+        out["detection_bound_s"] = bound
+        out["availability"] = fault_availability(history, ws, bound)
+        out["faults_past_bound"] = sum(1 for f in out["availability"] if f["exceeds"])
+    return out
+
+
+def detection_bound(session_timeout_s: float, lag_time_max_s: float | None) -> float:
+    return round(session_timeout_s + (lag_time_max_s or 0.0) + ELECTION_SLACK_S, 3)
+
+
+def fault_windows(history: list[dict]) -> list[dict]:
+    """Each fault that started: {index, nemesis, target, result, from_s, to_s}. A fault ends
+    at its stop; one never stopped (a kill that stays down) at the heal, or at the last
+    operation; an admin operation (duration 0) is an instant."""
+    started: dict[int, dict] = {}
+    end_of_run = None
+    for op in history:
+        if op["process"] != "nemesis" or op["type"] != "ok":
+            continue
+        if op["f"] == "healed":
+            end_of_run = op["time"]
+            continue
+        fault = op["value"].get("fault")
+        if fault is None:
+            continue
+        if op["f"] == "start":
+            started[fault["index"]] = {
+                "index": fault["index"], "nemesis": fault["nemesis"],
+                "target": fault["target"], "result": op["value"].get("result"),
+                "from_s": op["time"], "to_s": op["time"] if not fault["duration_s"] else None}
+        elif op["f"] == "stop" and fault["index"] in started:
+            started[fault["index"]]["to_s"] = op["time"]
+    if end_of_run is None:
+        end_of_run = history[-1]["time"] if history else 0.0
+    for w in started.values():
+        if w["to_s"] is None:
+            w["to_s"] = end_of_run
+    return [started[i] for i in sorted(started)]
+
+
+def fault_availability(history: list[dict], ws: list[Write], bound_s: float) -> list[dict]:
+    """Per fault window, the longest gap between two acknowledged acks=all writes of one
+    partition that overlaps the window, and whether it exceeds ``bound_s``."""
+    acks: dict[int, list[float]] = defaultdict(list)
+    for w in ws:
+        if w.outcome == "ok" and w.acks == "all":
+            acks[w.partition].append(w.complete["time"])
+    gaps = [(a, b, p) for p, times in acks.items()
+            for a, b in itertools.pairwise(sorted(times))]
+    out = []
+    for w in fault_windows(history):
+        over = [(b - a, p) for a, b, p in gaps if a <= w["to_s"] and b >= w["from_s"]]
+        longest, partition = max(over, default=(0.0, None))
+        out.append({**w, "longest_gap_s": round(longest, 3), "partition": partition,
+                    "bound_s": bound_s, "exceeds": longest > bound_s})
     return out
 
 

@@ -162,7 +162,7 @@ async def _run(cfg: RunConfig, log) -> RunResult:
             with contextlib.suppress(Exception):
                 m.unmount()
     ops = history.ops
-    verdict = checker.check(ops, cfg.timeouts.session_timeout_s)
+    verdict = checker.check(ops, cfg.timeouts.session_timeout_s, cfg.timeouts.lag_time_max_s)
     (data / "verdict.json").write_text(json.dumps(verdict.to_json(), indent=2) + "\n")
     return RunResult(schedule, data / "history.jsonl", verdict, skipped)
 

@@ -14,6 +14,7 @@ into an issue.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(args.base_dir or tempfile.mkdtemp(prefix="replog-chaos-sweep-"))
     base.mkdir(parents=True, exist_ok=True)
     valid, invalid, started = 0, [], time.monotonic()
+    longest: tuple[float, int | None] = (0.0, None)  # (longest acks=all write gap, seed)
+    past_bound = 0  # fault windows whose gap exceeded the detection bound, all seeds
     for seed in range(args.first, args.first + args.seeds):
         data = base / f"seed-{seed}"
         t = time.monotonic()
@@ -48,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         verdict = next((line for line in (base / f"seed-{seed}.out").read_text().splitlines()
                         if line.startswith("Verdict:")), "Verdict: none (the run crashed)")
         print(f"seed {seed}: rc {rc} in {time.monotonic() - t:.0f}s  {verdict}", flush=True)
+        try:
+            st = json.loads((data / "verdict.json").read_text())["stats"]
+        except (OSError, ValueError, KeyError):
+            st = {}
+        longest = max(longest, (st.get("max_unavailable_s", 0.0), seed))
+        past_bound += st.get("faults_past_bound", 0)
         if rc == 0:
             valid += 1
             shutil.rmtree(data, ignore_errors=True)
@@ -63,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chaos sweep: {valid + len(invalid)} seeds x {args.duration}s, nemeses "
           f"{args.nemesis}: {valid} valid, {len(invalid)} invalid"
           + (f" (seeds {', '.join(map(str, invalid))})" if invalid else "")
+          + f"; longest acks=all write gap {longest[0]:.1f}s (seed {longest[1]}), "
+            f"{past_bound} fault window(s) past the detection bound"
           + f" in {(time.monotonic() - started) / 60:.1f} min")
     return 1 if invalid else 0
 

@@ -16,10 +16,15 @@ class Builder:
 
     def __init__(self):
         self.ops: list[dict] = []
+        self.later = 0.0
 
     def op(self, process, type_, f, value):
-        self.ops.append({"index": len(self.ops), "time": len(self.ops) * 0.1, "wall": 0.0,
-                         "process": process, "type": type_, "f": f, "value": value})
+        self.ops.append({"index": len(self.ops), "time": round(self.later + len(self.ops) * 0.1,
+                                                               4),
+                         "wall": 0.0, "process": process, "type": type_, "f": f, "value": value})
+
+    def wait(self, seconds):
+        self.later += seconds
 
     def send(self, writer, seq, partition, acks, outcome, offset=None, error=None):
         value = write_value(writer, seq, acks)
@@ -218,3 +223,37 @@ def test_client_error_is_caught():
     v = checker.check(h.ops)
     assert props(v) == {"client-error"}
     assert "Invalid partition" in v.violations[0].evidence[0]["error"]
+
+
+def _nemesis(h, f, fault, result=None):
+    h.op("nemesis", "invoke", f, {"fault": fault})
+    h.op("nemesis", "ok", f, {"fault": fault, "result": result or {}})
+
+
+def test_availability_per_fault_window_against_the_detection_bound():
+    h = Builder()
+    kill = {"index": 0, "at_s": 0.0, "nemesis": "kill", "target": ["leader"], "duration_s": 2.0}
+    elect = {"index": 1, "at_s": 0.0, "nemesis": "elect", "target": ["all"], "duration_s": 0.0}
+    down = {"index": 2, "at_s": 0.0, "nemesis": "hard-kill", "target": ["leader"],
+            "duration_s": 8.0}
+    h.send(0, 0, 0, "all", "ok", 0)  # t=0.1
+    _nemesis(h, "start", kill, {"killed": "broker-1"})  # t=0.3
+    h.wait(7.6)  # partition 0's next acknowledgement comes 8 s later, past the 4 + 2 + 1 s
+    h.send(0, 1, 0, "all", "ok", 1)
+    _nemesis(h, "start", elect)  # an instant
+    _nemesis(h, "stop", kill, {"started": ["broker-1"]})
+    h.send(0, 2, 0, "all", "ok", 2)
+    _nemesis(h, "start", down, {"killed": "broker-2"})  # never stopped: ends at the heal
+    h.send(0, 3, 0, "all", "ok", 3)
+    h.op("nemesis", "ok", "healed", {"isr_full": True})
+    h.send(0, 4, 0, "all", "ok", 4)
+    s = checker.stats(h.ops, checker.writes(h.ops), 4.0, 2.0)
+    assert s["detection_bound_s"] == 7.0
+    by = {w["nemesis"]: w for w in s["availability"]}
+    assert by["kill"]["exceeds"] and by["kill"]["longest_gap_s"] == pytest.approx(8.0)
+    assert by["kill"]["partition"] == 0 and by["kill"]["result"] == {"killed": "broker-1"}
+    assert by["elect"]["from_s"] == by["elect"]["to_s"] and not by["elect"]["exceeds"]
+    assert by["hard-kill"]["to_s"] == next(op["time"] for op in h.ops if op["f"] == "healed")
+    assert s["faults_past_bound"] == 1
+    assert "1 of 3 fault window(s) past the 7.0s detection bound" in checker._stats_line(s)
+    assert checker.check(h.ops).valid is False  # no final read: incomplete, yet reported
