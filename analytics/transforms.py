@@ -335,7 +335,13 @@ def replica_recoveries(replica_changes: DataFrame, events: DataFrame,
     (``replica_recreated``, cause ``recreated``), its broker restarted (``broker_started``,
     ``restart``) or its process answered again after not answering (a SIGSTOP resumed,
     ``resumed``), in that order of precedence. None of these: the replica only lagged
-    (``caught_up``), and recovery_s is the time out of the ISR."""
+    (``caught_up``), and recovery_s is the time out of the ISR.
+
+    A resume is known only to lie between the last scrape that failed and the first that
+    answered; it cannot be after the rejoin it made possible, nor before the shrink. So it is
+    taken when that interval meets [out_ts, rejoin_ts], at the midpoint of the overlap: a
+    follower that caught up within one sampling interval of its SIGCONT (rejoin before the
+    transition's midpoint) still counts as resumed."""
     ex = replica_changes.where(F.col("change") == "expand") \
         .select("partition", "broker", F.col("ts").alias("rejoin_ts"))
     sh = replica_changes.where(F.col("change") == "shrink") \
@@ -347,22 +353,26 @@ def replica_recoveries(replica_changes: DataFrame, events: DataFrame,
     keys = ["partition", "broker", "rejoin_ts"]
     j = _first_by(j, keys, [F.col("out_ts").desc()]).drop("s_partition", "s_broker")
 
+    # When it came back: within [k_lo, k_hi] (one moment for an event).
+    no_partition = F.lit(None).cast("string").alias("k_partition")
     back = events.where((F.col("event") == "replica_recreated") & (F.col("role") == "broker")) \
         .select(F.col("node").alias("k_broker"), F.col("partition").alias("k_partition"),
-                F.col("ts").alias("back_ts"), F.lit("recreated").alias("cause"),
-                F.lit(3).alias("prio")) \
+                F.col("ts").alias("k_lo"), F.col("ts").alias("k_hi"),
+                F.lit("recreated").alias("cause"), F.lit(3).alias("prio")) \
         .unionByName(events.where(F.col("event") == "broker_started")
-                     .select(F.col("node").alias("k_broker"), F.lit(None).cast("string")
-                             .alias("k_partition"), F.col("ts").alias("back_ts"),
+                     .select(F.col("node").alias("k_broker"), no_partition,
+                             F.col("ts").alias("k_lo"), F.col("ts").alias("k_hi"),
                              F.lit("restart").alias("cause"), F.lit(2).alias("prio"))) \
         .unionByName(transitions.where((F.col("kind") == "up") & (F.col("role") == "broker"))
-                     .select(F.col("node_id").alias("k_broker"), F.lit(None).cast("string")
-                             .alias("k_partition"), F.col("ts").alias("back_ts"),
+                     .select(F.col("node_id").alias("k_broker"), no_partition,
+                             F.col("before_ts").alias("k_lo"), F.col("after_ts").alias("k_hi"),
                              F.lit("resumed").alias("cause"), F.lit(1).alias("prio")))
     j = j.join(back, (F.col("k_broker") == F.col("broker"))
                & (F.col("k_partition").isNull() | (F.col("k_partition") == F.col("partition")))
-               & (F.col("back_ts") >= F.col("out_ts")) & (F.col("back_ts") <= F.col("rejoin_ts")),
-               "left")
+               & (F.col("k_hi") >= F.col("out_ts")) & (F.col("k_lo") <= F.col("rejoin_ts")),
+               "left") \
+        .withColumn("back_ts", F.when(F.col("cause").isNotNull(), (
+            F.greatest("k_lo", "out_ts") + F.least("k_hi", "rejoin_ts")) / 2))
     j = _first_by(j, keys, [F.col("prio").desc_nulls_last(), F.col("back_ts").desc_nulls_last()])
     return j.select(
         "partition", "broker", F.coalesce("cause", F.lit("caught_up")).alias("cause"),

@@ -217,6 +217,24 @@ def test_replica_recoveries(events, scrapes):
     ]
 
 
+def test_recovery_of_a_replica_resumed_within_one_sampling_interval(events, scrapes):
+    # SIGSTOPped broker 2 answers again between the scrapes at 32.0 and 33.0; it was back in
+    # the ISR at 32.4, before the transition's midpoint: it resumed in [32.0, 32.4].
+    ev = events(
+        dict(ts=30.0, event="isr_shrink", partition="t-0", node=1, old_isr=[1, 2], isr=[1],
+             partition_epoch=3),
+        dict(ts=32.4, event="isr_expand", partition="t-0", node=1, old_isr=[1], isr=[1, 2],
+             partition_epoch=4))
+    sc = scrapes(dict(ts=28.0, process="broker-2", ok=True),
+                 dict(ts=29.0, process="broker-2", ok=False),
+                 dict(ts=32.0, process="broker-2", ok=False),
+                 dict(ts=33.0, process="broker-2", ok=True))
+    rc = T.isr_replica_changes(T.isr_changes(ev))
+    assert rows(T.replica_recoveries(rc, ev, T.process_transitions(sc))) == [
+        dict(partition="t-0", broker=2, cause="resumed", out_ts=30.0, back_ts=32.2,
+             rejoin_ts=32.4, recovery_s=0.2, out_of_isr_s=2.4)]
+
+
 def test_recovery_of_a_recreated_replica_and_lagging_one(events, scrapes):
     ev = events(
         dict(ts=1.0, event="isr_shrink", partition="t-0", node=1, old_isr=[1, 2], isr=[1],
