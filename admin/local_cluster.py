@@ -277,6 +277,13 @@ class ProcessHandle:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                # Its stacks to its log first (common/observability.dump_stacks_on_sigusr1):
+                # a process that would not stop says what it was waiting on.
+                self.send_signal(signal.SIGUSR1)
+                try:
+                    self.proc.wait(1.0)
+                except subprocess.TimeoutExpired:
+                    pass
                 self.send_signal(signal.SIGKILL)
                 self.proc.wait()
         self.paused = False

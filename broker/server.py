@@ -54,7 +54,12 @@ from broker.storage.log_manager import LogManager
 from common import zk_layout as zl
 from common.config import Config
 from common.grpc_options import SERVER_OPTIONS
-from common.observability import configure_event_log, quiet_third_party_logs, start_metrics_endpoint
+from common.observability import (
+    configure_event_log,
+    dump_stacks_on_sigusr1,
+    quiet_third_party_logs,
+    start_metrics_endpoint,
+)
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.supervise import supervised
@@ -364,6 +369,7 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
+        dump_stacks_on_sigusr1(loop)
         try:
             await self.start()
         except Exception as e:

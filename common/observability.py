@@ -48,6 +48,28 @@ def start_metrics_endpoint(registry: CollectorRegistry, port: int = 0,
     return server.server_port
 
 
+def dump_stacks_on_sigusr1(loop) -> None:
+    """``kill -USR1 <pid>`` prints every thread's stack and every asyncio task's to stderr (the
+    process log): what a hung process waits on. The local cluster sends it before it SIGKILLs
+    a process that did not stop in time (admin/local_cluster.py), as ``jstack`` would be run
+    on a Kafka broker that would not shut down."""
+    import faulthandler
+    import signal
+
+    def dump() -> None:
+        print("--- SIGUSR1: asyncio tasks ---", file=sys.stderr, flush=True)
+        import asyncio
+        for task in asyncio.all_tasks(loop):
+            print(f"{task!r}", file=sys.stderr)
+            for f in task.get_stack(limit=12):  # print_stack trips on frames without a line
+                print(f"    {f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}",
+                      file=sys.stderr)
+        print("--- SIGUSR1: threads ---", file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        sys.stderr.flush()
+    loop.add_signal_handler(signal.SIGUSR1, dump)
+
+
 def quiet_third_party_logs() -> None:
     for name in ("kazoo", "kazoo.client", "grpc", "asyncio"):
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -31,7 +31,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client import CollectorRegistry
 
 from common.grpc_options import SERVER_OPTIONS
-from common.observability import configure_event_log, quiet_third_party_logs, start_metrics_endpoint
+from common.observability import (
+    configure_event_log,
+    dump_stacks_on_sigusr1,
+    quiet_third_party_logs,
+    start_metrics_endpoint,
+)
 from common.rpc import replog_pb2_grpc
 from common.zk_async import AsyncZk
 from common.zk_layout import ControllerInfo
@@ -151,6 +156,7 @@ async def _main(config: Mapping[str, Any]) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    dump_stacks_on_sigusr1(loop)
     await stop.wait()
     await server.stop()
     return 0
