@@ -198,6 +198,10 @@ class ReplicaFetcher:
         fetched = asyncio.ensure_future(call)
         try:
             await asyncio.wait({fetched, woken}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            call.cancel()  # stopped: the call in flight goes too
+            fetched.cancel()
+            raise
         finally:
             woken.cancel()
             if timer is not None:
@@ -208,8 +212,15 @@ class ReplicaFetcher:
         fetched.cancel()
         try:
             await fetched
-        except (asyncio.CancelledError, grpc.aio.AioRpcError):
+        except grpc.aio.AioRpcError:
             pass
+        except asyncio.CancelledError:
+            # The call's own cancellation is expected; this fetcher's (stop()) must go on.
+            # Swallowed, it left the fetcher looping and the broker's shutdown waiting on it
+            # forever (the soak's controlled-shutdown hang).
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
         return None
 
     def _build_request(self, ready: dict[TopicPartition, FetchState]) -> pb.FetchRequest:

@@ -27,6 +27,8 @@ from common.names import TopicPartition
 from common.observability import configure_event_log
 from common.records import ProducerRecord, build_batch, decode_all
 from common.rpc import replog_pb2 as pb
+from tests.broker.inprocess import Node, leader_and_isr
+from tests.polling import async_wait_until
 
 T0, T1, IDLE = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("idle", 0)
 LONG_MS, SHORT_MS = 120_000, 3_000
@@ -136,3 +138,70 @@ async def test_partition_joining_a_parked_follower_fetcher_is_fetched_at_once(tm
     finally:
         for n in (a, b):
             await n.stop()
+
+
+class _CallSlowToCancel:
+    """A Fetch call that never answers and, cancelled, takes a while to wind down (a gRPC
+    call's cancellation is not instantaneous either)."""
+
+    def __init__(self):
+        self.cancelling = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def cancel(self):
+        return True
+
+    def __await__(self):
+        return self._run().__await__()
+
+    async def _run(self):
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelling.set()
+            await self.release.wait()
+            raise
+
+
+class _FetchChannel:
+    def __init__(self):
+        self.calls: list[_CallSlowToCancel] = []
+
+    def unary_unary(self, path, *args, **kwargs):
+        def invoke(request, timeout=None, **kw):
+            assert path.endswith("/Fetch"), path
+            self.calls.append(_CallSlowToCancel())
+            return self.calls[-1]
+        return invoke
+
+    async def close(self):
+        pass
+
+
+async def test_a_fetcher_stopped_while_it_gives_up_a_fetch_stops(tmp_path):
+    # The fetcher gives up a parked Fetch when it gains a partition, and waits for the call's
+    # cancellation to finish. A stop() arriving in that wait was swallowed with the call's own
+    # CancelledError: the stopped fetcher went on and sent another Fetch (found looking for
+    # why a broker hung after its controlled shutdown in the soak). Replayed in order: the
+    # stop arrives while the given-up call is still winding down.
+    channel = _FetchChannel()
+    follower = Node(2, tmp_path, channel_factory=lambda address, options: channel)
+    leader = Node(1, tmp_path)
+    leader.endpoint = lambda: pb.BrokerEndpoint(broker_id=1, host="127.0.0.1", port=1)
+    rm = follower.rm
+    for tp in (T0, T1):
+        await rm.leader_and_isr(leader_and_isr_request(leader_and_isr(
+            follower, 1, 0, [1, 2], [1, 2], [leader], tp=tp)))
+        if tp == T0:
+            await async_wait_until(lambda: channel.calls, what="the first Fetch in flight")
+    await async_wait_until(lambda: channel.calls[0].cancelling.is_set(),
+                     what="the first Fetch given up for the new partition")
+    fetchers = list(rm.fetcher_manager.fetchers.values())
+    stopping = asyncio.ensure_future(rm.fetcher_manager.shutdown())
+    await asyncio.sleep(0)  # stop() has cancelled the fetcher's task
+    channel.calls[0].release.set()
+    await asyncio.wait_for(stopping, 30)
+    assert fetchers and all(f.task.done() for f in fetchers)
+    assert len(channel.calls) == 1  # before: a second Fetch after stop()
+    follower.lm.shutdown()
+    leader.lm.shutdown()
