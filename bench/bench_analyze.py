@@ -175,7 +175,7 @@ def synthesize(out: Path, seed: int = 13) -> dict:
                                      f'"value":1.0}}')
                     for le in BUCKETS:
                         lines.append(f'{{"ts":{ts},{base},"metric":'
-                                     f'"kafka_controller_controllerstats_leaderelectionlatency_ms_bucket",'
+                                     f'"kafka_controller_controllerstats_leaderelectionrateandtimems_bucket",'
                                      f'"labels":{{"le":"{le}"}},"value":6000.0}}')
             sf.write("\n".join(lines) + "\n")
             cf.write("\n".join(scrapes) + "\n")

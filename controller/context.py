@@ -241,6 +241,16 @@ class ControllerContext:
         return sum(1 for tp, s in self.leadership.items()
                    if s.elr and tp.topic not in self.topics_to_delete)
 
+    def elr_replica_counts(self) -> tuple[int, int]:
+        """(replicas in ELRs, replicas in LastKnownELRs) over every partition not being
+        deleted: the ELR sizes (KIP-966)."""
+        elr = lke = 0
+        for tp, s in self.leadership.items():
+            if tp.topic not in self.topics_to_delete:
+                elr += len(s.elr)
+                lke += len(s.last_known_elr)
+        return elr, lke
+
     def reassigning_partitions(self) -> list[TopicPartition]:
         """Partitions whose topic znode lists adding or removing replicas (moves in flight,
         KIP-455)."""

@@ -39,12 +39,13 @@ class ControllerMetrics:
         self.unclean_elections = Counter(
             "kafka_controller_controllerstats_uncleanleaderelections",
             "Leaders elected from outside the ISR", registry=r)
-        # Kafka's name is LeaderElectionRateAndTimeMs (a JMX timer: rate and latency of
-        # elections); as a Prometheus histogram it gives both: _count's rate and the buckets.
+        # Kafka's LeaderElectionRateAndTimeMs (a JMX timer: rate and latency of elections),
+        # under the name Strimzi's JMX exporter gives it; as a Prometheus histogram (in ms) it
+        # gives both: _count's rate and the buckets.
         # Observed once per batch of elections: from the triggering event's arrival in the
         # controller's queue until the elections are written to ZooKeeper.
         self.election_latency_ms = Histogram(
-            "kafka_controller_controllerstats_leaderelectionlatency_ms",
+            "kafka_controller_controllerstats_leaderelectionrateandtimems",
             "Leader election latency in milliseconds (Kafka: LeaderElectionRateAndTimeMs)",
             buckets=ELECTION_LATENCY_BUCKETS_MS, registry=r)
         self.leader_elections = Counter(
@@ -82,6 +83,14 @@ class ControllerMetrics:
         self.elr_partitions = Gauge(
             "replog_controller_partitions_with_elr",
             "Partitions whose ELR is not empty (KIP-966)", registry=r)
+        # ... and the ELR sizes: replicas in ELRs and LastKnownELRs across the cluster (a
+        # Balanced recovery waits for every LastKnownELR member).
+        self.elr_replicas = Gauge(
+            "replog_controller_eligible_leader_replicas",
+            "Replicas in the ELRs of all partitions (KIP-966)", registry=r)
+        self.last_known_elr_replicas = Gauge(
+            "replog_controller_last_known_elr_replicas",
+            "Replicas in the LastKnownELRs of all partitions (KIP-966)", registry=r)
         # C7 (KIP-966): the Unclean Recovery Manager's tasks by how they ended (elected,
         # dropped - the partition no longer needed it -, failed), the offsets the chosen
         # replicas lacked against the best answer (0 is the goal), and its GetReplicaLogInfo
@@ -107,7 +116,8 @@ class ControllerMetrics:
             for g in (self.active_controller_count, self.offline_partitions,
                       self.preferred_imbalance, self.global_partitions, self.global_topics,
                       self.controller_epoch, self.live_brokers,
-                      self.reassigning_partitions, self.elr_partitions):
+                      self.reassigning_partitions, self.elr_partitions, self.elr_replicas,
+                      self.last_known_elr_replicas):
                 g.set(0)
             return
         self.active_controller_count.set(1)
@@ -119,3 +129,6 @@ class ControllerMetrics:
         self.live_brokers.set(len(ctx.live_brokers))
         self.reassigning_partitions.set(len(ctx.reassigning_partitions()))
         self.elr_partitions.set(ctx.partitions_with_elr_count())
+        elr, lke = ctx.elr_replica_counts()
+        self.elr_replicas.set(elr)
+        self.last_known_elr_replicas.set(lke)

@@ -85,7 +85,7 @@ DASHBOARDS = [
           ("sum by (reason) (rate(replog_controller_leader_elections_total[5m]))",
            "{{reason}}")]),
         ("Leader election latency p99", "timeseries", "ms",
-         [("replog:leaderelectionlatency_ms:p99_5m", "p99")]),
+         [("replog:leaderelectionrateandtimems:p99_5m", "p99")]),
         ("Preferred replica imbalance", "timeseries", "none",
          [("sum(kafka_controller_kafkacontroller_preferredreplicaimbalancecount)", "imbalance")]),
         ("Live brokers (controller's view)", "timeseries", "none",
@@ -149,6 +149,9 @@ DASHBOARDS = [
         ("Partitions with ELR / under min ISR", "timeseries", "none",
          [("sum(replog_controller_partitions_with_elr)", "with ELR"),
           ("replog:underminisrpartitions:sum", "under min ISR")]),
+        ("ELR sizes: replicas in ELRs / LastKnownELRs", "timeseries", "none",
+         [("sum(replog_controller_eligible_leader_replicas)", "ELR"),
+          ("sum(replog_controller_last_known_elr_replicas)", "LastKnownELR")]),
     ]),
 ]
 

@@ -474,14 +474,18 @@ def test_ready_to_choose(strategy, replies, elapsed, want):
     assert ready_to_choose(strategy, [1, 2, 3], [1, 2], replies, elapsed, 1000) is want
 
 
-def test_partitions_with_elr_metric():
+def test_partitions_with_elr_and_elr_size_metrics():
     from controller.metrics import ControllerMetrics
-    ctx = make_ctx(isr=(1,), elr=(2, 3), leader=1)
+    ctx = make_ctx(isr=(1,), elr=(2, 3), lke=(4,), leader=1)
     m = ControllerMetrics()
     m.refresh(ctx)
-    assert m.registry.get_sample_value("replog_controller_partitions_with_elr") == 1
+    value = m.registry.get_sample_value
+    assert value("replog_controller_partitions_with_elr") == 1
+    assert value("replog_controller_eligible_leader_replicas") == 2
+    assert value("replog_controller_last_known_elr_replicas") == 1
     m.refresh(None)
-    assert m.registry.get_sample_value("replog_controller_partitions_with_elr") == 0
+    assert value("replog_controller_partitions_with_elr") == 0
+    assert value("replog_controller_eligible_leader_replicas") == 0
 
 
 def test_restarted_replica_does_not_join_the_elr():

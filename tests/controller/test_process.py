@@ -85,7 +85,7 @@ async def test_process_serves_health_and_stops_cleanly_on_sigterm(tmp_path, zk_h
                      "kafka_controller_kafkacontroller_globalpartitioncount",
                      "kafka_controller_kafkacontroller_globaltopiccount",
                      "kafka_controller_controllerstats_uncleanleaderelections_total",
-                     "kafka_controller_controllerstats_leaderelectionlatency_ms_bucket"):
+                     "kafka_controller_controllerstats_leaderelectionrateandtimems_bucket"):
             assert name in samples, name
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
