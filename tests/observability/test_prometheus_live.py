@@ -134,3 +134,56 @@ def test_prometheus_scrapes_the_cluster_and_fires_broker_down_alerts(cluster_fac
                    120, "BrokerDown and UnderReplicatedPartitions resolved", interval=0.5)
     finally:
         prom.stop()
+
+
+def test_cluster_up_with_prometheus_prints_its_url_and_it_scrapes_every_process(tmp_path):
+    # `replog cluster up --prometheus` as a user runs it: the printed URL answers, its targets
+    # are the cluster's processes (cluster.json) and all up; Ctrl-C stops both.
+    import re
+    import signal
+    import socket
+
+    with socket.socket() as s:  # a free port: 9090 may be taken on this machine
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "admin.cli", "cluster", "up", "--data-dir", str(tmp_path / "c"),
+         "--brokers", "1", "--prometheus", "--prometheus-port", str(port)],
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("Press Ctrl-C"):
+                break
+        [url] = [m.group(1) for m in map(re.compile(r"^Prometheus: (\S+) ").match, lines) if m]
+        assert url == f"http://127.0.0.1:{port}"
+        cluster = json.loads((tmp_path / "c" / "cluster.json").read_text())
+
+        def targets_up():
+            with urllib.request.urlopen(f"{url}/api/v1/targets", timeout=5) as resp:
+                active = json.loads(resp.read())["data"]["activeTargets"]
+            return len(active) >= 2 and all(t["health"] == "up" for t in active) and active
+        active = wait_until(targets_up, timeout=90, what="Prometheus's targets up",
+                            ignore=(OSError,))
+        assert {t["scrapeUrl"] for t in active} == {
+            p["metrics_url"] for p in cluster["brokers"] + cluster["controllers"]}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(120)
+    assert rc == 0, proc.stderr.read()
+
+
+def test_cluster_up_with_prometheus_missing_says_how_to_install_it(tmp_path):
+    bare = tmp_path / "bin"  # a PATH with python but no prometheus
+    bare.mkdir()
+    (bare / "python3").symlink_to(sys.executable)
+    p = subprocess.run([sys.executable, "-m", "admin.cli", "cluster", "up", "--data-dir",
+                        str(tmp_path / "c"), "--prometheus"], cwd=REPO, capture_output=True,
+                       text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(REPO), PATH=str(bare)))
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines() == [
+        "Error: prometheus is not installed: run 'apt-get install prometheus' as root"]
+    assert not (tmp_path / "c" / "cluster.json").exists()  # nothing was started
