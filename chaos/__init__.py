@@ -7,5 +7,7 @@ a history, and a Jepsen-style checker over that history.
 - ``chaos.workload`` and ``chaos.history``: producers (acks=all and acks=1) and consumers whose
   every operation is written to a JSON Lines history;
 - ``chaos.checker``: pure checks of a history, each violation naming its property and evidence;
-- ``chaos.runner`` and ``chaos.cli``: ``replog chaos --seed N``.
+- ``chaos.runner`` and ``chaos.cli``: ``replog chaos --seed N`` (``--matrix FAILURE:TARGET``
+  for one cell of the ducktape matrix, ``--cluster DATA_DIR`` against a running cluster:
+  ``chaos.attached``); ``chaos.sweep``: many seeds in turn (``make chaos-sweep``).
 """

@@ -1,6 +1,10 @@
 """``replog chaos --seed N [--duration D] [--nemesis kill,pause,...] [--data-dir DIR]``
 ``replog chaos --matrix FAILURE:TARGET`` (one cell of the ducktape matrix, e.g.
 ``hard-kill:controller``; replays a failing ``tests/chaos/test_matrix.py`` case).
+``--cluster DATA_DIR`` runs against a running cluster (``replog cluster up``'s, found through
+its ``cluster.json``; chaos/attached.py) instead of starting one: on a topic of its own,
+``chaos-<seed>-<time>``, with the run's files in ``DATA_DIR/chaos/<seed>-<time>/`` (or
+``--data-dir``), the fault durations drawn against that cluster's own timeouts.
 
 Starts its own cluster (ZooKeeper, controllers, brokers) in DIR (a new temporary dir by
 default; an existing DIR must be empty, since old logs would mix into the history), runs the
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from chaos.schedule import (
@@ -50,6 +55,10 @@ def add_parsers(sub) -> None:
                    help=f"comma-separated nemeses, or all (default). {nemeses_help}")
     p.add_argument("--data-dir", help="empty or new dir for the cluster and the history "
                                       "(default: a new temporary dir)")
+    p.add_argument("--cluster", metavar="DATA_DIR",
+                   help="use the running cluster of DATA_DIR (its cluster.json) instead of "
+                        "starting one; nemeses that restart processes are skipped while its "
+                        "supervisor (replog cluster up) runs")
     p.add_argument("--brokers", type=int, default=3)
     p.add_argument("--controllers", type=int, default=1)
     p.add_argument("--matrix", metavar="FAILURE:TARGET",
@@ -75,14 +84,29 @@ def _chaos(args) -> int:
         raise ReplogError("--seed N is required (or --matrix FAILURE:TARGET)")
     else:
         nemeses = parse_nemeses(args.nemesis)
-    if args.brokers < 3:
-        raise ReplogError("--brokers must be at least 3 (the topic has replication factor 3)")
+    attached = None
+    if args.cluster:
+        from chaos.attached import AttachedCluster
+        attached = AttachedCluster(args.cluster)
+    brokers = len(attached.brokers) if attached is not None else args.brokers
+    if brokers < 3:
+        raise ReplogError(f"{'the cluster has' if attached else '--brokers must be at least'} "
+                          f"{brokers if attached else 3} broker(s): the chaos topic has "
+                          f"replication factor 3")
     data_dir = Path(args.data_dir) if args.data_dir else None
     if data_dir is not None and data_dir.exists() and any(data_dir.iterdir()):
         raise ReplogError(f"--data-dir {data_dir} is not empty: a chaos run needs a fresh one")
     cfg = RunConfig(seed=args.seed or 0, duration_s=args.duration, nemeses=nemeses,
                     data_dir=data_dir or Path(tempfile.mkdtemp(prefix="replog-chaos-")),
-                    brokers=args.brokers, controllers=args.controllers, timeouts=Timeouts())
+                    brokers=brokers, controllers=args.controllers, timeouts=Timeouts())
+    if attached is not None:
+        tag = (args.matrix.replace(":", "-") if args.matrix else str(args.seed)) + \
+            time.strftime("-%Y%m%d-%H%M%S")
+        cfg.cluster, cfg.topic, cfg.timeouts = attached, f"chaos-{tag}", attached.timeouts()
+        if data_dir is None:
+            cfg.data_dir = attached.data_dir / "chaos" / tag
+        if schedule is not None:  # drawn against the cluster's own timeouts
+            schedule = matrix_schedule(*args.matrix.split(":", 1), timeouts=cfg.timeouts)
     if schedule is not None:
         # The controller target needs a standby: with one controller a kill leaves none.
         cfg.fixed_schedule, cfg.writers = schedule, ("all", "all")
@@ -96,7 +120,11 @@ def _chaos(args) -> int:
     if args.schedule_only:
         return 0
     from chaos.runner import run
-    result = run(cfg, log=lambda line: print(line, flush=True))
+    try:
+        result = run(cfg, log=lambda line: print(line, flush=True))
+    finally:
+        if attached is not None:
+            attached.close()
     for name, why in sorted(result.skipped.items()):
         print(f"Skipped nemesis {name}: {why}")
     print(f"History: {result.history_path}")
@@ -105,6 +133,7 @@ def _chaos(args) -> int:
         print(f"Replay: replog chaos --matrix {args.matrix}", flush=True)
     else:
         print(f"Replay: replog chaos --seed {args.seed} --duration {args.duration:g} "
-              f"--nemesis {','.join(nemeses)}", flush=True)
+              f"--nemesis {','.join(nemeses)}"
+              + (f" --cluster {args.cluster}" if args.cluster else ""), flush=True)
     sys.stdout.flush()
     return 0 if result.verdict.valid else 1

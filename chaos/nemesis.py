@@ -107,13 +107,16 @@ class ClusterProcesses:
                 raise RuntimeError(f"no running process holds {target} after {timeout_s:.0f}s")
             await asyncio.sleep(0.2)
 
+    def registered(self, broker_id: int) -> bool:
+        return self.cluster.zk_client().exists(zk_layout.broker_path(broker_id)) is not None
+
     def loss_registered(self, name: str) -> bool:
         """ZooKeeper has registered that ``name`` is gone: a broker's /brokers/ids/<id> znode
         deleted (its session expired), another controller named in /controller (or none,
         when no other controller runs to take over)."""
         role, _, nid = name.partition("-")
         if role == "broker":
-            return self.cluster.zk_client().exists(zk_layout.broker_path(int(nid))) is None
+            return not self.registered(int(nid))
         cid = self.cluster.active_controller_id()
         if cid is None:
             return not any(h.is_running() for c, h in self.cluster.controllers.items()
@@ -151,6 +154,12 @@ class ClusterProcesses:
             if p["id"] == broker_id:
                 return p["log_dirs"][index]
         raise KeyError(broker_id)
+
+    def restart_unavailable(self) -> str | None:
+        """Why the run may not start this cluster's processes again (an attached cluster
+        whose supervisor runs: chaos/attached.py), or None."""
+        check = getattr(self.cluster, "restart_unavailable", None)
+        return check() if check is not None else None
 
     def fault_file(self, broker_id: int) -> Path | None:
         path = self.cluster.broker(broker_id).properties().get("fault.injection.file")
@@ -212,6 +221,9 @@ class KillNemesis(Nemesis):
     def __init__(self, procs, shared):
         super().__init__(procs, shared)
         self.down: set[str] = set()
+
+    def unavailable(self):
+        return self.procs.restart_unavailable()
 
     async def start(self, fault):
         name = self.procs.resolve(fault.target[0])
@@ -348,6 +360,9 @@ class EioNemesis(_FaultFileNemesis):
     fault ends with the rule cleared and a clean bounce of that broker."""
 
     name = "eio"
+
+    def unavailable(self):  # its undo restarts the broker
+        return super().unavailable() or self.procs.restart_unavailable()
 
     async def start(self, fault):
         b, d = parse_log_dir(fault.target[0])
@@ -552,9 +567,17 @@ class ShutdownNemesis(Nemesis):
     """An admin operation mid-fault: a broker's controlled shutdown (SIGTERM: its
     leaderships move away first) and its restart, while another fault is in effect. A broker
     the fault in progress has already taken (down, paused, or cut off by nftables, where a
-    controlled shutdown would only wait for the controller) is left alone, and recorded so."""
+    controlled shutdown would only wait for the controller) is left alone, and recorded so.
+
+    The restart waits only until the broker has registered in ZooKeeper, not for an active
+    controller in its metadata: the fault in progress may be the controller's kill, whose
+    restart is the schedule's next event (waiting for it stalled seed 3 for 60 s)."""
 
     name = "shutdown"
+    READY_TIMEOUT_S = 60.0
+
+    def unavailable(self):
+        return self.procs.restart_unavailable()
 
     async def start(self, fault):
         name = self.procs.resolve(fault.target[0])
@@ -565,8 +588,15 @@ class ShutdownNemesis(Nemesis):
         if why is not None:
             return {"skipped": f"{name} is {why} (the fault in progress)"}
         await h.astop()
-        await h.astart()
-        return {"restarted": name}
+        await h.astart(wait=False)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.READY_TIMEOUT_S
+        bid = int(name.removeprefix("broker-"))
+        while not (registered := await asyncio.to_thread(self.procs.registered, bid)):
+            if not h.is_running() or loop.time() >= deadline:
+                break
+            await asyncio.sleep(0.1)
+        return {"restarted": name, "registered": registered}
 
 
 class MatrixNemesis(KillNemesis):

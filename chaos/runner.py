@@ -31,6 +31,7 @@ from admin.client.admin_client import AdminClient
 from admin.client.consumer import Consumer
 from admin.local_cluster import LocalCluster
 from chaos import checker
+from chaos.attached import AttachedCluster
 from chaos.disk import LoopMountedLogDir
 from chaos.history import History
 from chaos.nemesis import NEMESIS_CLASSES, ClusterProcesses, Nemesis
@@ -58,9 +59,16 @@ class RunConfig:
     writers: tuple[str, ...] = ("all", "all", "1")  # one writer per entry: its acks
     topic: str = TOPIC
     settle_s: float = 3.0  # writes after the heal, before the final read
-    cluster: LocalCluster | None = None  # running, shared: neither started nor stopped here
+    # A running cluster, neither started nor stopped here: a LocalCluster shared by tests, or
+    # an AttachedCluster (replog chaos --cluster DATA_DIR, chaos/attached.py).
+    cluster: LocalCluster | AttachedCluster | None = None
 
     def topology(self) -> Topology:
+        c = self.cluster
+        if c is not None:
+            return Topology(tuple(sorted(c.brokers)),
+                            min(max(1, len(h.log_dirs)) for h in c.brokers.values()),
+                            c.zookeeper_server is not None, self.partitions)
         return Topology(tuple(range(1, self.brokers + 1)), self.log_dirs_per_broker, True,
                         self.partitions)
 
@@ -170,7 +178,7 @@ async def _run(cfg: RunConfig, log) -> RunResult:
 async def _create_topic(bootstrap: str, cfg: RunConfig) -> None:
     async with AdminClient(bootstrap) as admin:
         await admin.create_topic(cfg.topic, num_partitions=cfg.partitions,
-                                 replication_factor=min(3, cfg.brokers),
+                                 replication_factor=min(3, len(cfg.topology().brokers)),
                                  configs={"min.insync.replicas": "2"})
     if not await _wait_healed(bootstrap, cfg, 60.0):
         raise RuntimeError("the chaos topic's ISRs were not full within 60 s of creation")
