@@ -50,7 +50,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--seed", type=int, help="the seed the schedule is drawn from (required "
                                             "unless --matrix)")
     p.add_argument("--duration", type=_duration, default=60.0,
-                   help="how long faults are injected (e.g. 60, 60s, 2m; default 60 s)")
+                   help="how long faults are injected (e.g. 60, 60s, 2m; default 60 s; a "
+                        "--matrix cell has its own)")
     p.add_argument("--nemesis", default="all",
                    help=f"comma-separated nemeses, or all (default). {nemeses_help}")
     p.add_argument("--data-dir", help="empty or new dir for the cluster and the history "
