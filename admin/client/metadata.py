@@ -130,6 +130,9 @@ class MetadataCache:
         self.last_refresh = 0.0
         self.updated = asyncio.Event()  # set after each applied response, then cleared
         self._refresh_task: asyncio.Task | None = None
+        # Set to make the pending background refresh skip what is left of its backoff.
+        self._hurry: asyncio.Event | None = None
+        self._closed = False
         self._last_attempt = 0.0
         # The broker that answered the last Metadata request: the admin client's "least loaded
         # node" (Kafka prefers a node it already has a ready connection to).
@@ -224,17 +227,30 @@ class MetadataCache:
     def request_update(self, immediate: bool = False) -> asyncio.Task | None:
         """Refresh in the background, at most once per retry.backoff.ms (``immediate``: now,
         for an error that says the leader moved; still one refresh in flight at a time).
-        Returns the refresh task (the one already running, if any)."""
-        if self._refresh_task is not None and not self._refresh_task.done():
-            return self._refresh_task
+        Returns the refresh task (the one already pending, if any).
+
+        An ``immediate`` request that finds a refresh still waiting out its backoff makes it go
+        now: before, it returned that task as it was, so the immediate refresh waited up to a
+        retry.backoff.ms anyway (the producer's sender queues a delayed refresh as it starts,
+        so a leader move soon after always hit this; issue 7)."""
+        task = self._refresh_task
+        if task is not None and not task.done():
+            if immediate and self._hurry is not None:
+                self._hurry.set()
+            return task
         delay = 0.0 if immediate else \
             max(0.0, self._last_attempt + self.retry_backoff_s - time.monotonic())
-        self._refresh_task = asyncio.ensure_future(self._background_refresh(delay))
+        self._hurry = asyncio.Event()
+        self._refresh_task = asyncio.ensure_future(self._background_refresh(delay, self._hurry))
         return self._refresh_task
 
-    async def _background_refresh(self, delay: float) -> ClusterMetadata | None:
+    async def _background_refresh(self, delay: float, hurry: asyncio.Event
+                                  ) -> ClusterMetadata | None:
         if delay:
-            await asyncio.sleep(delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hurry.wait(), delay)
+            if self._closed:  # a cancel that wait_for dropped (Python 3.11) as hurry was set
+                return None
         self._last_attempt = time.monotonic()
         try:
             return await self.fetch(sorted(self.interest))
@@ -242,6 +258,7 @@ class MetadataCache:
             return None  # the next request_update() tries again
 
     async def close(self) -> None:
+        self._closed = True
         task, self._refresh_task = self._refresh_task, None
         if task is not None and not task.done():
             task.cancel()

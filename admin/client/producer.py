@@ -187,6 +187,7 @@ class Producer:
         self._requests: set[asyncio.Task] = set()
         self._flushing = 0
         self._closing = False
+        self._stop_sender = False
         self._closed = False
         self._crashed: KafkaError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -222,6 +223,10 @@ class Producer:
             await asyncio.wait({waiter, self._sender}, timeout=timeout_s,
                                return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
+            # The sender also stops at its next turn: Python 3.11's wait_for drops a cancel
+            # that lands just after its inner wait completed (the _wake() above completes it),
+            # and the sender then went on to wait out a retry backoff before close() returned.
+            self._stop_sender = True
             self._sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down
                 await self._sender
@@ -376,7 +381,7 @@ class Producer:
             raise
 
     async def _loop_forever(self) -> None:
-        while True:
+        while not self._stop_sender:
             now = time.monotonic()
             self._expire(now)
             wait = self._drain(now)

@@ -4,7 +4,8 @@ Several grpc.aio servers (one per fake broker, one per fake controller candidate
 in-memory cluster state: topics with per-partition logs, leaders, ISRs and configs. Offsets are
 assigned the way a leader does (the batch's first 16 bytes rewritten), Fetch long-polls, and
 ListOffsets answers -1/-2. Tests steer it: move a leader, make the next N produce calls to a
-partition fail with an error code, kill a broker's server, make a controller candidate inactive.
+partition fail with an error code, leave KIP-951's leader hint out of NOT_LEADER_OR_FOLLOWER
+answers, kill a broker's server, make a controller candidate inactive.
 It implements only what the client uses, with replog's wire conventions (proto convention 1).
 """
 
@@ -62,6 +63,9 @@ class FakeState:
         self.hidden_answers = 0  # of those, answers that hid a topic of unknown_to_metadata
         self.configs_unavailable: set[int] = set()  # brokers failing DescribeConfigs UNAVAILABLE
         self.describe_configs_by: list[int] = []  # broker id per DescribeConfigs answered
+        # NOT_LEADER_OR_FOLLOWER answers carry KIP-951's current_leader hint (False: a broker
+        # that gives none, so the client must ask for metadata)
+        self.leader_hints = True
         self._ids = 0
 
     def new_topic_id(self) -> str:
@@ -168,7 +172,7 @@ class FakeBroker(rpc.BrokerServicer):
                 p = t.partitions[pd.partition]
                 if p.leader != self.id:
                     pr.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    if p.leader >= 0:
+                    if p.leader >= 0 and s.leader_hints:
                         pr.current_leader.CopyFrom(pb.LeaderAndEpoch(
                             leader_id=p.leader, leader_epoch=p.leader_epoch))
                         resp.node_endpoints.append(_endpoint(p.leader, s.brokers[p.leader]))

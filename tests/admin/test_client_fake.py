@@ -4,6 +4,7 @@ batching, acks, retries and their limits, leader moves, controller failover, con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -137,6 +138,60 @@ async def test_retries_follow_a_leader_move(fake):
     assert (first.offset, second.offset) == (0, 1)
     brokers = [b for b, _ in fake.state.produce_calls]
     assert brokers[0] == 1 and brokers[-1] == 2
+
+
+# Issue 7 (controlled shutdown moves thousands of leaders at once): a NOT_LEADER_OR_FOLLOWER
+# must send the batch to the new leader as soon as the client knows it, not a retry.backoff
+# later. retry.backoff.ms is set to 10 minutes, so a producer that waits it out (before the
+# retry, or before the metadata refresh) never makes the retry the tests wait for.
+_NEVER_MS = 600_000
+
+
+@contextlib.asynccontextmanager
+async def _never_backing_off_producer(fake):
+    producer = await Producer(fake.bootstrap, retry_backoff_ms=_NEVER_MS,
+                              retry_backoff_max_ms=_NEVER_MS,
+                              delivery_timeout_ms=3 * _NEVER_MS).start()
+    try:
+        yield producer
+    finally:
+        await producer.close(timeout_s=0)  # a failing test must not wait out the backoff here
+
+
+async def test_not_leader_with_kip951_hint_retries_at_the_new_leader_without_backoff(fake):
+    fake.state.add_topic("t", 1, 3)
+    async with _never_backing_off_producer(fake) as producer:
+        first = await (await producer.send("t", b"a"))  # learns leader 1, epoch 0
+        asked = fake.state.metadata_answers
+        fake.state.move_leader("t", 0, 2)  # epoch 1; the producer's cache still names 1
+        fut = await producer.send("t", b"b")
+        await async_wait_until(fut.done, what="the retry to the new leader (a producer "
+                               "waiting out retry.backoff.ms never makes it)")
+        second = fut.result()
+    assert (first.offset, second.offset) == (0, 1)
+    # broker 1 refused with NOT_LEADER_OR_FOLLOWER + current_leader {2, epoch 1}; the retry
+    # went straight to broker 2 ...
+    assert [b for b, _ in fake.state.produce_calls] == [1, 1, 2]
+    # ... on the hint alone: no Metadata round trip was needed
+    assert fake.state.metadata_answers == asked
+
+
+async def test_not_leader_without_hint_refreshes_metadata_at_once_then_retries(fake):
+    fake.state.add_topic("t", 1, 3)
+    fake.state.leader_hints = False  # NOT_LEADER_OR_FOLLOWER without current_leader
+    async with _never_backing_off_producer(fake) as producer:
+        first = await (await producer.send("t", b"a"))
+        asked = fake.state.metadata_answers
+        fake.state.move_leader("t", 0, 2)
+        fut = await producer.send("t", b"b")
+        await async_wait_until(fut.done, what="the retry to the new leader (a producer "
+                               "waiting out retry.backoff.ms never makes it)")
+        second = fut.result()
+    assert (first.offset, second.offset) == (0, 1)
+    # exactly one Metadata request, made on the error (not a backoff after the last refresh);
+    # its answer named leader 2 with a newer epoch, so the retry skipped the backoff (KIP-951)
+    assert fake.state.metadata_answers == asked + 1
+    assert [b for b, _ in fake.state.produce_calls] == [1, 1, 2]
 
 
 @pytest.mark.parametrize("code", [ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -323,3 +378,27 @@ async def test_close_returns_when_the_sender_task_was_cancelled(fake):
     await asyncio.wait_for(p.close(), 30)  # a failure here is the hang, not a timing claim
     with pytest.raises(KafkaError):
         await fut
+
+
+async def test_close_returns_while_a_batch_waits_out_its_retry_backoff(fake):
+    """close() wakes the sender and then cancels it; Python 3.11's wait_for drops a cancel that
+    lands just after its inner wait completed, and the sender went on to wait out the batch's
+    retry backoff (10 minutes here) before close() could return."""
+    fake.state.add_topic("t", 1, 3)
+    fake.state.produce_errors[("t", 0)].append(ErrorCode.NOT_ENOUGH_REPLICAS)
+    p = await Producer(fake.bootstrap, retry_backoff_ms=_NEVER_MS, retry_backoff_max_ms=_NEVER_MS,
+                       delivery_timeout_ms=3 * _NEVER_MS).start()
+    fut = await p.send("t", b"x")
+    tp = TopicPartition("t", 0)
+    await async_wait_until(lambda: any(b.attempts for b in p._batches.get(tp, ())),
+                           what="the batch back in its queue after NOT_ENOUGH_REPLICAS")
+    closing = asyncio.ensure_future(p.close(timeout_s=0))
+    # not wait_for: cancelling close() on a timeout would cancel the sender again and hide
+    # the hang; a failure here is the hang, not a timing claim
+    done, _ = await asyncio.wait({closing}, timeout=30)
+    if not done:
+        closing.cancel()
+    assert done, "close() waited for the sender to wait out the retry backoff"
+    with pytest.raises(KafkaError, match="producer closed before the record was sent"):
+        await fut
+    assert len(fake.state.produce_calls) == 1
