@@ -207,6 +207,9 @@ async def test_recovery_through_real_zookeeper_and_grpc(controllers, fake_broker
         (q,) = b.of("GetReplicaLogInfo")
         assert q.broker_epoch == b.epoch
         assert sorted(p for t in q.topic_partitions for p in t.partitions) == [0, 1]
+    # The finished records (and their counters) follow the state write the wait above saw.
+    await wait_for(lambda: len(srv.log.named("unclean_recovery_finished")) == 2,
+                   what="both recoveries recorded")
     m = srv.metrics.registry.get_sample_value
     assert m("replog_unclean_recoveries_total",
              {"strategy": "Balanced", "outcome": "elected"}) == 2
