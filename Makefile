@@ -68,9 +68,14 @@ bench: setup
 
 # Long runs that do not belong in `make test`: the replication integration tests looped on
 # random seeds (SOAK_MINUTES, default 30); the first failure stops it and prints its seed.
+# The long runs, not in CI: 50,000 simulated controller seeds, 30 minutes of the replication
+# integration tests on random seeds (SOAK_MINUTES), then replog chaos over SOAK_CHAOS_SEEDS seeds
+# (default 200) x 60 s with every nemesis (about 4.5 h on 2 cores; 0 skips it).
 soak: setup
 	$(PY) -m tests.sim --seeds 10000-59999 --steps 60
 	$(PY) tools/soak.py
+	test "$${SOAK_CHAOS_SEEDS:-200}" = 0 || \
+		$(PY) -m chaos.sweep --seeds $${SOAK_CHAOS_SEEDS:-200} --duration 60
 
 # replog chaos over many seeds (CHAOS_SEEDS, default 200, x CHAOS_DURATION s, all nemeses;
 # root gives every nemesis): the first invalid verdict stops it and prints its replay command.
