@@ -466,7 +466,11 @@ async def test_refused_election_write_is_reread_and_decided_again(
     await wait_for(lambda: state(zk, "t", 0)["leader"] == 2, what="t-0 to be re-elected")
     assert state(zk, "t", 0)["leader_epoch"] == 8 and state(zk, "t", 0)["isr"] == [2, 3]
     ctx = srv.controller.context
-    assert ctx.leadership[TopicPartition("t", 0)].leader == 2
+    # The controller applies the written state to its context once the write's outcome is
+    # back, a moment after ZooKeeper shows it.
+    await wait_for(lambda: ctx.leadership[TopicPartition("t", 0)].leader == 2,
+                   what="the controller's context to hold the election")
+    assert ctx.leadership[TopicPartition("t", 0)].leader_epoch == 8
 
 
 async def test_restart_partitions_entry_is_applied_then_deleted(controllers, fake_brokers, zk):
