@@ -200,7 +200,9 @@ async def test_offline_partition_and_unclean_election(controllers, fake_brokers,
     zk.set("/config/topics/t", L.encode_topic_config({"unclean.leader.election.enable": "true"}))
     await wait_for(lambda: state(zk, "t", 0)["leader"] == 2, what="unclean election")
     assert state(zk, "t", 0)["isr"] == [2] and state(zk, "t", 0)["leader_recovery_state"] == 1
-    assert srv.metrics.unclean_elections._value.get() == 1
+    # The election is recorded (event, counter) just after the write ZooKeeper shows.
+    await wait_for(lambda: srv.metrics.unclean_elections._value.get() == 1,
+                   what="the unclean election counted")
     assert next(e for e in srv.log.named("leader_election") if e["unclean"])["new_leader"] == 2
 
 
