@@ -61,7 +61,7 @@ run: setup
 	$(VENV)/bin/replog cluster up --data-dir data
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m bench
