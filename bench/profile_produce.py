@@ -21,7 +21,8 @@ each, one controller, ZooKeeper):
   leaders spread): target "p99 <= 10 ms"; client, broker 1, broker 2, with CPU ms per record.
 - ``shutdown``: SIGTERM to broker 1 leading every partition of an N-partition RF 3 topic
   (``bench cluster`` (c)): target "<= 3 s"; brokers 2 and 3 (taking the leaderships over) and
-  the controller, from SIGTERM until the new leaders logged ``become_leader`` for all N.
+  the controller, from SIGTERM until broker 1 exited and the new leaders had logged
+  ``become_leader`` for all N.
 
 Each process is sampled by ``py-spy record --nonblocking --format raw`` attached to its pid once
 the load is running (the CLI's start-up is left out), and its CPU (user + sys, psutil, or the
@@ -436,7 +437,8 @@ def shutdown(run: Run, root: str) -> None:
     intro = run.header(
         f"Controlled shutdown (SIGTERM) of broker 1 leading all {n} partitions of `{topic}` "
         f"(RF 3, replicas [1, 2, 3], ISR full), as in `bench cluster` (c); sampled from SIGTERM "
-        f"until brokers 2/3 logged `become_leader` for every partition.")
+        f"until broker 1 exited and brokers 2/3 had logged `become_leader` for every "
+        f"partition.")
     intro += ["", (f"SIGTERM -> broker 1's exit {facts['exit_s']} s; -> the last become_leader "
               f"{facts['last_become_leader_s']} s ({facts['new_leaders']} partitions).")]
     run.write("shutdown", render(f"shutdown: controlled shutdown of a broker leading {n} "
