@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -18,6 +17,7 @@ import pytest
 from chaos.attached import AttachedCluster
 from chaos.checker import check
 from chaos.history import read_history
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -29,13 +29,6 @@ def _pids(info: dict) -> dict[str, int]:
             for p in info[role]}
 
 
-def _wait(what, cond, timeout=90.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def test_chaos_against_a_running_cluster(tmp_path):
     data, out = tmp_path / "cluster", tmp_path / "cluster-up.out"
     with out.open("w") as f:
@@ -45,7 +38,8 @@ def test_chaos_against_a_running_cluster(tmp_path):
                                "--override", "replica.lag.time.max.ms=2000"],
                               cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
     try:
-        _wait("the cluster", lambda: "Press Ctrl-C" in out.read_text() or up.poll() is not None)
+        wait_until(lambda: "Press Ctrl-C" in out.read_text() or up.poll() is not None,
+                   timeout=90.0, what="the cluster")
         assert up.poll() is None, out.read_text()
         attached = AttachedCluster(data)
         try:
