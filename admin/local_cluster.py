@@ -48,6 +48,7 @@ import psutil
 
 from common import zk_layout
 from common.errors import ReplogError
+from common.ports import free_port  # also imported from here by admin.prometheus and tests
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_FILE = ".cluster.lock"
@@ -59,16 +60,6 @@ HOST = "127.0.0.1"
 
 class LocalClusterError(ReplogError):
     """The local cluster could not be started, stopped or inspected."""
-
-
-def free_port(host: str = HOST, exclude: Iterable[int] = ()) -> int:
-    excluded = set(exclude)
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((host, 0))
-            port = int(s.getsockname()[1])
-        if port not in excluded:
-            return port
 
 
 def _port_open(host: str, port: int, timeout: float = 0.5) -> bool:

@@ -37,6 +37,8 @@ from types import TracebackType
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from common.ports import free_port
+
 __all__ = [
     "DEFAULT_ZOOKEEPER_JAR",
     "ZooKeeperNotInstalledError",
@@ -94,10 +96,9 @@ class ZooKeeperNotInstalledError(ZooKeeperServerError):
 
 
 def _free_loopback_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (the caller may still race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range
+    (common/ports: the JVM binds it seconds later; the caller may still race another listener)."""
+    return free_port("127.0.0.1")
 
 
 def _port_is_free(port: int) -> bool:

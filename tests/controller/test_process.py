@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -20,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from common import zk_layout as L
+from common.ports import free_port
 from tests.cluster.helpers import standby_of
 from tests.controller.fakes import wait_for
 from tests.controller.test_controller_zk import create, state
@@ -28,12 +28,6 @@ from tests.polling import wait_until
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 ACTIVE_COUNT = "kafka_controller_kafkacontroller_activecontrollercount"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_process(tmp_path: Path, zk_hosts: str, controller_id: int, **props) -> tuple:

@@ -19,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from admin.prometheus import PrometheusServer
+from common.ports import free_port
 from tests.observability.catalog import REPO, catalog
 from tests.polling import wait_until
 
@@ -141,11 +142,8 @@ def test_cluster_up_with_prometheus_prints_its_url_and_it_scrapes_every_process(
     # are the cluster's processes (cluster.json) and all up; Ctrl-C stops both.
     import re
     import signal
-    import socket
 
-    with socket.socket() as s:  # a free port: 9090 may be taken on this machine
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # 9090 may be taken on this machine
     proc = subprocess.Popen(
         [sys.executable, "-m", "admin.cli", "cluster", "up", "--data-dir", str(tmp_path / "c"),
          "--brokers", "1", "--prometheus", "--prometheus-port", str(port)],
