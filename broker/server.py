@@ -356,7 +356,8 @@ class BrokerServer:
             await self.server.stop(grace=1.0)
         if self.log_manager is not None:
             if self.rm is not None:
-                await self.rm.checkpoint()
+                await self.rm.stop_background()
+                await self.rm.checkpoint()  # after every job still queued on the dirs
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
         await self.controller.close()
         try:

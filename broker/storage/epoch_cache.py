@@ -4,7 +4,9 @@ A follower that becomes a follower (or restarts) asks the leader for the end off
 latest epoch (OffsetForLeaderEpoch) and truncates to it, so two replicas never hold different
 records at one offset. The cache is the data behind that answer. Entries are
 ``(epoch, start_offset)`` with both strictly increasing; every change is persisted to
-``leader-epoch-checkpoint`` before the method returns (Kafka flushes it synchronously too).
+``leader-epoch-checkpoint`` before the method returns (Kafka writes it synchronously too), except
+a become-leader ``assign(..., defer=True)``: that one is written by a later job or by the next
+flush (see ``Log.write_deferred_epochs``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class LeaderEpochCache:
         for epoch, start in entries or []:
             self._assign(epoch, start)
         self._persist = persist
+        self.deferred = False  # changed in memory, ``leader-epoch-checkpoint`` not yet written
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -48,12 +51,25 @@ class LeaderEpochCache:
         self._entries.append((epoch, start_offset))
         return True
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset`` (when a batch of a new epoch lands)."""
+    def assign(self, epoch: int, start_offset: int, defer: bool = False) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (when a batch of a new epoch lands,
+        or when this replica becomes its leader). ``defer``: change only the memory and leave
+        the file to ``flush_deferred`` -- a broker taking over 10k leaderships must not write
+        10k files before it answers LeaderAndIsr (issue 7)."""
         if self._entries and self._entries[-1][0] == epoch:
             return
         if self._assign(epoch, start_offset):
-            self._flush()
+            if defer:
+                self.deferred = True
+            else:
+                self._flush()
+
+    def flush_deferred(self) -> bool:
+        """Write the file if a deferred change is pending; True if it wrote."""
+        if not self.deferred:
+            return False
+        self._flush()
+        return True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch answer: (largest epoch <= requested, its end offset).
@@ -115,3 +131,4 @@ class LeaderEpochCache:
     def _flush(self) -> None:
         if self._persist is not None:
             self._persist(list(self._entries))
+        self.deferred = False

@@ -236,6 +236,18 @@ class Log:
         self._epoch_checkpoint.write(entries, fsync=False)
         self._epochs_unsynced = True
 
+    def write_deferred_epochs(self) -> None:
+        """Write a leader epoch that becoming leader recorded only in memory
+        (``assign(defer=True)``), as ``_persist_epochs`` writes any change. Run soon after
+        LeaderAndIsr is answered, off its path. Until it runs, a crash loses only an entry at
+        or past the recovery point -- the flush that moves the recovery point writes and syncs
+        the file first -- and recovery rebuilds that from the batches' leader epochs. An epoch
+        with no batch yet is dropped by every load anyway (``truncate_from_end(LEO)``, as
+        Kafka's LogLoader does). Raises
+        KafkaStorageError (CheckpointIOError) as every epoch write does."""
+        if not self.closed:
+            self.epoch_cache.flush_deferred()
+
     def _delete_segment_files(self, bases: list[int], interval: int, now: int) -> None:
         for base in bases:
             LogSegment(self.dir, base, self.fileops, interval, now).delete_files()
@@ -570,9 +582,10 @@ class Log:
                 seg.flush()
                 seg.persist_indexes(fsync=True)
         active.flush()
-        if self._epochs_unsynced:
+        if self._epochs_unsynced or self.epoch_cache.deferred:
+            # Synced before the recovery point moves: entries below it are never rebuilt.
             self._epoch_checkpoint.write(self.epoch_cache.entries, fsync=True)
-            self._epochs_unsynced = False
+            self._epochs_unsynced = self.epoch_cache.deferred = False
         if self._dir_unsynced:
             self.fileops.fsync_dir(self.dir)
             self._dir_unsynced = False

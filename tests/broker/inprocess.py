@@ -63,6 +63,7 @@ class Node:
 
     async def stop(self):
         await self.rm.fetcher_manager.shutdown()
+        await self.rm.stop_background()  # as BrokerServer.stop: before the logs close
         await self.channel.close()
         await self.server.stop(0)
         self.lm.shutdown()

@@ -1,0 +1,161 @@
+"""Issue 7: a broker that becomes leader answers LeaderAndIsr before it writes the new leader
+epochs' ``leader-epoch-checkpoint`` files. A controlled shutdown of a broker leading 10k
+partitions made the new leaders write 10k files before answering, and the UpdateMetadata queued
+behind that answer reached clients seconds late. The start offset is recorded in memory, in the
+log dir's job, before the answer; the files follow in chunks, and the next flush syncs them.
+
+The writes are blocked with a real hold on the file operation (FaultInjectingFileOps.hold): the
+old code never answered while they were held."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+
+from broker.replica_manager import EPOCH_CHECKPOINT_CHUNK
+from broker.servicer import leader_and_isr_request
+from broker.storage.fileops import FaultInjectingFileOps
+from broker.storage.log import Log
+from common.names import TopicPartition
+from common.rpc import replog_pb2 as pb
+from tests.broker.inprocess import Node, wait_until
+from tests.storage.helpers import batch
+
+TOPIC = "t"
+
+
+def _checkpoint(node, tp) -> list[tuple[int, int]]:
+    log = node.lm.get_log(tp)
+    return log._epoch_checkpoint.read()
+
+
+def _lead_all(node, tps, epoch):
+    """One LeaderAndIsr making ``node`` the sole-ISR leader of ``tps`` at ``epoch``."""
+    return pb.LeaderAndIsrRequest(
+        controller_id=0, controller_epoch=1, broker_epoch=node.rm.broker_epoch,
+        partition_states=[pb.LeaderAndIsrPartitionState(
+            topic=tp.topic, partition=tp.partition, controller_epoch=1, leader=node.id,
+            leader_epoch=epoch, isr=[node.id], partition_epoch=epoch, replicas=[node.id])
+            for tp in tps])
+
+
+async def test_leader_and_isr_is_answered_while_the_epoch_checkpoints_are_still_unwritten(
+        tmp_path):
+    fo = FaultInjectingFileOps()
+    node = Node(1, tmp_path, fileops=fo)
+    await node.start()
+    try:
+        tps = [TopicPartition(TOPIC, i) for i in range(EPOCH_CHECKPOINT_CHUNK + 3)]
+        for tp in tps:
+            node.lm.get_or_create_log(tp).append_as_leader(batch(2), 1)
+        # Every rename under the log dir blocks: write_file_atomically's rename of the
+        # checkpoint's .tmp, and nothing else this LeaderAndIsr needs.
+        hold = fo.hold(str(tmp_path / "b1"), ops={"rename"})
+        answer = await asyncio.wait_for(
+            node.rm.leader_and_isr(leader_and_isr_request(_lead_all(node, tps, 5))), 60)
+        assert all(code == 0 for _, code in answer)
+        # Answered: the start of epoch 5 is known in memory and to the partition ...
+        for tp in tps:
+            assert node.lm.get_log(tp).epoch_cache.entries == [(1, 0), (5, 2)]
+            assert node.rm.partitions[tp].leader_epoch_start_offset == 2
+        # ... while the files are still held, unwritten.
+        await wait_until(hold.entered.is_set)
+        assert _checkpoint(node, tps[0]) == [(1, 0)]
+        hold.release()
+        fo.clear()
+        await wait_until(lambda: all(_checkpoint(node, tp) == [(1, 0), (5, 2)] for tp in tps))
+        assert not any(node.lm.get_log(tp).epoch_cache.deferred for tp in tps)
+    finally:
+        fo.clear()
+        await node.stop()
+
+
+async def test_an_append_on_the_log_dir_passes_the_remaining_checkpoint_chunks(tmp_path):
+    """The files are written a chunk per log-dir job: a produce append queued while the first
+    chunk is held runs before the later chunks, not behind all of them."""
+    fo = FaultInjectingFileOps()
+    node = Node(1, tmp_path, fileops=fo)
+    await node.start()
+    try:
+        tps = [TopicPartition(TOPIC, i) for i in range(3 * EPOCH_CHECKPOINT_CHUNK)]
+        for tp in tps:
+            node.lm.get_or_create_log(tp)
+        hold = fo.hold(str(tmp_path / "b1"), ops={"rename"})
+        await node.rm.leader_and_isr(leader_and_isr_request(_lead_all(node, tps, 1)))
+        await wait_until(hold.entered.is_set)  # the first chunk's writer is blocked
+        last = tps[-1]
+        append = asyncio.ensure_future(node.lm.append_as_leader(last, batch(1), 1))
+        await asyncio.sleep(0)
+        hold.release()
+        fo.clear()
+        await append
+        # The append ran after the first chunk, before the last partition's file was written.
+        assert _checkpoint(node, last) == []
+        assert node.lm.get_log(last).log_end_offset == 1
+        await wait_until(lambda: _checkpoint(node, last) == [(1, 0)])
+    finally:
+        fo.clear()
+        await node.stop()
+
+
+async def test_a_failed_deferred_checkpoint_write_is_a_storage_failure_as_before(tmp_path):
+    """Written after the answer, an EIO still reaches the log dir failure channel; the disk
+    probe passes here, so the failure scope takes just the replica offline."""
+    fo = FaultInjectingFileOps()
+    node = Node(1, tmp_path, fileops=fo)
+    await node.start()
+    consumer = asyncio.ensure_future(node.rm.log_dir_failure_loop())
+    try:
+        tp = TopicPartition(TOPIC, 0)
+        node.lm.get_or_create_log(tp)
+        fo.fail(str(tmp_path / "b1" / "t-0"), errno.EIO, ops={"rename"})
+        answer = await node.rm.leader_and_isr(leader_and_isr_request(_lead_all(node, [tp], 1)))
+        assert [code for _, code in answer] == [0]
+
+        def logged(name):
+            return [e for e in node.events_logged() if e.get("event") == name]
+        await wait_until(lambda: logged("log_offline"))
+        assert logged("leader_epoch_checkpoint_failed")[0]["partition"] == "t-0"
+        assert "EIO" in logged("log_dir_failure")[0]["error"]
+        assert logged("log_offline")[0]["partition"] == "t-0"
+    finally:
+        consumer.cancel()
+        fo.clear()
+        await node.stop()
+
+
+def test_deferred_epoch_is_written_and_synced_by_the_flush(tmp_path):
+    log = Log.open(str(tmp_path), TopicPartition(TOPIC, 0), needs_recovery=False)
+    log.append_as_leader(batch(2), 3)
+    log.epoch_cache.assign(4, log.log_end_offset, defer=True)
+    assert log._epoch_checkpoint.read() == [(3, 0)]
+    log.flush()
+    assert log._epoch_checkpoint.read() == [(3, 0), (4, 2)]
+    assert not log.epoch_cache.deferred
+
+
+def test_a_crash_before_the_deferred_write_rebuilds_the_epoch_from_the_batches(tmp_path):
+    """The entry a crash can lose starts at or past the recovery point (a flush writes the
+    file before moving it), so recovery rebuilds it from the batches' leader epochs."""
+    tp = TopicPartition(TOPIC, 0)
+    log = Log.open(str(tmp_path), tp, needs_recovery=False)
+    log.append_as_leader(batch(2), 3)
+    log.flush()
+    log.epoch_cache.assign(4, log.log_end_offset, defer=True)
+    log.append_as_leader(batch(3), 4)
+    assert log._epoch_checkpoint.read() == [(3, 0)]
+    recovery_point = log.recovery_point
+    log._close_fds()  # a crash: no close, no flush, no clean-shutdown marker
+    reopened = Log.open(str(tmp_path), tp, recovery_point=recovery_point, needs_recovery=True)
+    assert reopened.epoch_cache.entries == [(3, 0), (4, 2)]
+    assert reopened.log_end_offset == 5
+
+
+def test_a_clean_close_writes_the_deferred_epoch(tmp_path):
+    tp = TopicPartition(TOPIC, 0)
+    log = Log.open(str(tmp_path), tp, needs_recovery=False)
+    log.epoch_cache.assign(2, 0, defer=True)
+    log.append_as_leader(batch(1), 2)  # same epoch: no new entry, the file still unwritten
+    assert log._epoch_checkpoint.read() == []
+    log.close()
+    assert Log.open(str(tmp_path), tp, needs_recovery=False).epoch_cache.entries == [(2, 0)]
