@@ -109,8 +109,16 @@ def _elect_with_elr(b: Builder, tp: TopicPartition, s: LeaderAndIsr, reason: Ele
     if isinstance(r, selectors.LeaderChosen):
         b.elect(tp, s, r.election.leader, r.election.isr, reason)  # ISR or ELR: clean
         return
+    no_elr_leader(b, tp, r, strategy, force_unclean)
+
+
+def no_elr_leader(b: Builder, tp: TopicPartition, r, strategy, force_unclean: bool = False
+                  ) -> None:
+    """Seed 001's order found no clean leader (``r`` is Wait or NeedsRecovery): queue the
+    partition for the Unclean Recovery Manager if it needs one, and say why in the outcome.
+    Shared by offline elections and /restart_partitions (decisions/restarts.py)."""
     if isinstance(r, selectors.NeedsRecovery):
-        b.d.recoveries[tp] = ctx.recovery_strategy(tp.topic)
+        b.d.recoveries[tp] = b.ctx.recovery_strategy(tp.topic)
         if force_unclean:
             b.d.forced_recoveries.add(tp)
         why = f"it needs an unclean recovery ({r.strategy})"

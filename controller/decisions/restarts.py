@@ -53,6 +53,7 @@ from controller.decisions.base import (
     failed_election_message,
     next_state,
 )
+from controller.decisions.elections import no_elr_leader
 from controller.selectors import ElectionReason
 
 
@@ -150,12 +151,7 @@ def _restart_with_elr(b: Builder, broker: int, tp: TopicPartition, s) -> None:
             else:
                 b.write(tp, new)
             b.partition(tp, P.OfflinePartition)
-            why = r.reason if isinstance(r, selectors.Wait) else \
-                f"it needs an unclean recovery ({r.strategy})"
-            if isinstance(r, selectors.NeedsRecovery):
-                b.d.recoveries[tp] = strategy
-            b.outcome(tp, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, failed_election_message(
-                tp, f"EligibleLeaderReplicas({strategy})") + f": {why}")
+            no_elr_leader(b, tp, r, strategy)
     b.lai_replicas(tp)
     b.um_all([tp])
 
