@@ -53,7 +53,8 @@ from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log_manager import LogManager
 from common import zk_layout as zl
 from common.config import Config
-from common.grpc_options import SERVER_OPTIONS
+from common.listener_servers import bind_listeners
+from common.listeners import EndPoint, advertised_endpoints, listener_config
 from common.observability import (
     configure_event_log,
     dump_stacks_on_sigusr1,
@@ -85,8 +86,9 @@ class BrokerServer:
         self.log_manager: LogManager | None = None
         self.rm: ReplicaManager | None = None
         self.configs: ConfigManager | None = None
-        self.server: grpc.aio.Server | None = None
-        self.host = "127.0.0.1"
+        self.servers: list[grpc.aio.Server] = []  # one per listener (KIP-103)
+        self.endpoints: tuple[EndPoint, ...] = ()  # advertised, as registered
+        self.host = "127.0.0.1"  # the inter-broker listener's advertised host and port
         self.port = -1
         self.metrics_port: int | None = None
         self._tasks: list[asyncio.Task] = []
@@ -150,30 +152,34 @@ class BrokerServer:
         self.configs = ConfigManager(self.zk, self.broker_id, self.config, self.rm, self.events)
         await self.configs.start()
 
-        listener = (self.config["advertised.listeners"] or self.config["listeners"])[0]
-        bind = self.config["listeners"][0]
-        self.server = grpc.aio.server(options=SERVER_OPTIONS)
-        replog_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(self.rm, self.broker_id,
-                                                                    self.configs),
-                                                     self.server)
+        # KIP-103: one gRPC server per listener, each with its own servicer, so a Metadata
+        # answer gives the endpoints of the listener the request came in on.
+        listeners = listener_config(self.config)
         self.health = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        port = self.server.add_insecure_port(bind)
-        if port == 0:
-            raise OSError(f"cannot listen on {bind}")
-        await self.server.start()
-        self.host = listener.rsplit(":", 1)[0]
-        if self.host in ("0.0.0.0", ""):
-            self.host = "127.0.0.1"
-        self.port = port
+        bound = bind_listeners(listeners.listeners)
+        for b in bound:
+            replog_pb2_grpc.add_BrokerServicer_to_server(
+                BrokerServicer(self.rm, self.broker_id, self.configs, listener=b.listener),
+                b.server)
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, b.server)
+            await b.server.start()
+            self.servers.append(b.server)
+        # The registration's endpoints; host/port are the inter-broker listener's (where the
+        # controller and followers connect). A wildcard host is registered as loopback, as
+        # before listeners had names.
+        self.endpoints = advertised_endpoints(listeners, {b.listener: b.port for b in bound},
+                                              "127.0.0.1")
+        inter = next(e for e in self.endpoints
+                     if e.listener == listeners.inter_broker_listener_name)
+        self.host, self.port = inter.host, inter.port
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set("replog.v1.Broker", health_pb2.HealthCheckResponse.SERVING)
         if self.config["metrics.port"] is not None:
-            # On the gRPC listener's interface: loopback for a local cluster, every interface
-            # in a container (listeners=0.0.0.0:9092) so Prometheus can scrape it there.
+            # On the first gRPC listener's interface: loopback for a local cluster, every
+            # interface in a container (listeners=0.0.0.0:9092) so Prometheus can scrape it.
             self.metrics_port = start_metrics_endpoint(self.metrics.registry,
                                                        self.config["metrics.port"],
-                                                       host=bind.rsplit(":", 1)[0] or "0.0.0.0")
+                                                       host=listeners.listeners[0].host)
 
         await self._register()
         await self._refresh_controller()
@@ -186,10 +192,12 @@ class BrokerServer:
                          ("log-retention", self.rm.retention_loop),
                          ("config-changes", self.configs.run))]
         self.events.info("broker_started", address=f"{self.host}:{self.port}",
+                         endpoints=[str(e) for e in self.endpoints],
                          broker_epoch=self.rm.broker_epoch, metrics_port=self.metrics_port,
                          log_dirs=[d.path for d in self.log_manager.dirs],
                          clean_shutdown=self.log_manager.had_clean_shutdown)
         print(f"replog broker {self.broker_id} listening on {self.host}:{self.port}"
+              + (f" ({', '.join(map(str, self.endpoints))})" if len(self.endpoints) > 1 else "")
               + (f", metrics on :{self.metrics_port}" if self.metrics_port else ""), flush=True)
 
     async def _cluster_id(self) -> str:
@@ -209,7 +217,7 @@ class BrokerServer:
             tuple(zl.LogDirInfo(d.path, d.directory_id or "", d.online) for d in lm.dirs),
             lm.had_clean_shutdown,
             f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None,
-            int(time.time() * 1000))
+            int(time.time() * 1000), endpoints=self.endpoints)
 
     async def _register(self) -> None:
         lm = self.log_manager
@@ -294,7 +302,8 @@ class BrokerServer:
         self.controller.set_controller(info.controller_id, info.address)
         # Clients find the controller through any broker's Metadata (admin operations).
         self.metadata.controller_id = info.controller_id
-        self.metadata.controller = Endpoint(info.controller_id, info.host, info.port)
+        self.metadata.controller = Endpoint(info.controller_id, info.host, info.port,
+                                            endpoints=info.endpoints)
 
     def _on_controller_event(self, _event) -> None:
         if not self.stopping.is_set():
@@ -351,9 +360,9 @@ class BrokerServer:
             await self.rm.fetcher_manager.shutdown()
             await self.rm.alter_log_dirs.shutdown()  # KIP-113: kept, resumed at the next start
             await self.rm.alter_partition.stop()
-        if self.server is not None:
+        if self.servers:
             await self.health.enter_graceful_shutdown()
-            await self.server.stop(grace=1.0)
+            await asyncio.gather(*(s.stop(grace=1.0) for s in self.servers))
         if self.log_manager is not None:
             if self.rm is not None:
                 await self.rm.stop_background()

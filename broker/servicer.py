@@ -27,6 +27,7 @@ from broker.replica_manager import FetchPartitionRequest, ReplicaManager, Reques
 from common import rpc_status
 from common.dynamic_config import Alteration, AlterOp
 from common.errors import ErrorCode, InvalidTopicError, ReplogError
+from common.listeners import PLAINTEXT, EndPoint
 from common.names import TopicPartition, validate_topic
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
@@ -45,10 +46,9 @@ async def abort(context, code: ErrorCode, message: str):
                            message)
 
 
-def _endpoints(rm: ReplicaManager) -> list:
-    return [pb.BrokerEndpoint(broker_id=e.broker_id, host=e.host, port=e.port,
-                              listener="PLAINTEXT", **({"rack": e.rack} if e.rack else {}))
-            for e in rm.metadata.brokers.values()]
+def _endpoint_pb(e: Endpoint, listener: str) -> pb.BrokerEndpoint:
+    return pb.BrokerEndpoint(broker_id=e.broker_id, host=e.host, port=e.port, listener=listener,
+                             **({"rack": e.rack} if e.rack else {}))
 
 
 _ENTITY_TYPES = {pb.TOPIC: "topics", pb.BROKER: "brokers"}
@@ -58,7 +58,8 @@ _ENTITY_TYPES = {pb.TOPIC: "topics", pb.BROKER: "brokers"}
 
 def _endpoint(e: pb.BrokerEndpoint, with_rack: bool = True) -> Endpoint:
     return Endpoint(e.broker_id, e.host, e.port,
-                    e.rack if with_rack and e.HasField("rack") else None)
+                    e.rack if with_rack and e.HasField("rack") else None,
+                    tuple(EndPoint(x.listener, x.host, x.port) for x in e.endpoints))
 
 
 def leader_and_isr_request(req: pb.LeaderAndIsrRequest) -> LeaderAndIsrRequest:
@@ -112,10 +113,15 @@ def _entity_type(resource, out) -> str | None:
 
 
 class BrokerServicer(replog_pb2_grpc.BrokerServicer):
-    def __init__(self, rm: ReplicaManager, broker_id: int, configs: ConfigManager | None = None):
+    """One instance per listener (broker/server.py binds one gRPC server per listener): which
+    listener a request arrived on decides the endpoints its Metadata answer gives (KIP-103)."""
+
+    def __init__(self, rm: ReplicaManager, broker_id: int, configs: ConfigManager | None = None,
+                 listener: str = PLAINTEXT):
         self.rm = rm
         self.broker_id = broker_id
         self.configs = configs
+        self.listener = listener
 
     async def _guard(self, context, fn):
         try:
@@ -245,12 +251,19 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             topics = md.topics()
         else:
             topics = list(dict.fromkeys(request.topics))
-        resp = pb.MetadataResponse(brokers=_endpoints(self.rm), cluster_id=md.cluster_id,
-                                   controller_id=md.controller_id)
-        if md.controller is not None:
-            resp.controller.CopyFrom(pb.BrokerEndpoint(broker_id=md.controller.broker_id,
-                                                       host=md.controller.host,
-                                                       port=md.controller.port))
+        # KIP-103: every endpoint is the one of the listener this request came in on; a
+        # broker without that listener is left out, as Kafka's MetadataCache does.
+        reachable = {b: e for b, e in ((b, e.for_listener(self.listener))
+                                       for b, e in sorted(md.brokers.items())) if e is not None}
+        resp = pb.MetadataResponse(
+            brokers=[_endpoint_pb(e, self.listener) for e in reachable.values()],
+            cluster_id=md.cluster_id, controller_id=md.controller_id)
+        controller = md.controller.for_listener(self.listener) if md.controller else None
+        if controller is not None:
+            resp.controller.CopyFrom(pb.BrokerEndpoint(broker_id=controller.broker_id,
+                                                       host=controller.host,
+                                                       port=controller.port,
+                                                       listener=self.listener))
         live = set(md.brokers)
         for topic in topics:
             try:
@@ -269,8 +282,13 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                 mt.configs.update(self.rm.topic_configs.get(topic, {}))
             for pid, info in sorted(parts.items()):
                 offline = offline_replicas(info.replicas, live, info.offline_replicas)
+                # A live leader without this listener: LEADER_NOT_AVAILABLE (Kafka's answer
+                # to clients that predate LISTENER_NOT_FOUND), so the client retries.
+                error = ErrorCode.LEADER_NOT_AVAILABLE \
+                    if info.leader in live and info.leader not in reachable \
+                    else partition_error(info.leader)
                 mt.partitions.append(pb.MetadataPartition(
-                    error_code=int(partition_error(info.leader)),
+                    error_code=int(error),
                     partition=pid, leader_id=info.leader, leader_epoch=info.leader_epoch,
                     replicas=info.replicas, isr=info.isr, elr=info.elr,
                     last_known_elr=info.last_known_elr, offline_replicas=offline,

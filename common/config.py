@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.errors import ConfigError
+from common.listeners import (
+    EndPoint,
+    listener_config,
+    parse_endpoints,
+    parse_protocol_map,
+)
 
 LONG_MAX = (1 << 63) - 1
 
@@ -56,18 +62,6 @@ def _choice(*options: str) -> Callable[[str], str]:
     return parse
 
 
-def _listeners(text: str) -> list[str]:
-    out = []
-    for item in _list(text):
-        # Kafka's form is NAME://host:port; replog has one plaintext gRPC listener per process.
-        addr = item.split("://", 1)[-1]
-        host, sep, port = addr.rpartition(":")
-        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"listener {item!r} is not of the form [PLAINTEXT://]host:port")
-        out.append(f"{host or '0.0.0.0'}:{int(port)}")
-    return out
-
-
 @dataclass(frozen=True)
 class Key:
     name: str
@@ -86,8 +80,16 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("broker.id", _int(0), None, "this broker's id (required for a broker)"),
     _k("controller.id", _int(0), None, "replog: this controller candidate's id"),
     _k("broker.rack", _str, None, "rack, for rack-aware replica assignment"),
-    _k("listeners", _listeners, ["127.0.0.1:9092"], "gRPC listener host:port"),
-    _k("advertised.listeners", _listeners, None, "address given to clients, if not listeners"),
+    _k("listeners", parse_endpoints, [EndPoint("PLAINTEXT", "127.0.0.1", 9092)],
+       "gRPC listeners, [NAME://]host:port,... (KIP-103; host:port alone is PLAINTEXT)"),
+    _k("advertised.listeners", parse_endpoints, None,
+       "per listener, the address registered for clients and peers, if not listeners"),
+    _k("listener.security.protocol.map", parse_protocol_map, None,
+       "NAME:PROTOCOL,... (Kafka's default maps PLAINTEXT to PLAINTEXT; only PLAINTEXT is "
+       "served)"),
+    _k("inter.broker.listener.name", _str, None,
+       "listener for replication and controller->broker requests (default PLAINTEXT, or the "
+       "first advertised listener when none is named PLAINTEXT)"),
     _k("log.dirs", _list, ["/tmp/replog-logs"], "comma-separated log directories (JBOD)"),
     _k("zookeeper.connect", _str, "127.0.0.1:2181", "ZooKeeper connection string with chroot"),
     _k("zookeeper.session.timeout.ms", _int(1), 18000, "ZooKeeper session timeout"),
@@ -238,7 +240,9 @@ def build_config(entries: Iterable[tuple[str, str, str]], required: Iterable[str
     for key in required:
         if key not in values:
             raise ConfigError(f"missing required configuration key '{key}'")
-    return Config(values, origin)
+    config = Config(values, origin)
+    listener_config(config)  # cross-key listener rules (KIP-103), rejected at startup too
+    return config
 
 
 def parse_override(text: str) -> tuple[str, str, str]:

@@ -250,6 +250,8 @@ def _text(value) -> str | None:
         return "true" if value else "false"
     if isinstance(value, list):
         return ",".join(map(str, value))
+    if isinstance(value, dict):  # listener.security.protocol.map, in its own syntax
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     return str(value)
 
 

@@ -4,9 +4,12 @@ Kafka's ZooKeeper-era layout (KafkaZkClient / ZkData), versioned JSON:
 
     /cluster/id                              {"version":"1","id":"<uuid>"}
     /controller            (ephemeral)       {"version":1,"brokerid":N,"timestamp":"ms",
-                                              "host":H,"port":P}
+                                              "host":H,"port":P,"endpoints":["NAME://H:P"]}
     /controller_epoch                        "N"   (the fencing token)
-    /brokers/ids/<id>      (ephemeral)       endpoints, rack, log dirs, clean_shutdown
+    /brokers/ids/<id>      (ephemeral)       {"version":5,"host":H,"port":P,
+                                              "endpoints":["INTERNAL://H:P","EXTERNAL://H2:P2"],
+                                              "listener_security_protocol_map":{...},
+                                              "rack":..,"log_dirs":[..],"clean_shutdown":..}
     /brokers/topics/<t>                      {"version":3,"partitions":{"0":[1,2,3]},
                                               "adding_replicas":{},"removing_replicas":{},
                                               "topic_id":"..."}
@@ -24,7 +27,15 @@ Kafka's ZooKeeper-era layout (KafkaZkClient / ZkData), versioned JSON:
 Choices replog makes where Kafka's layout has no answer:
 
 - Controllers are separate processes, so ``/controller`` also carries the active controller's
-  gRPC endpoint (``host``, ``port``): brokers send AlterPartition and ControlledShutdown there.
+  gRPC endpoint (``host``, ``port``: its inter-broker listener): brokers send AlterPartition and
+  ControlledShutdown there. ``endpoints`` lists every advertised listener (KIP-103, as in a
+  broker registration), so a broker answers Metadata with the controller's endpoint on the
+  listener the request came in on. A ``/controller`` without ``endpoints`` (written before
+  listeners had names) has the one endpoint, which serves every listener.
+- A broker registration's ``host``/``port`` are those of its inter-broker listener (Kafka writes
+  the first PLAINTEXT endpoint there for old clients; every replog listener is PLAINTEXT): the
+  controller connects there, and readers of registrations older than ``endpoints`` keep
+  working.
 - The broker epoch is the czxid of the broker's registration znode, as in Kafka (KIP-380): it
   changes with every new registration, so requests meant for an earlier incarnation are fenced.
 - The partition epoch is the ZooKeeper version of the partition's state znode; AlterPartition
@@ -39,6 +50,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+
+from common.listeners import PLAINTEXT, EndPoint, decode_endpoints, encode_endpoints
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -120,6 +133,8 @@ class ControllerInfo:
     host: str
     port: int
     timestamp_ms: int = 0
+    # Every advertised listener (KIP-103); () when written before listeners had names.
+    endpoints: tuple[EndPoint, ...] = ()
 
     @property
     def address(self) -> str:
@@ -127,14 +142,17 @@ class ControllerInfo:
 
 
 def encode_controller(info: ControllerInfo) -> bytes:
-    return _dumps({"version": 1, "brokerid": info.controller_id,
-                   "timestamp": str(info.timestamp_ms), "host": info.host, "port": info.port})
+    o = {"version": 1, "brokerid": info.controller_id, "timestamp": str(info.timestamp_ms),
+         "host": info.host, "port": info.port}
+    if info.endpoints:
+        o["endpoints"] = encode_endpoints(info.endpoints)
+    return _dumps(o)
 
 
 def decode_controller(data: bytes) -> ControllerInfo:
     o = _loads(data, CONTROLLER)
     return ControllerInfo(int(o["brokerid"]), str(o.get("host", "")), int(o.get("port", -1)),
-                          int(o.get("timestamp", 0)))
+                          int(o.get("timestamp", 0)), decode_endpoints(o.get("endpoints") or ()))
 
 
 def encode_controller_epoch(epoch: int) -> bytes:
@@ -165,6 +183,13 @@ class BrokerRegistration:
     metrics_url: str | None = None
     timestamp_ms: int = 0
     epoch: int = -1  # czxid of the znode: filled in when read, never written
+    # Every advertised listener, inter-broker one included (KIP-103); host/port above are the
+    # inter-broker listener's. Empty means the one PLAINTEXT listener at host:port.
+    endpoints: tuple[EndPoint, ...] = ()
+
+    @property
+    def listener_endpoints(self) -> tuple[EndPoint, ...]:
+        return self.endpoints or (EndPoint(PLAINTEXT, self.host, self.port),)
 
     @property
     def address(self) -> str:
@@ -180,8 +205,10 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     return _dumps({
         "version": 5, "host": reg.host, "port": reg.port, "jmx_port": -1,
         "timestamp": str(reg.timestamp_ms),
-        "endpoints": [f"PLAINTEXT://{reg.host}:{reg.port}"],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": encode_endpoints(reg.listener_endpoints),
+        # Only PLAINTEXT is served (common/listeners.py).
+        "listener_security_protocol_map": {e.listener: PLAINTEXT
+                                           for e in reg.listener_endpoints},
         "rack": reg.rack, "features": {},
         "log_dirs": [{"path": d.path, "directory_id": d.directory_id, "online": d.online}
                      for d in reg.log_dirs],
@@ -195,13 +222,19 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
 def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistration:
     o = _loads(data, broker_path(broker_id))
     offline = set(o.get("offline_log_dirs") or ())  # absent in registrations before seed 003
+    endpoints = decode_endpoints(o.get("endpoints") or ())
+    if o.get("host") is None and endpoints:
+        # Kafka writes host null / port -1 when no listener is PLAINTEXT: use the first one.
+        host, port = endpoints[0].host, endpoints[0].port
+    else:
+        host, port = o["host"], o["port"]
     return BrokerRegistration(
-        broker_id, str(o["host"]), int(o["port"]), o.get("rack"),
+        broker_id, str(host), int(port), o.get("rack"),
         tuple(LogDirInfo(d["path"], d.get("directory_id", ""),
                          bool(d.get("online", True)) and d["path"] not in offline)
               for d in o.get("log_dirs", [])),
         bool(o.get("clean_shutdown", True)), o.get("metrics_url"), int(o.get("timestamp", 0)),
-        epoch)
+        epoch, endpoints)
 
 
 # ----------------------------------------------------------------------------- topics

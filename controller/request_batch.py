@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
+from common.listeners import PLAINTEXT, EndPoint
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.zk_layout import BrokerRegistration, ControllerInfo
@@ -41,16 +42,39 @@ class BrokerBatch:
         return len(self.leader_and_isr) + len(self.update_metadata) + len(self.stop_replica)
 
 
-def broker_endpoint(reg: BrokerRegistration) -> pb.BrokerEndpoint:
-    ep = pb.BrokerEndpoint(broker_id=reg.broker_id, host=reg.host, port=reg.port,
-                           listener="PLAINTEXT")
-    if reg.rack is not None:
-        ep.rack = reg.rack
+def _endpoint(node_id: int, host: str, port: int, endpoints: tuple[EndPoint, ...],
+              rack: str | None = None) -> pb.BrokerEndpoint:
+    """host/port: the node's inter-broker listener (where followers and the controller
+    connect); endpoints: every advertised listener (KIP-103), for Metadata answers."""
+    inter = next((e.listener for e in endpoints if (e.host, e.port) == (host, port)),
+                 PLAINTEXT)
+    ep = pb.BrokerEndpoint(broker_id=node_id, host=host, port=port, listener=inter,
+                           endpoints=[pb.ListenerEndpoint(listener=e.listener, host=e.host,
+                                                          port=e.port) for e in endpoints])
+    if rack is not None:
+        ep.rack = rack
     return ep
 
 
+def broker_endpoint(reg: BrokerRegistration) -> pb.BrokerEndpoint:
+    return _endpoint(reg.broker_id, reg.host, reg.port, reg.listener_endpoints, reg.rack)
+
+
 def controller_endpoint(info: ControllerInfo) -> pb.BrokerEndpoint:
-    return pb.BrokerEndpoint(broker_id=info.controller_id, host=info.host, port=info.port)
+    return _endpoint(info.controller_id, info.host, info.port, info.endpoints)
+
+
+def endpoint_on_listener(node_id: int, endpoints: tuple[EndPoint, ...], listener: str,
+                         rack: str | None = None) -> pb.BrokerEndpoint | None:
+    """A node as a client on ``listener`` sees it; None when it has no such listener (left
+    out of the answer, KIP-103)."""
+    e = next((e for e in endpoints if e.listener == listener), None)
+    if e is None:
+        return None
+    ep = pb.BrokerEndpoint(broker_id=node_id, host=e.host, port=e.port, listener=listener)
+    if rack is not None:
+        ep.rack = rack
+    return ep
 
 
 def _chunks(items: list) -> Iterable[list]:

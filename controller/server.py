@@ -30,7 +30,8 @@ from grpc_health.v1._async import HealthServicer
 from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client import CollectorRegistry
 
-from common.grpc_options import SERVER_OPTIONS
+from common.listener_servers import bind_listeners
+from common.listeners import advertised_endpoints, listener_config
 from common.observability import (
     configure_event_log,
     dump_stacks_on_sigusr1,
@@ -67,7 +68,7 @@ class ControllerServer:
         self.serve_metrics = serve_metrics
         self.metrics_port: int | None = None
         self.zk: AsyncZk | None = None
-        self.server: grpc.aio.Server | None = None
+        self.servers: list[grpc.aio.Server] = []  # one per listener (KIP-103)
         self.health = HealthServicer()
         self.controller: Controller | None = None
         self.address = ""
@@ -85,29 +86,31 @@ class ControllerServer:
                           connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"])
         await self.zk.start()
 
-        listen = cfg["listeners"][0]
-        self.server = grpc.aio.server(options=SERVER_OPTIONS)
-        port = self.server.add_insecure_port(listen)
-        if port == 0:
-            raise OSError(f"cannot listen on {listen}")
-        adv = (cfg["advertised.listeners"] or [listen])[0]
-        adv_host, _, adv_port = adv.rpartition(":")
-        if adv_host in ("0.0.0.0", "", "::"):
-            adv_host = socket.gethostname()
-        adv_port = port if int(adv_port) == 0 else int(adv_port)
-        self.address = f"{adv_host}:{adv_port}"
-        endpoint = ControllerInfo(self.controller_id, adv_host, adv_port,
-                                  int(time.time() * 1000))
+        # KIP-103: one gRPC server per listener, each with its own servicer, so DescribeCluster
+        # answers with the brokers' endpoints on the listener the request came in on.
+        listeners = listener_config(cfg)
+        bound = bind_listeners(listeners.listeners)
+        self.servers = [b.server for b in bound]
+        endpoints = advertised_endpoints(listeners, {b.listener: b.port for b in bound},
+                                         socket.gethostname())
+        # /controller's host/port: the inter-broker listener, where brokers send
+        # AlterPartition and ControlledShutdown; its endpoints: every advertised listener.
+        inter = next(e for e in endpoints if e.listener == listeners.inter_broker_listener_name)
+        self.address = inter.address
+        endpoint = ControllerInfo(self.controller_id, inter.host, inter.port,
+                                  int(time.time() * 1000), endpoints)
 
         self.controller = Controller(
             controller_id=self.controller_id, zk=self.zk, endpoint=endpoint, config=cfg,
             metrics=self.metrics, events=self.events, on_active_change=self._on_active_change)
-        replog_pb2_grpc.add_ControllerServicer_to_server(ControllerServicer(self.controller),
-                                                         self.server)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        for b in bound:
+            replog_pb2_grpc.add_ControllerServicer_to_server(
+                ControllerServicer(self.controller, listener=b.listener), b.server)
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, b.server)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
-        await self.server.start()
+        for b in bound:
+            await b.server.start()
         await self.controller.start()
         if self.serve_metrics and cfg["metrics.port"] is not None:
             self.metrics_port = start_metrics_endpoint(self.metrics.registry,
@@ -127,8 +130,8 @@ class ControllerServer:
         await self.health.enter_graceful_shutdown()
         if self.controller is not None:
             await self.controller.stop()
-        if self.server is not None:
-            await self.server.stop(grace_s)
+        if self.servers:
+            await asyncio.gather(*(s.stop(grace_s) for s in self.servers))
         if self.zk is not None:
             await self.zk.stop()
 

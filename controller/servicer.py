@@ -20,13 +20,14 @@ import grpc
 
 from common import rpc_status
 from common.errors import ErrorCode
+from common.listeners import PLAINTEXT
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from controller import decisions as D
 from controller import events as E
 from controller.controller import Controller, NotControllerError, RequestError
-from controller.request_batch import broker_endpoint, controller_endpoint
+from controller.request_batch import controller_endpoint, endpoint_on_listener
 
 MAX_TOPICS_PER_REQUEST = 10_000
 MAX_PARTITIONS_PER_REQUEST = 1_000_000
@@ -201,8 +202,12 @@ def _elect_response(results: list[E.ElectionResult]) -> pb.ElectLeadersResponse:
 
 
 class ControllerServicer(replog_pb2_grpc.ControllerServicer):
-    def __init__(self, controller: Controller):
+    """One instance per listener (controller/server.py binds one gRPC server per listener):
+    DescribeCluster answers with the endpoints of the listener it arrived on (KIP-103)."""
+
+    def __init__(self, controller: Controller, listener: str = PLAINTEXT):
         self.controller = controller
+        self.listener = listener
 
     async def _call(self, context, fn, request, validate=None):
         try:
@@ -250,11 +255,18 @@ class ControllerServicer(replog_pb2_grpc.ControllerServicer):
     async def DescribeCluster(self, request, context):
         async def describe(_req):
             cluster_id, ctx = self.controller.cluster_view()
-            return pb.DescribeClusterResponse(
+            info = self.controller.info
+            # KIP-103: endpoints on this request's listener; a broker without it is left out.
+            brokers = [endpoint_on_listener(b, r.listener_endpoints, self.listener, r.rack)
+                       for b, r in sorted(ctx.live_brokers.items())]
+            resp = pb.DescribeClusterResponse(
                 cluster_id=cluster_id, controller_id=self.controller.controller_id,
-                controller_epoch=ctx.epoch,
-                brokers=[broker_endpoint(r) for _, r in sorted(ctx.live_brokers.items())],
-                controller=controller_endpoint(self.controller.info))
+                controller_epoch=ctx.epoch, brokers=[b for b in brokers if b is not None])
+            controller = controller_endpoint(info) if not info.endpoints else \
+                endpoint_on_listener(info.controller_id, info.endpoints, self.listener)
+            if controller is not None:
+                resp.controller.CopyFrom(controller)
+            return resp
         return await self._call(context, describe, request)
 
     async def AlterPartitionReassignments(self, request, context):

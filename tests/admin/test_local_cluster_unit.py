@@ -26,7 +26,7 @@ def test_generated_properties_are_valid_configs(tmp_path):
         h.write_config()
         cfg = load_config(str(h.config_file), required=(f"{h.role}.id",))
         assert cfg[f"{h.role}.id"] == h.id
-        assert cfg["listeners"] == [h.address]
+        assert [e.address for e in cfg["listeners"]] == [h.address]
         assert cfg["zookeeper.connect"] == "127.0.0.1:2181/replog"
         assert cfg["metrics.port"] == h.metrics_port
         assert cfg["event.log.file"] == str(tmp_path / "logs" / f"{h.name}.events.jsonl")
