@@ -178,6 +178,10 @@ class AlterPartitionManager:
         p.pending_isr = None
         if r.error_code != ErrorCode.NONE:
             self.metrics.failed_isr_updates.inc()
+            if r.error_code == ErrorCode.INELIGIBLE_REPLICA and kind == "expand":
+                for b, epoch in zip(proposed, item.broker_epochs):
+                    if b not in p.isr:  # the follower being added
+                        p.refused_expansions[b] = epoch
             self.events.warning("isr_update_failed", partition=str(p.tp),
                                 error=ErrorCode(r.error_code).name
                                 if r.error_code in ErrorCode._value2member_map_ else r.error_code,

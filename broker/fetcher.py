@@ -377,6 +377,7 @@ class ReplicaFetcherManager:
         self.channel_factory = channel_factory  # the transport to leaders (tests inject one)
         self.broker_epoch = broker_epoch
         self.log_manager = log_manager
+        self.closed = False  # shut down: no fetcher starts any more
         self.metrics = metrics
         self.events = events
         self.num_fetchers = config["num.replica.fetchers"]
@@ -444,6 +445,11 @@ class ReplicaFetcherManager:
             f.set_address(self.addresses.get(leader))
 
     def add_partitions(self, parts: dict[TopicPartition, Partition], live_leaders) -> None:
+        if self.closed:
+            # A LeaderAndIsr answered during shutdown (the server serves until the fetchers
+            # have stopped) must not start a fetcher: nothing would stop it, and its appends
+            # raced the logs' close (EBADF after a 10k-partition controlled shutdown).
+            return
         for b, e in live_leaders.items():
             self.addresses[b] = f"{e.host}:{e.port}"
         for tp, p in parts.items():
@@ -471,6 +477,7 @@ class ReplicaFetcherManager:
             f._close_channel()
 
     async def shutdown(self) -> None:
+        self.closed = True
         fetchers = list(self.fetchers.values())
         self.fetchers.clear()
         for f in fetchers:

@@ -139,6 +139,17 @@ def can_join_isr(f: FollowerState, high_watermark: int, leader_epoch_start_offse
             and f.log_end_offset >= leader_epoch_start_offset)
 
 
+def expansion_refused(refused_epoch: int | None, f: FollowerState) -> bool:
+    """The controller answered INELIGIBLE_REPLICA to adding this follower (KIP-841: it is in
+    controlled shutdown, or its broker epoch is not the registered one) and the follower still
+    fetches with the broker epoch that was refused. Proposing it again on each of its fetches
+    answers nothing new: a broker shutting down with 10k caught-up followers drew ~6,000
+    refused AlterPartition items a second from the new leaders, when clients needed them
+    (issue 7). A restart brings a new broker epoch; a new partition state and each
+    isr-expiration round clear the refusals, so nothing waits on them forever."""
+    return refused_epoch is not None and refused_epoch == f.broker_epoch
+
+
 def new_high_watermark(current_hw: int, leader_leo: int, isr: tuple[int, ...], leader_id: int,
                        followers: dict[int, FollowerState], min_isr: int) -> int:
     """The HW after a change of LEOs or ISR: min LEO over the ISR, monotonic, and frozen while

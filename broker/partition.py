@@ -59,6 +59,10 @@ class Partition:
         # leader reports RECOVERED through AlterPartition (nothing to rebuild in replog).
         self.leader_recovery_state = 0
         self.relinquished_epoch = -1  # seed 002: leadership given up in this epoch
+        # KIP-841: followers the controller refused into the ISR (INELIGIBLE_REPLICA: in
+        # controlled shutdown, or not registered with that broker epoch) -> the broker epoch
+        # refused. Not proposed again while they fetch with it (isr.expansion_refused).
+        self.refused_expansions: dict[int, int] = {}
         self.stopped = False  # StopReplica without deletion: neither leader nor follower
         self.data = Notifier()  # LEO grew (follower fetches wait on it)
         self.hw_moved = Notifier()  # HW grew, or leadership/ISR changed (produce/consume wait)
@@ -97,6 +101,7 @@ class Partition:
         self.leader_recovery_state = leader_recovery_state
         self.pending_isr = None
         self.stopped = False
+        self.refused_expansions.clear()  # a new state: the controller may answer otherwise
 
     def become_leader(self, now_ms: int, new_epoch: bool) -> None:
         """Set up follower tracking for a leadership (new epoch) or an ISR-only update."""
@@ -152,8 +157,10 @@ class Partition:
                 or follower_id not in self.replicas):
             return False
         f = self.followers.get(follower_id)
-        return f is not None and isr_rules.can_join_isr(f, self.high_watermark,
-                                                        self.leader_epoch_start_offset)
+        return (f is not None
+                and not isr_rules.expansion_refused(self.refused_expansions.get(follower_id), f)
+                and isr_rules.can_join_isr(f, self.high_watermark,
+                                           self.leader_epoch_start_offset))
 
     def out_of_sync(self, now_ms: int, lag_max_ms: int, pending_reads_in_sync: bool = False
                     ) -> set[int]:

@@ -1121,6 +1121,7 @@ class ReplicaManager:
     def maybe_shrink_isr(self) -> None:
         now = self.clock()
         for p in list(self.partitions.values()):
+            p.refused_expansions.clear()  # refused followers may be proposed once a round
             out = p.out_of_sync(now, self.lag_max_ms, self.pending_reads_in_sync)
             if out and self.alter_partition is not None:
                 self.alter_partition.shrink_isr(p, out, now)

@@ -164,3 +164,40 @@ async def test_fenced_answer_drops_the_change(env):
     await _settled(p)
     assert p.isr == (1, 2, 3) and p.partition_epoch == 5
     assert metrics.failed_isr_updates._value.get() == 1
+
+
+async def test_a_follower_refused_as_ineligible_is_not_proposed_again_with_that_epoch(env):
+    """KIP-841: INELIGIBLE_REPLICA (the follower is in controlled shutdown). Its later fetches
+    with the same broker epoch propose nothing: a 10k-partition controlled shutdown made the
+    new leaders propose the shutting-down broker back on every fetch, ~6,000 refusals/s
+    (issue 7). A new broker epoch, a new partition state or an isr-expiration round lets the
+    leader propose it again."""
+    servicer, mgr, metrics = env
+    servicer.script = [ErrorCode.INELIGIBLE_REPLICA]
+    p = _leader(isr=(1, 2))
+    assert p.isr_expansion_candidate(3)
+    mgr.expand_isr(p, 3)
+    await _settled(p)
+    assert p.isr == (1, 2) and p.refused_expansions == {3: 13}
+    for _ in range(5):  # its fetches go on with the refused broker epoch
+        p.record_follower_fetch(3, 0, 0, 1, broker_epoch=13)
+        assert not p.isr_expansion_candidate(3)
+    assert len(servicer.requests) == 1
+    # restarted: a new broker epoch is proposed again
+    p.record_follower_fetch(3, 0, 0, 2, broker_epoch=14)
+    assert p.isr_expansion_candidate(3)
+    # a new partition state also clears the refusal
+    p.record_follower_fetch(3, 0, 0, 3, broker_epoch=13)
+    assert not p.isr_expansion_candidate(3)
+    p.apply_state(leader=1, leader_epoch=3, partition_epoch=6, controller_epoch=1,
+                  isr=(1, 2), replicas=(1, 2, 3))
+    assert p.isr_expansion_candidate(3)
+
+
+async def test_other_refusals_do_not_hold_the_follower_back(env):
+    servicer, mgr, _ = env
+    servicer.script = [ErrorCode.INVALID_UPDATE_VERSION]
+    p = _leader(isr=(1, 2))
+    mgr.expand_isr(p, 3)
+    await _settled(p)
+    assert p.refused_expansions == {} and p.isr_expansion_candidate(3)

@@ -1,11 +1,17 @@
-"""Issue 7: a broker that becomes leader answers LeaderAndIsr before it writes the new leader
+"""Issue 7: what a controlled shutdown of a broker leading 10k partitions found.
+
+1. A broker that becomes leader answers LeaderAndIsr before it writes the new leader
 epochs' ``leader-epoch-checkpoint`` files. A controlled shutdown of a broker leading 10k
 partitions made the new leaders write 10k files before answering, and the UpdateMetadata queued
 behind that answer reached clients seconds late. The start offset is recorded in memory, in the
 log dir's job, before the answer; the files follow in chunks, and the next flush syncs them.
 
 The writes are blocked with a real hold on the file operation (FaultInjectingFileOps.hold): the
-old code never answered while they were held."""
+old code never answered while they were held.
+
+2. The new leaders proposed the shutting-down broker back into the ISR on each of its fetches
+(refused: KIP-841), and 3. a LeaderAndIsr answered after the fetchers stopped started a fetcher
+that raced the logs' close."""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log import Log
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
-from tests.broker.inprocess import Node, wait_until
+from tests.broker.inprocess import Node, leader_and_isr, wait_until
 from tests.storage.helpers import batch
 
 TOPIC = "t"
@@ -159,3 +165,27 @@ def test_a_clean_close_writes_the_deferred_epoch(tmp_path):
     assert log._epoch_checkpoint.read() == []
     log.close()
     assert Log.open(str(tmp_path), tp, needs_recovery=False).epoch_cache.entries == [(2, 0)]
+
+
+async def test_each_isr_expiration_round_clears_refused_expansions(nodes):
+    """KIP-841 refusals (broker/isr.expansion_refused) hold a follower back only until the next
+    isr-expiration round: nothing waits on a refusal forever."""
+    a, _ = nodes
+    tp = TopicPartition(TOPIC, 0)
+    await a.rm.leader_and_isr(leader_and_isr_request(_lead_all(a, [tp], 1)))
+    a.rm.partitions[tp].refused_expansions[2] = 102
+    a.rm.maybe_shrink_isr()
+    assert a.rm.partitions[tp].refused_expansions == {}
+
+
+async def test_a_leader_and_isr_after_fetcher_shutdown_starts_no_fetcher(nodes):
+    """A controlled shutdown's last LeaderAndIsr (become follower) can arrive after the
+    fetchers were stopped: a fetcher started then ran on, its appends racing the logs' close
+    (EBADF on a 10k-partition shutdown)."""
+    a, b = nodes
+    await a.rm.fetcher_manager.shutdown()
+    answer = await a.rm.leader_and_isr(
+        leader_and_isr_request(leader_and_isr(a, 2, 1, [1, 2], [1, 2], [a, b])))
+    assert [code for _, code in answer] == [0]
+    assert a.rm.partitions[TopicPartition(TOPIC, 0)].leader_id == 2
+    assert a.rm.fetcher_manager.fetchers == {}
