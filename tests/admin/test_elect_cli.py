@@ -117,7 +117,11 @@ def test_preferred_election_after_a_bounce_returns_leadership(cluster_factory, t
     assert (rc, err) == (0, ""), out
     moved = ", ".join(f"foo-{p}" for p in sorted(led_by_1))
     assert f"Successfully completed leader election (PREFERRED) for partitions {moved}\n" in out
-    assert all(leader == replicas[0] for leader, replicas, _ in _leaders(b, "foo").values())
+    # The answer follows the controller's write; the brokers' metadata follows its
+    # UpdateMetadata (a flake read it before it arrived).
+    wait_until(lambda: all(leader == replicas[0]
+                           for leader, replicas, _ in _leaders(b, "foo").values()),
+               what="the preferred leaders in the brokers' metadata")
 
     # Again: nothing to do for any of them (Kafka's "Valid replica already elected").
     path = tmp_path / "elect.json"
