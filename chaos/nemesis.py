@@ -39,6 +39,10 @@ from chaos.schedule import Fault, parse_log_dir
 from common import zk_layout
 
 SLOW_READ_DELAY_MS = 1500  # seed 002's slow leader: reads slower than replica.lag.time.max.ms
+# kazoo's synchronous reads wait for a reconnect without end: while ZooKeeper is down (a
+# kill of it is in progress) a nemesis reading it would wait for the schedule's next event,
+# the restart, which runs only after that nemesis returns (seed 44 hung so).
+ZK_READ_TIMEOUT_S = 5.0
 
 
 class ClusterProcesses:
@@ -52,13 +56,35 @@ class ClusterProcesses:
     def info(self) -> dict:
         return json.loads(self.cluster.cluster_json_path.read_text(encoding="utf-8"))
 
+    def _zk_read(self, op: str, path: str):
+        """``get`` or ``exists`` of ``path``, bounded by ZK_READ_TIMEOUT_S (raises
+        KazooTimeoutError then): the cluster's ZooKeeper client queues a request while
+        disconnected, and its synchronous call would wait for the reconnect forever."""
+        client = self.cluster.zk_client()
+        return getattr(client, f"{op}_async")(path).get(timeout=ZK_READ_TIMEOUT_S)
+
+    def zookeeper_down(self) -> bool:
+        """The cluster's own ZooKeeper is not running (a kill nemesis took it). Anything
+        that registers a broker waits for it: LocalCluster's start reads the broker's
+        registration before it even spawns the process."""
+        zk = self.cluster.zookeeper_server
+        return zk is not None and not zk.is_running()
+
+    def active_controller_id(self) -> int | None:
+        """The id in /controller; None while no controller is active or ZooKeeper does not
+        answer (LocalCluster.active_controller_id, bounded)."""
+        try:
+            data, _ = self._zk_read("get", zk_layout.CONTROLLER)
+            return zk_layout.decode_controller(data).controller_id
+        except Exception:  # noqa: BLE001 - NoNodeError, a timeout, an undecodable znode
+            return None
+
     def resolve(self, target: str) -> str:
         """``controller`` -> the active controller's name, ``leader`` -> the broker leading
         partition 0 (its state znode); other names as they are."""
         if target == "leader":
             try:
-                data, stat = self.cluster.zk_client().get(
-                    zk_layout.partition_state_path(self.topic, 0))
+                data, stat = self._zk_read("get", zk_layout.partition_state_path(self.topic, 0))
                 leader = zk_layout.decode_partition_state(data, stat.version).leader
             except Exception:  # noqa: BLE001 - no state yet or ZooKeeper down: any broker
                 leader = zk_layout.NO_LEADER
@@ -67,7 +93,7 @@ class ClusterProcesses:
             return f"broker-{leader}"
         if target != "controller":
             return target
-        cid = self.cluster.active_controller_id()
+        cid = self.active_controller_id()
         if cid is None:
             cid = min(self.cluster.controllers)
         return f"controller-{cid}"
@@ -77,12 +103,11 @@ class ClusterProcesses:
         active controller in /controller, partition 0's leader in its state znode); None
         while nobody does (a failover in progress)."""
         if target == "controller":
-            cid = self.cluster.active_controller_id()
+            cid = self.active_controller_id()
             name = f"controller-{cid}" if cid is not None else None
         elif target == "leader":
             try:
-                data, stat = self.cluster.zk_client().get(
-                    zk_layout.partition_state_path(self.topic, 0))
+                data, stat = self._zk_read("get", zk_layout.partition_state_path(self.topic, 0))
                 leader = zk_layout.decode_partition_state(data, stat.version).leader
             except Exception:  # noqa: BLE001 - no state yet or ZooKeeper unreachable
                 return None
@@ -107,8 +132,12 @@ class ClusterProcesses:
                 raise RuntimeError(f"no running process holds {target} after {timeout_s:.0f}s")
             await asyncio.sleep(0.2)
 
-    def registered(self, broker_id: int) -> bool:
-        return self.cluster.zk_client().exists(zk_layout.broker_path(broker_id)) is not None
+    def registered(self, broker_id: int) -> bool | None:
+        """Whether /brokers/ids/<id> exists; None when ZooKeeper did not answer in time."""
+        try:
+            return self._zk_read("exists", zk_layout.broker_path(broker_id)) is not None
+        except Exception:  # noqa: BLE001 - a timeout or a lost connection: unknown
+            return None
 
     def loss_registered(self, name: str) -> bool:
         """ZooKeeper has registered that ``name`` is gone: a broker's /brokers/ids/<id> znode
@@ -116,8 +145,8 @@ class ClusterProcesses:
         when no other controller runs to take over)."""
         role, _, nid = name.partition("-")
         if role == "broker":
-            return not self.registered(int(nid))
-        cid = self.cluster.active_controller_id()
+            return self.registered(int(nid)) is False
+        cid = self.active_controller_id()
         if cid is None:
             return not any(h.is_running() for c, h in self.cluster.controllers.items()
                            if c != int(nid))
@@ -211,6 +240,11 @@ class Nemesis:
     async def heal(self) -> None:
         await self.undo()
 
+    def holds_zookeeper(self) -> bool:
+        """Whether this nemesis has ZooKeeper down: the runner heals it before the others,
+        whose heals (a broker's restart) wait for ZooKeeper."""
+        return False
+
 
 class KillNemesis(Nemesis):
     """kill -9, then start again: a broker (crash recovery of its logs), the active
@@ -236,9 +270,13 @@ class KillNemesis(Nemesis):
 
     undone = "started"
 
+    def holds_zookeeper(self) -> bool:
+        return "zookeeper" in self.down
+
     async def undo(self) -> list[str]:
         started = []
-        for name in sorted(self.down):
+        # ZooKeeper first: a broker's start waits for its registration in ZooKeeper.
+        for name in sorted(self.down, key=lambda n: (n != "zookeeper", n)):
             if name == "zookeeper":
                 await asyncio.to_thread(self.procs.start_zookeeper)
             else:
@@ -571,7 +609,11 @@ class ShutdownNemesis(Nemesis):
 
     The restart waits only until the broker has registered in ZooKeeper, not for an active
     controller in its metadata: the fault in progress may be the controller's kill, whose
-    restart is the schedule's next event (waiting for it stalled seed 3 for 60 s)."""
+    restart is the schedule's next event (waiting for it stalled seed 3 for 60 s). For the
+    same reason nothing is done while ZooKeeper is down: the fault in progress is its kill,
+    whose restart is the next event, and a broker's start waits for ZooKeeper without end
+    (seed 44: ZooKeeper killed at 57.1 s of 60, a shutdown at 59.0 s, and the run hung with
+    ZooKeeper never restarted)."""
 
     name = "shutdown"
     READY_TIMEOUT_S = 60.0
@@ -580,6 +622,8 @@ class ShutdownNemesis(Nemesis):
         return self.procs.restart_unavailable()
 
     async def start(self, fault):
+        if self.procs.zookeeper_down():
+            return {"skipped": "ZooKeeper is down (the fault in progress)"}
         name = self.procs.resolve(fault.target[0])
         h = self.procs.handle(name)
         net = self.shared.get("netfilter")
