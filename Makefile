@@ -89,7 +89,7 @@ compose-build: setup
 
 compose-up: compose-build
 	REPLOG_BASE_IMAGE=$${REPLOG_BASE_IMAGE:-replog-base:bookworm} docker-compose up -d
-	@echo "bootstrap (admin commands): 127.0.0.1:19092; Prometheus: http://127.0.0.1:19090"
+	@echo "bootstrap (the EXTERNAL listeners): 127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094; Prometheus: http://127.0.0.1:19090"
 
 compose-down:
 	docker-compose down -v

@@ -1,6 +1,8 @@
 """docker-compose.yml built and run for real: the images from docker/ (base from Debian's
 packages, docker/base-image.sh), ZooKeeper + two controller candidates + three brokers +
-Prometheus up and healthy, records produced and consumed with `replog`, a broker killed with
+Prometheus up and healthy, records produced and consumed with `replog` on the host through the
+published EXTERNAL listeners (KIP-103) and read back on the compose network through the
+INTERNAL one, a broker killed with
 `docker-compose kill` and its leaderships moved with every acked record still readable, and
 Prometheus seeing every target. Torn down with `down -v`.
 
@@ -28,11 +30,16 @@ pytestmark = pytest.mark.integration
 
 PROJECT = "replog-test"  # not the `replog` project a developer's `make compose-up` uses
 PROMETHEUS = "http://127.0.0.1:19090"
+# Each broker's EXTERNAL listener, published on the host and advertised as such.
+EXTERNAL = {1: "127.0.0.1:19092", 2: "127.0.0.1:19093", 3: "127.0.0.1:19094"}
 
 
 def run(*cmd: str, stdin: bytes | None = None, timeout: float = 900) -> str:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.setdefault("REPLOG_BASE_IMAGE", "replog-base:bookworm")
+    # vfs copies a container's whole image (~1 GB) when creating it: five at once on a loaded
+    # machine outlast docker-compose's default 60 s API read timeout.
+    env.setdefault("COMPOSE_HTTP_TIMEOUT", "600")
     p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, cwd=REPO,
                        env=env, check=False)
     assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stdout.decode()}\n{p.stderr.decode()}"
@@ -58,9 +65,13 @@ def docker_unusable() -> str | None:
     return (p.stderr.strip().splitlines() or ["no Docker engine"])[-1] if p.returncode else None
 
 
+def replog(*args: str, stdin: bytes | None = None) -> str:
+    """The CLI on the host, through the published EXTERNAL listeners (KIP-103)."""
+    return run(sys.executable, "-m", "admin.cli", *args, stdin=stdin)
+
+
 def leaders(topic: str) -> dict[int, int]:
-    out = compose("exec", "-T", "broker-1", "replog", "topics", "describe",
-                  "--bootstrap-server", "broker-1:9092", "--topic", topic)
+    out = replog("topics", "describe", "--bootstrap-server", EXTERNAL[1], "--topic", topic)
     return {int(m[1]): int(m[2])
             for m in re.finditer(r"Partition: (\d+)\tLeader: (-?\d+)", out)}
 
@@ -84,26 +95,29 @@ def test_compose_cluster_produce_consume_broker_kill_and_prometheus():
         wait_for(healthy, 300, "every container healthy")
 
         topic = "compose-orders"
-        # Clients follow the advertised addresses (broker-N:9092, controller-N:9093), which
-        # resolve on the compose network only (replog has one listener; Kafka would add an
-        # EXTERNAL one): the CLI runs in a container there.
-        wait_for(lambda: compose("exec", "-T", "broker-1", "replog", "topics", "create",
-                                 "--bootstrap-server", "broker-1:9092", "--topic", topic,
-                                 "--partitions", "3", "--replication-factor", "3",
-                                 "--config", "min.insync.replicas=2") or True,
+        # From the host: bootstrap from broker-1's published EXTERNAL port; Metadata there gives
+        # every broker's and the controller's EXTERNAL address (127.0.0.1:1909N), not the
+        # compose names the INTERNAL listener advertises.
+        wait_for(lambda: replog("topics", "create", "--bootstrap-server", EXTERNAL[1],
+                                "--topic", topic, "--partitions", "3",
+                                "--replication-factor", "3",
+                                "--config", "min.insync.replicas=2", "--if-not-exists") or True,
                  120, "topic created")
         wait_for(lambda: all(v > 0 for v in leaders(topic).values()), 60, "leaders elected")
         records = [f"record-{i}" for i in range(200)]
-        # Brokers advertise broker-N:9092, names that resolve on the compose network only.
-        compose("exec", "-T", "broker-2", "replog", "produce", "--bootstrap-server",
-                "broker-1:9092", "--topic", topic, "--acks", "all",
-                stdin="\n".join(records).encode() + b"\n")
+        replog("produce", "--bootstrap-server", EXTERNAL[1], "--topic", topic, "--acks", "all",
+               stdin="\n".join(records).encode() + b"\n")
 
-        def consume(container: str) -> list[str]:
-            return compose("exec", "-T", container, "replog", "consume", "--bootstrap-server",
-                           "broker-1:9092", "--topic", topic, "--from-beginning",
-                           "--max-messages", str(len(records))).split()
-        assert sorted(consume("broker-3")) == sorted(records)
+        def consume(bootstrap: str) -> list[str]:
+            return replog("consume", "--bootstrap-server", bootstrap, "--topic", topic,
+                          "--from-beginning", "--max-messages", str(len(records)),
+                          "--timeout-ms", "60000").split()
+        assert sorted(consume(EXTERNAL[2])) == sorted(records)
+        # The same records through the INTERNAL listener, from inside the compose network.
+        assert sorted(compose("exec", "-T", "broker-3", "replog", "consume",
+                              "--bootstrap-server", "broker-1:9092", "--topic", topic,
+                              "--from-beginning", "--max-messages", str(len(records)))
+                      .split()) == sorted(records)
 
         def targets_up():
             with urllib.request.urlopen(f"{PROMETHEUS}/api/v1/targets", timeout=5) as r:
@@ -111,13 +125,13 @@ def test_compose_cluster_produce_consume_broker_kill_and_prometheus():
             return len(active) == 5 and all(t["health"] == "up" for t in active)
         wait_for(targets_up, 120, "Prometheus sees all 5 targets up")
 
-        # Kill a broker other than the published bootstrap one that leads a partition.
+        # Kill a broker other than the bootstrap one (broker-1) that leads a partition.
         before = leaders(topic)
         victim = next(b for b in (2, 3) if b in before.values())
         compose("kill", f"broker-{victim}")
         wait_for(lambda: all(v not in (victim, -1) for v in leaders(topic).values()), 120,
                  f"leadership moved off broker {victim}")
-        survivor = "broker-3" if victim == 2 else "broker-2"
-        assert sorted(consume(survivor)) == sorted(records)
+        survivor = 3 if victim == 2 else 2
+        assert sorted(consume(EXTERNAL[survivor])) == sorted(records)
     finally:
         compose("down", "-v")
