@@ -285,6 +285,11 @@ class Controller:
         if act is None:
             return
         self.active = None
+        if self.active_controller is not None and \
+                self.active_controller.controller_id == self.controller_id:
+            # Not us any more, and who is active is unknown until /controller is read again:
+            # NOT_CONTROLLER answers named this resigned controller as the active one.
+            self.active_controller = None
         for h in act.timers.values():
             h.cancel()
         t = asyncio.get_running_loop().create_task(act.channel.close())

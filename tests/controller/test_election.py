@@ -111,3 +111,13 @@ async def test_reconnecting_controller_reclaims_its_own_znode(controllers, zk):
     assert a.controller.epoch == 2 and epoch_in_zk(zk)[0] == 2
     assert zk.exists(L.CONTROLLER).ephemeralOwner == owner
     assert json.loads(zk.get(L.CONTROLLER)[0])["brokerid"] == 1
+
+
+async def test_a_resigned_controller_does_not_name_itself_as_active(controllers, zk):
+    """Chaos sweep finding: a controller cut from ZooKeeper answered NOT_CONTROLLER with
+    "controller 100 at ... is active", itself, until it read /controller again."""
+    a = await controllers(1)
+    await wait_for(lambda: a.controller.is_active)
+    a.controller._resign("test: as on a lost session")
+    assert a.controller._not_controller_message() == \
+        "This is not the active controller (no controller is active)"
