@@ -37,11 +37,11 @@ from kazoo.exceptions import NodeExistsError
 from broker.alter_partition import AlterPartitionManager
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
-from broker.fault_injection import watch_fault_file
+from broker.fault_injection import InjectedClock, watch_fault_file
 from broker.fetcher import ReplicaFetcherManager
 from broker.metadata_cache import Endpoint, MetadataCache
 from broker.metrics import BrokerMetrics
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import ReplicaManager, now_ms
 from broker.restart_notifier import (
     RestartNotifier,
     forget_lost_replicas,
@@ -110,11 +110,14 @@ class BrokerServer:
         cluster_id = await self._cluster_id()
         self.metadata.cluster_id = cluster_id
         fileops = None
+        self._clock = now_ms
         fault_file = self.config["fault.injection.file"]
         if fault_file:
             fileops = FaultInjectingFileOps()
+            self._clock = InjectedClock()  # the file's clock rule moves it (chaos "clock")
             self._tasks.append(loop.create_task(
-                watch_fault_file(fault_file, fileops, self.events), name="fault-injection"))
+                watch_fault_file(fault_file, fileops, self.events, clock=self._clock),
+                name="fault-injection"))
         lost = await read_lost_replicas(self.zk, self.broker_id)
         self.log_manager = LogManager(self.config["log.dirs"], self.broker_id,
                                       self.config.log_config(), cluster_id=cluster_id,
@@ -142,7 +145,7 @@ class BrokerServer:
             self.events)
         self.rm = ReplicaManager(self.broker_id, self.config, self.log_manager, self.metadata,
                                  self.metrics, self.events, self._load_topic_config,
-                                 fetcher_manager=fetchers, alter_partition=alter_partition,
+                                 self._clock, fetcher_manager=fetchers, alter_partition=alter_partition,
                                  restart_notifier=self.restarts, halt=self._halt,
                                  on_log_dir_offline=self._log_dir_went_offline)
         self.rm.registered = False  # controller requests are refused until _register()

@@ -391,6 +391,16 @@ class _FaultFileNemesis(Nemesis):
         tmp.write_text(json.dumps(rules))
         os.replace(tmp, path)  # the broker never reads half a file
 
+    undone = "cleared"
+
+    async def undo(self) -> list[int]:
+        """Clear the rules this nemesis wrote (EioNemesis also restarts the broker)."""
+        done = sorted(self.active)
+        for b in done:
+            self._write(b, [])
+        self.active.clear()
+        return done
+
 
 class EioNemesis(_FaultFileNemesis):
     """EIO on every write and fsync under one log dir: the broker takes the dir offline.
@@ -435,14 +445,23 @@ class SlowDiskNemesis(_FaultFileNemesis):
         self.active.add(b)
         return {"slow_reads": dirs, "delay_ms": SLOW_READ_DELAY_MS}
 
-    undone = "cleared"
 
-    async def undo(self) -> list[int]:
-        done = sorted(self.active)
-        for b in done:
-            self._write(b, [])
-        self.active.clear()
-        return done
+class ClockNemesis(_FaultFileNemesis):
+    """Moves one broker's clock by the schedule's offset (the fault file's clock rule,
+    broker/fault_injection.InjectedClock): a leader whose clock jumps forward past
+    replica.lag.time.max.ms sees every follower out of date and shrinks its ISR, then lets
+    them back on their next fetch; a jump back delays that. Jepsen's clock nemesis, limited to
+    the clock replog reads through an injection point."""
+
+    name = "clock"
+
+    async def start(self, fault):
+        name = await asyncio.to_thread(self.procs.resolve, fault.target[0])  # "leader": now's
+        b = int(name.removeprefix("broker-"))
+        offset_ms = int(fault.target[1])
+        self._write(b, [{"clock_offset_ms": offset_ms}])
+        self.active.add(b)
+        return {"broker": b, "clock_offset_ms": offset_ms}
 
 
 class _LoopDiskNemesis(Nemesis):
@@ -713,7 +732,8 @@ class HardKillNemesis(MatrixNemesis):
 
 NEMESIS_CLASSES: dict[str, type[Nemesis]] = {
     c.name: c for c in (KillNemesis, BounceNemesis, PauseNemesis, PartitionNemesis,
-                        ExpireNemesis, EioNemesis, SlowDiskNemesis, Ext4ErrorNemesis,
+                        ExpireNemesis, EioNemesis, SlowDiskNemesis, ClockNemesis,
+                        Ext4ErrorNemesis,
                         DiskFullNemesis, PreferredElectionNemesis, ReassignNemesis,
                         ShutdownNemesis, CleanBounceNemesis,
                         HardBounceNemesis, CleanKillNemesis, HardKillNemesis)}

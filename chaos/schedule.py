@@ -48,6 +48,8 @@ NEMESES: dict[str, str] = {
                 "reassign of it or at the heal",
     "shutdown": "a broker's controlled shutdown (SIGTERM) and restart, in the middle of a "
                 "fault",
+    "clock": "move one broker's clock (its fault-injection file's clock rule) forward or back "
+             "by 1-3x replica.lag.time.max.ms, then back",
 }
 MID_FAULT = frozenset({"elect", "reassign", "shutdown"})  # admin operations, duration 0
 NEEDS_ROOT = frozenset({"partition", "expire", "ext4", "enospc"})
@@ -105,8 +107,10 @@ class Fault:
         return self.at_s + self.duration_s
 
     def describe(self) -> str:
+        target = (f"{self.target[0]} {int(self.target[1]):+d} ms" if self.nemesis == "clock"
+                  else " <-> ".join(self.target))
         return (f"#{self.index:<3} at {self.at_s:7.2f}s  {self.nemesis:<12} "
-                f"{' <-> '.join(self.target):<28} for {self.duration_s:5.2f}s")
+                f"{target:<28} for {self.duration_s:5.2f}s")
 
     def to_json(self) -> dict:
         return {**asdict(self), "target": list(self.target)}
@@ -219,6 +223,10 @@ def _draw(rng: random.Random, nemesis: str, brokers: list[str], processes: list[
         return (rng.choice(processes),), session + rng.uniform(1.0, 2.0)
     if nemesis == "slow":
         return (rng.choice(brokers),), lag + rng.uniform(1.0, 3.0)
+    if nemesis == "clock":
+        offset_ms = round(rng.choice((1, -1)) * rng.uniform(lag, 3 * lag) * 1000)
+        # "leader" (of partition 0) as often as a broker: only a leader's clock moves an ISR
+        return (rng.choice([*brokers, "leader"]), str(offset_ms)), lag + rng.uniform(1.0, 3.0)
     if nemesis in ("eio", "ext4", "enospc"):
         d = rng.randrange(topology.log_dirs_per_broker)
         return (f"{rng.choice(brokers)}:logdir-{d}",), rng.uniform(2.0, 5.0)

@@ -138,7 +138,8 @@ def _nemesis_ops(history: History, f: str | None = None) -> list[dict]:
             and (f is None or op["f"] == f)]
 
 
-ALL = tuple(NEMESES)
+# "all" as it was when seed 44 was found (the clock nemesis came later and moves the draws).
+ALL = tuple(n for n in NEMESES if n != "clock")
 
 
 @pytest.mark.parametrize(("seed", "duration", "nemeses"), [

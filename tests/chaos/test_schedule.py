@@ -75,11 +75,26 @@ def test_admin_operations_land_mid_fault_for_some_seed():
 def test_schedules_without_the_new_admin_operations_are_unchanged():
     # reassign and shutdown were added after these schedules were recorded (seed 3 of
     # test_chaos_cli, seed 2 of regression_seeds.txt): their draws must not move.
-    s = make_schedule(2, 40, tuple(n for n in ALL if n not in ("reassign", "shutdown")))
+    # clock came later still.
+    s = make_schedule(2, 40, tuple(n for n in ALL if n not in ("reassign", "shutdown",
+                                                                "clock")))
     assert [(f.at_s, f.nemesis, f.target) for f in s.faults] == [
         (2.0, "kill", ("broker-1",)), (6.38, "expire", ("broker-3",)),
         (9.8, "elect", ("all",)), (15.2, "slow", ("broker-3",)),
         (22.44, "enospc", ("broker-3:logdir-1",)), (30.25, "kill", ("broker-1",))]
+
+
+def test_clock_faults_move_one_brokers_clock_by_one_to_three_lag_times():
+    offsets = []
+    for seed in range(40):
+        for f in make_schedule(seed, 90, ("clock", "kill")).faults:
+            if f.nemesis == "clock":
+                broker, offset = f.target
+                assert broker in ("broker-1", "broker-2", "broker-3", "leader")
+                assert 2_000 <= abs(int(offset)) <= 6_000  # the runs' lag time is 2 s
+                assert f.duration_s > 2
+                offsets.append(int(offset))
+    assert min(offsets) < 0 < max(offsets), "both directions are drawn"
 
 
 def test_only_the_chosen_nemeses():
