@@ -12,7 +12,7 @@ def _export(args) -> int:
 
 def _analyze(args) -> int:
     from analytics.job import main
-    return main(args.input, args.output, args.master)
+    return main(args.input, args.output, args.master, chaos_runs=args.chaos_history)
 
 
 def _demo(args) -> int:
@@ -35,8 +35,14 @@ def add_parsers(sub) -> None:
                    help="stop after this long (default: until Ctrl-C or SIGTERM)")
     p.set_defaults(func=_export)
 
-    p = sub.add_parser("analyze", help="PySpark analysis of an export: tables and report.html")
-    p.add_argument("--input", required=True, metavar="DIR", help="an export dir")
+    p = sub.add_parser("analyze", help="PySpark analysis of an export and/or chaos runs' "
+                                       "histories: tables and report.html")
+    # Not required: a chaos history alone is worth analysing; job.main says when neither is
+    # given.
+    p.add_argument("--input", default=None, metavar="DIR", help="an export dir")
+    p.add_argument("--chaos-history", action="append", default=None, metavar="RUN_DIR",
+                   help="a 'replog chaos' run dir (its history.jsonl): write outcomes and "
+                        "acks=all availability per partition and fault window; repeatable")
     p.add_argument("--output", required=True, metavar="DIR", help="where the report goes")
     p.add_argument("--master", default=None, metavar="URL",
                    help="Spark master (default local[*]; e.g. spark://127.0.0.1:7077)")

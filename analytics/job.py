@@ -261,6 +261,23 @@ def summarize(manifest: dict, span, counts: dict, data: dict, skew: dict) -> lis
     return out
 
 
+def write_tables(tables: dict, names, tables_dir: Path) -> dict:
+    """Write each named table as Parquet and CSV; returns {name: {"columns", "rows"}}."""
+    data = {}
+    for name in names:
+        t1 = time.perf_counter()
+        # Cached: the Parquet write and the collect share one computation.
+        df = tables[name].cache()
+        df.write.mode("overwrite").parquet(str(tables_dir / f"{name}.parquet"))
+        rows = df.collect()
+        df.unpersist()
+        if os.environ.get("REPLOG_ANALYZE_TIMING"):
+            print(f"{name}: {time.perf_counter() - t1:.2f} s", file=sys.stderr)
+        write_csv(tables_dir / f"{name}.csv", df.columns, rows)
+        data[name] = {"columns": df.columns, "rows": [r.asDict() for r in rows]}
+    return data
+
+
 def _pct(values: list[float], q: float) -> float:
     """Linear-interpolation percentile (Spark's ``percentile``)."""
     v = sorted(values)
@@ -269,54 +286,74 @@ def _pct(values: list[float], q: float) -> float:
     return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
-def analyze(spark, input_dir: str, output_dir: str, render: bool = True) -> dict:
-    """Check, read, compute, write; returns {"summary": [...], "report": path, ...}."""
+def _check_all(input_dir: str | None, chaos_runs) -> tuple[dict | None, list | None]:
+    """The export's and the chaos runs' checks, before any JVM starts."""
+    from analytics import chaos_history
+    if input_dir is None and not chaos_runs:
+        raise AnalyzeError("nothing to analyse: give --input DIR (an export), "
+                           "--chaos-history RUN_DIR (a 'replog chaos' run), or both")
+    checked = check_input(input_dir) if input_dir is not None else None
+    runs = chaos_history.check_runs(list(chaos_runs)) if chaos_runs else None
+    return checked, runs
+
+
+def _analyze_chaos(spark, runs: list, tables_dir: Path) -> tuple[dict, int]:
+    from analytics import chaos_history as C
+    history, malformed = C.read_histories(spark, runs)
+    tables = C.compute(history, C.bounds_frame(spark, runs))
+    return write_tables(tables, C.TABLES, tables_dir), malformed
+
+
+def analyze(spark, input_dir: str | None, output_dir: str, render: bool = True,
+            chaos_runs=None) -> dict:
+    """Check, read, compute, write; returns {"summary": [...], "report": path, ...}, and
+    {"chaos": tables} when chaos run dirs are given (alone, or beside the export)."""
     t0 = time.perf_counter()
-    checked = check_input(input_dir)
+    checked, runs = _check_all(input_dir, chaos_runs)
     out = Path(output_dir)
     tables_dir = out / "tables"
     if tables_dir.exists():
         shutil.rmtree(tables_dir)
     tables_dir.mkdir(parents=True)
+    summary, span, data, chaos, malformed_history = [], (None, None), {}, None, 0
     try:
-        frames = read_export(spark, checked)
-        span = T.observed_span(frames["events"], frames["scrapes"])
-        if span[0] is None:
-            raise AnalyzeError(f"{input_dir} holds no event or scrape with a time")
-        tables = compute(frames["events"], frames["samples"], frames["scrapes"], span)
-        data = {}
-        for name in TABLES:
-            t1 = time.perf_counter()
-            # Cached: the Parquet write and the collect share one computation.
-            df = tables[name].cache()
-            df.write.mode("overwrite").parquet(str(tables_dir / f"{name}.parquet"))
-            rows = df.collect()
-            df.unpersist()
-            if os.environ.get("REPLOG_ANALYZE_TIMING"):
-                print(f"{name}: {time.perf_counter() - t1:.2f} s", file=sys.stderr)
-            write_csv(tables_dir / f"{name}.csv", df.columns, rows)
-            data[name] = {"columns": df.columns, "rows": [r.asDict() for r in rows]}
-        skew = tables["_skew"].collect()[0].asDict()
-        counts = {"events": frames["events"].count(), "samples": frames["samples"].count(),
-                  "scrapes": frames["scrapes"].count(),
-                  "malformed_event_lines": frames["malformed_event_lines"]}
+        if checked is not None:
+            frames = read_export(spark, checked)
+            span = T.observed_span(frames["events"], frames["scrapes"])
+            if span[0] is None:
+                raise AnalyzeError(f"{input_dir} holds no event or scrape with a time")
+            tables = compute(frames["events"], frames["samples"], frames["scrapes"], span)
+            data = write_tables(tables, TABLES, tables_dir)
+            skew = tables["_skew"].collect()[0].asDict()
+            counts = {"events": frames["events"].count(),
+                      "samples": frames["samples"].count(),
+                      "scrapes": frames["scrapes"].count(),
+                      "malformed_event_lines": frames["malformed_event_lines"]}
+            summary = summarize(checked["manifest"], span, counts, data, skew)
+        if runs is not None:
+            chaos, malformed_history = _analyze_chaos(spark, runs, tables_dir)
     except (PySparkException, Py4JError) as e:  # pages of JVM stack: keep the first line
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise AnalyzeError(f"Spark could not analyse {input_dir}: {first[:300]}") from None
-    summary = summarize(checked["manifest"], span, counts, data, skew)
+        what = input_dir if input_dir is not None else ", ".join(map(str, chaos_runs))
+        raise AnalyzeError(f"Spark could not analyse {what}: {first[:300]}") from None
     result = {"summary": summary, "span": span, "seconds": time.perf_counter() - t0,
-              "tables": {n: len(d["rows"]) for n, d in data.items()}}
-    (out / "summary.json").write_text(json.dumps(
-        {"summary": dict(summary), "tables": result["tables"], "span": span}, indent=2) + "\n")
+              "tables": {n: len(d["rows"]) for n, d in {**data, **(chaos or {})}.items()}}
+    record = {"summary": dict(summary), "tables": result["tables"], "span": span}
+    if chaos is not None:
+        result["chaos"] = chaos
+        result["malformed_history_lines"] = record["malformed_history_lines"] = \
+            malformed_history
+    (out / "summary.json").write_text(json.dumps(record, indent=2) + "\n")
     if render:
-        from analytics.report import render_report
-        result["report"] = render_report(out, checked["manifest"], summary, data, span)
+        from analytics.report import render_chaos_report, render_report
+        result["report"] = (render_report(out, checked["manifest"], summary, data, span, chaos)
+                            if checked is not None else render_chaos_report(out, chaos))
     return result
 
 
-def main(input_dir: str, output_dir: str, master: str | None = None) -> int:
-    checked_first = check_input(input_dir)  # bad input: one line, no JVM
-    del checked_first
+def main(input_dir: str | None, output_dir: str, master: str | None = None,
+         chaos_runs=None) -> int:
+    _check_all(input_dir, chaos_runs)  # bad input: one line, no JVM
     from analytics.spark import session
     try:
         spark = session(master or "local[*]")
@@ -325,11 +362,18 @@ def main(input_dir: str, output_dir: str, master: str | None = None) -> int:
         raise AnalyzeError(f"cannot start Spark{' on ' + master if master else ''}: "
                            f"{first[:300]}") from None
     try:
-        result = analyze(spark, input_dir, output_dir)
+        result = analyze(spark, input_dir, output_dir, chaos_runs=chaos_runs)
     finally:
         spark.stop()
     for k, v in result["summary"]:
         print(f"{k + ':':<52} {v}")
+    if "chaos" in result:
+        from analytics.chaos_history import format_tables
+        if result["summary"]:
+            print()
+        print("\n".join(format_tables(result["chaos"])))
+        if result["malformed_history_lines"]:
+            print(f"(malformed history lines dropped: {result['malformed_history_lines']})")
     print(f"Tables: {Path(output_dir) / 'tables'}")
     print(f"Report: {result['report']}")
     return 0

@@ -180,7 +180,37 @@ td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:12px}
 """
 
 
-def render_report(out: Path, manifest: dict, summary: list[tuple], data: dict, span) -> Path:
+def _head(title: str) -> str:
+    t = html.escape(title)
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>{t}</title>"
+            f"<style>{CSS}</style></head><body><h1>{t}</h1>")
+
+
+def _chaos_section(chaos: dict) -> list[str]:
+    """Chaos runs' histories (analytics.chaos_history): their tables, with what each holds."""
+    from analytics.chaos_history import TABLES as CHAOS_TABLES
+    parts = ["<h2>Chaos runs: writes and acks=all availability</h2>",
+             ("<p class=note>From the runs' history.jsonl; times are seconds since each run's "
+              "workload started. Gaps are chaos.checker's availability figures.</p>")]
+    for name, note in CHAOS_TABLES.items():
+        d = chaos[name]
+        parts.append(f"<h3>{html.escape(name)}</h3><p class=note>{html.escape(note)}</p>")
+        parts.append(_table(d["columns"], d["rows"]) if d["rows"]
+                     else "<p class=note>None in these runs.</p>")
+        parts.append(f"<p class=note>tables/{name}.csv, tables/{name}.parquet</p>")
+    return parts
+
+
+def render_chaos_report(out: Path, chaos: dict) -> Path:
+    """The page when only chaos histories were given."""
+    parts = [_head("replog analysis — chaos runs"), *_chaos_section(chaos), "</body></html>"]
+    path = out / "report.html"
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def render_report(out: Path, manifest: dict, summary: list[tuple], data: dict, span,
+                  chaos: dict | None = None) -> Path:
     t0 = span[0]
     plots = [
         _series_plot(data, "throughput", "rate", "Bytes in and out per broker (bytes/s)", "bytes/s",
@@ -202,10 +232,8 @@ def render_report(out: Path, manifest: dict, summary: list[tuple], data: dict, s
              _hist(by_kind, "Recovery time (back -> rejoined ISR)", "seconds"),
              _availability_plot(data)]
 
-    cid = html.escape(str(manifest.get("cluster_id") or "?"))
-    head = (f"<!doctype html><html><head><meta charset=utf-8><title>replog report {cid}"
-            f"</title><style>{CSS}</style></head><body><h1>replog analysis — cluster {cid}</h1>")
-    parts = [head, "<h2>Summary</h2>",
+    cid = str(manifest.get("cluster_id") or "?")
+    parts = [_head(f"replog analysis — cluster {cid}"), "<h2>Summary</h2>",
              _table(["figure", "value"], [{"figure": k, "value": v} for k, v in summary]),
              ("<h2>Over time</h2><p class=note>Red dashed: a process stopped answering the "
               "exporter (kill or pause); green: answering again; purple dotted: a log dir went "
@@ -228,6 +256,8 @@ def render_report(out: Path, manifest: dict, summary: list[tuple], data: dict, s
         else:
             parts.append("<p class=note>None in this run.</p>")
         parts.append(f"<p class=note>tables/{name}.csv, tables/{name}.parquet</p>")
+    if chaos is not None:
+        parts += _chaos_section(chaos)
     parts.append("</body></html>")
     path = out / "report.html"
     path.write_text("\n".join(parts), encoding="utf-8")

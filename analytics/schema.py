@@ -144,3 +144,53 @@ NORMALIZED_EVENT_SCHEMA = StructType(
      StructField("source", _S)]
     + [StructField(f.name, PARSED_FIELDS.get(f.name, f.dataType))
        for f in EVENT_SCHEMA.fields if f.name not in EVENT_COLUMNS_DROPPED])
+
+# ---------------------------------------------------------------------------- chaos histories
+
+# A ``replog chaos`` run dir holds the run's history (chaos/history.py: one operation event per
+# line), beside schedule.json and verdict.json (whose stats carry the detection bound).
+HISTORY_FILE = "history.jsonl"
+VERDICT_FILE = "verdict.json"
+
+# The fault a nemesis operation acts on (chaos/schedule.py ``Fault.to_json``).
+FAULT_SCHEMA = StructType([
+    StructField("index", _L),
+    StructField("at_s", DoubleType()),
+    StructField("nemesis", _S),
+    StructField("target", ArrayType(_S)),   # ["broker-2"], ["leader"], ["broker-1", "zookeeper"]
+    StructField("duration_s", DoubleType()),  # 0: an instant (an admin operation)
+])
+
+# One history line. ``value`` is the union of the operations' values; a field an operation
+# does not carry reads as null. The replica snapshot after the heal (``replicas``'
+# ``partitions``: segment hashes) is left out: chaos.checker compares it, no table needs it.
+HISTORY_SCHEMA = StructType([
+    StructField("index", _L),               # position in the run, 0..n-1
+    StructField("time", DoubleType()),      # seconds since the workload started (monotonic)
+    StructField("wall", DoubleType()),      # Unix seconds, to join with an export's events
+    StructField("process", _S),             # writer-0, reader-1, final-reader, nemesis, checker
+    StructField("type", _S),                # invoke | ok | fail | info (unknown)
+    StructField("f", _S),                   # send | read | final-read | replicas | start | ...
+    StructField("value", StructType([
+        # send
+        StructField("partition", _L),
+        StructField("value", _S),           # w<writer>:<seq>:<acks>
+        StructField("acks", _S),            # "all" | "1"
+        StructField("offset", _L),          # ok sends: the acknowledged offset
+        StructField("error", _S),
+        StructField("unexpected", BooleanType()),
+        # read / final-read: [partition, offset, value] triples of mixed types, so read as
+        # text (Spark renders a JSON number given a string type as its text).
+        StructField("records", ArrayType(ArrayType(_S))),
+        StructField("end_offsets", MapType(_S, _L)),
+        StructField("complete", BooleanType()),
+        # nemesis start / stop / heal / healed
+        StructField("fault", FAULT_SCHEMA),
+        # Text: each nemesis reports its own shape ({"killed": ...}, {"paused": ...}).
+        StructField("result", _S),
+        StructField("skipped", _S),
+        StructField("nemesis", _S),
+        StructField("isr_full", BooleanType()),
+    ])),
+    StructField("_corrupt_record", _S),     # a torn last line of a run that died
+])
