@@ -9,7 +9,7 @@ import re
 import pytest
 
 from admin.client import AdminClient
-from admin.client.errors import KafkaError
+from admin.client.errors import KafkaError, UnknownTopicError
 from admin.elect_cmd import parse_election_json, parse_election_type, result_lines
 from common.errors import ErrorCode, ReplogError
 from tests.admin.test_cli import assert_one_line_error, replog
@@ -80,11 +80,16 @@ async def test_user_errors_are_one_line(args, contains):
 # ---------------------------------------------------------------------------- real cluster
 
 def _leaders(bootstrap: str, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple]]:
+    """Partition -> (leader, replicas, ISR) from any broker's Metadata. A broker that has just
+    restarted answers UNKNOWN_TOPIC_OR_PARTITION until the controller's UpdateMetadata reaches
+    it (as Kafka's does): that answer means "ask again", not "no topic" (a CI run failed on
+    it right after broker 1's restart)."""
     async def read():
         async with AdminClient(bootstrap) as admin:
             t = (await admin.describe_topics([topic]))[topic]
             return {p.partition: (p.leader, p.replicas, p.isr) for p in t.partitions}
-    return asyncio.run(read())
+    return wait_until(lambda: asyncio.run(read()), what=f"{topic} in a broker's metadata",
+                      ignore=(UnknownTopicError,))
 
 
 @pytest.mark.integration
