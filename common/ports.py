@@ -43,7 +43,8 @@ def candidate_ranges() -> list[range]:
     return [r for r in ranges if len(r) >= 1000]
 
 
-def _bindable(host: str, port: int) -> bool:
+def is_free(port: int, host: str = HOST) -> bool:
+    """Nothing listens on ``host:port`` now (a port in TIME_WAIT counts as free)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         # As the servers bind (gRPC and ZooKeeper set SO_REUSEADDR): TIME_WAIT counts as free.
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -74,7 +75,7 @@ def free_port(host: str = HOST, exclude: Iterable[int] = ()) -> int:
             port = _pick(ranges, _rng.randrange(total))
             if port in excluded or port in _handed:
                 continue
-            if _bindable(host, port):
+            if is_free(port, host):
                 _handed.add(port)
                 return port
     # Ephemeral range covers nearly everything (an unusual sysctl): the kernel's pick.

@@ -37,7 +37,7 @@ from types import TracebackType
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-from common.ports import free_port
+from common.ports import free_port, is_free
 
 __all__ = [
     "DEFAULT_ZOOKEEPER_JAR",
@@ -99,17 +99,6 @@ def _free_loopback_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range
     (common/ports: the JVM binds it seconds later; the caller may still race another listener)."""
     return free_port("127.0.0.1")
-
-
-def _port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # Same option as the server's own bind, so a port in TIME_WAIT still counts as free.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> str:
@@ -213,7 +202,7 @@ class ZooKeeperServer:
             for attempt in range(1, attempts + 1):
                 # Checked first because another server already on the port would answer the
                 # readiness probes while ours dies of "Address already in use".
-                if not _port_is_free(self._port):
+                if not is_free(self._port):
                     if self._port_pinned:
                         raise ZooKeeperServerError(
                             f"port {self._port} on 127.0.0.1 is already in use; "

@@ -64,12 +64,10 @@ class LeaderEpochCache:
             else:
                 self._flush()
 
-    def flush_deferred(self) -> bool:
-        """Write the file if a deferred change is pending; True if it wrote."""
-        if not self.deferred:
-            return False
-        self._flush()
-        return True
+    def flush_deferred(self) -> None:
+        """Write the file if a deferred change is pending."""
+        if self.deferred:
+            self._flush()
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch answer: (largest epoch <= requested, its end offset).
