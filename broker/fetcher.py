@@ -42,6 +42,7 @@ import grpc
 from prometheus_client.core import GaugeMetricFamily
 
 from broker.fetch_failures import FailedPartitions, Outcome, Problem, classify
+from broker.fetch_session import FetchSessionHandler
 from broker.partition import Partition
 from broker.replication_quota import UNLIMITED, ReplicationQuota, should_throttle
 from broker.storage.errors import KafkaStorageError
@@ -85,6 +86,8 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.held_back = 0  # partitions the follower quota left out of the last fetch
+        # KIP-227: this fetcher's session with its leader; a fetch names only what changed.
+        self.session = FetchSessionHandler()
 
     @property
     def name(self) -> str:
@@ -152,13 +155,27 @@ class ReplicaFetcher:
             try:
                 resp = await self._fetch_unless_woken(stub, req, ready, held)
                 if resp is None:
-                    continue  # partitions joined (or left backoff): fetch again with them
+                    # Partitions joined (or left backoff): fetch again with them. The leader
+                    # may have applied the abandoned request, so the session starts over.
+                    self.session.on_error()
+                    continue
             except grpc.aio.AioRpcError as e:
                 # Transport error: the whole fetcher waits, no partition is marked failed.
+                self.session.on_error()
                 m.events.warning("fetch_failed", fetcher=self.name, leader=self.leader_id,
                                  error=e.code().name, detail=(e.details() or "")[:200])
                 self._close_channel()
                 await asyncio.sleep(backoff)
+                continue
+            except asyncio.CancelledError:
+                self.session.on_error()
+                raise
+            self.session.on_response(resp.error_code, resp.session_id)
+            if resp.error_code != ErrorCode.NONE:
+                # FETCH_SESSION_ID_NOT_FOUND (the leader restarted, or evicted the session)
+                # or INVALID_FETCH_SESSION_EPOCH: the next fetch is a full one, at once.
+                m.events.info("fetch_session_reset", fetcher=self.name, leader=self.leader_id,
+                              error=_name(resp.error_code))
                 continue
             items = []
             for t in resp.responses:
@@ -225,20 +242,36 @@ class ReplicaFetcher:
 
     def _build_request(self, ready: dict[TopicPartition, FetchState]) -> pb.FetchRequest:
         m = self.manager
-        topics: dict[str, list] = {}
+        # Each partition's fetch state as the leader would cache it (KIP-227): only those
+        # that differ from the last request's go on the wire in an incremental fetch.
+        wanted = {}
         for tp, s in ready.items():
             log = s.partition.log
-            fp = pb.FetchPartition(partition=tp.partition, current_leader_epoch=s.leader_epoch,
-                                   fetch_offset=log.log_end_offset,
-                                   log_start_offset=log.log_start_offset,
-                                   partition_max_bytes=m.partition_max_bytes)
-            if log.latest_epoch >= 0:
-                fp.last_fetched_epoch = log.latest_epoch
-            topics.setdefault(tp.topic, []).append(fp)
-        return pb.FetchRequest(
+            wanted[tp] = (log.log_end_offset, s.leader_epoch, log.latest_epoch,
+                          log.log_start_offset)
+        session_id, epoch, send, forget = self.session.build(wanted)
+        req = pb.FetchRequest(
             replica_state=pb.BrokerState(broker_id=m.broker_id, broker_epoch=m.broker_epoch()),
             max_wait_ms=m.max_wait_ms, min_bytes=m.min_bytes, max_bytes=m.response_max_bytes,
-            topics=[pb.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+            session_id=session_id, session_epoch=epoch)
+        topics: dict[str, pb.FetchTopic] = {}
+        for tp in send:
+            fetch_offset, leader_epoch, latest_epoch, log_start = wanted[tp]
+            t = topics.get(tp.topic)
+            if t is None:
+                t = topics[tp.topic] = req.topics.add(topic=tp.topic)
+            fp = t.partitions.add(partition=tp.partition, current_leader_epoch=leader_epoch,
+                                  fetch_offset=fetch_offset, log_start_offset=log_start,
+                                  partition_max_bytes=m.partition_max_bytes)
+            if latest_epoch >= 0:
+                fp.last_fetched_epoch = latest_epoch
+        forgotten: dict[str, pb.ForgottenTopic] = {}
+        for tp in forget:
+            t = forgotten.get(tp.topic)
+            if t is None:
+                t = forgotten[tp.topic] = req.forgotten_topics_data.add(topic=tp.topic)
+            t.partitions.append(tp.partition)
+        return req
 
     def _queue_append(self, tp: TopicPartition, s: FetchState, r) -> asyncio.Future:
         """Queue the follower append of ``r``'s records on the log dir's executor; errors

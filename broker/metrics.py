@@ -73,6 +73,10 @@ class BrokerMetrics:
             "bytes sent (leader) or received (follower) on partitions named by "
             "*.replication.throttled.replicas, as recorded against the quota (KIP-73)",
             ["direction"], registry=r)
+        self.fetch_session_evictions = Counter(
+            "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+            "incremental fetch sessions evicted to make room for new ones (KIP-227)",
+            registry=r)
         self.throttled_partitions = Gauge(
             "replog_replication_throttled_partitions",
             "partitions held back by the replication quota at the last fetch (KIP-73)",

@@ -51,6 +51,7 @@ from broker.controller_requests import (
     UpdateMetadataRequest,
 )
 from broker.delayed_produce import ERROR_CODES, ProduceWait, produce_wait
+from broker.fetch_session import FetchSessionCache
 from broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
@@ -189,6 +190,11 @@ class ReplicaManager:
         self._config_retries: dict[str, asyncio.Task] = {}
         self.fetcher_manager = fetcher_manager
         self.alter_partition = alter_partition
+        # KIP-227: the leader's incremental fetch sessions, shared by every listener's
+        # servicer (Kafka's FetchManager).
+        self.fetch_sessions = FetchSessionCache(
+            config["max.incremental.fetch.session.cache.slots"],
+            on_evict=metrics.fetch_session_evictions.inc)
         # KIP-73: the leader quota limits what this broker serves to throttled followers, the
         # follower quota what its fetchers ask for; one pair per broker (Kafka's QuotaFactory),
         # set from the topic and broker configs this manager is handed.
@@ -232,6 +238,13 @@ class ReplicaManager:
         m.gauge("kafka_server_replicamanager_offlinereplicacount",
                 "replicas lost with their log dir or log (seed 003), until re-created",
                 lambda: len(self.offline_replicas))
+        # Kafka's kafka.server:type=FetchSessionCache gauges and eviction meter (KIP-227).
+        sessions = self.fetch_sessions
+        m.gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                "incremental fetch sessions this leader keeps", lambda: len(sessions.sessions))
+        m.gauge("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                "partitions in this leader's incremental fetch sessions",
+                lambda: sum(len(s.partitions) for s in list(sessions.sessions.values())))
         m.gauge("kafka_log_logmanager_offlinelogdirectorycount", "offline log dirs",
                 lambda: len(self.log_manager.offline_dirs))
         m.labelled_gauge("kafka_log_logmanager_logdirectoryoffline",

@@ -185,8 +185,17 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                     fp.last_fetched_epoch if fp.HasField("last_fetched_epoch") else None,
                     fp.log_start_offset if fp.HasField("log_start_offset") else -1))
         max_bytes = max(1, min(request.max_bytes or (50 << 20), 64 << 20))
+        # KIP-227: an incremental fetch names only what changed; the session fills in the
+        # rest, and the answer names only partitions with news (broker/fetch_session.py).
+        ctx = self.rm.fetch_sessions.new_context(
+            replica_id, request.session_id,
+            request.session_epoch if request.HasField("session_epoch") else None, parts,
+            [TopicPartition(t.topic, p) for t in request.forgotten_topics_data
+             for p in t.partitions])
+        if isinstance(ctx, tuple):
+            return pb.FetchResponse(error_code=int(ctx[0]), session_id=request.session_id)
         results = await self.rm.fetch(replica_id, broker_epoch, request.max_wait_ms,
-                                      max(request.min_bytes, 0), max_bytes, parts)
+                                      max(request.min_bytes, 0), max_bytes, ctx.parts)
         # Kafka's KafkaApis: a follower's fetch is replication traffic, not bytes out.
         m = self.rm.metrics
         (m.replication_bytes_out if replica_id >= 0 else m.bytes_out).inc(
@@ -194,9 +203,9 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         # Built in place with add(): constructing a FetchTopicResponse from a list of finished
         # partition messages deep-copies each of them, records included - ~10% of a leader's
         # event-loop time under acks=all load (issue 7).
-        resp = pb.FetchResponse()
+        resp = pb.FetchResponse(session_id=ctx.session_id)
         topics: dict[str, pb.FetchTopicResponse] = {}
-        for fp, r in zip(parts, results):
+        for fp, r in ctx.answer(results):
             t = topics.get(fp.tp.topic)
             if t is None:
                 t = topics[fp.tp.topic] = resp.responses.add(topic=fp.tp.topic)

@@ -99,6 +99,8 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("replica.fetch.min.bytes", _int(1), 1, "follower fetch min bytes"),
     _k("replica.fetch.max.bytes", _int(1), 1048576, "follower fetch bytes per partition"),
     _k("replica.fetch.response.max.bytes", _int(1), 10485760, "follower fetch bytes in all"),
+    _k("max.incremental.fetch.session.cache.slots", _int(0), 1000,
+       "incremental fetch sessions a leader keeps (KIP-227; 0: none, every fetch is full)"),
     _k("replica.fetch.backoff.ms", _int(0), 1000, "delay after a fetch error"),
     _k("replica.lag.time.max.ms", _int(1), 30000, "ISR lag limit (lastCaughtUpTime rule)"),
     _k("replica.high.watermark.checkpoint.interval.ms", _int(1), 5000, "HW checkpoint period"),
