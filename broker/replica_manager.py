@@ -907,7 +907,7 @@ class ReplicaManager:
         ``_read_one``'s full path. Under this guard that path provably reduces to what is done
         here: the leader and epoch checks pass (same leader epoch); no divergence (the
         follower's last epoch is the leader's latest, which ends at the LEO = the fetch
-        offset); the same incarnation (same broker epoch) of an assigned replica already in
+        offset, or it sent none: an empty follower log is not checked); the same incarnation (same broker epoch) of an assigned replica already in
         the ISR (no expansion); its recorded LEO is unchanged (no HW move: checked anyway
         while the HW is below the LEO); a seed-002 pending fetch would complete at once with
         the same caught-up time; nothing to read. What remains is Kafka's
@@ -924,8 +924,8 @@ class ReplicaManager:
         f = p.followers.get(replica_id)
         if (fp.fetch_offset != leo or f is None or f.log_end_offset != leo
                 or f.broker_epoch != broker_epoch or broker_epoch < 0
-                or fp.last_fetched_epoch is None or fp.last_fetched_epoch < 0
-                or fp.last_fetched_epoch != log.latest_epoch
+                or (fp.last_fetched_epoch is not None and fp.last_fetched_epoch >= 0
+                    and fp.last_fetched_epoch != log.latest_epoch)
                 or replica_id not in p.isr or replica_id not in p.replicas
                 or leo < log.log_start_offset):
             return None
