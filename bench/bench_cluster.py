@@ -733,6 +733,9 @@ async def controlled_shutdown_run(brokers: Brokers, c: LocalCluster, topic: str,
         "probe_error_answers": sum(prober.errors.values()) - errors_before,
         "probe_errors": dict(prober.errors),
         "probe_max_gap_s": round(max(gaps), 3) if gaps else None,
+        # the steady state the move starts from: an acks=all probe's latency before SIGTERM
+        # (at 10k partitions it was 1.3 s before KIP-227 sessions and the leader's short path)
+        "probe_steady_median_s": _median_latency(prober, t_w, t0),
         "probe_unserved_60s_after_exit": unserved,
         "probe_all_served_after_exit_s": None if unserved else round(t_served - t_exit, 3),
         "producer_partitions": len(produced),
@@ -745,6 +748,12 @@ async def controlled_shutdown_run(brokers: Brokers, c: LocalCluster, topic: str,
         "producer_max_latency_s": load.max_latency_s(t0, t_exit),
         "producer_max_gap_s": round(max(load_gaps), 3) if load_gaps else None,
     }
+
+
+def _median_latency(prober: Prober, since: float, until: float) -> float | None:
+    lat = sorted(done - sent for p in prober.partitions for sent, done in prober.successes[p]
+                 if since <= sent and done < until)
+    return round(lat[len(lat) // 2], 3) if lat else None
 
 
 async def failure_run(c: LocalCluster, topic: str, n: int, timeout: float,
@@ -840,7 +849,8 @@ async def figure_shutdown_and_elections(root: str, n: int, cs_runs: int, el_runs
                         f"{r['to_controlled_shutdown_done_s']} s, -> exit {r['to_exit_s']} s "
                         f"(succeeded={r['succeeded']}, {r['attempts']} attempt(s), "
                         f"{r['leaders_moved_by_controller']} leaders moved; probe: max gap "
-                        f"{r['probe_max_gap_s']} s, errors {r['probe_errors'] or 'none'}; "
+                        f"{r['probe_max_gap_s']} s, errors {r['probe_errors'] or 'none'}, "
+                        f"steady-state latency {r['probe_steady_median_s']} s; "
                         f"Producer: {r['producer_records_failed']} of "
                         f"{r['producer_records_sent']} records failed, max latency "
                         f"{r['producer_max_latency_s']} s)")

@@ -16,11 +16,11 @@ The ducktape matrix's failures (``clean-bounce``, ``hard-bounce``, ``clean-kill`
 explicit schedules (``matrix_schedule``) rather than drawn from a seed.
 
 Admin operations mid-fault: ``elect`` (preferred election), ``reassign``
-(AlterPartitionReassignments) and ``shutdown`` (a controlled shutdown and restart).
+(AlterPartitionReassignments) and ``shutdown`` (a controlled shutdown and restart). The
+first two (``admin = True``) run in the runner's admin lane, beside the faults.
 
 Not here yet, and why: intra-broker log-dir moves (AlterReplicaLogDirs) mid-fault, which
-exist since C6 but have no nemesis yet; clock offsets (no broker reads an injectable clock
-from its config).
+exist since C6 but have no nemesis yet.
 """
 
 from __future__ import annotations
@@ -586,9 +586,12 @@ class ReassignNemesis(Nemesis):
                 return {"partition": p, "back_to": to, "result": result}
             before = await self._replicas(admin, p)
             to = before[1:]
+            # The intent first: if the answer never comes (a timeout, or the run ending while
+            # the operation waits in its lane), the heal still moves the partition back.
+            self.moved[p] = before
             result = await self._alter(admin, p, to)
-            if result == "NONE":
-                self.moved[p] = before
+            if result != "NONE":
+                del self.moved[p]  # refused: nothing moved
             return {"partition": p, "from": before, "to": to, "result": result}
 
     undone = "moved_back"
