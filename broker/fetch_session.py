@@ -93,6 +93,11 @@ class FetchContext:
                     or r.high_watermark != c.high_watermark
                     or r.log_start_offset != c.log_start_offset)
             c.high_watermark, c.log_start_offset = r.high_watermark, r.log_start_offset
+            if r.error != ErrorCode.NONE:
+                # As Kafka: after an error the partition is answered again once it clears,
+                # whatever its HW (an OFFSET_OUT_OF_RANGE carries the HW, and the follower's
+                # reset may leave it nothing to fetch and no other news).
+                c.high_watermark = -1
             if news or not self.incremental:
                 out.append((fp, r))
             if r.records:

@@ -197,8 +197,12 @@ def test_follower_and_leader_agree_over_random_histories(seed):
             h.on_response(ctx[0], sid)
             continue
         assert {f.tp: f.fetch_offset for f in ctx.parts} == wanted
-        answered = ctx.answer([res(hw=leader[f.tp][0], log_start=leader[f.tp][1])
-                               for f in ctx.parts])
+        # now and then an error that carries the HW (OFFSET_OUT_OF_RANGE does)
+        errors = {f.tp for f in ctx.parts if rng.random() < 0.1}
+        answered = ctx.answer([res(hw=leader[f.tp][0], log_start=leader[f.tp][1],
+                                   error=ErrorCode.OFFSET_OUT_OF_RANGE if f.tp in errors
+                                   else ErrorCode.NONE) for f in ctx.parts])
+        assert errors <= {f.tp for f, _ in answered}  # errors are always answered
         if rng.random() < 0.05:
             h.on_error()  # the answer was lost: the session's record of it must not matter
             known = {}
@@ -207,5 +211,8 @@ def test_follower_and_leader_agree_over_random_histories(seed):
         if epoch == INITIAL_EPOCH:
             known = {}
         for f, r in answered:
-            known[f.tp] = (r.high_watermark, r.log_start_offset)
+            # an error answer tells the follower nothing it may keep
+            known[f.tp] = (r.high_watermark, r.log_start_offset) \
+                if r.error == ErrorCode.NONE else None
+        wanted = {tp: v for tp, v in wanted.items() if tp not in errors}
         assert {tp: known.get(tp) for tp in wanted} == {tp: leader[tp] for tp in wanted}
