@@ -871,7 +871,9 @@ class ReplicaManager:
                 return await self._read_all(replica_id, broker_epoch, max_bytes, parts)
             # Read again only the partitions that woke: the others' answers stand. A pass
             # over every partition per wake-up cost a leader of 10k partitions its event loop
-            # (each append woke both followers' fetches into 10k reads; issue 7).
+            # (each append woke both followers' fetches into 10k reads; issue 7). A partition
+            # that stops leading here notifies both futures (Partition.become_follower), so
+            # its NOT_LEADER answer is not held back.
             woken = sorted(i for fut in done for i in waiting.pop(fut))
             for i in woken:
                 fut = waiter(parts[i].tp)
@@ -905,14 +907,18 @@ class ReplicaManager:
         """The answer to an in-sync follower that already has the whole log and asks again
         with nothing changed (most partitions of every follower fetch at rest), or None for
         ``_read_one``'s full path. Under this guard that path provably reduces to what is done
-        here: the leader and epoch checks pass (same leader epoch); no divergence (the
-        follower's last epoch is the leader's latest, which ends at the LEO = the fetch
-        offset, or it sent none: an empty follower log is not checked); the same incarnation (same broker epoch) of an assigned replica already in
-        the ISR (no expansion); its recorded LEO is unchanged (no HW move: checked anyway
-        while the HW is below the LEO); a seed-002 pending fetch would complete at once with
-        the same caught-up time; nothing to read. What remains is Kafka's
-        updateFollowerFetchState for a caught-up fetch (isr.update_fetch_state). At 10k
-        partitions the full path was most of a leader's event loop (issue 7)."""
+        here:
+        - the leader and epoch checks pass (same leader epoch);
+        - no divergence: the follower's last epoch is the leader's latest, which ends at the
+          LEO = the fetch offset, or it sent none (an empty log is not checked);
+        - the same incarnation (broker epoch) of an assigned replica already in the ISR: no
+          expansion;
+        - its recorded LEO is unchanged: no HW move (checked anyway while HW < LEO);
+        - a seed-002 pending fetch would complete at once with the same caught-up time;
+        - nothing to read.
+        What remains is Kafka's updateFollowerFetchState for a caught-up fetch
+        (isr.update_fetch_state). At 10k partitions the full path was most of a leader's
+        event loop (issue 7)."""
         tp = fp.tp
         p = self.partitions.get(tp)
         if p is None or not p.is_leader or fp.current_leader_epoch != p.leader_epoch:
