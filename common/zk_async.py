@@ -14,8 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import KazooState
+
+ZK_RETRY_S = 0.5  # between attempts of an operation retried until connected
 
 
 class AsyncZk:
@@ -125,11 +127,26 @@ class AsyncZk:
         return await self._await(self.client.create_async(
             path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath))
 
+    async def until_connected(self, op: Callable[[], Any]) -> Any:
+        """``await op()``, asked again after a lost connection or session until it gets an
+        answer, as Kafka's KafkaZkClient.retryRequestsUntilConnected. Only for operations
+        that may safely run twice (creates whose NodeExists the caller accepts, reads): the
+        start-up paths. A controller started just before a ZooKeeper restart died on the
+        ConnectionLoss of its first create and stayed down (chaos seed 154)."""
+        while True:
+            try:
+                return await op()
+            except (ConnectionLoss, SessionExpiredError):
+                await asyncio.sleep(ZK_RETRY_S)
+
     async def ensure_path(self, path: str) -> None:
-        try:
-            await self.create(path, b"", makepath=True)
-        except NodeExistsError:
-            pass
+        """Create ``path`` and its parents if missing; retried until connected."""
+        async def create() -> None:
+            try:
+                await self.create(path, b"", makepath=True)
+            except NodeExistsError:
+                pass
+        await self.until_connected(create)
 
     async def set(self, path: str, value: bytes, version: int = -1):
         return await self._await(self.client.set_async(path, value, version))

@@ -127,10 +127,13 @@ class ZkStore:
     async def ensure_paths(self) -> None:
         for p in L.PERSISTENT_PATHS:
             await self.zk.ensure_path(p)
-        try:
-            await self.zk.create(L.CONTROLLER_EPOCH, L.encode_controller_epoch(0))
-        except NodeExistsError:
-            pass
+
+        async def create_epoch() -> None:
+            try:
+                await self.zk.create(L.CONTROLLER_EPOCH, L.encode_controller_epoch(0))
+            except NodeExistsError:
+                pass
+        await self.zk.until_connected(create_epoch)
 
     async def get_or_create_cluster_id(self, rng: random.Random | None = None) -> str:
         got = await self.zk.get_or_none(L.CLUSTER_ID)

@@ -118,3 +118,37 @@ async def test_create_and_delete_topic_znodes(store, zk):
     assert await store.read_assignment("junk") is None
     zk.create("/brokers/ids/7", b"{}")
     assert await store.read_brokers() == {}
+
+
+@pytest.mark.parametrize("lost", [1, 3])
+async def test_start_up_paths_survive_a_lost_connection(zk_hosts, zk, monkeypatch, lost):
+    """Chaos seed 154: a controller started just before ZooKeeper's restart got
+    ConnectionLoss on its first create, died with a traceback and stayed down until the next
+    fault bounced it. The start-up creates are asked again until ZooKeeper answers (Kafka's
+    retryRequestsUntilConnected). The lost connection is injected at kazoo's async call (a
+    reply lost mid-flight cannot be timed for real); ZooKeeper itself is real."""
+    from kazoo.exceptions import ConnectionLoss
+
+    from common import zk_async
+    monkeypatch.setattr(zk_async, "ZK_RETRY_S", 0.01)
+    azk = AsyncZk(zk_hosts)
+    await azk.start()
+    real = azk.client.create_async
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) <= lost:
+            r = azk.client.handler.async_result()
+            r.set_exception(ConnectionLoss())
+            return r
+        return real(*args, **kwargs)
+    monkeypatch.setattr(azk.client, "create_async", flaky)
+    try:
+        await ZkStore(azk).ensure_paths()
+    finally:
+        await azk.stop()
+    assert calls[:lost + 1] == [calls[0]] * (lost + 1)  # the same create, asked again
+    for p in L.PERSISTENT_PATHS:
+        assert zk.exists(p) is not None, p
+    assert zk.get(L.CONTROLLER_EPOCH)[0] == b"0"
