@@ -10,11 +10,10 @@ goes on to a full ISR.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from admin.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from admin.client.errors import UnknownTopicError
 from tests.cluster.helpers import scrape
 from tests.polling import async_wait_until
 
@@ -26,9 +25,15 @@ SESSIONS = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
 CACHED = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
 
 
-async def _leaders(admin: AdminClient) -> dict[tuple[str, int], tuple[int, list[int]]]:
+async def _leaders(admin: AdminClient) -> dict[tuple[str, int], tuple[int, list[int]]] | None:
+    """Each partition's (leader, ISR); None while the broker asked has not had its first
+    UpdateMetadata since a restart (it answers UNKNOWN_TOPIC_OR_PARTITION then, as Kafka's)."""
     out = {}
-    for t, info in (await admin.describe_topics(list(TOPICS))).items():
+    try:
+        described = await admin.describe_topics(list(TOPICS))
+    except UnknownTopicError:
+        return None
+    for t, info in described.items():
         for p in info.partitions:
             out[(t, p.partition)] = (p.leader, list(p.isr))
     return out
@@ -37,7 +42,7 @@ async def _leaders(admin: AdminClient) -> dict[tuple[str, int], tuple[int, list[
 def _session_view(c, leaders) -> dict[int, tuple[float, float, int]] | None:
     """Per broker: (sessions, partitions cached, 2 x partitions it leads), or None while
     a partition has no leader or a short ISR."""
-    if any(leader < 0 or len(isr) < 3 for leader, isr in leaders.values()):
+    if leaders is None or any(leader < 0 or len(isr) < 3 for leader, isr in leaders.values()):
         return None
     view = {}
     for b in (1, 2, 3):
@@ -53,7 +58,7 @@ async def _sessions_hold_every_followed_partition(c, admin) -> dict:
         # one session per follower fetcher (num.replica.fetchers=1: two per leader), and
         # together they hold each led partition once per follower. Sessions of a follower's
         # earlier incarnation may linger until evicted, as in Kafka, so >= for the count.
-        ok = view is not None and all(s >= 2 and cached >= want and want > 0
+        ok = view is not None and all(s >= 2 and cached >= want > 0
                                       for s, cached, want in view.values())
         return view if ok else None
     return await async_wait_until(check, 60, "every followed partition in a fetch session",
@@ -93,13 +98,15 @@ async def test_followers_fetch_through_sessions_and_start_over_when_refused(clus
         # evict each other, so each one's next incremental fetch is FETCH_SESSION_ID_NOT_FOUND
         # and it starts over with a full fetch. Replication must go on regardless.
         leaders = await _leaders(admin)
+        assert leaders is not None
         victim = max((1, 2, 3), key=lambda b: sum(1 for ld, _ in leaders.values() if ld == b))
         c.broker(victim).overrides["max.incremental.fetch.session.cache.slots"] = "1"
         await c.broker(victim).arestart()
         async def led_again():
             await admin.elect_leaders(election_type="preferred")
             now = await _leaders(admin)
-            return all(now[k][0] == leaders[k][0] and len(now[k][1]) == 3 for k in leaders)
+            return now is not None and all(now[k][0] == leaders[k][0] and len(now[k][1]) == 3
+                                           for k in leaders)
         await async_wait_until(led_again, 60, f"broker {victim} leading its partitions again",
                                interval=1)
         await _produce_and_consume(bs, tps, b"after")
