@@ -216,10 +216,10 @@ async def _run_schedule(schedule: Schedule, nemeses: dict[str, Nemesis],
                     f"{skipped[fault.nemesis]}")
             continue
         nem = nemeses[fault.nemesis]
+        history.record("nemesis", "invoke", what, value)
         if nem.admin and kind and fault.duration_s == 0:
-            history.record("nemesis", "invoke", what, value)
             admin_lane = asyncio.ensure_future(
-                _after(admin_lane, _apply(nem, fault, kind, value, history, log, True)))
+                _after(admin_lane, _apply(nem, fault, kind, value, history, log)))
             continue
         await _apply(nem, fault, kind, value, history, log)
     if admin_lane is not None:
@@ -232,12 +232,9 @@ async def _after(previous: asyncio.Future | None, op) -> None:
     await op
 
 
-async def _apply(nem: Nemesis, fault, kind: int, value: dict, history: History, log,
-                 invoked: bool = False) -> None:
-    """One nemesis start or stop, recorded (invoke, then ok or info with the error)."""
+async def _apply(nem: Nemesis, fault, kind: int, value: dict, history: History, log) -> None:
+    """One nemesis start or stop, invoked: records ok, or info with the error."""
     what = "start" if kind else "stop"
-    if not invoked:
-        history.record("nemesis", "invoke", what, value)
     try:
         result = await _bounded(nem.start(fault) if kind else nem.stop(fault))
     except Exception as e:  # noqa: BLE001 - a nemesis that fails is recorded, then healed
