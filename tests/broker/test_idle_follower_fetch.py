@@ -147,12 +147,12 @@ async def test_a_woken_fetch_reads_again_only_the_partitions_that_woke(tmp_path,
     clock = Clock()
     rm, lm = await _leader(tmp_path, "b1", clock, [1, 2])
     reads: list[TopicPartition] = []
-    real = ReplicaManager._read_one
+    real = ReplicaManager._prepare_read
 
-    async def counting(self, replica_id, broker_epoch, fp, max_bytes, first):
+    def counting(self, replica_id, broker_epoch, index, fp):
         reads.append(fp.tp)
-        return await real(self, replica_id, broker_epoch, fp, max_bytes, first)
-    monkeypatch.setattr(ReplicaManager, "_read_one", counting)
+        return real(self, replica_id, broker_epoch, index, fp)
+    monkeypatch.setattr(ReplicaManager, "_prepare_read", counting)
     monkeypatch.setattr(ReplicaManager, "_idle_follower_fetch", lambda *a: None)
     try:
         parked = asyncio.ensure_future(rm.fetch(2, FOLLOWER_EPOCH, 120_000, 1, 1 << 20, [
