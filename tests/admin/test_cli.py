@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import ErrorCode
 from tests.admin.fake_cluster import FakeCluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -171,3 +172,15 @@ async def test_perf_mode_prints_kafkas_summary_line(fake):
     assert m, last
     total = sum(len(p.log) and p.next_offset for p in fake.state.topics["t"].partitions)
     assert total == 2000
+
+
+async def test_perf_mode_counts_failed_records_and_exits_non_zero(fake):
+    fake.state.add_topic("t", 1, 3)
+    fake.state.produce_errors[("t", 0)].append(ErrorCode.MESSAGE_TOO_LARGE)
+    rc, _, err = await replog("produce", "--bootstrap-server", fake.bootstrap, "--topic", "t",
+                              "--num-records", "50", "--record-size", "100",
+                              "--throughput", "-1")
+    assert rc == 1 and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("Error: ") and "MESSAGE_TOO_LARGE" in lines[0], err
+    assert re.search(r"Error: 50 of 50 records failed \(first error: .*MESSAGE_TOO_LARGE", err)

@@ -94,6 +94,37 @@ async def test_produce_acks_all_then_consume_back_at_offsets(fake):
         assert got[(md.partition, md.offset)] == b"v%d" % i
 
 
+async def test_send_with_callback_calls_it_once_per_record_in_order(fake, caplog):
+    """Kafka's send(record, callback): no future, the callback gets (metadata, None) or
+    (None, error) once; one that raises is logged and the others still run."""
+    fake.state.add_topic("t", 2, 3)
+    fake.state.produce_errors[("t", 1)].append(ErrorCode.MESSAGE_TOO_LARGE)
+    calls: list[tuple[int, object, object]] = []
+
+    def cb(i):
+        def done(md, err):
+            calls.append((i, md, err))
+            if i == 3:
+                raise RuntimeError("a user callback that fails")
+        return done
+
+    async with Producer(fake.bootstrap, acks="all", linger_ms=2) as producer:
+        for i in range(10):
+            assert await producer.send("t", b"v%d" % i, partition=i % 2, callback=cb(i)) is None
+        await producer.flush()
+        with pytest.raises(ValueError, match="takes no callback"):
+            await producer.send_and_wait("t", b"x", callback=cb(99))
+    assert sorted(i for i, _, _ in calls) == list(range(10))  # each exactly once
+    ok = [(i, md) for i, md, err in calls if err is None]
+    failed = [(i, err) for i, md, err in calls if md is None]
+    assert [i for i, _ in ok] == [0, 2, 4, 6, 8]
+    assert [md.offset for _, md in ok] == [0, 1, 2, 3, 4]  # record order, dense offsets
+    assert [i for i, _ in failed] == [1, 3, 5, 7, 9]
+    assert {e.error_code for _, e in failed} == {ErrorCode.MESSAGE_TOO_LARGE}
+    assert "Error executing user-provided callback" in caplog.text
+    assert all(i != 99 for i, _, _ in calls)  # refused before anything was queued
+
+
 async def test_same_key_same_partition_and_order(fake):
     fake.state.add_topic("t", 4, 1)
     async with Producer(fake.bootstrap, max_in_flight_requests_per_connection=1) as producer:
