@@ -56,6 +56,7 @@ class FakeState:
         self.active_controller: int | None = None
         self.produce_errors: dict[tuple[str, int], deque[int]] = defaultdict(deque)
         self.produce_calls: list[tuple[int, int]] = []  # (broker id, acks) per request
+        self.produce_gate: asyncio.Event | None = None  # Produce answers once it is set
         self.appended = asyncio.Condition()
         self.not_controller_answers = 0  # the next N controller calls answer NOT_CONTROLLER
         self.unknown_to_metadata: set[str] = set()  # topics hidden from Metadata for a while
@@ -159,6 +160,8 @@ class FakeBroker(rpc.BrokerServicer):
             await _abort(context, grpc.StatusCode.INVALID_ARGUMENT,
                          ErrorCode.INVALID_REQUIRED_ACKS, f"acks {request.acks}")
         s.produce_calls.append((self.id, request.acks))
+        if s.produce_gate is not None:
+            await s.produce_gate.wait()
         resp = pb.ProduceResponse()
         for td in request.topic_data:
             tr = resp.responses.add(topic=td.topic)

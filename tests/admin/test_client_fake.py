@@ -125,6 +125,37 @@ async def test_send_with_callback_calls_it_once_per_record_in_order(fake, caplog
     assert all(i != 99 for i, _, _ in calls)  # refused before anything was queued
 
 
+async def test_a_full_window_does_not_wake_the_sender_per_batch(fake, monkeypatch):
+    """With max.in.flight requests outstanding, new full batches wait for a completion to
+    wake the sender; a drain per batch would walk every partition for nothing (issue 7).
+    Everything is still delivered once the broker answers."""
+    fake.state.add_topic("t", 1, 3)
+    fake.state.produce_gate = gate = asyncio.Event()
+    drains = 0
+    real = Producer._drain
+
+    def counting(self, now):
+        nonlocal drains
+        drains += 1
+        return real(self, now)
+    monkeypatch.setattr(Producer, "_drain", counting)
+    async with Producer(fake.bootstrap, batch_size=1024, linger_ms=0,
+                        max_in_flight_requests_per_connection=1,
+                        max_request_size=1100) as producer:
+        futs = [await producer.send("t", b"x" * 100, partition=0) for _ in range(9)]
+        await async_wait_until(lambda: len(fake.state.produce_calls) == 1)
+        before = drains
+        for _ in range(200):
+            futs.append(await producer.send("t", b"x" * 100, partition=0))
+            for _ in range(3):  # an application doing other work between sends
+                await asyncio.sleep(0)
+        extra = drains - before
+        gate.set()
+        await producer.flush()
+    assert extra <= 2  # not one per new batch (~28 of them)
+    assert all(f.result().offset == i for i, f in enumerate(futs))
+
+
 async def test_same_key_same_partition_and_order(fake):
     fake.state.add_topic("t", 4, 1)
     async with Producer(fake.bootstrap, max_in_flight_requests_per_connection=1) as producer:
