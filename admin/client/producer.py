@@ -485,9 +485,13 @@ class Producer:
         missing_leader = False
         force = self._flushing > 0 or self._closing
         for tp, dq in self._batches.items():
-            if not dq or tp in self._muted:
+            if not dq:
                 continue
             b = dq[0]
+            if tp in self._muted:  # its batch in flight (max.in.flight 1): expiry is a deadline
+                d = max(0.0, b.created + self.delivery_timeout_s - now)
+                wait = d if wait is None else min(wait, d)
+                continue
             if b.attempts:
                 ready_at = b.retry_at
                 if ready_at > now and self._leader_moved(b):
@@ -512,7 +516,11 @@ class Producer:
                 continue
             bid = leader.id
             if self._in_flight.get(bid, 0) >= self.max_in_flight:
-                continue  # a completing request wakes the sender
+                # A completing request wakes the sender (new batches do not: _wake_for); the
+                # batch's expiry stays a deadline, should the requests in flight hang.
+                d = max(0.0, expiry - now)
+                wait = d if wait is None else min(wait, d)
+                continue
             if b.payload is None:
                 b.payload = build_producer_batch(b.records)
             b.sent_epoch = self._leader_epoch(tp)
@@ -521,6 +529,10 @@ class Producer:
                 wait = 0.0 if wait is None else min(wait, 0.0)
                 continue
             dq.popleft()
+            if dq:
+                # One batch per partition per request, as in Kafka's drain; the next one is
+                # looked at in the next pass at once, not when something else wakes the sender.
+                wait = 0.0
             per_broker.setdefault(bid, []).append(b)
             sizes[bid] = sizes.get(bid, 0) + size
         if missing_leader:

@@ -156,6 +156,26 @@ async def test_a_full_window_does_not_wake_the_sender_per_batch(fake, monkeypatc
     assert all(f.result().offset == i for i, f in enumerate(futs))
 
 
+@pytest.mark.parametrize("in_flight", [1, 2])
+async def test_queued_batch_expires_on_time_behind_a_hung_request(fake, in_flight):
+    """A batch queued behind max.in.flight requests that hang fails at its delivery.timeout.ms
+    even if the application sends nothing more: its expiry is the sender's deadline."""
+    fake.state.add_topic("t", 1, 3)
+    fake.state.produce_gate = gate = asyncio.Event()
+    async with Producer(fake.bootstrap, linger_ms=0, batch_size=200, max_request_size=300,
+                        max_in_flight_requests_per_connection=in_flight,
+                        delivery_timeout_ms=1500, request_timeout_ms=60000) as producer:
+        hung = [await producer.send("t", b"x" * 100, partition=0) for _ in range(in_flight)]
+        await async_wait_until(lambda: len(fake.state.produce_calls) == in_flight)
+        queued = await producer.send("t", b"y" * 100, partition=0)
+        with pytest.raises(KafkaTimeoutError, match="Expiring 1 record"):
+            await asyncio.wait_for(queued, 30)
+        assert not any(f.done() for f in hung)  # the requests in flight still hang
+        gate.set()
+        await producer.flush()
+    assert all(f.result().offset >= 0 for f in hung)
+
+
 async def test_same_key_same_partition_and_order(fake):
     fake.state.add_topic("t", 4, 1)
     async with Producer(fake.bootstrap, max_in_flight_requests_per_connection=1) as producer:
