@@ -902,10 +902,9 @@ class ReplicaManager:
                     results[i] = r
                 else:
                     reads.append(r)
-            if reads:
-                for r in await self._read_logs(replica_id, reads, max_bytes,
-                                               max(0, max_bytes - total)):
-                    results[r.index] = self._read_result(r)
+            for i, r in await self._read_logs(replica_id, reads, max_bytes,
+                                              max(0, max_bytes - total)):
+                results[i] = r
 
     async def _read_all(self, replica_id: int, broker_epoch: int, max_bytes: int,
                         parts: list[FetchPartitionRequest]) -> list[FetchResult]:
@@ -921,9 +920,8 @@ class ReplicaManager:
                     reads.append(r)
                     r = None
             out.append(r)
-        if reads:
-            for r in await self._read_logs(replica_id, reads, max_bytes, max_bytes):
-                out[r.index] = self._read_result(r)
+        for i, r in await self._read_logs(replica_id, reads, max_bytes, max_bytes):
+            out[i] = r
         return out  # type: ignore[return-value]  # every slot is filled by now
 
     def _idle_follower_fetch(self, replica_id: int, broker_epoch: int,
@@ -1042,13 +1040,15 @@ class ReplicaManager:
         return _LogRead(index, p, fp.fetch_offset, fp.max_bytes, upper, pending)
 
     async def _read_logs(self, replica_id: int, reads: list[_LogRead], max_bytes: int,
-                         budget: int) -> list[_LogRead]:
+                         budget: int) -> list[tuple[int, FetchResult]]:
         """Do a Fetch's log reads in one executor hand-off, in partition order, within the
         response's ``max_bytes`` of which ``budget`` is left: the first partition with data
         gets at least one whole batch (KIP-74), as in Kafka's readFromLog. Awaiting one
         hand-off per partition in turn made a leader take 10-20 ms to answer a follower
         fetch of 20-30 partitions under acks=all load, and the producer waited it out
         (issue 7)."""
+        if not reads:
+            return []
         started = self.monotonic()
 
         def read_all() -> None:  # executor thread; each read's outcome goes on its _LogRead
@@ -1084,7 +1084,7 @@ class ReplicaManager:
                     # Also when the follower gave up waiting (its request was cancelled): a
                     # read slower than its fetch timeout is as slow as it gets.
                     self._maybe_relinquish(r.p, ((r.done_at or now) - started) * 1000)
-        return reads
+        return [(r.index, self._read_result(r)) for r in reads]
 
     def _read_result(self, r: _LogRead) -> FetchResult:
         p, log = r.p, r.log

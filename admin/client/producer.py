@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 import time
 from collections import deque
@@ -481,16 +482,17 @@ class Producer:
         (None: nothing to wait for until woken)."""
         per_broker: dict[int, list[_Batch]] = {}
         sizes: dict[int, int] = {}
-        wait: float | None = None
+        soonest = math.inf  # the earliest deadline: a linger, a retry backoff, an expiry
         missing_leader = False
         force = self._flushing > 0 or self._closing
         for tp, dq in self._batches.items():
             if not dq:
                 continue
             b = dq[0]
-            if tp in self._muted:  # its batch in flight (max.in.flight 1): expiry is a deadline
-                d = max(0.0, b.created + self.delivery_timeout_s - now)
-                wait = d if wait is None else min(wait, d)
+            # Expiry is a deadline too, so queued batches fail on time even without traffic.
+            expiry = b.created + self.delivery_timeout_s
+            if tp in self._muted:  # its batch in flight (max.in.flight 1)
+                soonest = min(soonest, expiry)
                 continue
             if b.attempts:
                 ready_at = b.retry_at
@@ -502,37 +504,32 @@ class Producer:
                 ready_at = now
             else:
                 ready_at = b.created + self.linger_s
-            # Expiry is a deadline too, so queued batches fail on time even without traffic.
-            expiry = b.created + self.delivery_timeout_s
             if ready_at > now:
-                d = min(ready_at, expiry) - now
-                wait = d if wait is None else min(wait, d)
+                soonest = min(soonest, ready_at, expiry)
                 continue
             leader = self.metadata.leader(tp.topic, tp.partition)
             if leader is None:
                 missing_leader = True
-                d = min(self.retry_backoff_s, max(0.0, expiry - now))
-                wait = d if wait is None else min(wait, d)
+                soonest = min(soonest, now + self.retry_backoff_s, expiry)
                 continue
             bid = leader.id
             if self._in_flight.get(bid, 0) >= self.max_in_flight:
                 # A completing request wakes the sender (new batches do not: _wake_for); the
                 # batch's expiry stays a deadline, should the requests in flight hang.
-                d = max(0.0, expiry - now)
-                wait = d if wait is None else min(wait, d)
+                soonest = min(soonest, expiry)
                 continue
             if b.payload is None:
                 b.payload = build_producer_batch(b.records)
             b.sent_epoch = self._leader_epoch(tp)
             size = len(b.payload)
             if bid in sizes and sizes[bid] + size > self.max_request_size:
-                wait = 0.0 if wait is None else min(wait, 0.0)
+                soonest = now  # into the next request, at once
                 continue
             dq.popleft()
             if dq:
                 # One batch per partition per request, as in Kafka's drain; the next one is
                 # looked at in the next pass at once, not when something else wakes the sender.
-                wait = 0.0
+                soonest = now
             per_broker.setdefault(bid, []).append(b)
             sizes[bid] = sizes.get(bid, 0) + size
         if missing_leader:
@@ -544,7 +541,7 @@ class Producer:
             task = asyncio.create_task(self._send_request(bid, batches))
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
-        return wait
+        return None if soonest == math.inf else max(0.0, soonest - now)
 
     async def _send_request(self, broker_id: int, batches: list[_Batch]) -> None:
         broker = self.metadata.cluster.brokers.get(broker_id)

@@ -265,16 +265,22 @@ class BringsItBack(Nemesis):
         return True
 
 
+async def _run_bounded(schedule: Schedule, nemeses: dict) -> DueHistory:
+    """Run ``schedule`` through the real runner and return its history. The 30 s bound is a
+    guard, not a timing assertion: without it a stalled schedule would never end."""
+    history = DueHistory()
+    await asyncio.wait_for(runner._run_schedule(schedule, nemeses, {}, history,
+                                                log=lambda line: None), 30)
+    return history
+
+
 async def test_a_stalled_operation_does_not_hold_up_the_schedule(monkeypatch):
     monkeypatch.setattr(runner, "OP_TIMEOUT_S", 0.01)
     kill_zk, shutdown = make_schedule(44, 60, ALL).faults[-2:]
     waits = WaitsForTheNextEvent(None, {})
     brings = BringsItBack(None, {}, waits)
-    history = DueHistory()
-    # A guard, not a timing assertion: without the bound the schedule never ends.
-    await asyncio.wait_for(runner._run_schedule(
-        Schedule(44, 60, ("kill", "shutdown"), (kill_zk, shutdown)),
-        {"kill": brings, "shutdown": waits}, {}, history, log=lambda line: None), 30)
+    history = await _run_bounded(Schedule(44, 60, ("kill", "shutdown"), (kill_zk, shutdown)),
+                                 {"kill": brings, "shutdown": waits})
 
     stalled = [op for op in _nemesis_ops(history, "start") if "error" in op["value"]]
     assert [op["value"]["fault"]["nemesis"] for op in stalled] == ["shutdown"]
@@ -303,10 +309,8 @@ async def test_an_admin_operation_mid_fault_does_not_hold_up_the_faults_stop(mon
     elect = Fault(1, 1.5, "elect", ("all",), 0.0)
     waits = AdminWaitsForTheFaultsStop(None, {})
     brings = BringsItBack(None, {}, waits)
-    history = DueHistory()
-    await asyncio.wait_for(runner._run_schedule(
-        Schedule(85, 60, ("kill", "elect"), (kill_zk, elect)),
-        {"kill": brings, "elect": waits}, {}, history, log=lambda line: None), 30)
+    history = await _run_bounded(Schedule(85, 60, ("kill", "elect"), (kill_zk, elect)),
+                                 {"kill": brings, "elect": waits})
 
     done = [(op["f"], op["value"]["fault"]["nemesis"], op["value"].get("result"))
             for op in _nemesis_ops(history) if op["type"] in ("ok", "info")]
