@@ -31,6 +31,7 @@ from datetime import datetime
 
 from admin.client import Consumer, ConsumerRecord, KafkaError, TopicPartition
 from admin.produce_cmd import _unescape, client_kwargs, parse_kv
+from common import event_loop
 from common.errors import ReplogError
 
 _FORMATTER_KEYS = {"print.timestamp", "print.key", "print.offset", "print.partition",
@@ -291,9 +292,9 @@ async def perf_consume(args, out=None) -> ConsumerPerfStats:
 def _run(args) -> int:
     try:
         if args.messages is not None:
-            asyncio.run(perf_consume(args))
+            event_loop.run(perf_consume(args))
             return 0
-        return asyncio.run(console_consume(args))
+        return event_loop.run(console_consume(args))
     except KafkaError as e:
         raise ReplogError(str(e)) from None
 

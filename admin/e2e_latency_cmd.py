@@ -34,6 +34,7 @@ import time
 from admin.client import Consumer, KafkaError, Producer, parse_acks
 from admin.consume_cmd import consumer_kwargs
 from admin.produce_cmd import parse_kv, producer_kwargs
+from common import event_loop
 from common.errors import ReplogError
 
 _SEQ = struct.Struct(">Q")
@@ -202,7 +203,7 @@ def _seq(value: bytes | None) -> int | None:
 
 def _run(args) -> int:
     try:
-        stats = asyncio.run(end_to_end_latency(args))
+        stats = event_loop.run(end_to_end_latency(args))
     except KafkaError as e:
         raise ReplogError(str(e)) from None
     for line in stats.lines():

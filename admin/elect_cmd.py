@@ -15,12 +15,12 @@ many failed, as Kafka's tool does.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Iterable, Mapping
 
 from admin.client import AdminClient, KafkaError
+from common import event_loop
 from common.errors import ErrorCode, ReplogError
 
 TP = tuple[str, int]
@@ -150,4 +150,4 @@ def add_parsers(sub) -> None:
                    help='{"partitions":[{"topic":"foo","partition":1}]}')
     p.add_argument("--timeout-ms", type=int, default=60000,
                    help="give up after this long (default.api.timeout.ms)")
-    p.set_defaults(func=lambda args: asyncio.run(_run(args)))
+    p.set_defaults(func=lambda args: event_loop.run(_run(args)))

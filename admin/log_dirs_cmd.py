@@ -15,12 +15,12 @@ brokers in ``--broker-list`` are refused with Kafka's message, naming the existi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Iterable, Mapping
 
 from admin.client import AdminClient, KafkaError
+from common import event_loop
 from common.errors import ErrorCode, ReplogError
 from common.rpc import replog_pb2 as pb
 
@@ -119,5 +119,5 @@ def add_parsers(sub) -> None:
 
     def run(args) -> int:
         args.describe = args.action == "describe" or args.describe_flag
-        return asyncio.run(_run(args))
+        return event_loop.run(_run(args))
     p.set_defaults(func=run)

@@ -27,6 +27,7 @@ import time
 from array import array
 
 from admin.client import KafkaError, Producer
+from common import event_loop
 from common.errors import ReplogError
 
 # Producer settings accepted by --producer-property / --producer-props (Kafka's names).
@@ -305,7 +306,7 @@ async def perf_produce(args) -> int:
 def _run(args) -> int:
     perf = args.num_records is not None or args.record_size is not None
     try:
-        return asyncio.run(perf_produce(args) if perf else console_produce(args))
+        return event_loop.run(perf_produce(args) if perf else console_produce(args))
     except KafkaError as e:
         raise ReplogError(str(e)) from None
 

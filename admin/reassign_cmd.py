@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from admin.client import AdminClient, KafkaError, TopicInfo, UnknownTopicError
 from admin.client.admin_client import AlterConfigOp, PartitionReassignment
+from common import event_loop
 from common.errors import ErrorCode, ReplogError
 from controller.assignment import AssignmentError, BrokerMetadata, assign_replicas
 
@@ -905,4 +906,4 @@ def add_parsers(sub) -> None:
                    help="server-side timeout of the reassignment request (default 10000)")
     p.add_argument("--timeout-ms", type=int, default=60000,
                    help="give up after this long (default.api.timeout.ms)")
-    p.set_defaults(func=lambda args: asyncio.run(_run(args)))
+    p.set_defaults(func=lambda args: event_loop.run(_run(args)))

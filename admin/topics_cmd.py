@@ -20,13 +20,13 @@ static broker values, replog only the topic's own), and the min-ISR filters use 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 import sys
 from collections.abc import Iterable
 
 from admin.client import AdminClient, KafkaError, PartitionInfo, TopicInfo
+from common import event_loop
 from common.errors import ErrorCode, ReplogError
 from common.names import validate_topic
 
@@ -271,7 +271,7 @@ def _admin(args) -> AdminClient:
 def _run(coro_fn):
     def run(args) -> int:
         try:
-            return asyncio.run(coro_fn(args))
+            return event_loop.run(coro_fn(args))
         except KafkaError as e:
             raise _user_error(e) if not e.message else ReplogError(str(e)) from None
     return run

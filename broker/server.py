@@ -51,6 +51,7 @@ from broker.restart_notifier import (
 from broker.servicer import BrokerServicer
 from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log_manager import LogManager
+from common import event_loop
 from common import zk_layout as zl
 from common.config import Config
 from common.listener_servers import bind_listeners
@@ -402,4 +403,4 @@ def run(config: Config) -> int:
     # second and each gen-2 pass re-scans every partition's state. Collect less often, as the
     # controller does (issue 7: measured with the client, see bench/bench_client.py).
     gc.set_threshold(50_000, 20, 20)
-    return asyncio.run(BrokerServer(config).main())
+    return event_loop.run(BrokerServer(config).main())

@@ -30,6 +30,7 @@ from grpc_health.v1._async import HealthServicer
 from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client import CollectorRegistry
 
+from common import event_loop
 from common.listener_servers import bind_listeners
 from common.listeners import advertised_endpoints, listener_config
 from common.observability import (
@@ -175,6 +176,6 @@ def run(config: Mapping[str, Any]) -> int:
     # at 100k partitions. Collect less often (measured: 100k-partition failover 10.8 -> 6.9 s).
     gc.set_threshold(50_000, 20, 20)
     try:
-        return asyncio.run(_main(config))
+        return event_loop.run(_main(config))
     except KeyboardInterrupt:
         return 0

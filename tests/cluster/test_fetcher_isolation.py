@@ -47,6 +47,9 @@ async def test_storage_fault_fails_only_its_partition(cluster_factory, tmp_path)
 
     faults[2].write_text(json.dumps([{"path": partition_dir(c, 2, "t", 0), "errno": "EIO",
                                       "ops": ["write"]}]))
+    # The broker polls the file every 100 ms: produce only once it applies the rule, or broker 2
+    # may copy all 20 records before the fault exists and never fail (seen under full-suite load).
+    await eventually(lambda: _fault_rules_applied(c, 2), what="broker 2 applied the fault rule")
     b2 = c.broker(2).metrics_url
     async with Producer(bs, acks="1", linger_ms=1) as p:
         for i in range(20):
@@ -66,6 +69,15 @@ async def test_storage_fault_fails_only_its_partition(cluster_factory, tmp_path)
     await eventually(lambda: _isr_includes(bs, 0, 2), timeout=30, what="broker 2 caught up")
     assert len(_offsets(c, 2, "t", 0)) == 20
     assert scrape(b2)[FAILED] == 0
+
+
+def _fault_rules_applied(c, b) -> bool:
+    try:
+        lines = c.broker(b).event_log_file.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return False
+    return any(e.get("event") == "fault_injection_rules" and e.get("rules")
+               for e in map(json.loads, lines))
 
 
 def _restarted(c, tp: str) -> bool:
