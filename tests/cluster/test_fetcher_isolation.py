@@ -71,25 +71,24 @@ async def test_storage_fault_fails_only_its_partition(cluster_factory, tmp_path)
     assert scrape(b2)[FAILED] == 0
 
 
-def _fault_rules_applied(c, b) -> bool:
+def _events(node) -> list[dict]:
+    """The events a broker or controller has logged so far."""
     try:
-        lines = c.broker(b).event_log_file.read_text(encoding="utf-8").splitlines()
+        lines = node.event_log_file.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        return False
+        return []
+    return [json.loads(line) for line in lines]
+
+
+def _fault_rules_applied(c, b) -> bool:
     return any(e.get("event") == "fault_injection_rules" and e.get("rules")
-               for e in map(json.loads, lines))
+               for e in _events(c.broker(b)))
 
 
 def _restarted(c, tp: str) -> bool:
-    for node in c.controllers.values():
-        try:
-            lines = node.event_log_file.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            continue
-        if any(e.get("event") == "partitions_restarted" and e.get("broker") == 2
-               and tp in e.get("partitions", []) for e in map(json.loads, lines)):
-            return True
-    return False
+    return any(e.get("event") == "partitions_restarted" and e.get("broker") == 2
+               and tp in e.get("partitions", [])
+               for node in c.controllers.values() for e in _events(node))
 
 
 def _offsets(c, b, topic, p):
