@@ -27,6 +27,15 @@ class BrokerMetrics:
                                           "AlterPartition requests that failed", registry=r)
         self.produce_requests = Counter("kafka_server_brokertopicmetrics_totalproducerequests",
                                         "produce requests", registry=r)
+        # Kafka's kafka.network:type=RequestMetrics,name=RequestsPerSec,request=... (a counter
+        # here, like bytesin): Produce, and Fetch split as Kafka splits it, FetchFollower
+        # (a replica's) and FetchConsumer. Requests per GB is what a request's fixed cost is
+        # multiplied by (issue 7).
+        self.requests = Counter("kafka_network_requestmetrics_requests",
+                                "requests answered, by request type", ["request"], registry=r)
+        self.fetch_follower_requests = self.requests.labels(request="FetchFollower")
+        self.fetch_consumer_requests = self.requests.labels(request="FetchConsumer")
+        self.produce_api_requests = self.requests.labels(request="Produce")
         self.bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin",
                                 "bytes appended as leader", registry=r)
         self.replication_bytes_in = Counter("kafka_server_brokertopicmetrics_replicationbytesin",

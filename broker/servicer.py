@@ -132,6 +132,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
     # ------------------------------------------------------------------ data plane
 
     async def Produce(self, request, context):
+        self.rm.metrics.produce_api_requests.inc()
         entries = []
         for t in request.topic_data:
             try:
@@ -198,6 +199,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                       max(request.min_bytes, 0), max_bytes, ctx.parts)
         # Kafka's KafkaApis: a follower's fetch is replication traffic, not bytes out.
         m = self.rm.metrics
+        (m.fetch_follower_requests if replica_id >= 0 else m.fetch_consumer_requests).inc()
         (m.replication_bytes_out if replica_id >= 0 else m.bytes_out).inc(
             sum(len(r.records) for r in results))
         # Built in place with add(): constructing a FetchTopicResponse from a list of finished

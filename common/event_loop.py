@@ -18,6 +18,8 @@ import os
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from common import allocator
+
 T = TypeVar("T")
 
 ENV = "REPLOG_EVENT_LOOP"
@@ -38,11 +40,14 @@ def loop_factory():
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """asyncio.run(main) on the loop loop_factory() picks."""
+    """asyncio.run(main) on the loop loop_factory() picks. Every replog process (broker,
+    controller, the CLI's commands) starts here, so the allocator is tuned here too
+    (common/allocator.py)."""
     try:
         factory = loop_factory()
     except ValueError:
         main.close()  # never started: no "coroutine was never awaited" warning
         raise
+    allocator.tune()
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main)

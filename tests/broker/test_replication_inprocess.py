@@ -30,6 +30,15 @@ async def test_acks_all_completes_once_the_follower_has_the_records(nodes):
                                                  partition_max_bytes=1 << 20)])]))
     got = decode_all(fetch.responses[0].partitions[0].records)
     assert [r.value for r in got] == [f"value-a{i}".encode() for i in range(5)]
+    # Kafka's RequestMetrics: the leader answered one Produce, the follower's Fetches (at
+    # least the one that brought the batch) and the consumer's one; the follower answered none.
+    def requests(n, kind):
+        return n.rm.metrics.registry.get_sample_value(
+            "kafka_network_requestmetrics_requests_total", {"request": kind})
+    assert requests(a, "Produce") == 1 and requests(a, "FetchConsumer") == 1
+    assert requests(a, "FetchFollower") >= 1
+    assert (requests(b, "Produce"), requests(b, "FetchConsumer"),
+            requests(b, "FetchFollower")) == (0, 0, 0)
 
 
 async def test_follower_refuses_produce_and_stale_controller_epoch_is_fenced(nodes):
