@@ -69,6 +69,7 @@ import shutil
 import signal
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
@@ -79,6 +80,7 @@ import grpc.aio
 from admin.client import AdminClient, KafkaError, Producer
 from admin.local_cluster import LocalCluster
 from bench import (
+    GB,
     Sample,
     json_line,
     log,
@@ -168,10 +170,42 @@ def make_batch(n: int = RECORDS_PER_BATCH, size: int = RECORD_BYTES) -> bytes:
 
 # ============================================================================ (a) throughput
 
+_REQUEST_SERIES = {
+    "produce": 'kafka_network_requestmetrics_requests_total{request="Produce"}',
+    "fetch_follower": 'kafka_network_requestmetrics_requests_total{request="FetchFollower"}',
+    "produce_bytes": "kafka_server_brokertopicmetrics_bytesin_total",
+    "fetch_follower_bytes": "kafka_server_brokertopicmetrics_replicationbytesout_total",
+}
+
+
+def _scrape_requests(c: LocalCluster) -> dict[str, float]:
+    """The brokers' request and byte counters, summed (Kafka's RequestMetrics / BytesIn)."""
+    total = dict.fromkeys(_REQUEST_SERIES, 0.0)
+    for h in c.brokers.values():
+        text = urllib.request.urlopen(h.metrics_url, timeout=10).read().decode()
+        for line in text.splitlines():
+            for key, series in _REQUEST_SERIES.items():
+                if line.startswith(series + " "):
+                    total[key] += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def requests_per_gb(before: dict[str, float], after: dict[str, float], nbytes: int) -> dict:
+    """Requests per GB acknowledged, and their mean sizes (what bench transport costs)."""
+    d = {k: after[k] - before[k] for k in before}
+    gb = nbytes / GB
+    return {"produce": round(d["produce"] / gb, 1) if gb else None,
+            "fetch_follower": round(d["fetch_follower"] / gb, 1) if gb else None,
+            "produce_bytes": round(d["produce_bytes"] / d["produce"]) if d["produce"] else 0,
+            "fetch_follower_bytes": round(d["fetch_follower_bytes"] / d["fetch_follower"])
+            if d["fetch_follower"] else 0}
+
+
 async def lean_produce(brokers: Brokers, c: LocalCluster, topic: str, acks: int, batch: bytes,
-                       warmup_s: float, seconds: float) -> tuple[Sample, Sample, float, Counter]:
+                       warmup_s: float, seconds: float
+                       ) -> tuple[Sample, Sample, float, Counter, dict]:
     """Pre-built batches straight to the leaders; returns (cluster CPU sample, load generator
-    CPU sample, ZooKeeper CPU s, error counts)."""
+    CPU sample, ZooKeeper CPU s, error counts, requests per GB)."""
     view = await topic_view(brokers, c, topic)
     parts = next(ps for ps in view.values() if ps)
     addresses = {b: c.broker(b).address for b in c.brokers}
@@ -211,6 +245,7 @@ async def lean_produce(brokers: Brokers, c: LocalCluster, topic: str, acks: int,
     try:
         await asyncio.sleep(warmup_s)
         meter, me, zk = CpuMeter(cluster_pids(c)), CpuMeter([os.getpid()]), CpuMeter([zk_pid(c)])
+        r0 = await asyncio.to_thread(_scrape_requests, c)
         meter.start(), me.start(), zk.start()
         a0, t0 = acked[0], time.perf_counter()
         await asyncio.sleep(seconds)
@@ -218,17 +253,20 @@ async def lean_produce(brokers: Brokers, c: LocalCluster, topic: str, acks: int,
         cu, cs = meter.stop()
         mu, ms = me.stop()
         zu, zs = zk.stop()
+        r1 = await asyncio.to_thread(_scrape_requests, c)
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
     nrec = (a1 - a0) * RECORDS_PER_BATCH
     nbytes = nrec * RECORD_BYTES
+    # The scrapes sit just outside the timed window, so the counts slightly overstate it: a
+    # few ms of requests over an 8 s window.
     return (Sample(t1 - t0, cu, cs, nbytes, nrec), Sample(t1 - t0, mu, ms, nbytes, nrec),
-            zu + zs, errors)
+            zu + zs, errors, requests_per_gb(r0, r1, nbytes))
 
 
 async def producer_produce(c: LocalCluster, topic: str, acks: str, warmup_s: float,
-                           seconds: float) -> tuple[Sample, Sample, float, Counter]:
+                           seconds: float) -> tuple[Sample, Sample, float, Counter, None]:
     """The real admin.client Producer: send() 1 KiB records as fast as it accepts them."""
     value = os.urandom(RECORD_BYTES)
     acked = [0]
@@ -269,7 +307,7 @@ async def producer_produce(c: LocalCluster, topic: str, acks: str, warmup_s: flo
     nrec = a1 - a0
     nbytes = nrec * RECORD_BYTES
     return (Sample(t1 - t0, cu, cs, nbytes, nrec), Sample(t1 - t0, mu, ms, nbytes, nrec),
-            zu + zs, errors)
+            zu + zs, errors, None)
 
 
 async def figure_throughput(c: LocalCluster, plan: Plan, runs: int) -> dict:
@@ -279,6 +317,7 @@ async def figure_throughput(c: LocalCluster, plan: Plan, runs: int) -> dict:
     gen: dict[str, list[Sample]] = {k: [] for k in variants}
     zk: dict[str, list[float]] = {k: [] for k in variants}
     errs: dict[str, Counter] = {k: Counter() for k in variants}
+    req: dict[str, list[dict]] = {k: [] for k in variants}
     brokers = Brokers()
     async with AdminClient(c.bootstrap_servers, default_api_timeout_ms=120000) as admin:
         try:
@@ -300,7 +339,9 @@ async def figure_throughput(c: LocalCluster, plan: Plan, runs: int) -> dict:
                         ("producer_rf1", partial(producer_produce, c, t1, "1", plan.warmup_s,
                                                  plan.producer_seconds))]
                 for key, fn in _rotate(lean, r) + _rotate(real, r):
-                    s_cl, s_gen, zk_cpu, e = await fn()
+                    s_cl, s_gen, zk_cpu, e, reqs = await fn()
+                    if reqs is not None:
+                        req[key].append(reqs)
                     cl[key].append(s_cl)
                     gen[key].append(s_gen)
                     zk[key].append(zk_cpu)
@@ -326,6 +367,9 @@ async def figure_throughput(c: LocalCluster, plan: Plan, runs: int) -> dict:
             "loadgen_cores_busy": round(median(x.cpu / x.wall for x in gen[k]), 2),
             "errors": dict(errs[k]),
         }
+        if req[k]:  # medians over the rounds; bench transport costs them
+            out["variants"][k]["requests_per_gb"] = {
+                f: median(r[f] for r in req[k]) for f in req[k][0]}
     out["ratio_rf3_rf1_lean"] = round(paired_ratio(cl["lean_rf3"], cl["lean_rf1"]), 3)
     if cl["producer_rf3"] and cl["producer_rf1"]:
         out["ratio_rf3_rf1_producer"] = round(paired_ratio(cl["producer_rf3"],
