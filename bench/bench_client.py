@@ -25,6 +25,9 @@ are printed and saved to ``bench/results/client.json``.
 (c) Consumer throughput, ``replog consume --messages N`` (kafka-consumer-perf-test) from the
     beginning of the RF 3 throughput topic (60 partitions), CPU split the same way.
 
+Before each run the page cache's dirty data is written back (``sync``, ``settle_writeback``),
+so that one figure's writes are not flushed by the kernel in the middle of the next figure.
+
 Run: ``python -m bench client [--quick] [--runs N] [--data-dir DIR]``.
 """
 
@@ -214,6 +217,25 @@ async def create_topics(c: LocalCluster) -> None:
             await admin.create_topic(name, replica_assignment=rotating_assignment(n, 3))
 
 
+def settle_writeback() -> float:
+    """Write the page cache's dirty data back before a figure starts (``sync``); returns the
+    MB that were dirty. The kernel writes dirty pages back ~30 s after they were written
+    (vm.dirty_expire_centisecs), so without this the throughput runs of one round were written
+    back during the next round's figures: a 900 MB burst landing in an e2e run at 20 rec/s
+    gave p99 68 ms against 7.8 after a sync (docs/profiles). Each figure then measures its own
+    workload, not the previous one's writeback."""
+    dirty = 0.0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith(("Dirty:", "Writeback:")):
+                    dirty += int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    os.sync()
+    return round(dirty, 1)
+
+
 def _rotate(items: list, r: int) -> list:
     k = r % len(items)
     return items[k:] + items[:k]
@@ -232,20 +254,25 @@ def run_rounds(c: LocalCluster, plan: Plan) -> dict:
         baseline = startup_cpu(c, "tput-rf1")
         baselines.append(baseline)
         for key, topic, acks, bs in _rotate(variants, r):
+            settle_writeback()
             s = produce_run(c, topic, acks, bs, plan.produce_records, baseline)
             produce[key].append(s)
             log(f"[client] round {r + 1}/{plan.rounds} produce {key}: {s['mb_s']:.1f} MB/s, "
                 f"CPU s/GB {s['cpu_s_per_gb']}")
+        settle_writeback()
         s = consume_run(c, "tput-rf3", plan.produce_records, baseline)
         consume.append(s)
         log(f"[client] round {r + 1}/{plan.rounds} consume: {s['mb_s']:.1f} MB/s, "
             f"CPU s/GB {s['cpu_s_per_gb']}")
+        dirty = settle_writeback()
         s = e2e_run(c, "lat60", LOW_RATE, plan.low_rate_records, LATENCY_RECORD_BYTES)
+        s["dirty_mb_synced_before"] = dirty
         low.append(s)
         log(f"[client] round {r + 1}/{plan.rounds} e2e at {LOW_RATE:.0f} rec/s: p50 "
             f"{s['p50_ms']} p99 {s['p99_ms']} p99.9 {s['p999_ms']} ms")
         peak = produce["rf3_b16k"][-1]["records_s"]
         rate = max(peak / 2, LOW_RATE)
+        settle_writeback()
         s = e2e_run(c, "lat60", rate, max(100, int(rate * plan.half_peak_seconds)),
                     RECORD_BYTES)
         half.append(s)
