@@ -233,9 +233,11 @@ def _print(results: dict, cpus: int) -> None:
     print(f"    {'shape':<18}{'calls/s':>9}{'MB/s':>8}{'server us':>11}{'client us':>11}"
           f"{'server s/GB':>13}{'client s/GB':>13}")
     for name, m in shapes.items():
+        # Per GB says nothing for a 100-byte call: its cost is the call itself.
+        per_gb = (f"{m['server_s_per_gb']:>13.2f}{m['client_s_per_gb']:>13.2f}"
+                  if m["mb_s"] >= 1 else f"{'-':>13}{'-':>13}")
         print(f"    {name:<18}{m['calls_s']:>9.0f}{m['mb_s']:>8.1f}"
-              f"{m['server_us_per_call']:>11.0f}{m['client_us_per_call']:>11.0f}"
-              f"{m['server_s_per_gb']:>13.2f}{m['client_s_per_gb']:>13.2f}")
+              f"{m['server_us_per_call']:>11.0f}{m['client_us_per_call']:>11.0f}{per_gb}")
         print(json_line(NAME, f"shape {name}", m))
     floors = results["figures"]["floors"]
     if not floors:
