@@ -38,6 +38,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from collections import deque
@@ -361,6 +362,9 @@ class LocalCluster:
         self.zookeeper_connect = ""
         self._zk = None
         self._lock_fd: int | None = None
+        # Nodes start in threads (ProcessHandle.astart), and each rewrites cluster.json: two at
+        # once shared the .tmp file, and the second os.replace found it gone.
+        self._json_lock = threading.Lock()
         self._owns_dir = False  # set once this cluster held the data dir's lock
         self._used_ports: set[int] = set()
         self._started = False
@@ -659,9 +663,10 @@ class LocalCluster:
     def _write_cluster_json(self) -> None:
         if not self._owns_dir or not self.data_dir.exists():
             return  # never overwrite the description of another cluster in this dir
-        tmp = self.cluster_json_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.describe(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.cluster_json_path)
+        with self._json_lock:
+            tmp = self.cluster_json_path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(self.describe(), indent=2) + "\n", encoding="utf-8")
+            os.replace(tmp, self.cluster_json_path)
 
     def _acquire_lock(self) -> None:
         if self._lock_fd is not None:
