@@ -76,6 +76,7 @@ from functools import partial
 
 import grpc
 import grpc.aio
+from prometheus_client.parser import text_string_to_metric_families
 
 from admin.client import AdminClient, KafkaError, Producer
 from admin.local_cluster import LocalCluster
@@ -170,23 +171,25 @@ def make_batch(n: int = RECORDS_PER_BATCH, size: int = RECORD_BYTES) -> bytes:
 
 # ============================================================================ (a) throughput
 
-_REQUEST_SERIES = {
-    "produce": 'kafka_network_requestmetrics_requests_total{request="Produce"}',
-    "fetch_follower": 'kafka_network_requestmetrics_requests_total{request="FetchFollower"}',
-    "produce_bytes": "kafka_server_brokertopicmetrics_bytesin_total",
-    "fetch_follower_bytes": "kafka_server_brokertopicmetrics_replicationbytesout_total",
+# (sample name, labels) of the brokers' counters that requests_per_gb reads.
+_REQUEST_SAMPLES = {
+    "produce": ("kafka_network_requestmetrics_requests_total", {"request": "Produce"}),
+    "fetch_follower": ("kafka_network_requestmetrics_requests_total",
+                       {"request": "FetchFollower"}),
+    "produce_bytes": ("kafka_server_brokertopicmetrics_bytesin_total", {}),
+    "fetch_follower_bytes": ("kafka_server_brokertopicmetrics_replicationbytesout_total", {}),
 }
 
 
 def _scrape_requests(c: LocalCluster) -> dict[str, float]:
     """The brokers' request and byte counters, summed (Kafka's RequestMetrics / BytesIn)."""
-    total = dict.fromkeys(_REQUEST_SERIES, 0.0)
+    total = dict.fromkeys(_REQUEST_SAMPLES, 0.0)
     for h in c.brokers.values():
-        text = urllib.request.urlopen(h.metrics_url, timeout=10).read().decode()
-        for line in text.splitlines():
-            for key, series in _REQUEST_SERIES.items():
-                if line.startswith(series + " "):
-                    total[key] += float(line.rsplit(" ", 1)[1])
+        with urllib.request.urlopen(h.metrics_url, timeout=10) as resp:
+            samples = [s for f in text_string_to_metric_families(resp.read().decode())
+                       for s in f.samples]
+        for key, (name, labels) in _REQUEST_SAMPLES.items():
+            total[key] += sum(s.value for s in samples if s.name == name and s.labels == labels)
     return total
 
 

@@ -36,6 +36,7 @@ import os
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -133,7 +134,8 @@ def _measure(shape: Shape, calls: int, port: int, server: psutil.Process) -> dic
             "server_s_per_gb": server_cpu / moved, "client_s_per_gb": client_cpu / moved}
 
 
-def _start_server(tmp: str) -> subprocess.Popen:
+def _start_server(tmp: str) -> tuple[subprocess.Popen, int]:
+    """The bare server in a child process, and the port it bound (it writes it to a file)."""
     port_file = os.path.join(tmp, "transport.port")
     proc = subprocess.Popen([sys.executable, "-c",
                              f"from bench.bench_transport import serve; serve({port_file!r})"],
@@ -144,7 +146,8 @@ def _start_server(tmp: str) -> subprocess.Popen:
             proc.kill()
             raise RuntimeError("the bare gRPC server did not start")
         time.sleep(0.05)
-    return proc
+    with open(port_file) as f:
+        return proc, int(f.read())
 
 
 # ============================================================================ the floor
@@ -182,29 +185,23 @@ def floor(shapes: dict[str, dict], workload: dict, cpus: int) -> dict | None:
 def main(opts: argparse.Namespace | None = None) -> dict:
     quick = bool(getattr(opts, "quick", False))
     runs = getattr(opts, "runs", None) or (1 if quick else 3)
-    tmp = getattr(opts, "data_dir", None) or "/tmp"
-    os.makedirs(tmp, exist_ok=True)
-    tmp = os.path.join(tmp, f"replog-bench-transport-{os.getpid()}")
-    os.makedirs(tmp, exist_ok=True)
-    proc = _start_server(tmp)
-    try:
-        with open(os.path.join(tmp, "transport.port")) as f:
-            port = int(f.read())
-        server = psutil.Process(proc.pid)
-        raw: dict[str, list[dict]] = {s.name: [] for s in SHAPES}
-        for r in range(runs):
-            for s in SHAPES:
-                m = _measure(s, s.quick_calls if quick else s.calls, port, server)
-                raw[s.name].append(m)
-                log(f"[transport] run {r + 1}/{runs} {s.name}: {m['calls_s']:.0f} calls/s, "
-                    f"server {m['server_us_per_call']:.0f} us/call, "
-                    f"client {m['client_us_per_call']:.0f} us/call")
-    finally:
-        proc.kill()
-        proc.wait()
-        for name in os.listdir(tmp):
-            os.unlink(os.path.join(tmp, name))
-        os.rmdir(tmp)
+    parent = getattr(opts, "data_dir", None) or "/tmp"
+    os.makedirs(parent, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="replog-bench-transport-", dir=parent) as tmp:
+        proc, port = _start_server(tmp)
+        try:
+            server = psutil.Process(proc.pid)
+            raw: dict[str, list[dict]] = {s.name: [] for s in SHAPES}
+            for r in range(runs):
+                for s in SHAPES:
+                    m = _measure(s, s.quick_calls if quick else s.calls, port, server)
+                    raw[s.name].append(m)
+                    log(f"[transport] run {r + 1}/{runs} {s.name}: {m['calls_s']:.0f} calls/s, "
+                        f"server {m['server_us_per_call']:.0f} us/call, "
+                        f"client {m['client_us_per_call']:.0f} us/call")
+        finally:
+            proc.kill()
+            proc.wait()
     shapes = {name: {k: round(median(m[k] for m in ms), 3) for k in ms[0]}
               for name, ms in raw.items()}
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
