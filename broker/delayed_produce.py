@@ -58,10 +58,13 @@ def produce_wait(p: LeaderView | None, written_epoch: int, end_offset: int,
     if p.leader_epoch != written_epoch and \
             not batch_intact(p.log_end_offset, end_offset, epoch_at, written_epoch):
         return ProduceWait.TRUNCATED
-    if p.high_watermark >= end_offset:
-        return ProduceWait.ACKNOWLEDGED
+    # Kafka's DelayedProduce (Partition.checkEnoughReplicasReachOffset): the ISR size is read
+    # with the HW, not only while waiting - a batch below the HW is acknowledged only if the
+    # ISR is still at min.insync.replicas, else NOT_ENOUGH_REPLICAS_AFTER_APPEND (retriable).
     if len(p.isr) < p.min_isr:
         return ProduceWait.ISR_TOO_SMALL
+    if p.high_watermark >= end_offset:
+        return ProduceWait.ACKNOWLEDGED
     if remaining_s <= 0:
         return ProduceWait.TIMED_OUT
     return ProduceWait.WAIT

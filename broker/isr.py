@@ -151,13 +151,21 @@ def expansion_refused(refused_epoch: int | None, f: FollowerState) -> bool:
 
 
 def new_high_watermark(current_hw: int, leader_leo: int, isr: tuple[int, ...], leader_id: int,
-                       followers: dict[int, FollowerState], min_isr: int) -> int:
-    """The HW after a change of LEOs or ISR: min LEO over the ISR, monotonic, and frozen while
-    the ISR is below min.insync.replicas."""
+                       followers: dict[int, FollowerState], min_isr: int,
+                       maximal_isr: tuple[int, ...] | None = None) -> int:
+    """The HW after a change of LEOs or ISR: min LEO over the maximal ISR, monotonic, and
+    frozen while the *committed* ``isr`` is below ``min_isr`` (the effective one,
+    min(min.insync.replicas, RF)).
+
+    Kafka's Partition.maybeIncrementLeaderHW: the maximal ISR (``isr`` plus an AlterPartition
+    in flight) bounds the minimum LEO, so a replica being added already has what the HW
+    exposes; but the freeze (isUnderMinIsr) reads only the committed ISR. Reading the maximal
+    one there let the HW move on an expansion the controller might refuse while the ELR
+    vouched for a replica without those records (issue 26, defect 1)."""
     if len(isr) < min_isr:
         return current_hw
     low = leader_leo
-    for b in isr:
+    for b in (isr if maximal_isr is None else maximal_isr):
         if b == leader_id:
             continue
         f = followers.get(b)

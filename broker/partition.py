@@ -54,6 +54,9 @@ class Partition:
         # An AlterPartition in flight (Kafka's PendingShrinkIsr / PendingExpandIsr): until the
         # controller answers, the HW is computed over the larger "maximal" ISR.
         self.pending_isr: tuple[int, ...] | None = None
+        # min.insync.replicas as configured (topic override, dynamic broker default, static:
+        # common.dynamic_config.configured_min_isr): acks=all admission and DelayedProduce
+        # use it as is; the HW freeze uses ``effective_min_isr``.
         self.min_isr = 1
         # KIP-704: after an unclean election the controller marks the leader RECOVERING; the
         # leader reports RECOVERED through AlterPartition (nothing to rebuild in replog).
@@ -144,8 +147,8 @@ class Partition:
         if not self.is_leader or self.log is None:
             return False
         new = isr_rules.new_high_watermark(self.log.high_watermark, self.log.log_end_offset,
-                                           self.maximal_isr, self.local_id, self.followers,
-                                           self.min_isr)
+                                           self.isr, self.local_id, self.followers,
+                                           self.effective_min_isr, self.maximal_isr)
         if new > self.log.high_watermark:
             self.log.high_watermark = new
             self.hw_moved.notify()
@@ -175,8 +178,16 @@ class Partition:
         return self.is_leader and len(self.isr) < len(self.replicas)
 
     @property
+    def effective_min_isr(self) -> int:
+        """min(min.insync.replicas, RF) (Kafka's Partition.effectiveMinIsr, KIP-966): what the
+        HW freeze and the controller's ELR rules read. Without the cap a topic whose RF is below
+        min.insync.replicas never moved its HW, so consumers never saw its acks=1 records
+        (issue 26, defect 3)."""
+        return max(1, min(self.min_isr, len(self.replicas) or 1))
+
+    @property
     def under_min_isr(self) -> bool:
-        return self.is_leader and len(self.isr) < self.min_isr
+        return self.is_leader and len(self.isr) < self.effective_min_isr
 
     def __repr__(self) -> str:
         return (f"Partition({self.tp}, leader={self.leader_id}, epoch={self.leader_epoch}, "
