@@ -54,6 +54,16 @@ class CachedPartition:
     high_watermark: int = -1
     log_start_offset: int = -1
 
+    def update_request(self, fp: Any) -> None:
+        """The follower's fetch state changed (offset, max bytes, leader epoch, last fetched
+        epoch or log start). Its fetcher may have dropped the answer that carried the HW
+        recorded here - its state was replaced while that answer was in flight - so the HW is
+        forgotten and the partition answered again whatever its HW (Kafka's CachedPartition
+        resets its HW to -1 for the same reason after an error)."""
+        if fp != self.request:
+            self.high_watermark = -1
+        self.request = fp
+
 
 @dataclass
 class FetchSession:
@@ -158,7 +168,7 @@ class FetchSessionCache:
             if c is None:
                 s.partitions[fp.tp] = CachedPartition(fp)
             else:
-                c.request = fp
+                c.update_request(fp)
         s.epoch = next_epoch(s.epoch)
         self.sessions.move_to_end(s.id)
         return FetchContext([c.request for c in s.partitions.values()], s, incremental=True)

@@ -1,6 +1,7 @@
 """KIP-227 incremental fetch sessions (broker/fetch_session.py): the leader's cache and the
 follower's handler, alone and against each other over random histories."""
 
+import dataclasses
 import random
 
 import pytest
@@ -71,6 +72,23 @@ def test_diverging_epoch_is_always_answered():
     ctx.answer([res(hw=5)])
     ctx = cache.new_context(2, ctx.session_id, 1, [], [])
     assert len(ctx.answer([res(hw=5, diverging=(3, 4))])) == 1
+
+
+@pytest.mark.parametrize("field, value", [
+    ("fetch_offset", 7), ("max_bytes", 1 << 10), ("current_leader_epoch", 3),
+    ("last_fetched_epoch", 2), ("log_start_offset", 5),
+])
+def test_a_changed_fetch_state_is_answered_even_when_the_hw_has_not_moved(field, value):
+    """Kafka's CachedPartition: the follower may have dropped the answer that carried this HW
+    (its fetcher state was replaced mid-flight, broker/fetcher.py), and its next fetch state
+    differs; an unchanged HW must not leave that partition out of the answer."""
+    cache = FetchSessionCache()
+    ctx = full(cache, [fp(T[0]), fp(T[1])])
+    ctx.answer([res(hw=10)] * 2)
+    ctx = cache.new_context(2, ctx.session_id, 1, [dataclasses.replace(fp(T[0]), **{field: value})], [])
+    assert [f.tp for f, _ in ctx.answer([res(hw=10)] * 2)] == [T[0]]
+    ctx = cache.new_context(2, ctx.session_id, 2, [], [])
+    assert ctx.answer([res(hw=10)] * 2) == []  # answered once, then quiet again
 
 
 def test_forgotten_partitions_leave_the_session():
@@ -166,20 +184,21 @@ def test_handler_starts_over_after_a_failed_request_or_a_session_error():
 
 @pytest.mark.parametrize("seed", range(200))
 def test_follower_and_leader_agree_over_random_histories(seed):
-    """Over random fetch-state changes, lost requests, lost answers, evictions and leader
-    restarts: the leader always serves exactly the partitions and fetch states the follower
-    wants, and the follower always knows each partition's latest HW and log start - what
-    sessionless full fetches would give it."""
+    """Over random fetch-state changes, lost requests, lost answers, answers the fetcher
+    drops, evictions and leader restarts: the leader always serves exactly the partitions and
+    fetch states the follower wants, and the follower always knows each partition's latest HW
+    and log start - what sessionless full fetches would give it."""
     rng = random.Random(seed)
     cache = FetchSessionCache(max_slots=rng.choice([1, 2, 1000]), rng=rng)
     h = FetchSessionHandler()
-    state = {tp: rng.randrange(3) for tp in T}  # the follower's fetch state per partition
+    # the follower's fetch state per partition: (leader epoch, fetch offset)
+    state = {tp: (0, rng.randrange(3)) for tp in T}
     leader = {tp: (rng.randrange(3), rng.randrange(2)) for tp in T}  # HW, log start
     known: dict = {}
     for _ in range(60):
         for tp in T:
             if rng.random() < 0.2:
-                state[tp] = rng.randrange(4)
+                state[tp] = (state[tp][0], rng.randrange(4))
             if rng.random() < 0.2:
                 leader[tp] = (rng.randrange(4), rng.randrange(2))
         wanted = {tp: v for tp, v in state.items() if rng.random() < 0.9}
@@ -191,12 +210,13 @@ def test_follower_and_leader_agree_over_random_histories(seed):
         if rng.random() < 0.05:
             h.on_error()  # the request never arrived
             continue
-        ctx = cache.new_context(2, sid, epoch, [fp(tp, offset=wanted[tp]) for tp in send],
+        ctx = cache.new_context(2, sid, epoch, [fp(tp, offset=wanted[tp][1], epoch=wanted[tp][0])
+                                             for tp in send],
                                 forget)
         if isinstance(ctx, tuple):
             h.on_response(ctx[0], sid)
             continue
-        assert {f.tp: f.fetch_offset for f in ctx.parts} == wanted
+        assert {f.tp: (f.current_leader_epoch, f.fetch_offset) for f in ctx.parts} == wanted
         # now and then an error that carries the HW (OFFSET_OUT_OF_RANGE does)
         errors = {f.tp for f in ctx.parts if rng.random() < 0.1}
         answered = ctx.answer([res(hw=leader[f.tp][0], log_start=leader[f.tp][1],
@@ -210,9 +230,16 @@ def test_follower_and_leader_agree_over_random_histories(seed):
         h.on_response(ErrorCode.NONE, ctx.session_id)
         if epoch == INITIAL_EPOCH:
             known = {}
+        # As broker/fetcher.py: a LeaderAndIsr replaced the partition's fetch state (a new
+        # leader epoch, so never an earlier state again) while the answer was in flight: the
+        # answer is dropped and the follower keeps what it knew.
+        dropped = {f.tp for f in ctx.parts if rng.random() < 0.1}
+        for tp in dropped:
+            state[tp] = (state[tp][0] + 1, state[tp][1])
+        answered = [(f, r) for f, r in answered if f.tp not in dropped]
         for f, r in answered:
             # an error answer tells the follower nothing it may keep
             known[f.tp] = (r.high_watermark, r.log_start_offset) \
                 if r.error == ErrorCode.NONE else None
-        wanted = {tp: v for tp, v in wanted.items() if tp not in errors}
+        wanted = {tp: v for tp, v in wanted.items() if tp not in errors | dropped}
         assert {tp: known.get(tp) for tp in wanted} == {tp: leader[tp] for tp in wanted}
