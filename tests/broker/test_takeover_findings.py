@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import errno
 
-from broker.replica_manager import EPOCH_CHECKPOINT_CHUNK
+from broker.replica_manager import EPOCH_CHECKPOINT_CHUNK, FetchPartitionRequest
 from broker.servicer import leader_and_isr_request
 from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log import Log
@@ -167,15 +167,44 @@ def test_a_clean_close_writes_the_deferred_epoch(tmp_path):
     assert Log.open(str(tmp_path), tp, needs_recovery=False).epoch_cache.entries == [(2, 0)]
 
 
+class _RefusingAlterPartition:
+    """Stands in for the AlterPartition manager: records each expansion proposed and answers
+    it at once as the controller does for a broker in controlled shutdown (KIP-841:
+    INELIGIBLE_REPLICA, recorded against the broker epoch the follower fetched with)."""
+
+    def __init__(self):
+        self.expansions: list[int] = []
+
+    def expand_isr(self, p, follower_id):
+        self.expansions.append(follower_id)
+        p.refused_expansions[follower_id] = p.followers[follower_id].broker_epoch
+
+    def shrink_isr(self, p, out, now_ms):
+        raise AssertionError(f"nothing is out of sync here: {sorted(out)}")
+
+
 async def test_each_isr_expiration_round_clears_refused_expansions(nodes):
     """KIP-841 refusals (broker/isr.expansion_refused) hold a follower back only until the next
-    isr-expiration round: nothing waits on a refusal forever."""
+    isr-expiration round: nothing waits on a refusal forever. The caught-up follower's fetches
+    propose it once, then not while refused, then again after the round."""
     a, _ = nodes
     tp = TopicPartition(TOPIC, 0)
-    await a.rm.leader_and_isr(leader_and_isr_request(_lead_all(a, [tp], 1)))
-    a.rm.partitions[tp].refused_expansions[2] = 102
+    request = _lead_all(a, [tp], 1)
+    request.partition_states[0].replicas.append(2)  # ISR [1], replicas [1, 2]
+    await a.rm.leader_and_isr(leader_and_isr_request(request))
+    a.rm.alter_partition = controller = _RefusingAlterPartition()
+
+    async def follower_fetch():
+        await a.rm.fetch(2, 102, 0, 1, 1 << 20, [FetchPartitionRequest(tp, 0, 1 << 20, 1)])
+
+    await follower_fetch()
+    assert controller.expansions == [2]
+    for _ in range(3):  # refused at broker epoch 102, which it still fetches with
+        await follower_fetch()
+    assert controller.expansions == [2]
     a.rm.maybe_shrink_isr()
-    assert a.rm.partitions[tp].refused_expansions == {}
+    await follower_fetch()
+    assert controller.expansions == [2, 2]
 
 
 async def test_a_leader_and_isr_after_fetcher_shutdown_starts_no_fetcher(nodes):
