@@ -134,7 +134,7 @@ def epoch_start_applies(is_leader: bool, leader_epoch: int, written_epoch: int) 
 
 
 def is_stray_replica(broker_id: int, replicas, leader_epoch: int, has_log: bool,
-                     held: HeldReplica | None) -> bool:
+                     held: HeldReplica | None, isr=()) -> bool:
     """A log this broker keeps for a partition whose replicas (RS, adding ones included) no
     longer name it - a replica removed by a reassignment or a cancel whose StopReplica(delete)
     never arrived: this broker was down, or the controller that removed it died before its
@@ -143,7 +143,13 @@ def is_stray_replica(broker_id: int, replicas, leader_epoch: int, has_log: bool,
     the ZooKeeper-era metadata). A replica still served counts only once the metadata carries a
     newer leader epoch than it holds: the controller has moved the partition on without it, so
     it must neither lead (acks=1 writes to it would be lost) nor linger. One served at the
-    current epoch is left to the controller's own StopReplica."""
-    if not has_log or broker_id in replicas:
+    current epoch is left to the controller's own StopReplica.
+
+    A replica the ISR still names is never a stray, whatever the replicas say: reassignment's
+    step 4 sends replicas = TRS at a new epoch while the removed replicas stay in the ISR until
+    step 5, and a controller killed between the two (seed 004 case 3) left ISR members without
+    data, one of which a later election could pick cleanly (issue 26, defect 4). As in Kafka,
+    only StopReplica(delete) - step 5, after the ISR shrank - removes such a log."""
+    if not has_log or broker_id in replicas or broker_id in isr:
         return False
     return held is None or held.stopped or leader_epoch > held.leader_epoch

@@ -745,7 +745,7 @@ class ReplicaManager:
             if info.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
                 self.broker_id, info.replicas, info.leader_epoch,
                 self.log_manager.get_log(tp) is not None,
-                self.partitions.get(tp)))
+                self.partitions.get(tp), info.isr))
         if strays:
             self.events.warning("stray_replicas", partitions=[str(s.tp) for s in strays])
             task = asyncio.get_running_loop().create_task(self.stop_replica(StopReplicaRequest(

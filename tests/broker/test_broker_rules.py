@@ -280,3 +280,12 @@ def test_update_metadata_translation_and_deletion():
 ])
 def test_stray_replica_rule(replicas, has_log, held, stray):
     assert partition_state.is_stray_replica(1, replicas, 5, has_log, held) is stray
+
+
+@pytest.mark.parametrize("held", [None, NS(stopped=True, leader_epoch=0),
+                                  NS(stopped=False, leader_epoch=4)])
+def test_a_replica_still_in_the_isr_is_never_a_stray(held):
+    """Issue 26, defect 4: reassignment step 4's UpdateMetadata (replicas = TRS, epoch E+1)
+    reaches a removed replica the ISR still names; only step 5's StopReplica deletes it."""
+    assert partition_state.is_stray_replica(1, (2, 3), 5, True, held, isr=(1, 2, 3)) is False
+    assert partition_state.is_stray_replica(1, (2, 3), 5, True, held, isr=(2, 3)) is True

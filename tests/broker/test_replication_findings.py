@@ -11,6 +11,7 @@ import threading
 from broker.replica_manager import FetchPartitionRequest
 from broker.servicer import leader_and_isr_request, stop_replica_request
 from common.records import decode_all
+from common.rpc import replog_pb2 as pb
 from tests.broker.inprocess import TP, leader_and_isr, produce_req, wait_until
 from tests.storage.helpers import batch
 
@@ -245,3 +246,30 @@ async def test_partition_that_became_leader_while_an_earlier_one_appended_is_not
         await asyncio.sleep(0)
     assert b1.log_end_offset == 10
     assert b1.epoch_cache.entries == [(0, 0), (1, 5), (3, 10)]
+
+
+async def test_reassignment_step_4_metadata_does_not_delete_a_replica_the_isr_names(nodes):
+    """Issue 26, defect 4 at the broker: reassignment [1, 2] -> [2, 3] reaches step 4 (the
+    UpdateMetadata carries replicas = TRS at a newer leader epoch) while ZooKeeper still lists
+    broker 1 in the ISR - the controller died before step 5. Broker 1 keeps its log: only
+    StopReplica(delete) after the ISR shrank may remove it. Once the metadata drops it from the
+    ISR too, it is a stray and goes."""
+    a, b = nodes[0], nodes[1]
+    for n in (a, b):
+        await n.stub.LeaderAndIsr(leader_and_isr(n, 2, 3, [1, 2], [1, 2], [a, b]))
+    await b.stub.Produce(produce_req("acked", acks=-1))
+
+    def metadata(isr):
+        return pb.UpdateMetadataRequest(
+            controller_id=0, controller_epoch=1, broker_epoch=a.rm.broker_epoch,
+            live_brokers=[n.endpoint() for n in (a, b)], topic_ids={TP.topic: "id"},
+            partition_states=[pb.UpdateMetadataPartitionState(
+                topic=TP.topic, partition=TP.partition, controller_epoch=1, leader=2,
+                leader_epoch=4, isr=isr, partition_epoch=4, replicas=[2, 3])])
+
+    await a.stub.UpdateMetadata(metadata([2, 1, 3]))
+    # the stray decision is taken (and logged) within UpdateMetadata; its deletion runs later
+    assert not [e for e in a.events_logged() if e.get("event") == "stray_replicas"]
+    assert a.lm.get_log(TP) is not None
+    await a.stub.UpdateMetadata(metadata([2, 3]))
+    await wait_until(lambda: a.lm.get_log(TP) is None, timeout=10)
