@@ -115,6 +115,13 @@ class Log:
         # KIP-113: set when an intra-broker move swapped a new log in for this one; work still
         # queued for this object is forwarded there (broker/alter_log_dirs.py).
         self.moved_to: Log | None = None
+        # Set by the LogManager holding this log as the partition's replica: run after a
+        # truncation to checkpoint the lowered recovery point at once (Kafka's
+        # LogManager.truncateTo and truncateFullyAndStartAt). A checkpoint left at the old, higher point makes recovery
+        # re-add leader epochs only past it, so an epoch that starts at the truncation point
+        # - becoming leader right after truncating, its entry deferred - comes back after a
+        # crash starting at that old point (issue 26, defect 5).
+        self.on_truncation: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ loading
 
@@ -240,8 +247,9 @@ class Log:
         """Write a leader epoch that becoming leader recorded only in memory
         (``assign(defer=True)``), as ``_persist_epochs`` writes any change. Run soon after
         LeaderAndIsr is answered, off its path. Until it runs, a crash loses only an entry at
-        or past the recovery point -- the flush that moves the recovery point writes and syncs
-        the file first -- and recovery rebuilds that from the batches' leader epochs. An epoch
+        or past the checkpointed recovery point -- the flush that moves the recovery point
+        writes and syncs the file first, and a truncation that lowers it checkpoints it at once
+        (``on_truncation``) -- and recovery rebuilds that from the batches' leader epochs. An epoch
         with no batch yet is dropped by every load anyway (``truncate_from_end(LEO)``, as
         Kafka's LogLoader does). Raises
         KafkaStorageError (CheckpointIOError) as every epoch write does."""
@@ -543,6 +551,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, leo)
         self.high_watermark = min(self.high_watermark, leo)
         self.log_start_offset = min(self.log_start_offset, leo)
+        self._after_truncation()
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -563,6 +572,11 @@ class Log:
         except OSError as e:
             raise self._fail(LogTruncationError(self.log_dir, str(self.tp), e)) from e
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        if self.on_truncation is not None:
+            self.on_truncation()
 
     # ------------------------------------------------------------------ flush / retention
 

@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import uuid
@@ -78,6 +79,7 @@ class LogDir:
         self.pending: list[tuple[Callable, tuple, asyncio.Future]] = []
         self.draining = False
         self.lock = threading.Lock()
+        self.checkpoint_lock = threading.Lock()
         self.checkpoints = {name: OffsetCheckpointFile(self.path, name, fileops)
                             for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                                          LOG_START_OFFSET_CHECKPOINT)}
@@ -199,10 +201,7 @@ class LogManager:
                            recovery_point=recovery_points.get(tp, 0),
                            log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp, 0),
                            needs_recovery=not d.had_clean_shutdown)
-            with self._lock:
-                self.logs[tp] = log
-                self._dir_of[tp] = d
-                self._placements[tp] = record
+            self._adopt(tp, log, d, record)
         # The marker is removed only once the dir is loaded: a crash from here on means
         # "not clean" at the next start (Kafka does the same).
         if d.had_clean_shutdown:
@@ -375,10 +374,7 @@ class LogManager:
         except KafkaStorageError as e:
             self.report_failure(d, e)
             raise
-        with self._lock:
-            self.logs[tp] = log
-            self._dir_of[tp] = d
-            self._placements[tp] = record
+        self._adopt(tp, log, d, record)
         for path in self._failed_in.pop(tp, ()):
             self.failure_channel.forget(path, str(tp))
         return log
@@ -394,6 +390,7 @@ class LogManager:
         log = Log.open(d.path, tp, self.config, fileops=self.fileops, clock=self.clock,
                        recovery_point=old.recovery_point, log_start_offset=old.log_start_offset,
                        high_watermark=old.high_watermark, needs_recovery=True)
+        log.on_truncation = functools.partial(self._checkpoint_after_truncation, tp)
         with self._lock:
             if self.logs.get(tp) is old:
                 self.logs[tp] = log
@@ -404,10 +401,26 @@ class LogManager:
         """KIP-113's swap (Kafka's replaceCurrentWithFutureLog): ``log``, the future replica
         renamed and reopened in ``d`` with placement ``record``, is now ``tp``'s log
         (alter_log_dirs.py)."""
+        self._adopt(tp, log, d, record)
+
+    def _adopt(self, tp: TopicPartition, log: Log, d: LogDir,
+               record: placement.Placement | None) -> None:
+        """``log`` in ``d`` is now ``tp``'s replica."""
+        log.on_truncation = functools.partial(self._checkpoint_after_truncation, tp)
         with self._lock:
             self.logs[tp] = log
             self._dir_of[tp] = d
             self._placements[tp] = record
+
+    def _checkpoint_after_truncation(self, tp: TopicPartition) -> None:
+        """Kafka's LogManager.truncateTo: once a truncation has lowered a log's recovery
+        point, its dir's checkpoint follows at once, not at the next periodic job: recovery
+        rebuilds leader epochs only past the checkpointed point, and one deferred below it
+        would be lost in a crash (issue 26, defect 5; see ``Log.on_truncation``). Runs on the
+        thread that truncated; raises CheckpointIOError, which that caller reports."""
+        d = self._dir_of.get(tp)
+        if d is not None and d.online:
+            self.checkpoint(d)
 
     def delete_log(self, tp: TopicPartition) -> None:
         with self._lock:
@@ -502,13 +515,16 @@ class LogManager:
         for ld in ([d] if d else self.online_dirs):
             if not ld.online:
                 continue  # went offline after this job was queued: nothing of it is written
-            logs = self._logs_in(ld)
-            ld.checkpoints[RECOVERY_POINT_CHECKPOINT].write(
-                {tp: log.recovery_point for tp, log in logs})
-            ld.checkpoints[REPLICATION_OFFSET_CHECKPOINT].write(
-                {tp: log.high_watermark for tp, log in logs})
-            ld.checkpoints[LOG_START_OFFSET_CHECKPOINT].write(
-                {tp: log.log_start_offset for tp, log in logs})
+            # One writer per dir: a truncation forwarded to a swapped-in log (KIP-113) runs
+            # on the old dir's thread and checkpoints the new dir from there.
+            with ld.checkpoint_lock:
+                logs = self._logs_in(ld)
+                ld.checkpoints[RECOVERY_POINT_CHECKPOINT].write(
+                    {tp: log.recovery_point for tp, log in logs})
+                ld.checkpoints[REPLICATION_OFFSET_CHECKPOINT].write(
+                    {tp: log.high_watermark for tp, log in logs})
+                ld.checkpoints[LOG_START_OFFSET_CHECKPOINT].write(
+                    {tp: log.log_start_offset for tp, log in logs})
 
     def _logs_in(self, d: LogDir) -> list[tuple[TopicPartition, Log]]:
         """A snapshot of the logs of ``d``, taken under the lock."""

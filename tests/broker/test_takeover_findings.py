@@ -140,21 +140,8 @@ def test_deferred_epoch_is_written_and_synced_by_the_flush(tmp_path):
     assert not log.epoch_cache.deferred
 
 
-def test_a_crash_before_the_deferred_write_rebuilds_the_epoch_from_the_batches(tmp_path):
-    """The entry a crash can lose starts at or past the recovery point (a flush writes the
-    file before moving it), so recovery rebuilds it from the batches' leader epochs."""
-    tp = TopicPartition(TOPIC, 0)
-    log = Log.open(str(tmp_path), tp, needs_recovery=False)
-    log.append_as_leader(batch(2), 3)
-    log.flush()
-    log.epoch_cache.assign(4, log.log_end_offset, defer=True)
-    log.append_as_leader(batch(3), 4)
-    assert log._epoch_checkpoint.read() == [(3, 0)]
-    recovery_point = log.recovery_point
-    log._close_fds()  # a crash: no close, no flush, no clean-shutdown marker
-    reopened = Log.open(str(tmp_path), tp, recovery_point=recovery_point, needs_recovery=True)
-    assert reopened.epoch_cache.entries == [(3, 0), (4, 2)]
-    assert reopened.log_end_offset == 5
+# test_a_crash_before_the_deferred_write_rebuilds_the_epoch_from_the_batches: in
+# tests/storage/test_deferred_epochs.py, reopened from the checkpoints on disk (issue 26).
 
 
 def test_a_clean_close_writes_the_deferred_epoch(tmp_path):

@@ -16,3 +16,15 @@ class Clock:
 
     def __call__(self) -> int:
         return self.now
+
+
+def crash(lm) -> None:
+    """A process crash of a LogManager's broker: nothing is closed, flushed or checkpointed and
+    no clean-shutdown marker is written; only the fds go, as with the process. What the files
+    hold stays (a killed process keeps the page cache: FileOps has no model of unflushed data
+    to drop). Reopen with a fresh LogManager over the same dirs."""
+    for log in list(lm.logs.values()) + [f for f, _ in lm.future_logs.values()]:
+        log._close_fds()
+        log.closed = True
+    for d in lm.dirs:
+        d.executor.shutdown(wait=True)
