@@ -251,8 +251,11 @@ class Log:
         writes and syncs the file first, and a truncation that lowers it checkpoints it at once
         (``on_truncation``) -- and recovery rebuilds that from the batches' leader epochs. An epoch
         with no batch yet is dropped by every load anyway (``truncate_from_end(LEO)``, as
-        Kafka's LogLoader does). Raises
+        Kafka's LogLoader does). After a KIP-113 swap it writes the live copy's file: this
+        one's dir is renamed aside (issue 26, defect 9). Raises
         KafkaStorageError (CheckpointIOError) as every epoch write does."""
+        if self.moved_to is not None:
+            return self.moved_to.write_deferred_epochs()
         if not self.closed:
             self.epoch_cache.flush_deferred()
 

@@ -5,6 +5,13 @@ A crash is a LogManager dropped without shutdown (helpers.crash) and a fresh one
 the same dirs: the recovery point, HW and log start come from the checkpoint files, never from
 the crashed objects."""
 
+import os
+from types import SimpleNamespace
+
+from broker import alter_log_dirs as ald
+from broker.metrics import BrokerMetrics
+from broker.replication_quota import ReplicationQuota
+from broker.storage.log import Log
 from broker.storage.log_manager import LogManager
 from common.names import TopicPartition
 from tests.storage.helpers import batch, crash
@@ -67,3 +74,32 @@ def test_a_crash_before_the_deferred_write_rebuilds_the_epoch_from_the_batches(t
     assert again.get_log(TP).epoch_cache.entries == [(3, 0), (4, 4)]
     assert again.get_log(TP).log_end_offset == 7
     again.shutdown()
+
+
+def test_the_deferred_epoch_writer_follows_a_swapped_log(tmp_path):
+    """Defect 9 (storage). The writer holds the log that became leader; a KIP-113 swap may run
+    before it (alter_log_dirs._swap_on_write_path) and rename that copy to -delete. Its write
+    must go to the live copy (``moved_to``), as every other call queued for the old log does:
+    written to the old copy it failed (ENOENT: the dir is gone) and blamed a healthy log dir.
+    The swap already gave the live copy every epoch entry it keeps (_copy_tail), so nothing is
+    left to write there."""
+    dirs = [str(tmp_path / "d0"), str(tmp_path / "d1")]
+    lm = _restart(dirs)
+    src, target = lm.dirs
+    current = lm.get_or_create_log(TP, src.path)
+    current.append_as_leader(batch(2), 3)
+    current.epoch_cache.assign(4, 2, defer=True)   # become leader; the writer is queued
+    future = Log.open(target.path, TP, partition_dir=os.path.join(
+        target.path, ald.future_dir_name(TP, "f")))
+    rm = SimpleNamespace(log_manager=lm, metrics=BrokerMetrics(1), broker_epoch=1)
+    mover = ald.ReplicaAlterLogDirsManager(rm, ReplicationQuota(lambda: 0.0))
+    new, doomed, record = mover._swap_on_write_path(ald.Move(TP, target, future), current, src)
+    lm.replace_current_with_future(TP, new, target, record)  # as _complete does
+    assert current.moved_to is new and not os.path.exists(current.dir)
+    on_disk = new._epoch_checkpoint.read()
+    current.write_deferred_epochs()                # the writer, after the swap
+    assert new._epoch_checkpoint.read() == on_disk == new.epoch_cache.entries
+    assert not new.epoch_cache.deferred
+    assert not os.path.exists(current.dir) and os.path.isdir(doomed)
+    current._close_fds()
+    lm.shutdown()
