@@ -343,6 +343,16 @@ class ControllerCore:
         for t in topics:
             ctx.topics_to_delete.add(t)
             yield self._emit("topic_deletion_started", topic=t, topic_id=ctx.topic_id(t))
+        # Deletion wins over a move in flight, as in KRaft (the ZooKeeper controller deferred
+        # the deletion until the move ended, which a stalled move blocked for good): every
+        # replica of RS gets StopReplica(delete). The move's admin-path entries go now, or a
+        # later controller would resume them on a topic re-created under the same name.
+        abandoned = [tp for tp in ctx.admin_reassignments if tp.topic in topics]
+        if abandoned:
+            for tp in abandoned:
+                del ctx.admin_reassignments[tp]
+            yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
+                                            ctx.epoch_zk_version)
         d = D.start_topic_deletion(ctx, topics)
         yield from self._execute(d)
         for topic in sorted(d.deletable_topics):  # nothing left to ask any broker
@@ -605,7 +615,8 @@ class ControllerCore:
         cases, decisions/reassignment.py): moves in the topic znodes first (KIP-455), then
         the admin path's entries - clearing those already complete (case 5)."""
         ctx = self.ctx
-        moves = {tp: D.replica_assignment(ctx, tp) for tp in ctx.reassigning_partitions()}
+        moves = {tp: D.replica_assignment(ctx, tp) for tp in ctx.reassigning_partitions()
+                 if not ctx.is_being_deleted(tp.topic)}  # abandoned: see _start_deletion
         clear: dict[TopicPartition, D.Outcome] = {}
         if admin is not None and admin.error is not None:
             yield self._emit("reassignment_rejected", "warning", reason=admin.error,
