@@ -138,7 +138,7 @@ class ConfigManager:
     async def _load_broker_configs(self) -> None:
         self.per_broker = (await self._read_entity("brokers", str(self.broker_id)))[0]
         self.default = (await self._read_entity("brokers", dc.DEFAULT_BROKER))[0]
-        self.rm.apply_broker_config({**self.default, **self.per_broker})
+        self.rm.apply_broker_config({**self.default, **self.per_broker}, default=self.default)
 
     async def _reload_broker_configs(self) -> None:
         try:
@@ -203,7 +203,9 @@ class ConfigManager:
             await self._check_topic(name)
             entity, check = name, dc.check_topic_config
         else:
-            entity, check = self._check_broker_resource(name), dc.check_broker_config
+            entity = self._check_broker_resource(name)
+            check = (dc.check_broker_config if entity == dc.DEFAULT_BROKER
+                     else dc.check_broker_entity_config)
         for _ in range(ALTER_ATTEMPTS):
             current, version = await self._read_entity(entity_type, entity)
             new = dc.alter(current, alterations, check)

@@ -12,6 +12,7 @@ import asyncio
 from broker import isr as isr_rules
 from broker.isr import FollowerState
 from broker.storage.log import Log
+from common.dynamic_config import effective_min_isr
 from common.names import TopicPartition
 
 EPOCH_START_PENDING = 1 << 62  # the new leader epoch's start offset is not written yet
@@ -183,7 +184,7 @@ class Partition:
         HW freeze and the controller's ELR rules read. Without the cap a topic whose RF is below
         min.insync.replicas never moved its HW, so consumers never saw its acks=1 records
         (issue 26, defect 3)."""
-        return max(1, min(self.min_isr, len(self.replicas) or 1))
+        return effective_min_isr(self.min_isr, len(self.replicas))
 
     @property
     def under_min_isr(self) -> bool:

@@ -67,7 +67,7 @@ from broker.storage.log import RecordTooLargeError
 from broker.storage.log_manager import LogManager
 from broker.truncation import OUT_OF_RANGE, leader_divergence, leader_end_for_epoch
 from common.config import Config
-from common.dynamic_config import effective_min_isr
+from common.dynamic_config import configured_min_isr
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
 
@@ -200,6 +200,9 @@ class ReplicaManager:
         # This broker's dynamic configs (/config/brokers/<default> under /config/brokers/<id>),
         # None while they cannot be read. Set by broker/config_manager.py.
         self.broker_dynamic_config: dict[str, str] | None = {}
+        # /config/brokers/<default> alone: min ISR reads only the cluster-wide entity, as the
+        # controller does (dynamic_config.configured_min_isr, issue 26 defect 2).
+        self.broker_default_config: dict[str, str] | None = {}
         self._load_topic_config = topic_config_loader
         self._config_tickets: dict[str, int] = {}  # topic -> latest load started
         self._config_applied: dict[str, int] = {}  # topic -> ticket of the config held
@@ -376,10 +379,14 @@ class ReplicaManager:
         self.quotas.apply_topic_config(topic, cfg)
         self._refresh_min_isr(lambda tp: tp.topic == topic)
 
-    def apply_broker_config(self, dynamic: dict[str, str] | None) -> None:
+    def apply_broker_config(self, dynamic: dict[str, str] | None,
+                            default: dict[str, str] | None = None) -> None:
         """This broker's dynamic configs changed (None: unknown); topics without their own
-        override follow them."""
+        override follow them. ``dynamic`` is /config/brokers/<id> over <default>, ``default``
+        the cluster-wide entity alone (omitted: ``dynamic`` is that entity)."""
         self.broker_dynamic_config = None if dynamic is None else dict(dynamic)
+        default = dynamic if default is None else default
+        self.broker_default_config = None if default is None else dict(default)
         self.quotas.apply_broker_config(dynamic, self.config)
         # KIP-113's move throttle is a dynamic broker config too (Kafka's
         # BrokerConfigHandler updates the alter-log-dirs quota alongside the others).
@@ -400,8 +407,8 @@ class ReplicaManager:
                     p.maybe_advance_hw()  # a lower min ISR may unfreeze the HW
 
     def _min_isr(self, topic: str, replication_factor: int) -> int:
-        return effective_min_isr(self.topic_configs.get(topic), self.broker_dynamic_config,
-                                 self.config["min.insync.replicas"], replication_factor)
+        return configured_min_isr(self.topic_configs.get(topic), self.broker_default_config,
+                                  self.config["min.insync.replicas"], replication_factor)
 
     async def leader_and_isr(self, req: LeaderAndIsrRequest
                              ) -> list[tuple[TopicPartition, ErrorCode]]:

@@ -16,7 +16,8 @@ DescribeConfigs, the CLI when it prints):
   key is INVALID_REQUEST; nothing is applied unless every operation is valid).
 - ``describe_topic`` / ``describe_broker``: DescribeConfigs entries with their source and
   synonyms, most specific first (Kafka's ConfigSource order).
-- ``effective_min_isr``: the min ISR a leader enforces. Issue 15, finding 4: a config that cannot
+- ``configured_min_isr`` / ``effective_min_isr``: the min ISR the controller and every leader
+  read, from one resolver (issue 26, defect 2). Issue 15, finding 4: a config that cannot
   be read is *unknown*, never "no override"; until it is known the replication factor is used, so
   acks=all never becomes weaker than configured (a configured value above the replication factor
   only makes acks=all impossible; it adds no durability the full replica set does not give).
@@ -166,6 +167,19 @@ def check_topic_config(key: str, value: str) -> str:
     except ValueError as e:
         raise ConfigError(f"Invalid value {value} for configuration {key}: {e}") from None
     return value.strip()
+
+
+# Broker keys only the cluster-wide default entity may set: the controller and every broker
+# must read one value (configured_min_isr).
+CLUSTER_WIDE_ONLY = frozenset({"min.insync.replicas"})
+
+
+def check_broker_entity_config(key: str, value: str) -> str:
+    """``check_broker_config`` for one broker's entity (/config/brokers/<id>)."""
+    if key in CLUSTER_WIDE_ONLY:
+        raise ConfigError(f"{key} can only be set cluster-wide (--entity-default): the "
+                          f"controller's ELR rules and every leader must read one value")
+    return check_broker_config(key, value)
 
 
 def check_broker_config(key: str, value: str) -> str:
@@ -327,22 +341,39 @@ def describe_broker(per_broker: Mapping[str, str] | None, default: Mapping[str, 
 
 # ----------------------------------------------------------------------------- what applies
 
-def effective_min_isr(topic_overrides: Mapping[str, str] | None,
-                      broker_dynamic: Mapping[str, str] | None, static_min_isr: int,
-                      replication_factor: int) -> int:
-    """The min ISR a leader enforces for acks=all. ``None`` means *unknown* (ZooKeeper could
-    not be read): the replication factor then, never a weaker fallback (issue 15, finding 4)."""
+def configured_min_isr(topic_overrides: Mapping[str, str] | None,
+                       broker_default: Mapping[str, str] | None, static_min_isr: int,
+                       replication_factor: int) -> int:
+    """min.insync.replicas as configured for a topic - the one resolver the controller's ELR
+    rules and every broker's leader read (issue 26, defect 2: the controller read the topic
+    override then its own static config while brokers also read the dynamic broker configs, so
+    with a dynamic default of 1 and a controller configured with 2 the controller filled the
+    ELR while leaders acknowledged acks=all on one replica, and the ELR member was then elected
+    cleanly without those records).
+
+    Sources, in order: the topic override (/config/topics/<t>), the cluster-wide dynamic broker
+    default (/config/brokers/<default>), the static ``min.insync.replicas``. A per-broker dynamic
+    value is refused (``check_broker_entity_config``): it would make one broker's rule differ
+    from the controller's. ``None`` means *unknown* (ZooKeeper could not be read): the
+    replication factor then, never a weaker fallback (issue 15, finding 4); so does a value
+    written by hand around the checks."""
     strictest = max(1, replication_factor)
     if topic_overrides is None:
         return strictest
     raw = topic_overrides.get("min.insync.replicas")
     if raw is None:
-        if broker_dynamic is None:
+        if broker_default is None:
             return strictest
-        raw = broker_dynamic.get("min.insync.replicas")
+        raw = broker_default.get("min.insync.replicas")
     if raw is None:
-        return static_min_isr
+        return max(1, static_min_isr)
     try:
         return max(1, int(raw))
-    except ValueError:  # written by hand around the checks: the strictest, not the weakest
+    except ValueError:
         return strictest
+
+
+def effective_min_isr(configured: int, replication_factor: int) -> int:
+    """min(min.insync.replicas, RF) (Kafka's effectiveMinIsr, KIP-966): what the HW freeze and
+    the ELR rules use; produce admission uses the configured value as is."""
+    return max(1, min(configured, max(1, replication_factor)))

@@ -28,9 +28,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from common.dynamic_config import configured_min_isr, effective_min_isr
 from common.names import TopicPartition
 from common.zk_layout import NO_LEADER, BrokerRegistration, LeaderAndIsr, TopicAssignment
-from controller.elr import ElrConfig, effective_min_isr, recovery_strategy
+from controller.elr import ElrConfig, recovery_strategy
 from controller.selectors import UncleanRecoveryStrategy
 from controller.state_machine import (
     PartitionState,
@@ -65,6 +66,8 @@ class ControllerContext:
     shutting_down: set[int] = field(default_factory=set)
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # /config/brokers/<default>: the cluster-wide dynamic broker configs (issue 26, defect 2)
+    broker_default_config: dict[str, str] = field(default_factory=dict)
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
     relinquished: dict[TopicPartition, tuple[int, float]] = field(default_factory=dict)
@@ -177,9 +180,13 @@ class ControllerContext:
                                         self.unclean_leader_election_default)
 
     def min_isr(self, tp: TopicPartition) -> int:
-        """The effective min ISR ELR is kept against: min(min.insync.replicas, RF)."""
-        return effective_min_isr(self.topic_configs.get(tp.topic),
-                                 self.elr.min_insync_replicas, len(self.replicas(tp)))
+        """The effective min ISR ELR is kept against: min(min.insync.replicas, RF), read by
+        the same resolver as every broker's leader (topic override, dynamic broker default,
+        static config: common.dynamic_config, issue 26 defect 2)."""
+        rf = len(self.replicas(tp))
+        return effective_min_isr(configured_min_isr(
+            self.topic_configs.get(tp.topic, {}), self.broker_default_config,
+            self.elr.min_insync_replicas, rf), rf)
 
     def recovery_strategy(self, topic: str) -> UncleanRecoveryStrategy:
         return recovery_strategy(self.topic_configs.get(topic), self.elr,

@@ -88,6 +88,7 @@ class ControllerCore:
             E.TopicChange: self._topic_change,
             E.TopicDeletionChange: self._topic_deletion_change,
             E.TopicConfigChange: self._topic_config_change,
+            E.BrokerDefaultConfigChange: self._broker_default_config_change,
             E.StopReplicaResponse: self._stop_replica_response,
             E.TimerFired: self._timer_fired,
             E.CreateTopics: self._create_topics,
@@ -228,6 +229,7 @@ class ControllerCore:
         for topic, a in snap.assignments.items():
             ctx.add_topic(a, dict(snap.configs.get(topic, {})))
         ctx.leadership.update(snap.states)
+        ctx.broker_default_config = yield X.ReadBrokerDefaultConfig()
         ctx.topics_to_delete = {t for t in snap.topics_to_delete if t in ctx.assignments}
         for t in snap.topics_to_delete:
             if t not in ctx.assignments:  # a finished deletion's leftover entry
@@ -314,6 +316,16 @@ class ControllerCore:
         ctx.topic_configs[ev.topic] = dict(cfg)
         yield from self._execute(D.on_topic_config_changed(ctx, ev.topic, before,
                                                            strategy_was))
+
+    def _broker_default_config_change(self, ev: E.BrokerDefaultConfigChange) -> Handler:
+        """The cluster-wide dynamic broker configs changed: from now on the ELR rules read
+        its min.insync.replicas, as every broker's leader does (issue 26, defect 2)."""
+        cfg = yield X.ReadBrokerDefaultConfig()
+        before = self.ctx.broker_default_config
+        self.ctx.broker_default_config = dict(cfg)
+        if before.get("min.insync.replicas") != cfg.get("min.insync.replicas"):
+            yield self._emit("min_isr_default_changed", old=before.get("min.insync.replicas"),
+                             new=cfg.get("min.insync.replicas"))
 
     def _timer_fired(self, ev: E.TimerFired) -> Handler:
         if ev.name != AUTO_REBALANCE:

@@ -100,6 +100,13 @@ class ReadTopicConfig(Effect):
 
 
 @dataclass(frozen=True)
+class ReadBrokerDefaultConfig(Effect):
+    """-> dict (/config/brokers/<default>, {} without a znode); arms its exists-watch."""
+
+    needs_result: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
 class ReadAdminReassignments(Effect):
     """-> AdminReassignments | None (no znode); arms the znode's exists-watch."""
 

@@ -117,19 +117,6 @@ def config_warnings(config: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def effective_min_isr(topic_config: Mapping[str, str] | None, cluster_min_isr: int,
-                      replication_factor: int) -> int:
-    """Kafka's ReplicationControlManager.getTopicEffectiveMinIsr: min(min.insync.replicas, RF)
-    - a min ISR above RF would otherwise keep every ISR "below min ISR" for ever. An unreadable
-    override (written around the checks) falls back to the cluster value."""
-    raw = (topic_config or {}).get(MIN_ISR)
-    try:
-        configured = int(raw) if raw is not None else cluster_min_isr
-    except ValueError:
-        configured = cluster_min_isr
-    return max(1, min(configured, replication_factor))
-
-
 def recovery_strategy(topic_config: Mapping[str, str] | None, cluster: ElrConfig,
                       cluster_unclean: bool) -> UncleanRecoveryStrategy:
     """The strategy that applies to a topic (see the module docstring for the order)."""

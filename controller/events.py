@@ -75,6 +75,12 @@ class TopicConfigChange(Event):
 
 
 @dataclass(frozen=True)
+class BrokerDefaultConfigChange(Event):
+    """/config/brokers/<default> was created, changed or deleted: the cluster-wide dynamic
+    broker configs, whose min.insync.replicas the ELR rules read (issue 26, defect 2)."""
+
+
+@dataclass(frozen=True)
 class ReassignmentChange(Event):
     """/admin/reassign_partitions was created, changed or deleted (seed 004's listener)."""
 

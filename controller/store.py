@@ -64,6 +64,7 @@ class MetadataStore(Protocol):
     async def read_topic_config(self, topic: str, watch=None) -> dict[str, str]: ...
     async def read_topic_configs(self, topics: Sequence[str], watch_for=None
                                  ) -> dict[str, dict[str, str]]: ...
+    async def read_broker_default_config(self, watch=None) -> dict[str, str]: ...
     async def read_topics_to_delete(self, watch=None) -> list[str]: ...
     async def read_admin_reassignments(self, watch=None) -> bytes | None: ...
     async def read_restart_entries(self, watch=None) -> list[tuple[str, bytes]]: ...
@@ -107,6 +108,7 @@ class MemoryTree:
     brokers: dict[int, tuple[BrokerRegistration, Stat]] = field(default_factory=dict)
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    broker_default_config: dict[str, str] = field(default_factory=dict)  # /config/brokers/<default>
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     delete_topics: set[str] = field(default_factory=set)
     reassign_partitions: bytes | None = None  # /admin/reassign_partitions, as written
@@ -138,6 +140,12 @@ class MemoryTree:
                                        Stat(0, czxid, session_id))
         self.fire("brokers", WatchedEvent("CHILD", "/brokers/ids"))
         return czxid
+
+    def write_broker_default_config(self, config: dict[str, str]) -> None:
+        """What `replog configs --entity-type brokers --entity-default --alter` does."""
+        self.broker_default_config = dict(config)
+        self.fire("broker_default_config",
+                  WatchedEvent("CHANGED", L.entity_config_path("brokers", "<default>")))
 
     def write_reassign_partitions(self, data: bytes | None) -> None:
         """What kafka-reassign-partitions (or `replog reassign` over ZooKeeper) does."""
@@ -265,6 +273,10 @@ class InMemoryStore:
     async def read_topic_config(self, topic: str, watch=None) -> dict[str, str]:
         self.tree.watch(("config", topic), watch)
         return dict(self.tree.configs.get(topic, {}))
+
+    async def read_broker_default_config(self, watch=None) -> dict[str, str]:
+        self.tree.watch("broker_default_config", watch)
+        return dict(self.tree.broker_default_config)
 
     async def read_topic_configs(self, topics: Sequence[str], watch_for=None
                                  ) -> dict[str, dict[str, str]]:

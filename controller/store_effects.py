@@ -28,6 +28,7 @@ class Watches(Protocol):
     def broker(self, broker_id: int) -> Callable: ...
     def topics(self) -> Callable: ...
     def config(self, topic: str) -> Callable: ...
+    def broker_default_config(self) -> Callable: ...
     def delete_topics(self) -> Callable: ...
     def reassignments(self) -> Callable: ...
     def restart_partitions(self) -> Callable: ...
@@ -52,6 +53,9 @@ class EventWatches:
 
     def config(self, topic: str) -> Callable:
         return self.watch(("config", topic), lambda: E.TopicConfigChange(topic=topic))
+
+    def broker_default_config(self) -> Callable:
+        return self.watch("broker_default_config", E.BrokerDefaultConfigChange)
 
     def delete_topics(self) -> Callable:
         return self.watch("delete_topics", E.TopicDeletionChange)
@@ -122,6 +126,8 @@ async def perform(store: MetadataStore, eff: X.Effect, w: Watches,
                 _partitions(assignments))
         case X.ReadTopicConfig(topic=t):
             return await store.read_topic_config(t, watch=w.config(t))
+        case X.ReadBrokerDefaultConfig():
+            return await store.read_broker_default_config(watch=w.broker_default_config())
         case X.ReadTopicsToDelete():
             return await store.read_topics_to_delete(watch=w.delete_topics())
         case X.ReadAdminReassignments():

@@ -49,6 +49,7 @@ from kazoo.protocol.serialization import (
 from kazoo.protocol.states import ZnodeStat
 
 from common import zk_layout as L
+from common.dynamic_config import DEFAULT_BROKER
 from common.names import TopicPartition
 from common.zk_async import AsyncZk
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
@@ -313,6 +314,24 @@ class ZkStore:
             return L.decode_topic_config(got[0])
         except (ValueError, AttributeError) as e:
             log.warning("ignoring unreadable config of topic %s: %s", topic, e)
+            return {}
+
+    async def read_broker_default_config(self, watch=None) -> dict[str, str]:
+        """/config/brokers/<default>, {} without one; `watch` is an exists-watch, so it fires
+        when the znode is created, changed or deleted - the same writes that add the
+        /config/changes notification brokers act on."""
+        path = L.entity_config_path("brokers", DEFAULT_BROKER)
+        if await self.zk.exists(path, watch=watch) is None:
+            return {}
+        got = await self.zk.get_or_none(path)
+        if got is None or not got[0]:
+            return {}
+        try:
+            return L.decode_entity_config(got[0])
+        except (ValueError, AttributeError) as e:
+            # unreadable: the strictest min ISR would be right, but the controller cannot tell
+            # which keys were meant; keep the static values and say so
+            log.warning("ignoring unreadable cluster-wide broker config: %s", e)
             return {}
 
     async def read_topic_configs(self, topics: Sequence[str], watch_for=None

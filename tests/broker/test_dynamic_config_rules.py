@@ -24,6 +24,8 @@ from common.dynamic_config import (
     check_topic_config,
     describe_broker,
     describe_topic,
+    check_broker_entity_config,
+    configured_min_isr,
     effective_min_isr,
 )
 from common.errors import ConfigError, ErrorCode
@@ -140,18 +142,33 @@ def test_broker_description_default_entity_holds_only_its_dynamic_values():
 
 # ----------------------------------------------------------------------------- min ISR
 
-@pytest.mark.parametrize("topic,broker,static,rf,expected", [
+@pytest.mark.parametrize("topic,default,static,rf,expected", [
     ({"min.insync.replicas": "2"}, {"min.insync.replicas": "3"}, 1, 3, 2),  # override wins
-    ({}, {"min.insync.replicas": "3"}, 1, 3, 3),  # then the broker's dynamic value
+    ({}, {"min.insync.replicas": "3"}, 1, 3, 3),  # then the dynamic broker default
     ({}, {}, 2, 3, 2),  # then server.properties
     (None, {}, 1, 3, 3),  # topic config unreadable: the replication factor, not 1
-    ({}, None, 1, 3, 3),  # broker dynamic config unreadable: likewise
+    ({}, None, 1, 3, 3),  # broker default unreadable: likewise
     ({"min.insync.replicas": "2"}, None, 1, 3, 2),  # ... unless the topic says
     ({"min.insync.replicas": "bogus"}, {}, 1, 3, 3),  # hand-written garbage: the strictest
+    ({}, {}, 2, 1, 2),  # configured above RF: kept as configured (acks=all admission)
 ])
-def test_effective_min_isr_never_falls_back_to_a_weaker_value(topic, broker, static, rf,
-                                                               expected):
-    assert effective_min_isr(topic, broker, static, rf) == expected
+def test_configured_min_isr_never_falls_back_to_a_weaker_value(topic, default, static, rf,
+                                                                expected):
+    assert configured_min_isr(topic, default, static, rf) == expected
+
+
+@pytest.mark.parametrize("configured, rf, expected", [(2, 1, 1), (3, 2, 2), (2, 3, 2),
+                                                      (1, 3, 1), (5, 0, 1)])
+def test_effective_min_isr_is_capped_at_the_replication_factor(configured, rf, expected):
+    assert effective_min_isr(configured, rf) == expected
+
+
+def test_min_insync_replicas_is_refused_on_one_brokers_entity():
+    """Issue 26, defect 2: a per-broker value would make that broker's rule differ from the
+    controller's; only the cluster-wide default entity may set it."""
+    with pytest.raises(ConfigError, match="only be set cluster-wide"):
+        check_broker_entity_config("min.insync.replicas", "1")
+    assert check_broker_entity_config("leader.replication.throttled.rate", "10") == "10"
 
 
 # ----------------------------------------------------------------------------- notifications

@@ -34,12 +34,14 @@ class RecordingReplicaManager:
     def __init__(self):
         self.reloaded: list[str] = []
         self.broker_configs: list[dict | None] = []
+        self.defaults: list[dict | None] = []
 
     async def reload_topic_config(self, topic):
         self.reloaded.append(topic)
 
-    def apply_broker_config(self, dynamic):
+    def apply_broker_config(self, dynamic, default=None):
         self.broker_configs.append(dynamic)
+        self.defaults.append(default)
 
 
 @pytest.fixture
@@ -110,6 +112,9 @@ async def test_alter_writes_config_and_notification_together(brokers, zk):
      ErrorCode.INVALID_CONFIG, "Cannot update these configs dynamically: log.dirs"),
     (alter_req(("min.insync.replicas", pb.SET, "2"), resource_type=pb.BROKER, name="2"),
      ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 1"),
+    # issue 26, defect 2: one value for the controller and every leader
+    (alter_req(("min.insync.replicas", pb.SET, "1"), resource_type=pb.BROKER, name="1"),
+     ErrorCode.INVALID_CONFIG, "min.insync.replicas can only be set cluster-wide"),
     (alter_req(("min.insync.replicas", pb.SET, "2"), validate_only=True), ErrorCode.NONE, ""),
 ])
 async def test_refused_or_validate_only_alterations_write_nothing(brokers, zk, req, code,

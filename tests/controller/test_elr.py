@@ -18,11 +18,13 @@ KIP-966's LastKnownELR, which replog keeps (controller/elr.py); those rows say s
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from common.config import build_config
+from common.dynamic_config import configured_min_isr, effective_min_isr
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import (
@@ -45,7 +47,6 @@ from controller.decisions.recovery import (
 from controller.elr import (
     ElrConfig,
     config_warnings,
-    effective_min_isr,
     next_elr,
     recovery_strategy,
 )
@@ -240,10 +241,42 @@ def test_kafka_rcm_rows_are_scripted(name):
 def test_EffectiveMinIsr():
     ctx = make_ctx(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1, min_isr=5)
     assert ctx.min_isr(TP) == 3
-    assert effective_min_isr({"min.insync.replicas": "5"}, 1, 3) == 3
-    assert effective_min_isr({}, 2, 3) == 2
-    assert effective_min_isr(None, 2, 1) == 1
-    assert effective_min_isr({"min.insync.replicas": "x"}, 2, 3) == 2
+
+
+def test_the_controller_reads_min_isr_as_every_broker_does():
+    """Issue 26, defect 2: with min.insync.replicas=2 in the controller's config and a dynamic
+    broker default of 1, the controller's ELR rule reads 1 - as each leader does
+    (common.dynamic_config.configured_min_isr) - so it does not fill the ELR while the leader
+    acknowledges acks=all on one replica. A topic override still wins."""
+    ctx = make_ctx(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1, min_isr=2)
+    ctx.topic_configs[TP.topic].pop("min.insync.replicas")
+    ctx.elr = replace(ctx.elr, min_insync_replicas=2)
+    assert ctx.min_isr(TP) == 2
+    ctx.broker_default_config = {"min.insync.replicas": "1"}
+    assert ctx.min_isr(TP) == 1
+    rf = len(ctx.replicas(TP))
+    broker_side = effective_min_isr(configured_min_isr(
+        ctx.topic_configs[TP.topic], ctx.broker_default_config, 2, rf), rf)
+    assert ctx.min_isr(TP) == broker_side
+    ctx.topic_configs[TP.topic]["min.insync.replicas"] = "3"
+    assert ctx.min_isr(TP) == 3
+
+
+def test_a_dynamic_default_change_reaches_the_controller_core():
+    """/config/brokers/<default> is watched: a change is read and applied at once, and a new
+    controller reads it at failover."""
+    from tests.sim.driver import Driver
+    d = Driver()
+    d.elect()
+    d.run()
+    assert d.core.ctx.broker_default_config == {}
+    d.tree.write_broker_default_config({"min.insync.replicas": "1"})
+    d.run()
+    assert d.core.ctx.broker_default_config == {"min.insync.replicas": "1"}
+    d.crash()
+    d.elect()
+    d.run()
+    assert d.core.ctx.broker_default_config == {"min.insync.replicas": "1"}
 
 
 def test_UncleanShutdown_removes_from_isr_too():
