@@ -1,0 +1,552 @@
+"""One simulated broker: the real replication rules and the real Log, driven synchronously.
+
+What is called, not copied: ``broker.partition.Partition`` (HW, ISR, maximal ISR, follower
+states, maybe_advance_hw, isr_expansion_candidate, out_of_sync), ``broker.isr``,
+``broker.partition_state`` (admit_partition_state, missing_log, transition,
+epoch_start_applies, is_stray_replica), ``broker.truncation``, ``broker.fencing``,
+``broker.delayed_produce.produce_wait``, ``broker.fetch_failures.classify``,
+``broker.alter_partition.AlterPartitionManager`` (expand/shrink/mark_recovered, the stale-drop
+and the answer handling), ``common.dynamic_config.effective_min_isr``, and
+``broker.storage.log.Log`` with its checkpoint files over ``memfs.MemFileOps``.
+
+What is re-expressed here (the asyncio/gRPC glue of broker/replica_manager.py, fetcher.py and
+storage/log_manager.py, which a plain per-partition state object in production would let this
+module call instead - the next step of the issue):
+    - ReplicaManager._leader_and_isr's phases (one LeaderAndIsr applied at once, the epoch
+      start written synchronously where production awaits the log dir's executor);
+    - ReplicaManager._stop_replica, update_metadata's stray deletion, _check_controller,
+      _min_isr/_refresh_min_isr, produce's _append and _await_replication's loop,
+      _prepare_read/_read_result for follower fetches (without the idle short path, the
+      seed-002 pending reads, quotas and fetch sessions), maybe_shrink_isr;
+    - the fetcher's _build_request/_process/_truncate/_reset_offset (the offset reset reads
+      the leader's log bounds directly instead of a ListOffsets RPC);
+    - LogManager's load (checkpoints, clean-shutdown marker, Log.open with the checkpointed
+      recovery point), checkpoint() and shutdown();
+    - ReplicaManager._write_epoch_checkpoints (run a few ticks after the LeaderAndIsr).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+from broker import fencing, partition_state
+from broker import isr as isr_rules
+from broker.alter_partition import AlterPartitionManager, Proposal
+from broker.delayed_produce import ProduceWait, produce_wait
+from broker.fetch_failures import Outcome, Problem, classify
+from broker.metadata_cache import LEADER_DURING_DELETE, PartitionInfo
+from broker.partition import Partition
+from broker.storage.checkpoints import OffsetCheckpointFile
+from broker.storage.log import Log, LogConfig
+from broker.truncation import (
+    OUT_OF_RANGE,
+    Divergence,
+    follower_truncation,
+    leader_divergence,
+    leader_end_for_epoch,
+)
+from common import dynamic_config
+from common import records as rec
+from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError
+from common.names import TopicPartition
+from controller.decisions.recovery import ReplicaLogInfo
+from tests.sim.cluster.memfs import MemFileOps
+
+if TYPE_CHECKING:
+    from broker.controller_requests import (
+        LeaderAndIsrRequest,
+        StopReplicaRequest,
+        UpdateMetadataRequest,
+    )
+
+LOG_DIR = "/data"
+CLEAN_SHUTDOWN = posixpath.join(LOG_DIR, ".kafka_cleanshutdown")
+CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
+               "log-start-offset-checkpoint")
+FETCH_MAX_BYTES = 1 << 20
+
+
+class _Counter:
+    def inc(self, *_a) -> None:
+        pass
+
+    def labels(self, **_k) -> _Counter:
+        return self
+
+
+class _Quiet:
+    """Metrics and events sink: everything is a no-op counter or a no-op logger."""
+
+    def __getattr__(self, _name):
+        return _Counter() if not _name.startswith(("info", "warning", "error", "critical")) \
+            else (lambda *a, **k: None)
+
+
+@dataclass
+class FetchState:
+    """A follower's fetch state for one partition (fetcher.FetchState's fields that matter)."""
+
+    partition: Partition
+    leader_id: int
+    leader_epoch: int
+    delayed_until: int = 0
+    in_flight: int | None = None  # the id of the fetch awaiting its answer
+    sent_at: int = 0
+
+
+@dataclass
+class PendingProduce:
+    tp: TopicPartition
+    partition: Partition
+    epoch: int
+    offset: int
+    value: bytes
+    deadline: int
+
+
+@dataclass
+class FetchRequest:
+    tp: TopicPartition
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int | None
+    log_start_offset: int
+
+
+@dataclass
+class FetchAnswer:
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+    diverging: tuple[int, int] | None = None
+
+
+class ControllerRequestRefused(Exception):
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class SimBroker:
+    broker_id: int
+    static_min_isr: int
+    log_config: LogConfig
+    world: object  # tests.sim.cluster.world.World (clock, tree, configs)
+    fs: MemFileOps = field(default_factory=MemFileOps)
+    alive: bool = False
+
+    def __post_init__(self) -> None:
+        self.fs.mkdir(LOG_DIR)
+        self.fs.fsync_dir("/")
+        self._reset_process()
+
+    def _reset_process(self) -> None:
+        self.logs: dict[TopicPartition, Log] = {}
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.metadata: dict[TopicPartition, PartitionInfo] = {}
+        self.fetching: dict[TopicPartition, FetchState] = {}
+        self.failed_fetches: dict[TopicPartition, int] = {}
+        self.produces: list[PendingProduce] = []
+        self.deferred_epoch_writes: list[tuple[int, Log]] = []  # (due ms, log)
+        self.controller_epoch = -1
+        self.broker_epoch = -1
+        self.registered = False
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.broker_dynamic: dict[str, str] | None = {}
+        self.alter = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, None,
+                                           _Quiet(), _Quiet())
+        self.alter_in_flight: dict[TopicPartition, Proposal] | None = None
+        self.alter_sent_at = 0
+        self.log_versions: dict[TopicPartition, int] = {}
+
+    # ------------------------------------------------------------------ clock
+
+    def now(self) -> int:
+        return self.world.now_ms
+
+    def _touched(self, tp: TopicPartition) -> None:
+        """A log changed (the invariants re-read it)."""
+        self.world.log_version += 1
+        self.log_versions[tp] = self.world.log_version
+
+    # ------------------------------------------------------------------ process life
+
+    def start(self) -> None:
+        """A broker process starts: LogManager._load_dir over this broker's disk."""
+        self._reset_process()
+        fo = self.fs
+        clean = fo.exists(CLEAN_SHUTDOWN)
+        rp, hw, start = (OffsetCheckpointFile(LOG_DIR, n, fo).read() for n in CHECKPOINTS)
+        for name in fo.listdir(LOG_DIR):
+            full = posixpath.join(LOG_DIR, name)
+            if not fo.isdir(full):
+                continue
+            try:
+                tp = TopicPartition.parse(name)
+            except ValueError:
+                continue
+            self.logs[tp] = Log.open(LOG_DIR, tp, self.log_config, fileops=fo,
+                                     clock=self.now, recovery_point=rp.get(tp, 0),
+                                     log_start_offset=start.get(tp, 0),
+                                     high_watermark=hw.get(tp, 0), needs_recovery=not clean)
+            self._touched(tp)
+        if clean:
+            fo.unlink(CLEAN_SHUTDOWN)
+            fo.fsync_dir(LOG_DIR)
+        self.broker_dynamic = dict(self.world.broker_default_config)
+        self.alive = True
+        return clean
+
+    def checkpoint(self) -> None:
+        """LogManager.checkpoint: recovery points, HWs and log starts of every log."""
+        logs = sorted(self.logs.items())
+        for name, value in zip(CHECKPOINTS, ("recovery_point", "high_watermark",
+                                             "log_start_offset")):
+            OffsetCheckpointFile(LOG_DIR, name, self.fs).write(
+                {tp: getattr(log, value) for tp, log in logs})
+
+    def shutdown(self) -> None:
+        """A clean shutdown (LogManager.shutdown): close (flush) every log, checkpoint, and
+        write the clean-shutdown marker."""
+        for _tp, log in sorted(self.logs.items()):
+            log.close()
+        self.checkpoint()
+        self.fs.write_file_atomically(CLEAN_SHUTDOWN, b"")
+        self.alive = False
+        self._reset_process()
+
+    def power_loss(self) -> None:
+        """An unclean stop: what was not fsynced is gone (memfs.crash)."""
+        self.fs.crash()
+        self.alive = False
+        self._reset_process()
+
+    # ------------------------------------------------------------------ configs
+
+    def _min_isr(self, topic: str, replication_factor: int) -> int:
+        resolve = getattr(dynamic_config, "configured_min_isr", None)
+        if resolve is None:  # before issue 26's one resolver (defect 2): the old signature
+            resolve = dynamic_config.effective_min_isr
+        return resolve(self.topic_configs.get(topic), self.broker_dynamic,
+                       self.static_min_isr, replication_factor)
+
+    def _topic_config(self, topic: str) -> None:
+        if topic not in self.topic_configs:
+            self.topic_configs[topic] = dict(self.world.d.tree.configs.get(topic, {}))
+
+    def config_changed(self, topic: str | None) -> None:
+        """A /config/changes notification: a topic's overrides (topic) or the dynamic broker
+        default (None) were re-read; ReplicaManager.apply_*_config then _refresh_min_isr."""
+        if topic is None:
+            self.broker_dynamic = dict(self.world.broker_default_config)
+        elif topic in self.topic_configs or any(tp.topic == topic for tp in self.partitions):
+            self.topic_configs[topic] = dict(self.world.d.tree.configs.get(topic, {}))
+        for tp, p in sorted(self.partitions.items()):
+            if topic is not None and tp.topic != topic:
+                continue
+            new = self._min_isr(tp.topic, len(p.replicas))
+            if new != p.min_isr:
+                p.min_isr = new
+                if p.is_leader:
+                    p.maybe_advance_hw()
+
+    # ------------------------------------------------------------------ controller requests
+
+    def _check_controller(self, controller_epoch: int, broker_epoch: int) -> None:
+        if not self.registered:
+            raise ControllerRequestRefused(ErrorCode.STALE_BROKER_EPOCH, "not registered")
+        refused = fencing.controller_request_error(controller_epoch, broker_epoch,
+                                                   self.controller_epoch, self.broker_epoch)
+        if refused is not None:
+            raise ControllerRequestRefused(*refused)
+        self.controller_epoch = controller_epoch
+
+    def leader_and_isr(self, req: LeaderAndIsrRequest) -> dict[TopicPartition, ErrorCode]:
+        self._check_controller(req.controller_epoch, req.broker_epoch)
+        results: dict[TopicPartition, ErrorCode] = {}
+        todo = []
+        for s in req.partition_states:
+            answer = partition_state.admit_partition_state(
+                self.broker_id, s.replicas, s.leader_epoch, s.partition_epoch,
+                partition_state.held_epochs(self.partitions.get(s.tp)))
+            if answer is not None:
+                results[s.tp] = answer
+                continue
+            self._topic_config(s.topic)
+            todo.append(s)
+        for s in todo:
+            if s.tp not in self.logs and partition_state.missing_log(
+                    s.is_new, False, False) is partition_state.MissingLog.CREATE:
+                self.logs[s.tp] = Log.open(LOG_DIR, s.tp, self.log_config, fileops=self.fs,
+                                           clock=self.now)
+                self._touched(s.tp)
+        now = self.now()
+        epoch_starts = []
+        for s in todo:
+            tp = s.tp
+            p = self.partitions.get(tp)
+            if p is None:
+                p = self.partitions[tp] = Partition(tp, self.broker_id)
+            p.min_isr = self._min_isr(s.topic, len(s.replicas))
+            if p.log is None:
+                p.log = self.logs[tp]
+            t = partition_state.transition(self.broker_id, s.leader, s.leader_epoch,
+                                           s.leader_recovery_state, p.leader_epoch, p.is_leader)
+            if t.new_epoch:
+                self.failed_fetches.pop(tp, None)  # KIP-461: a new epoch clears a failure
+            p.apply_state(leader=s.leader, leader_epoch=s.leader_epoch,
+                          partition_epoch=s.partition_epoch, controller_epoch=s.controller_epoch,
+                          isr=s.isr, replicas=s.replicas, adding=s.adding_replicas,
+                          removing=s.removing_replicas,
+                          leader_recovery_state=s.leader_recovery_state)
+            if t.lead:
+                self.fetching.pop(tp, None)
+                if t.write_epoch_start:
+                    epoch_starts.append((p, p.log, s.leader_epoch))
+                p.become_leader(now, t.reset_followers)
+                p.maybe_advance_hw()
+                if t.report_recovered:
+                    self.alter.mark_recovered(p)
+                if t.reset_followers:
+                    self.world.on_become_leader(self, tp, s.leader_epoch)
+            elif t.follow:
+                p.become_follower()
+                self.fetching.pop(tp, None)
+                if t.fetch and tp not in self.failed_fetches:
+                    self.fetching[tp] = FetchState(p, s.leader, s.leader_epoch)
+            results[tp] = ErrorCode.NONE
+        for p, log, epoch in epoch_starts:
+            # replica_manager._assign_epochs, then the epoch_start_applies check
+            start = log.log_end_offset
+            log.epoch_cache.assign(epoch, start, defer=True)
+            if partition_state.epoch_start_applies(p.is_leader, p.leader_epoch, epoch):
+                p.leader_epoch_start_offset = start
+            self.deferred_epoch_writes.append(
+                (now + self.world.rng.choice((0, 100, 1000, 5000)), log))
+        return results
+
+    def stop_replica(self, req: StopReplicaRequest) -> dict[TopicPartition, ErrorCode]:
+        self._check_controller(req.controller_epoch, req.broker_epoch)
+        return self._stop(req.partition_states)
+
+    def _stop(self, states) -> dict[TopicPartition, ErrorCode]:
+        results = {}
+        for s in states:
+            tp = s.tp
+            p = self.partitions.get(tp)
+            if p is not None and fencing.stop_replica_is_stale(s.leader_epoch, p.leader_epoch):
+                results[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            self.fetching.pop(tp, None)
+            self.failed_fetches.pop(tp, None)
+            if s.delete_partition:
+                self.partitions.pop(tp, None)
+                log = self.logs.pop(tp, None)
+                if log is not None:
+                    log.delete()
+                    self._touched(tp)
+                    self.world.on_replica_deleted(self, tp)
+                self.topic_configs.pop(tp.topic, None)
+            elif p is not None:
+                p.stopped = True
+                p.become_follower()
+            results[tp] = ErrorCode.NONE
+        return results
+
+    def update_metadata(self, req: UpdateMetadataRequest) -> None:
+        self._check_controller(req.controller_epoch, req.broker_epoch)
+        for tp, info in req.partition_states:
+            self.metadata[tp] = info
+        strays = tuple(
+            SimpleNamespace(tp=tp, leader_epoch=None, delete_partition=True)
+            for tp, info in req.partition_states
+            if info.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
+                self.broker_id, info.replicas, info.leader_epoch, tp in self.logs,
+                self.partitions.get(tp)))
+        if strays:
+            self._stop(strays)
+
+    def replica_log_info(self, tps) -> dict[TopicPartition, ReplicaLogInfo]:
+        out = {}
+        for tp in tps:
+            p = self.partitions.get(tp)
+            log = p.log if p is not None else self.logs.get(tp)
+            if log is None:
+                out[tp] = ReplicaLogInfo(-1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                out[tp] = ReplicaLogInfo(log.latest_epoch, log.log_end_offset)
+        return out
+
+    # ------------------------------------------------------------------ produce
+
+    def produce(self, tp: TopicPartition, value: bytes, acks: int, timeout_ms: int
+                ) -> tuple[ErrorCode, int]:
+        """_append; for acks=all the batch then waits in ``produces``. Returns (error, offset)."""
+        p = self.partitions.get(tp)
+        p = p if p is not None and p.log is not None else None
+        refused = fencing.produce_error(p, tp in self.metadata, acks)
+        if refused is not None:
+            return refused, -1
+        batch = rec.build_batch([rec.ProducerRecord(None, value)], now_ms=self.now())
+        info = p.log.append_as_leader(batch, p.leader_epoch)
+        self._touched(tp)
+        p.maybe_advance_hw()
+        if acks == -1:
+            self.produces.append(PendingProduce(tp, p, p.leader_epoch, info.first_offset,
+                                                value, self.now() + timeout_ms))
+        return ErrorCode.NONE, info.first_offset
+
+    def settle_produces(self) -> list[tuple[PendingProduce, ProduceWait]]:
+        """_await_replication for every waiting batch: the finished ones, with their state."""
+        done, waiting = [], []
+        for w in self.produces:
+            p = w.partition
+            current = p if self.partitions.get(w.tp) is p else None
+            state = produce_wait(current, w.epoch, w.offset + 1,
+                                 lambda o, p=p: p.log.epoch_cache.epoch_for_offset(o),
+                                 (w.deadline - self.now()) / 1000)
+            (waiting if state is ProduceWait.WAIT else done).append((w, state))
+        self.produces = [w for w, _ in waiting]
+        return done
+
+    # ------------------------------------------------------------------ leader fetch path
+
+    def serve_fetch(self, replica_id: int, broker_epoch: int, fp: FetchRequest) -> FetchAnswer:
+        """_prepare_read + the read + _read_result, for a follower."""
+        tp = fp.tp
+        p = self.partitions.get(tp)
+        p = p if p is not None and p.log is not None else None
+        refused = fencing.leader_request_error(p, tp in self.metadata, fp.current_leader_epoch)
+        if refused is not None:
+            return FetchAnswer(refused)
+        log = p.log
+        div = leader_divergence(fp.last_fetched_epoch, fp.fetch_offset,
+                                leader_end_for_epoch(fp.last_fetched_epoch,
+                                                     log.end_offset_for_epoch),
+                                log.log_start_offset)
+        if div is OUT_OF_RANGE:
+            return FetchAnswer(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
+                               log.log_start_offset)
+        if div is not None:
+            return FetchAnswer(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
+                               diverging=(div.epoch, div.end_offset))
+        f = p.followers.get(replica_id)
+        stale = f is not None and fencing.follower_fetch_is_stale(broker_epoch, f.broker_epoch)
+        if isr_rules.fetch_updates_follower(replica_id in p.replicas, stale, fp.fetch_offset,
+                                            log.log_end_offset):
+            p.record_follower_fetch(replica_id, fp.fetch_offset, fp.log_start_offset,
+                                    self.now(), broker_epoch)
+            if p.isr_expansion_candidate(replica_id):
+                self.alter.expand_isr(p, replica_id)
+            p.maybe_advance_hw()
+        try:
+            data = log.read(fp.fetch_offset, FETCH_MAX_BYTES, log.log_end_offset, True)
+        except OffsetOutOfRangeError:
+            return FetchAnswer(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
+                               log.log_start_offset)
+        return FetchAnswer(ErrorCode.NONE, p.high_watermark, log.log_start_offset, data)
+
+    # ------------------------------------------------------------------ follower (fetcher)
+
+    def fetch_request(self, s: FetchState) -> FetchRequest:
+        log = s.partition.log
+        latest = log.latest_epoch
+        return FetchRequest(s.partition.tp, log.log_end_offset, s.leader_epoch,
+                            latest if latest >= 0 else None, log.log_start_offset)
+
+    def _still_following(self, tp: TopicPartition, s: FetchState, log) -> bool:
+        p = s.partition
+        return (self.fetching.get(tp) is s and p.leader_epoch == s.leader_epoch
+                and p.leader_id == s.leader_id and not p.is_leader and p.log is log)
+
+    def process_fetch(self, s: FetchState, log: Log, r: FetchAnswer, leader) -> None:
+        """fetcher._process for one partition's answer."""
+        tp = s.partition.tp
+        if not self._still_following(tp, s, log):
+            return
+        problem = Problem.NONE
+        try:
+            if r.error == ErrorCode.NONE:
+                if r.diverging is not None:
+                    self._truncate(s, log, Divergence(*r.diverging))
+                    return
+                if r.records:
+                    log.append_as_follower(r.records)
+                    self._touched(tp)
+                new_hw = min(r.high_watermark, log.log_end_offset)
+                if new_hw != log.high_watermark:
+                    log.high_watermark = new_hw
+            elif r.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                self._reset_offset(s, log, leader)
+        except CorruptRecordError:
+            problem = Problem.CORRUPT_RECORDS
+        outcome = classify(problem, r.error, s.leader_epoch, s.partition.leader_epoch)
+        if outcome is Outcome.FAIL_PARTITION:
+            self.fetching.pop(tp, None)
+            self.failed_fetches[tp] = s.leader_epoch
+        elif outcome is Outcome.DELAY_PARTITION:
+            s.delayed_until = self.now() + self.world.fetch_backoff_ms
+
+    def _truncate(self, s: FetchState, log: Log, div: Divergence) -> None:
+        own = log.end_offset_for_epoch(div.epoch) if div.epoch >= 0 else (-1, -1)
+        decision = follower_truncation(div, own, log.log_end_offset, log.high_watermark)
+        before = (log.log_end_offset, log.latest_epoch)
+        log.truncate_to(decision.offset)
+        self._touched(s.partition.tp)
+        if (log.log_end_offset, log.latest_epoch) == before:
+            s.delayed_until = self.now() + self.world.fetch_backoff_ms
+
+    def _reset_offset(self, s: FetchState, log: Log, leader: SimBroker | None) -> None:
+        """fetcher._reset_offset, with ListOffsets read straight from the leader."""
+        lp = leader.partitions.get(s.partition.tp) if leader is not None and leader.alive \
+            else None
+        if lp is None or lp.log is None or not lp.is_leader or lp.leader_epoch != s.leader_epoch:
+            s.delayed_until = self.now() + self.world.fetch_backoff_ms
+            return
+        leader_end = lp.log.log_end_offset
+        if log.log_end_offset > leader_end:
+            log.truncate_to(leader_end)
+        else:
+            log.truncate_fully_and_start_at(lp.log.log_start_offset)
+        self._touched(s.partition.tp)
+
+    # ------------------------------------------------------------------ background
+
+    def maybe_shrink_isr(self) -> None:
+        now = self.now()
+        for _tp, p in sorted(self.partitions.items()):
+            p.refused_expansions.clear()
+            out = p.out_of_sync(now, self.world.lag_max_ms, False)
+            if out:
+                self.alter.shrink_isr(p, out, now)
+
+    def write_due_epochs(self) -> None:
+        due = [e for e in self.deferred_epoch_writes if e[0] <= self.now()]
+        self.deferred_epoch_writes = [e for e in self.deferred_epoch_writes if e[0] > self.now()]
+        for _, log in due:
+            log.write_deferred_epochs()
+
+    def take_alter_batch(self) -> dict[TopicPartition, Proposal]:
+        """AlterPartitionManager._run's batch: the queued proposals that are not stale."""
+        batch = {tp: item for tp, item in sorted(self.alter._queue.items())
+                 if not self.alter._drop_if_stale(item)}
+        self.alter._queue = {}
+        return batch
+
+    def requeue_alter_batch(self, batch: dict[TopicPartition, Proposal]) -> None:
+        for tp, item in batch.items():
+            self.alter._queue.setdefault(tp, item)
+
+    def apply_alter_answers(self, batch: dict[TopicPartition, Proposal], answers) -> None:
+        for a in answers:
+            item = batch.get(a.tp)
+            if item is not None:
+                self.alter._apply(item, SimpleNamespace(
+                    error_code=a.error_code, leader_id=a.leader, leader_epoch=a.leader_epoch,
+                    isr=a.isr, partition_epoch=a.partition_epoch,
+                    leader_recovery_state=a.leader_recovery_state))

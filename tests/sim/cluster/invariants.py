@@ -1,0 +1,271 @@
+"""The cluster simulation's invariants, checked after every step (and every heal tick).
+
+- Durability: every record acknowledged with acks=all, and every record ever exposed below a
+  leader's HW, is in the log of every live replica the controller's current state lets
+  become leader cleanly (ISR and ELR members), and in the log of every later leader - unless
+  an unclean election or a recovery was logged for the partition (then the ledger starts
+  over). A power loss of every in-sync copy is such a recovery (the configuration allowed it).
+- Replicas never differ below the smallest HW they both hold.
+- A leader's HW never goes backwards within an epoch (one process life); one leader per
+  partition epoch, over every broker that believes it leads.
+- Controller and brokers agree on the effective min ISR, min(min.insync.replicas, RF), of
+  every partition a broker leads at the controller's current partition epoch, once no config
+  change notification is in flight.
+- A replica the controller's ISR names is never deleted (its data is what the ISR vouches for).
+- Liveness (World.heal): after the faults heal, every partition has a live leader and every
+  replica is in the ISR within a bounded number of ticks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from common import records as rec
+from common.names import TopicPartition
+from common.zk_layout import LEADER_RECOVERING, NO_LEADER, LeaderAndIsr
+
+if TYPE_CHECKING:
+    from tests.sim.cluster.broker_model import SimBroker
+    from tests.sim.cluster.world import World
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+class Invariants:
+    def __init__(self, world: World):
+        self.w = world
+        self.committed: dict[TopicPartition, dict[int, bytes]] = {}
+        self.clean_from: dict[TopicPartition, int] = {}  # leader epoch of the last reset
+        self.last_state: dict[TopicPartition, LeaderAndIsr] = {}
+        self.leader_hw: dict[tuple, int] = {}
+        self.leader_of_epoch: dict[tuple[TopicPartition, int], int] = {}
+        self.unclean_asked: set[TopicPartition] = set()
+        self.pending: list[str] = []
+        self._contents: dict[tuple[int, TopicPartition], tuple[int, dict[int, bytes]]] = {}
+
+    # ------------------------------------------------------------------ helpers
+
+    def fail(self, what: str) -> None:
+        w = self.w
+        raise InvariantViolation(f"seed {w.seed} step {w.step_no} ({w.action}) "
+                                 f"t={w.now_ms}ms: {what}")
+
+    def content(self, b: SimBroker, tp: TopicPartition) -> dict[int, bytes]:
+        log = b.logs.get(tp)
+        if log is None or log.closed:
+            return {}
+        version = b.log_versions.get(tp, 0)
+        key = (b.broker_id, tp)
+        cached = self._contents.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        values: dict[int, bytes] = {}
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:  # a read stops at its segment's end
+            batch = rec.decode_all(log.read(offset, 1 << 30))
+            if not batch:
+                break
+            values.update((r.offset, r.value) for r in batch)
+            offset = batch[-1].offset + 1
+        self._contents[key] = (version, values)
+        return values
+
+    def _reset(self, tp: TopicPartition, epoch: int, why: str) -> None:
+        self.w.say(f"{tp}: ledger starts over at leader epoch {epoch} ({why})")
+        self.committed[tp] = {}
+        self.clean_from[tp] = epoch
+
+    def _commit(self, tp: TopicPartition, epoch: int, offset: int, value: bytes, how: str
+                ) -> None:
+        if epoch < self.clean_from.get(tp, -1):
+            return  # a leader from before an unclean election: its data may be gone
+        led = self.committed.setdefault(tp, {})
+        old = led.get(offset)
+        if old is not None and old != value:
+            self.fail(f"{tp} offset {offset}: {how} {value!r}, but {old!r} was committed there")
+        led[offset] = value
+
+    def _missing(self, b: SimBroker, tp: TopicPartition) -> list[int]:
+        led = self.committed.get(tp)
+        if not led:
+            return []
+        have = self.content(b, tp)
+        return sorted(o for o, v in led.items() if have.get(o) != v)
+
+    # ------------------------------------------------------------------ events
+
+    def observe_state(self, tp: TopicPartition, s: LeaderAndIsr) -> None:
+        """A partition state the controller wrote."""
+        old = self.last_state.get(tp)
+        self.last_state[tp] = s
+        if s.leader == NO_LEADER or old is None:
+            return
+        if s.leader_recovery_state == LEADER_RECOVERING and \
+                old.leader_recovery_state != LEADER_RECOVERING:
+            self._reset(tp, s.leader_epoch, f"unclean election of {s.leader} (RECOVERING)")
+        elif s.leader != old.leader and s.leader not in old.isr and \
+                s.leader not in getattr(old, "elr", ()):
+            self._reset(tp, s.leader_epoch, f"{s.leader} elected outside ISR {list(old.isr)}")
+
+    def acknowledged(self, b: SimBroker, tp: TopicPartition, offset: int, value: bytes) -> None:
+        p = b.partitions.get(tp)
+        have = self.content(b, tp).get(offset)
+        if have != value:
+            self.fail(f"broker {b.broker_id} acknowledged {value!r} at {tp} offset {offset} "
+                      f"(acks=all) but its log holds {have!r} there")
+        self._commit(tp, p.leader_epoch if p else -1, offset, value, "acks=all acknowledged")
+
+    def became_leader(self, b: SimBroker, tp: TopicPartition, epoch: int) -> None:
+        if epoch < self.clean_from.get(tp, -1):
+            return
+        missing = self._missing(b, tp)
+        if missing:
+            self.pending.append(f"{tp}: broker {b.broker_id} became leader at epoch {epoch} "
+                                f"without committed offsets {missing[:8]}")
+
+    def replica_deleted(self, b: SimBroker, tp: TopicPartition) -> None:
+        tree = self.w.d.tree
+        s = tree.states.get(tp)
+        if s is not None and tp.topic not in tree.delete_topics and b.broker_id in s.isr:
+            self.pending.append(f"{tp}: broker {b.broker_id} deleted its log while the ISR "
+                                f"{list(s.isr)} names it")
+
+    def before_power_loss(self, bid: int) -> None:
+        """If no other live ISR/ELR member holds everything committed, the power loss of
+        ``bid`` may take committed records with it: Kafka's durability needs one in-sync copy
+        to survive. Logged as a recovery."""
+        tree = self.w.d.tree
+        for tp in sorted(self.committed):
+            s = tree.states.get(tp)
+            if s is None or not self.committed[tp]:
+                continue
+            others = (set(s.isr) | set(getattr(s, "elr", ()))) - {bid}
+            if not any(self.w.brokers[o].alive and not self._missing(self.w.brokers[o], tp)
+                       for o in others):
+                self._reset(tp, s.leader_epoch + 1, f"power loss of broker {bid}, the last "
+                                                    f"in-sync copy")
+
+    def observe_brokers(self) -> None:
+        """After each tick: HW monotonic per leader epoch, one leader per epoch, and what
+        each leader exposes below its HW joins the ledger."""
+        w = self.w
+        for bid in w.broker_ids:
+            b = w.brokers[bid]
+            if not b.alive:
+                continue
+            for tp, p in sorted(b.partitions.items()):
+                if not p.is_leader or p.log is None:
+                    continue
+                seen = self.leader_of_epoch.setdefault((tp, p.leader_epoch), bid)
+                if seen != bid and w.brokers[seen].alive and \
+                        w.brokers[seen].partitions.get(tp) is not None and \
+                        w.brokers[seen].partitions[tp].is_leader and \
+                        w.brokers[seen].partitions[tp].leader_epoch == p.leader_epoch:
+                    self.fail(f"{tp} leader epoch {p.leader_epoch} is led by brokers {seen} "
+                              f"and {bid}")
+                key = (bid, w.incarnation[bid], tp, p.leader_epoch)
+                hw = p.high_watermark
+                prev = self.leader_hw.get(key, -1)
+                if hw < prev:
+                    self.fail(f"{tp}: leader {bid}'s HW went back from {prev} to {hw} in "
+                              f"epoch {p.leader_epoch}")
+                if hw > prev:
+                    self.leader_hw[key] = hw
+                    have = self.content(b, tp)
+                    for o in range(max(prev, p.log.log_start_offset), hw):
+                        if o in have:
+                            self._commit(tp, p.leader_epoch, o, have[o],
+                                         f"leader {bid} exposed below HW {hw}")
+
+    # ------------------------------------------------------------------ the check
+
+    def check(self) -> None:
+        if self.pending:
+            self.fail(self.pending[0])
+        w = self.w
+        d = w.d
+        tree = d.tree
+        for tp in [tp for tp in self.committed if tp.topic not in tree.topics]:
+            del self.committed[tp]
+        settled = d.core is not None and not d.core.waiting and not d.queue
+        live = {b for b in w.broker_ids if w.brokers[b].alive and b in tree.brokers}
+        for tp, s in sorted(tree.states.items()):
+            if tp.topic in tree.delete_topics:
+                continue
+            if settled:
+                for b in sorted((set(s.isr) | set(getattr(s, "elr", ()))) & live):
+                    missing = self._missing(w.brokers[b], tp)
+                    if missing:
+                        where = "ISR" if b in s.isr else "ELR"
+                        self.fail(f"{tp}: broker {b} is in the {where} (isr={list(s.isr)} "
+                                  f"elr={list(getattr(s, 'elr', ()))}) but lacks committed "
+                                  f"offsets {missing[:8]}")
+            self._replicas_agree(tp)
+        if settled and not any(m.what == "ConfigChange" for m in w.net.heap):
+            self._min_isr_agrees(live)
+
+    def _replicas_agree(self, tp: TopicPartition) -> None:
+        w = self.w
+        holders = [w.brokers[b] for b in w.broker_ids
+                   if w.brokers[b].alive and tp in w.brokers[b].logs]
+        for i, a in enumerate(holders):
+            la = a.logs[tp]
+            for b in holders[i + 1:]:
+                lb = b.logs[tp]
+                hw = min(la.high_watermark, lb.high_watermark)
+                start = max(la.log_start_offset, lb.log_start_offset)
+                if hw <= start:
+                    continue
+                ca, cb = self.content(a, tp), self.content(b, tp)
+                for o in range(start, hw):
+                    if o in ca and o in cb and ca[o] != cb[o]:
+                        self.fail(f"{tp} offset {o} below both HWs ({la.high_watermark}, "
+                                  f"{lb.high_watermark}): broker {a.broker_id} holds "
+                                  f"{ca[o]!r}, broker {b.broker_id} holds {cb[o]!r}")
+
+    def _min_isr_agrees(self, live: set[int]) -> None:
+        w = self.w
+        ctx = w.d.core.ctx
+        tree = w.d.tree
+        for bid in sorted(live):
+            b = w.brokers[bid]
+            for tp, p in sorted(b.partitions.items()):
+                s = tree.states.get(tp)
+                if not p.is_leader or s is None or tp.topic in tree.delete_topics or \
+                        (p.leader_epoch, p.partition_epoch) != (s.leader_epoch,
+                                                                s.partition_epoch):
+                    continue
+                broker = max(1, min(p.min_isr, len(p.replicas) or 1))
+                controller = ctx.min_isr(tp)
+                if broker != controller:
+                    self.fail(f"{tp}: the controller's effective min ISR is {controller}, "
+                              f"leader {bid}'s is {broker} (min.insync.replicas {p.min_isr}, "
+                              f"RF {len(p.replicas)})")
+
+    # ------------------------------------------------------------------ liveness
+
+    def unhealthy(self) -> list[str]:
+        w = self.w
+        tree = w.d.tree
+        out = []
+        if w.d.core is None:
+            out.append("no controller")
+        for tp, s in sorted(tree.states.items()):
+            if tp.topic in tree.delete_topics:
+                continue
+            a = tree.topics.get(tp.topic)
+            replicas = a.partitions.get(tp.partition, []) if a else []
+            if s.leader == NO_LEADER or not w.brokers[s.leader].alive:
+                out.append(f"{tp} has no live leader ({s})")
+            elif set(s.isr) != set(replicas):
+                p = w.brokers[s.leader].partitions.get(tp)
+                held = (p.leader_epoch, p.partition_epoch) if p is not None else None
+                out.append(f"{tp} ISR {list(s.isr)} is not its replicas {list(replicas)} "
+                           f"(leader {s.leader} holds epochs {held}, the controller "
+                           f"{(s.leader_epoch, s.partition_epoch)})")
+        return out
+
+    def healthy(self) -> bool:
+        return not self.unhealthy()

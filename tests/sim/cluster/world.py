@@ -1,0 +1,662 @@
+"""One seeded world: the real controller core (tests/sim/driver.py), N simulated brokers
+(broker_model.py: the real replication rules over real Logs on memfs), an in-memory network,
+an injected clock and a fault schedule, all driven by one ``random.Random(seed)``.
+
+    python -m tests.sim cluster --seed N [--steps M]      replay one seed (prints its steps)
+    python -m tests.sim cluster --seeds A-B [--steps M]   sweep
+
+A step is one action from the fault schedule - produce with acks 0/1/all, a broker's power
+loss, process kill (kill -9: the page cache survives), clean (controlled) shutdown or restart,
+a ZooKeeper session loss, a slow replica, a controller crash after a chosen number of effects,
+min ISR moved up or down through a topic override or the dynamic broker default
+(/config/brokers/<default>), ELR switched on (the controller restarts with it), a
+reassignment or its cancel, a preferred or an unclean election - followed by one tick: the
+clock moves 100 ms, due messages are delivered, the brokers run their fetchers, ISR
+expiration, AlterPartition sender, deferred epoch writes and checkpoints, and the controller
+handles what arrived. The network delays, reorders, duplicates and drops follower Fetch and
+its answer, AlterPartition and its answer, and GetReplicaLogInfo; controller requests keep the
+controller channel's order per broker (they are delayed and duplicated, and lost only with
+the controller or broker that was to send or receive them).
+
+After the last step the faults heal (every broker restarts, a controller is elected, no more
+drops) and the world runs quiet ticks: liveness is checked then. The invariants are in
+invariants.py; a failure names the seed and the step, and ``shrink`` finds the shortest step
+prefix that still fails.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker.controller_requests import LeaderAndIsrRequest
+from broker.delayed_produce import ProduceWait
+from broker.servicer import leader_and_isr_request, stop_replica_request, update_metadata_request
+from broker.storage.log import LogConfig
+from common.errors import ErrorCode
+from common.names import TopicPartition
+from controller import decisions as D
+from controller import effects as X
+from controller import events as E
+from controller.store import WatchedEvent
+from tests.sim.cluster.broker_model import (
+    ControllerRequestRefused,
+    FetchState,
+    SimBroker,
+)
+from tests.sim.cluster.invariants import Invariants, InvariantViolation
+from tests.sim.driver import Crashed, Driver
+
+TICK_MS = 100
+HEAL_TICKS = 150  # liveness bound: quiet ticks after the faults heal
+MIN_ISR = "min.insync.replicas"
+
+__all__ = ["InvariantViolation", "World", "run_seed", "shrink"]
+
+
+@dataclass(order=True)
+class _Msg:
+    at: int
+    seq: int
+    what: str = field(compare=False)
+    deliver: Callable[[], None] = field(compare=False)
+
+
+class Network:
+    """Messages in flight, delivered by time then by send order (so equal times keep FIFO)."""
+
+    def __init__(self, world: World):
+        self.w = world
+        self.heap: list[_Msg] = []
+        self.seq = 0
+        self.channel_at: dict[tuple, int] = {}  # ordered channel -> last delivery time
+        self.lossy = True
+
+    def send(self, what: str, deliver: Callable[[], None], *, channel: tuple | None = None,
+             lossy: bool = True, slow: bool = False) -> None:
+        w = self.w
+        rng = w.rng
+        if lossy and self.lossy and rng.random() < 0.05:
+            return  # dropped
+        at = w.now_ms + rng.choice((0, 0, 50, 100, 200, 400))
+        if slow:
+            at += rng.choice((1000, 2000, 3000))
+        if channel is not None:
+            at = max(at, self.channel_at.get(channel, 0))
+            self.channel_at[channel] = at
+        self._push(at, what, deliver)
+        if self.lossy and rng.random() < 0.03:  # a retry whose first try got through
+            self._push(at + (0 if channel is not None else rng.choice((0, 100, 300))), what,
+                       deliver)
+
+    def _push(self, at: int, what: str, deliver: Callable[[], None]) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, _Msg(at, self.seq, what, deliver))
+
+    def deliver_due(self) -> None:
+        while self.heap and self.heap[0].at <= self.w.now_ms:
+            heapq.heappop(self.heap).deliver()
+
+
+class World:
+    def __init__(self, seed: int, steps: int = 60, *, verbose: bool = False):
+        self.seed = seed
+        self.steps = steps
+        self.rng = rng = random.Random(seed)
+        self.verbose = verbose
+        self.now_ms = 0
+        self.log_version = 0
+        self.lag_max_ms = 1000
+        self.fetch_backoff_ms = 200
+        self.fetch_timeout_ms = 1500
+        self.broker_default_config: dict[str, str] = {}
+        self.elr = rng.random() < 0.6
+        self.static_min_isr = rng.choice((1, 2, 2, 3))
+        config = {MIN_ISR: self.static_min_isr, "eligible.leader.replicas.enable": self.elr,
+                  "unclean.recovery.timeout.ms": 3000}
+        self.d = Driver(config=config, rng=random.Random(rng.random()))
+        self.d.on_effect = self._on_effect
+        self.net = Network(self)
+        flush = rng.choice((1, 4, (1 << 63) - 1))
+        log_config = LogConfig(segment_bytes=rng.choice((300, 600, 4096)),
+                               flush_interval_messages=flush)
+        self.broker_ids = tuple(range(1, rng.choice((3, 4, 4, 5)) + 1))
+        self.brokers = {b: SimBroker(b, self.static_min_isr, log_config, self)
+                        for b in self.broker_ids}
+        self.incarnation = dict.fromkeys(self.broker_ids, 0)
+        self.slow_until = dict.fromkeys(self.broker_ids, 0)
+        self.sessionless: dict[int, int] = {}  # broker -> when it re-registers
+        self.next_election: int | None = None
+        self.sent_seen = 0
+        self.topic_no = 0
+        self.produced = 0
+        self.next_checkpoint = {b: rng.choice((1000, 3000, 5000)) for b in self.broker_ids}
+        self.next_shrink = 0
+        self.log: list[str] = []
+        self.step_no, self.action = -1, "setup"
+        self.inv = Invariants(self)
+
+    # ------------------------------------------------------------------ running
+
+    def say(self, text: str) -> None:
+        self.log.append(f"{self.now_ms:>7} {text}")
+
+    def run(self) -> World:
+        d = self.d
+        d.elect()
+        for b in self.broker_ids:
+            self._start_broker(b)
+        self._settle()
+        for _ in range(self.rng.randint(1, 3)):
+            self._create_topic()
+        for _ in range(5):
+            self.tick()
+        for i in range(self.steps):
+            action = self._pick()
+            self.step_no, self.action = i, action.__name__.lstrip("_")
+            self.say(f"step {i}: {self.action}")
+            action()
+            self.tick()
+            self.inv.check()
+        self.heal()
+        return self
+
+    def heal(self) -> None:
+        """The last fault heals: every broker back, a controller, no more losses; then
+        every partition must have a leader and every replica be back in the ISR within
+        HEAL_TICKS ticks."""
+        self.step_no, self.action = self.steps, "heal"
+        self.net.lossy = False
+        self.slow_until = dict.fromkeys(self.broker_ids, 0)
+        if self.d.core is None:
+            self.next_election = self.now_ms
+        for b in self.broker_ids:
+            if not self.brokers[b].alive:
+                self._start_broker(b)
+        for _ in range(HEAL_TICKS):
+            self.tick()
+            self.inv.check()
+            if self.inv.healthy():
+                return
+        self.inv.fail(f"liveness: {HEAL_TICKS} ticks after the faults healed, "
+                      f"{self.inv.unhealthy()}")
+
+    def _pick(self) -> Callable[[], None]:
+        actions = [
+            (self._produce, 14), (self._nothing, 4), (self._power_loss, 1),
+            (self._kill9, 1), (self._controlled_shutdown, 1), (self._restart, 4),
+            (self._session_loss, 1), (self._slow_replica, 1), (self._controller_crash, 1),
+            (self._topic_min_isr, 1), (self._default_min_isr, 1), (self._enable_elr, 0.3),
+            (self._reassign, 1.5), (self._cancel, 0.5), (self._elect_preferred, 0.5),
+            (self._elect_unclean, 0.3), (self._create_topic, 0.3),
+        ]
+        total = sum(w for _, w in actions)
+        x = self.rng.uniform(0, total)
+        for a, w in actions:
+            x -= w
+            if x <= 0:
+                return a
+        return actions[-1][0]
+
+    # ------------------------------------------------------------------ the controller
+
+    def _settle(self) -> None:
+        """Let the controller handle what is queued; a crash starts a failover."""
+        d = self.d
+        try:
+            d.run()
+        except Crashed as e:
+            self.say(f"controller crashed: {e}")
+            if d.core is not None:
+                d.crash()
+            self.next_election = self.now_ms + self.rng.choice((0, 100, 500, 1500))
+        self._pump_controller()
+
+    def _to_controller(self, make: Callable[[], E.Event | None], epoch: int | None = None
+                       ) -> None:
+        """Deliver an event to the controller (if it is still the one the answer is for)."""
+        d = self.d
+        if d.core is None or (epoch is not None and d.core.ctx.epoch != epoch):
+            return
+        ev = make()
+        if ev is not None:
+            d.post(ev)
+            self._settle()
+
+    def _pump_controller(self) -> None:
+        """The controller channel: requests the core sent go out, in order per broker."""
+        d = self.d
+        while self.sent_seen < len(d.sent):
+            s = d.sent[self.sent_seen]
+            self.sent_seen += 1
+            b = self.brokers[s.broker_id]
+            if s.kind == "GetReplicaLogInfo":
+                self._send_log_query(s.request, s.controller_epoch)
+                continue
+            self.net.send(s.kind, lambda s=s, b=b: self._deliver_controller_request(b, s),
+                          channel=(s.controller_epoch, s.broker_id), lossy=False)
+
+    def _deliver_controller_request(self, b: SimBroker, s) -> None:
+        if not b.alive:
+            return
+        epoch = s.controller_epoch
+        try:
+            if s.kind == "LeaderAndIsr":
+                req: LeaderAndIsrRequest = leader_and_isr_request(s.request)
+                errors = {tp: c for tp, c in b.leader_and_isr(req).items()
+                          if c != ErrorCode.NONE}
+                if errors:
+                    self._answer(lambda: E.LeaderAndIsrResponse(broker_id=b.broker_id,
+                                                                errors=errors), epoch)
+            elif s.kind == "UpdateMetadata":
+                b.update_metadata(update_metadata_request(s.request))
+            elif s.kind == "StopReplica":
+                req = stop_replica_request(s.request)
+                results = b.stop_replica(req)
+                deleted = {p.tp for p in req.partition_states if p.delete_partition}
+                if deleted:
+                    errors = {tp: results[tp] for tp in deleted}
+                    self._answer(lambda: E.StopReplicaResponse(broker_id=b.broker_id,
+                                                               errors=errors), epoch)
+        except ControllerRequestRefused as e:
+            code = e.code
+            if s.kind == "StopReplica":
+                deleted = {TopicPartition(p.topic, p.partition)
+                           for p in s.request.partition_states if p.delete_partition}
+                if deleted:
+                    self._answer(lambda: E.StopReplicaResponse(
+                        broker_id=b.broker_id, errors=dict.fromkeys(deleted, code)), epoch)
+
+    def _answer(self, make: Callable[[], E.Event], epoch: int) -> None:
+        self.net.send("answer", lambda: self._to_controller(make, epoch), lossy=False)
+
+    def _send_log_query(self, q: X.QueryReplicaLogs, epoch: int) -> None:
+        b = self.brokers[q.broker_id]
+
+        def failed(error: str) -> None:
+            self._to_controller(lambda: E.ReplicaLogInfoResponse(
+                query_id=q.query_id, broker_id=q.broker_id, broker_epoch=q.broker_epoch,
+                answers=None, error=error), epoch)
+
+        def at_broker() -> None:
+            if not b.alive or not b.registered or b.broker_epoch != q.broker_epoch:
+                self.net.send("log-info-error", lambda: failed("unreachable"), lossy=False)
+                return
+            answers = b.replica_log_info([tp for tp, _ in q.partitions])
+            self.net.send("log-info", lambda: self._to_controller(
+                lambda: E.ReplicaLogInfoResponse(query_id=q.query_id, broker_id=q.broker_id,
+                                                 broker_epoch=q.broker_epoch,
+                                                 answers=answers), epoch))
+
+        self.net.send("GetReplicaLogInfo", at_broker)
+
+    def _on_effect(self, eff) -> None:
+        if isinstance(eff, X.WritePartitionStates):
+            for w in eff.writes:
+                s = self.d.tree.states.get(w.tp)
+                if s is not None and s.partition_epoch == w.new.partition_epoch \
+                        and s.leader == w.new.leader:
+                    self.inv.observe_state(w.tp, s)
+
+    # ------------------------------------------------------------------ ticking
+
+    def tick(self) -> None:
+        self.now_ms += TICK_MS
+        d = self.d
+        d.now_ms = self.now_ms
+        if d.core is None and self.next_election is not None and \
+                self.now_ms >= self.next_election:
+            self.next_election = None
+            self.say("controller elected")
+            try:
+                d.elect()
+            except Crashed:
+                self.next_election = self.now_ms + 500
+            self._settle()
+        for b, at in sorted(self.sessionless.items()):
+            if at <= self.now_ms:
+                del self.sessionless[b]
+                if self.brokers[b].alive:
+                    self._register(b, clean=True)
+        if d.core is not None:
+            d.fire_timers()
+            self._settle()
+        self.net.deliver_due()
+        shrink = self.now_ms >= self.next_shrink
+        if shrink:
+            self.next_shrink = self.now_ms + self.lag_max_ms // 2
+        for bid in self.broker_ids:
+            b = self.brokers[bid]
+            if not b.alive:
+                continue
+            self._fetch_round(b)
+            if shrink:
+                b.maybe_shrink_isr()
+            self._send_alter_partition(b)
+            b.write_due_epochs()
+            if self.now_ms >= self.next_checkpoint[bid]:
+                self.next_checkpoint[bid] = self.now_ms + 5000
+                b.checkpoint()
+            for w, state in b.settle_produces():
+                if state is ProduceWait.ACKNOWLEDGED:
+                    self.inv.acknowledged(b, w.tp, w.offset, w.value)
+        self.inv.observe_brokers()
+
+    def _fetch_round(self, b: SimBroker) -> None:
+        for tp, s in sorted(b.fetching.items()):
+            if s.in_flight is not None:
+                if self.now_ms - s.sent_at < self.fetch_timeout_ms:
+                    continue
+                s.in_flight = None  # timed out: the fetcher tries again
+                s.delayed_until = self.now_ms + self.fetch_backoff_ms
+            if s.delayed_until > self.now_ms:
+                continue
+            self.produced_fetch_id = getattr(self, "produced_fetch_id", 0) + 1
+            fid = s.in_flight = self.produced_fetch_id
+            s.sent_at = self.now_ms
+            req = b.fetch_request(s)
+            log = s.partition.log
+            slow = self.slow_until[b.broker_id] > self.now_ms
+            self.net.send("Fetch", lambda b=b, s=s, req=req, fid=fid, log=log:
+                          self._fetch_at_leader(b, self.incarnation[b.broker_id], s, req, fid,
+                                                log), slow=slow)
+
+    def _fetch_at_leader(self, f: SimBroker, inc: int, s: FetchState, req, fid: int,
+                         log) -> None:
+        leader = self.brokers.get(s.leader_id)
+        if leader is None or not leader.alive:
+            return  # the follower times out
+        answer = leader.serve_fetch(f.broker_id, f.broker_epoch, req)
+
+        def back() -> None:
+            if not f.alive or self.incarnation[f.broker_id] != inc or s.in_flight != fid:
+                return
+            s.in_flight = None
+            f.process_fetch(s, log, answer, leader)
+        self.net.send("FetchAnswer", back)
+
+    def _send_alter_partition(self, b: SimBroker) -> None:
+        if b.alter_in_flight is not None:
+            if self.now_ms - b.alter_sent_at < 2000:
+                return
+            b.requeue_alter_batch(b.alter_in_flight)  # timed out: retried as sent
+            b.alter_in_flight = None
+        if not b.alter._queue:
+            return
+        batch = b.take_alter_batch()
+        if not batch:
+            return
+        b.alter_in_flight, b.alter_sent_at = batch, self.now_ms
+        inc = self.incarnation[b.broker_id]
+        items = tuple(D.AlterPartitionItem(
+            tp, p.leader_epoch, tuple(zip(p.new_isr, p.broker_epochs)), p.partition_epoch,
+            relinquish_leadership=p.kind == "relinquish") for tp, p in batch.items())
+        broker_epoch = b.broker_epoch
+
+        def at_controller() -> None:
+            d = self.d
+            if d.core is None:
+                return  # the sender times out and retries
+            rid = d.request(E.AlterPartition(broker_id=b.broker_id, broker_epoch=broker_epoch,
+                                             items=items))
+            self._settle()
+            reply = d.replies.pop(rid, None)
+            if reply is None or reply.error is not None:
+                return  # a whole-request error: the sender retries (as on a gRPC error)
+            self.net.send("AlterPartitionAnswer", lambda: answered(reply.value))
+
+        def answered(answers) -> None:
+            if not b.alive or self.incarnation[b.broker_id] != inc or \
+                    b.alter_in_flight is not batch:
+                return
+            b.alter_in_flight = None
+            b.apply_alter_answers(batch, answers)
+        self.net.send("AlterPartition", at_controller)
+
+    # ------------------------------------------------------------------ brokers
+
+    def _register(self, bid: int, clean: bool) -> None:
+        b = self.brokers[bid]
+        b.broker_epoch = self.d.register(bid, clean_shutdown=clean)
+        b.registered = True
+        self._settle()
+
+    def _start_broker(self, bid: int) -> None:
+        self.incarnation[bid] += 1
+        b = self.brokers[bid]
+        clean = b.start()
+        self.say(f"broker {bid} starts ({'clean' if clean else 'unclean'})")
+        self.sessionless.pop(bid, None)
+        self._register(bid, clean)
+
+    def _stop_broker(self, bid: int, how: str) -> None:
+        b = self.brokers[bid]
+        self.say(f"broker {bid} stops: {how}")
+        self.sessionless.pop(bid, None)
+        self.d.kill(bid)
+        if how == "power loss":
+            self.inv.before_power_loss(bid)
+            b.power_loss()
+        elif how == "kill -9":
+            b.alive = False
+            b._reset_process()
+        else:
+            b.shutdown()
+        self._settle()
+
+    def on_become_leader(self, b: SimBroker, tp: TopicPartition, epoch: int) -> None:
+        self.inv.became_leader(b, tp, epoch)
+
+    def on_replica_deleted(self, b: SimBroker, tp: TopicPartition) -> None:
+        self.inv.replica_deleted(b, tp)
+
+    # ------------------------------------------------------------------ actions
+
+    def _live(self) -> list[int]:
+        return [b for b in self.broker_ids if self.brokers[b].alive]
+
+    def _dead(self) -> list[int]:
+        return [b for b in self.broker_ids if not self.brokers[b].alive]
+
+    def _partitions(self) -> list[TopicPartition]:
+        return sorted(tp for tp in self.d.tree.states
+                      if tp.topic not in self.d.tree.delete_topics)
+
+    def _nothing(self) -> None:
+        pass
+
+    def _produce(self) -> None:
+        tps = self._partitions()
+        if not tps:
+            return
+        for _ in range(self.rng.randint(1, 3)):
+            tp = self.rng.choice(tps)
+            s = self.d.tree.states[tp]
+            acks = self.rng.choice((0, 1, 1, -1, -1, -1))
+            leader = self.brokers.get(s.leader)
+            self.produced += 1
+            value = f"{self.seed}.{self.produced}".encode()
+            if leader is None or not leader.alive:
+                continue
+            err, offset = leader.produce(tp, value, acks, timeout_ms=3000)
+            self.say(f"produce {tp} acks={acks} -> broker {s.leader}: "
+                     f"{err.name} {offset}")
+
+    def _power_loss(self) -> None:
+        live = self._live()
+        if len(live) > 1:
+            self._stop_broker(self.rng.choice(live), "power loss")
+
+    def _kill9(self) -> None:
+        live = self._live()
+        if len(live) > 1:
+            self._stop_broker(self.rng.choice(live), "kill -9")
+
+    def _controlled_shutdown(self) -> None:
+        live = self._live()
+        if len(live) <= 1:
+            return
+        bid = self.rng.choice(live)
+        b = self.brokers[bid]
+        if self.d.core is not None and b.registered:
+            rid = self.d.request(E.ControlledShutdown(broker_id=bid,
+                                                      broker_epoch=b.broker_epoch))
+            self._settle()
+            self.d.replies.pop(rid, None)
+            for _ in range(3):  # the moved leaderships reach the other brokers
+                self.tick()
+        if b.alive:
+            self._stop_broker(bid, "clean shutdown")
+
+    def _restart(self) -> None:
+        dead = self._dead()
+        if dead:
+            self._start_broker(self.rng.choice(dead))
+
+    def _session_loss(self) -> None:
+        live = [b for b in self._live() if b not in self.sessionless]
+        if live:
+            bid = self.rng.choice(live)
+            self.say(f"broker {bid} loses its ZooKeeper session")
+            self.d.kill(bid)
+            self.sessionless[bid] = self.now_ms + self.rng.choice((100, 500, 2000))
+            self._settle()
+
+    def _slow_replica(self) -> None:
+        bid = self.rng.choice(self.broker_ids)
+        self.slow_until[bid] = self.now_ms + self.rng.choice((2000, 5000))
+        self.say(f"broker {bid} is slow")
+
+    def _controller_crash(self) -> None:
+        d = self.d
+        if d.core is None:
+            return
+        if self.rng.random() < 0.5:
+            self.say("controller crashes now")
+            d.crash()
+            self.next_election = self.now_ms + self.rng.choice((0, 100, 500, 1500))
+        else:
+            n = self.rng.randint(0, 12)
+            self.say(f"controller will crash after {n} effects")
+            d.crash_after(n)
+            self.rng.choice((self._power_loss, self._restart, self._reassign,
+                             self._topic_min_isr, self._controlled_shutdown))()
+
+    def _config_notice(self, topic: str | None) -> None:
+        """A /config/changes notification reaches every live broker (and, for a topic, the
+        controller's watch)."""
+        for bid in self._live():
+            b = self.brokers[bid]
+            self.net.send("ConfigChange", lambda b=b: b.config_changed(topic) if b.alive
+                          else None, lossy=False)
+        if topic is not None:
+            self.d.tree.fire(("config", topic), WatchedEvent("CHANGED", topic))
+        self._settle()
+
+    def _topic_min_isr(self) -> None:
+        topics = sorted(self.d.tree.topics)
+        if not topics:
+            return
+        t = self.rng.choice(topics)
+        cfg = self.d.tree.configs.setdefault(t, {})
+        if self.rng.random() < 0.25:
+            cfg.pop(MIN_ISR, None)
+        else:
+            cfg[MIN_ISR] = str(self.rng.randint(1, 3))
+        self.say(f"topic {t}: {MIN_ISR}={cfg.get(MIN_ISR)}")
+        self._config_notice(t)
+
+    def _default_min_isr(self) -> None:
+        cfg = self.broker_default_config
+        if self.rng.random() < 0.25:
+            cfg.pop(MIN_ISR, None)
+        else:
+            cfg[MIN_ISR] = str(self.rng.randint(1, 3))
+        self.say(f"brokers <default>: {MIN_ISR}={cfg.get(MIN_ISR)}")
+        write = getattr(self.d.tree, "write_broker_default_config", None)
+        if write is not None:  # the controller watches /config/brokers/<default> (defect 2)
+            write(cfg)
+        self._config_notice(None)
+
+    def _enable_elr(self) -> None:
+        if self.elr:
+            return
+        self.elr = True
+        self.d.config["eligible.leader.replicas.enable"] = True
+        self.say("ELR on: the controller restarts with it")
+        if self.d.core is not None:
+            self.d.crash()
+        self.next_election = self.now_ms
+
+    def _reassign(self) -> None:
+        tps = self._partitions()
+        if not tps or self.d.core is None:
+            return
+        tp = self.rng.choice(tps)
+        rf = len(self.d.tree.topics[tp.topic].partitions[tp.partition])
+        target = tuple(self.rng.sample(self.broker_ids, min(len(self.broker_ids),
+                                                            max(1, rf + self.rng.choice(
+                                                                (-1, 0, 0, 1))))))
+        self.say(f"reassign {tp} -> {list(target)}")
+        self.d.request(E.AlterReassignments(items=((tp, target),)))
+        self._settle()
+
+    def _cancel(self) -> None:
+        moving = self.d.core.ctx.reassigning_partitions() if self.d.core else []
+        if moving:
+            tp = self.rng.choice(sorted(moving))
+            self.say(f"cancel the move of {tp}")
+            self.d.request(E.AlterReassignments(items=((tp, None),)))
+            self._settle()
+
+    def _elect_preferred(self) -> None:
+        if self.d.core is not None:
+            self.d.request(E.ElectLeaders(election_type=D.ElectionType.PREFERRED))
+            self._settle()
+
+    def _elect_unclean(self) -> None:
+        tps = self._partitions()
+        if tps and self.d.core is not None:
+            tp = self.rng.choice(tps)
+            self.say(f"unclean election asked for {tp}")
+            self.inv.unclean_asked.add(tp)
+            self.d.request(E.ElectLeaders(election_type=D.ElectionType.UNCLEAN,
+                                          partitions=(tp,)))
+            self._settle()
+
+    def _create_topic(self) -> None:
+        if self.d.core is None:
+            return
+        self.topic_no += 1
+        rf = self.rng.randint(1, min(3, len(self.broker_ids)))
+        parts = self.rng.randint(1, 2)
+        self.say(f"create t{self.topic_no} partitions={parts} rf={rf}")
+        self.d.request(E.CreateTopics(topics=(
+            E.NewTopic(f"t{self.topic_no}", num_partitions=parts, replication_factor=rf),)))
+        self._settle()
+
+
+def run_seed(seed: int, steps: int = 60, verbose: bool = False) -> World:
+    return World(seed, steps, verbose=verbose).run()
+
+
+def shrink(seed: int, steps: int) -> tuple[int, InvariantViolation] | None:
+    """The shortest step prefix of ``seed`` that still fails (None: it passes). The same
+    seed with fewer steps replays the same first steps, then heals."""
+    try:
+        run_seed(seed, steps)
+        return None
+    except InvariantViolation as e:
+        best = (steps, e)
+    lo, hi = 0, best[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            run_seed(seed, mid)
+            lo = mid + 1
+        except InvariantViolation as e:
+            hi, best = mid, (mid, e)
+    return best
+
