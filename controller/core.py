@@ -81,6 +81,8 @@ class ControllerCore:
         self._pending_elections: dict[int, dict[TopicPartition, E.ElectionResult | None]] = {}
         self._waiting: Handler | None = None
         self._waiting_for: X.Effect | None = None
+        # Moves whose TRS this event's writes put in the ISR (_moves_at_target)
+        self._targets_reached: set[TopicPartition] = set()
         self._handlers = {
             E.Activate: self._activate,
             E.BrokerChange: self._broker_change,
@@ -128,7 +130,9 @@ class ControllerCore:
 
     def _then_recoveries(self, handler: Handler) -> Handler:
         yield from handler
+        yield from self._moves_at_target()
         yield from self._recoveries()
+        yield from self._moves_at_target()  # a recovery's election too
 
     def _drive(self, gen: Handler, value: Any) -> list[X.Effect]:
         out: list[X.Effect] = []
@@ -168,6 +172,7 @@ class ControllerCore:
                                  partitions=[str(tp) for tp in sorted(failed)])
         else:
             D.apply(ctx, d)
+        self._targets_reached.update(D.targets_reached(ctx, d, failed))
         for e in d.refused:  # C6: refused by the transition tables, never applied
             yield self._emit("invalid_state_transition", "warning", kind=e.kind,
                              key=str(e.what), current=str(e.current), target=str(e.target),
@@ -735,6 +740,18 @@ class ControllerCore:
             yield X.DeleteRestartEntry(name, ctx.epoch_zk_version)
 
     # ================================================================== reassignment steps 3-7
+
+    def _moves_at_target(self) -> Handler:
+        """Step 3 for ISR changes other than AlterPartition (which checks its own): an
+        election or a controller-set ISR that put a move's TRS in the ISR goes on to steps
+        4-7 in the same event (decisions.targets_reached)."""
+        tps, self._targets_reached = sorted(self._targets_reached), set()
+        ctx = self.ctx
+        for tp in tps:  # unless finished meanwhile (by AlterPartition's own check)
+            if ctx.has_partition(tp) and D.replica_assignment(ctx, tp).being_reassigned \
+                    and D.reassignment_complete(ctx, tp):
+                yield from self._complete_reassignment(tp)
+        self._targets_reached.clear()  # the steps' own writes: their move is done or waits
 
     def _complete_reassignment(self, tp: TopicPartition) -> Handler:
         """Steps 4-7 for a partition whose TRS is in the ISR."""

@@ -111,6 +111,7 @@ from controller.decisions.reassignment import (  # noqa: F401
     remove_replicas,
     replica_assignment,
     start_adding_replicas,
+    targets_reached,
     with_partition,
 )
 from controller.decisions.recovery import (  # noqa: F401

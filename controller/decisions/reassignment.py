@@ -130,6 +130,24 @@ def reassignment_complete(ctx: ControllerContext, tp: TopicPartition) -> bool:
     return s is not None and set(ra.target) <= set(s.isr)
 
 
+def targets_reached(ctx: ControllerContext, d: Decision, failed: Collection[TopicPartition]
+                    ) -> list[TopicPartition]:
+    """Moving partitions whose applied state write reached step 3's condition (TRS in the
+    ISR) or gave a move waiting there a new leader: an election or an ISR the controller set,
+    not only the AlterPartition that core.py checks itself. An unclean election's ISR is the
+    new leader alone; when that is all of TRS, no AlterPartition will ever come."""
+    out = []
+    for tp, w in d.writes.items():
+        if tp in failed or not ctx.has_partition(tp) or ctx.is_being_deleted(tp.topic):
+            continue
+        ra = replica_assignment(ctx, tp)
+        target = set(ra.target)
+        if ra.being_reassigned and target <= set(w.new.isr) and (
+                w.old is None or not target <= set(w.old.isr) or w.old.leader != w.new.leader):
+            out.append(tp)
+    return out
+
+
 # ============================================================================ validation
 
 NOT_STARTED = ("Not started: the request was rejected as a whole because other partitions "

@@ -4,8 +4,11 @@ the controller core over the in-memory store, as tests/controller/test_reassignm
 
 from __future__ import annotations
 
+import pytest
+
 from common.names import TopicPartition
 from common.zk_layout import decode_reassignment, encode_reassignment
+from controller import decisions as D
 from controller import events as E
 from tests.controller.test_reassignment import T0, _deleted, _setup
 from tests.sim.driver import Driver
@@ -72,3 +75,27 @@ def test_a_new_controller_does_not_resume_the_move_of_a_topic_being_deleted() ->
         d.post(E.StopReplicaResponse(broker_id=broker, errors=errors))
     d.run()
     assert "t" not in d.tree.topics
+
+
+@pytest.mark.parametrize("how", ["offline_unclean_election", "elect_leaders_unclean"])
+def test_a_target_set_that_reaches_the_isr_through_an_election_completes_at_once(
+        how: str) -> None:
+    """Step 3 waits until TRS is in the ISR. An unclean election sets the ISR to the new
+    leader alone: when that is all of TRS, no AlterPartition will ever come (the leader has
+    nobody to add), and the move must go on to steps 4-7 at once, as after AlterPartition."""
+    d = Driver({"unclean.leader.election.enable": how == "offline_unclean_election"})
+    d.elect()
+    _setup(d)
+    d.request(E.AlterReassignments(items=((T0, (4,)),)))
+    d.run()
+    assert d.tree.topics["t"].adding_replicas == {0: [4]}  # 4 never caught up
+    for b in (1, 2, 3):  # every replica in the ISR dies
+        d.kill(b)
+        d.run()
+    if how == "elect_leaders_unclean":
+        d.request(E.ElectLeaders(election_type=D.ElectionType.UNCLEAN, partitions=(T0,)))
+        d.run()
+    s = d.tree.states[T0]
+    assert (s.leader, list(s.isr)) == (4, [4])  # elected uncleanly
+    a = d.tree.topics["t"]
+    assert (a.partitions[0], a.adding_replicas, a.removing_replicas) == ([4], {}, {})
