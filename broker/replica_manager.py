@@ -463,7 +463,7 @@ class ReplicaManager:
                     self.fetcher_manager.on_log_dir_offline([tp])
                 self.events.warning("replica_recreated", partition=str(tp), lost_in=lost_in,
                                     log_dir=self.log_manager.log_dir_of(tp).path)
-        self._refuse_lost_replicas(refused)
+        self._refuse_lost_replicas(refused, {tp: s.partition_epoch for tp, s in todo})
         for tp, lost_in in refused.items():
             created_errors[tp] = (f"the replica of {tp} may be in an offline log dir "
                                   f"({lost_in}) and the request does not say is_new: "
@@ -604,9 +604,11 @@ class ReplicaManager:
                 errors[tp] = str(e)
         return errors
 
-    def _refuse_lost_replicas(self, refused: dict[TopicPartition, str]) -> None:
+    def _refuse_lost_replicas(self, refused: dict[TopicPartition, str],
+                              epochs: dict[TopicPartition, int]) -> None:
         """partition_state.missing_log said REFUSE: the replica counts as lost (clients get
-        KAFKA_STORAGE_ERROR) and the controller is asked to restart it, per log dir."""
+        KAFKA_STORAGE_ERROR) and the controller is asked to restart it, per log dir. The
+        entry is fenced by the refused state's partition epoch (issue 26 defect 8)."""
         by_dir: dict[str, list[TopicPartition]] = {}
         for tp, log_dir in refused.items():
             self.offline_replicas.setdefault(tp, log_dir)
@@ -615,7 +617,7 @@ class ReplicaManager:
             self.events.warning("lost_replica_refused", log_dir=log_dir,
                                 partitions=[str(tp) for tp in tps])
             if self.restart_notifier is not None:
-                self.restart_notifier.request(log_dir, tps)
+                self.restart_notifier.request(log_dir, tps, epochs)
 
     async def stop_replica(self, req: StopReplicaRequest) -> list[tuple[TopicPartition, ErrorCode]]:
         async with self._state_change:
@@ -688,29 +690,37 @@ class ReplicaManager:
         self.handle_log_dir_failure(d.path, reason)
         return scope
 
-    def _lose(self, tps: list[TopicPartition], log_dir: str) -> None:
+    def _lose(self, tps: list[TopicPartition], log_dir: str) -> dict[TopicPartition, int]:
         """Seed 003 step 2.3: out of the partitions pool and the fetchers; clients get
-        KAFKA_STORAGE_ERROR; waiting produces and fetches are woken to see it."""
+        KAFKA_STORAGE_ERROR; waiting produces and fetches are woken to see it. Returns the
+        partition epoch held for each (the restart entry's fence, issue 26 defect 8): the
+        newest of LeaderAndIsr's and UpdateMetadata's - a follower hears of ISR changes it
+        is not the subject of, such as its own re-admission, only through UpdateMetadata."""
+        held = {}
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_partitions(tps)
             self.fetcher_manager.on_log_dir_offline(tps)
         for tp in tps:
             self.alter_log_dirs.cancel(tp, f"the current replica was lost with {log_dir}")
             p = self.partitions.pop(tp, None)
+            info = self.metadata.partitions.get(tp)
+            held[tp] = max(p.partition_epoch if p is not None else -1,
+                           info.partition_epoch if info is not None else -1)
             if p is not None:
                 p.log = None
                 p.become_follower()
             self.offline_replicas[tp] = log_dir
+        return held
 
     def handle_log_failure(self, tp: TopicPartition, reason: str) -> None:
         """Seed 003 step 3: only ``tp``'s log failed; its dir keeps serving the others."""
         log_dir = self.log_manager.take_log_offline(tp, reason)
         if log_dir is None:
             return
-        self._lose([tp], log_dir)
+        held = self._lose([tp], log_dir)
         self.events.error("log_offline", partition=str(tp), log_dir=log_dir, reason=reason)
         if self.restart_notifier is not None:
-            self.restart_notifier.request(log_dir, [tp])
+            self.restart_notifier.request(log_dir, [tp], held)
 
     def handle_log_dir_failure(self, log_dir: str, reason: str) -> list[TopicPartition]:
         """Seed 003 step 2: take a log dir offline for good (this process's life) with every
@@ -721,11 +731,11 @@ class ReplicaManager:
         if d is None or not d.online:
             return []
         lost = lm.mark_offline(d.path, reason)
-        self._lose(lost, d.path)
+        held = self._lose(lost, d.path)
         self.events.error("log_dir_offline", log_dir=d.path, reason=reason,
                           partitions=[str(tp) for tp in lost])
         if self.restart_notifier is not None:
-            self.restart_notifier.request(d.path, lost)
+            self.restart_notifier.request(d.path, lost, held)
         if self.on_log_dir_offline is not None:
             self.on_log_dir_offline(d.path)
         if not lm.online_dirs:

@@ -8,8 +8,11 @@ controller has restarted them. So reports are queued here and written by one tas
 while ZooKeeper is unreachable (SUSPENDED, session lost, or a write that timed out), with
 exponential back-off; a report still queued when another arrives for the same log dir is
 merged into it. A write that failed on a lost connection may have been applied anyway, so the
-retry can write a second entry for the same partitions: the controller's processing is
-idempotent (controller/decisions/restarts.py), so at-least-once is enough.
+retry can write a second entry for the same partitions, possibly after the controller has
+applied the first and the re-created replica has rejoined the ISR. So each partition carries
+the partition epoch the broker held when it lost the replica (issue 26 defect 8): the
+controller ignores an entry older than the rejoin (controller/decisions/restarts.py
+`stale_restart`) and otherwise applies it idempotently, so at-least-once is enough.
 
 Before the entry, the lost copies are added to ``/brokers/lost_replicas/<id>`` (replog's own
 znode): the restart entry is deleted once processed, but the fact that the copies in that dir
@@ -25,7 +28,7 @@ the entry (``record_lost`` runs first, in the same retry loop).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kazoo.exceptions import NoNodeError
@@ -39,14 +42,21 @@ WRITE_TIMEOUT_S = 10.0
 @dataclass
 class _Report:
     log_dir: str
-    partitions: set[TopicPartition] = field(default_factory=set)
+    # partition -> the partition epoch held when it was lost (-1: unknown)
+    partitions: dict[TopicPartition, int] = field(default_factory=dict)
+
+    def add(self, epochs: Mapping[TopicPartition, int]) -> None:
+        # The same lost replica reported twice (lost, then a LeaderAndIsr refused): the higher
+        # epoch is the broker's latest view, and only an older entry can be fenced wrongly.
+        for tp, e in epochs.items():
+            self.partitions[tp] = max(self.partitions.get(tp, -1), e)
 
 
 def restart_entry(broker_id: int, broker_epoch: int, log_dir: str,
-                  partitions) -> zl.RestartEntry:
-    return zl.RestartEntry(broker_id, log_dir,
-                           tuple(sorted((tp.topic, tp.partition) for tp in partitions)),
-                           broker_epoch)
+                  partitions: Mapping[TopicPartition, int]) -> zl.RestartEntry:
+    tps = sorted(partitions)
+    return zl.RestartEntry(broker_id, log_dir, tuple((tp.topic, tp.partition) for tp in tps),
+                           broker_epoch, tuple(partitions[tp] for tp in tps))
 
 
 class RestartNotifier:
@@ -69,18 +79,21 @@ class RestartNotifier:
         self._writing = False  # the first report is being written: nothing merges into it
         self.written: list[str] = []  # paths of the entries written, oldest first
 
-    def request(self, log_dir: str, partitions) -> None:
+    def request(self, log_dir: str, partitions: Iterable[TopicPartition],
+                epochs: Mapping[TopicPartition, int] | None = None) -> None:
         """Queue a restart of ``partitions`` lost with ``log_dir`` (merged into a queued
-        report of the same dir that is not being written yet)."""
-        partitions = set(partitions)
-        if not partitions:
+        report of the same dir that is not being written yet). ``epochs``: the partition
+        epoch this broker held for each when it lost it (missing: -1, an unfenced entry)."""
+        epochs = epochs or {}
+        lost = {tp: epochs.get(tp, -1) for tp in partitions}
+        if not lost:
             return
         for r in self._queue[1:] if self._writing else self._queue:
             if r.log_dir == log_dir:
-                r.partitions |= partitions
+                r.add(lost)
                 break
         else:
-            self._queue.append(_Report(log_dir, partitions))
+            self._queue.append(_Report(log_dir, lost))
         self._wake.set()
 
     @property
@@ -121,7 +134,8 @@ class RestartNotifier:
                 self._written_counter.inc()
             self.events.warning("restart_partitions_requested", path=str(path),
                                 log_dir=report.log_dir, broker_epoch=entry.broker_epoch,
-                                partitions=[f"{t}-{p}" for t, p in entry.partitions])
+                                partitions=[f"{t}-{p}" for t, p in entry.partitions],
+                                partition_epochs=list(entry.partition_epochs))
 
 
 async def record_lost_copies(zk, entry: zl.RestartEntry, offline_dirs: Collection[str]) -> None:

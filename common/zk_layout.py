@@ -404,12 +404,35 @@ class RestartEntry:
     sequential child, so brokers never contend; the controller handles each child on its event
     queue and deletes it afterwards. Processing is at least once, so it is idempotent (the
     controller's `decisions.restarts`). `broker_epoch` names the broker incarnation that lost
-    them (the czxid of its registration, KIP-380), for the event log and diagnosis."""
+    them (the czxid of its registration, KIP-380), for the event log and diagnosis.
+
+    `partition_epochs` (parallel to `partitions`; -1 or empty: unknown) is the fence (issue 26
+    defect 8): the partition epoch the broker held for each replica when it lost it (or, for a
+    refused LeaderAndIsr, the epoch of the state it refused). A late duplicate - the notifier's
+    retry after a write that timed out but landed, or a second refusal - must not be applied
+    after the re-created replica has rejoined the ISR; `decisions.restarts.stale_restart` says
+    when an entry is older than that rejoin. Kafka fences the same way with the epochs a
+    request quotes (KIP-497's partition epoch in AlterPartition)."""
 
     broker: int
     log_dir: str
     partitions: tuple[tuple[str, int], ...]
     broker_epoch: int = -1
+    partition_epochs: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.partition_epochs and len(self.partition_epochs) != len(self.partitions):
+            raise ValueError("partition_epochs must match partitions one for one")
+
+    def partition_epoch(self, topic: str, partition: int) -> int:
+        """The epoch the broker held when it lost ``topic-partition``; -1: not said (an entry
+        from a broker before the fence)."""
+        if not self.partition_epochs:
+            return -1
+        try:
+            return self.partition_epochs[self.partitions.index((topic, partition))]
+        except ValueError:
+            return -1
 
 
 def restart_entry_path(name: str) -> str:
@@ -418,14 +441,21 @@ def restart_entry_path(name: str) -> str:
 
 def encode_restart_entry(e: RestartEntry) -> bytes:
     """The SPEC's JSON: {"version":1,"broker":1,"log_dir":"/d1","broker_epoch":N,
-    "partitions":[{"topic":"t","partitions":[1,2,3]}]} (seed 003's format, grouped by topic)."""
-    by_topic: dict[str, list[int]] = {}
+    "partitions":[{"topic":"t","partitions":[1,2,3],"partition_epochs":[4,4,9]}]} (seed 003's
+    format, grouped by topic). "partition_epochs" is new with the fence and optional: a
+    controller before it ignores the key (JSON readers skip what they do not know), so the
+    version stays 1 and brokers and controllers can be upgraded in any order."""
+    by_topic: dict[str, list[tuple[int, int]]] = {}
     for t, p in sorted(e.partitions):
-        by_topic.setdefault(t, []).append(p)
+        by_topic.setdefault(t, []).append((p, e.partition_epoch(t, p)))
+    groups = []
+    for t, pes in sorted(by_topic.items()):
+        g: dict = {"topic": t, "partitions": [p for p, _ in pes]}
+        if e.partition_epochs:
+            g["partition_epochs"] = [pe for _, pe in pes]
+        groups.append(g)
     return _dumps({"version": 1, "broker": e.broker, "log_dir": e.log_dir,
-                   "broker_epoch": e.broker_epoch,
-                   "partitions": [{"topic": t, "partitions": ps}
-                                  for t, ps in sorted(by_topic.items())]})
+                   "broker_epoch": e.broker_epoch, "partitions": groups})
 
 
 def decode_restart_entry(data: bytes) -> RestartEntry:
@@ -442,21 +472,36 @@ def decode_restart_entry(data: bytes) -> RestartEntry:
     groups = o.get("partitions")
     if not isinstance(groups, list):
         raise ValueError(f'{RESTART_PARTITIONS}: "partitions" must be a list')
-    out: set[tuple[str, int]] = set()
+    out: dict[tuple[str, int], int] = {}
+    fenced = False
     for g in groups:
         topic = g.get("topic") if isinstance(g, dict) else None
         ps = g.get("partitions") if isinstance(g, dict) else None
         if not isinstance(topic, str) or not topic or not isinstance(ps, list):
             raise ValueError(f'{RESTART_PARTITIONS}: each entry needs "topic" and "partitions"')
-        for p in ps:
+        # An entry without epochs (a broker before the fence), or with an unreadable list, is
+        # read as unfenced but valid (-1): applying a late duplicate costs availability (the
+        # replica rejoins the ISR again), dropping a real loss could leave an empty replica
+        # in the ISR to be elected cleanly - durability first, as KIP-966 chooses.
+        pes = g.get("partition_epochs")
+        fenced = fenced or pes is not None
+        if not isinstance(pes, list) or len(pes) != len(ps):
+            pes = [-1] * len(ps)
+        for p, pe in zip(ps, pes, strict=True):
             if isinstance(p, str) and p.isdigit():
                 p = int(p)
             if not isinstance(p, int) or isinstance(p, bool) or p < 0:
                 raise ValueError(f"{RESTART_PARTITIONS}: {topic}: bad partition {p!r}")
-            out.add((topic, p))
-    epoch = o.get("broker_epoch", -1)
-    return RestartEntry(broker, log_dir, tuple(sorted(out)),
-                        epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else -1)
+            pe = _int_or(pe, -1)
+            # named twice: the higher epoch is the later report of the same lost replica
+            out[(topic, p)] = max(out.get((topic, p), -1), pe)
+    parts = tuple(sorted(out))
+    return RestartEntry(broker, log_dir, parts, _int_or(o.get("broker_epoch", -1), -1),
+                        tuple(out[tp] for tp in parts) if fenced else ())
+
+
+def _int_or(x: object, default: int) -> int:
+    return x if isinstance(x, int) and not isinstance(x, bool) else default
 
 
 # ----------------------------------------------------------------------------- lost replicas

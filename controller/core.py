@@ -76,6 +76,9 @@ class ControllerCore:
         # KIP-966's Unclean Recovery Manager (decisions/recovery.py): its tasks live as long
         # as this core; a new controller starts them again from ZooKeeper's state.
         self.urm = D.UncleanRecoveryManager(self.ctx.elr.recovery_timeout_ms)
+        # AlterPartition re-admissions, the fence of /restart_partitions entries (issue 26
+        # defect 8, decisions/restarts.py): this core's memory only, like the URM's tasks
+        self.isr_rejoins = D.IsrRejoins()
         self._now_ms = 0.0  # the event being handled's time (tasks' start and waits)
         # ElectLeaders(UNCLEAN) answered once their recoveries end: request id -> results
         self._pending_elections: dict[int, dict[TopicPartition, E.ElectionResult | None]] = {}
@@ -488,6 +491,7 @@ class ControllerCore:
             yield X.Reply(ev.request_id, error=X.Rejection(e.error_code, e.message))
             return
         failed = yield from self._execute(d)
+        self.isr_rejoins.observe(ctx, d, failed)
         for tp, o in d.outcomes.items():
             if o.error == ErrorCode.NEW_LEADER_ELECTED and tp not in failed:
                 s = ctx.leadership[tp]
@@ -720,9 +724,10 @@ class ControllerCore:
                 yield X.DeleteRestartEntry(name, ctx.epoch_zk_version)
                 continue
             tps = [TopicPartition(t, p) for t, p in entry.partitions]
+            stale = D.stale_restarts(ctx, self.isr_rejoins, entry)
             skipped = {str(tp): why for tp in tps
-                       if (why := D.restartable(ctx, entry.broker, tp)) is not None}
-            d = D.restart_partitions(ctx, entry.broker, tps)
+                       if (why := D.restartable(ctx, entry.broker, tp) or stale.get(tp))}
+            d = D.restart_partitions(ctx, entry.broker, tps, stale)
             failed: set[TopicPartition] = set()
             for _ in range(REFUSED_WRITE_RETRIES + 1):
                 failed = yield from self._execute(d, retries=0)

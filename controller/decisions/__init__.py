@@ -123,6 +123,12 @@ from controller.decisions.recovery import (  # noqa: F401
     elect_recovered,
     obsolete,
 )
-from controller.decisions.restarts import restart_partitions, restartable  # noqa: F401
+from controller.decisions.restarts import (  # noqa: F401
+    IsrRejoins,
+    restart_partitions,
+    restartable,
+    stale_restart,
+    stale_restarts,
+)
 from controller.decisions.topics import on_new_partitions  # noqa: F401
 from controller.selectors import ElectionReason  # noqa: F401

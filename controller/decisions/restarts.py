@@ -33,6 +33,23 @@ Choices where the seed is silent or would be wrong here:
   entry), so it is idempotent: once b is out of the ISR and does not lead, processing the same
   entry again writes nothing and only repeats the LeaderAndIsr that lets b re-create its
   replica - a request the broker answers the same way twice.
+- Idempotence ends once the re-created replica has caught up and rejoined the ISR: a late
+  duplicate (the notifier's retry after a write that timed out but landed, a second refused
+  LeaderAndIsr) would then take a complete replica for an empty one - a sole ISR member goes
+  leaderless, an ELR member loses its claim. Entries are therefore fenced (issue 26 defect 8)
+  by the partition epoch b held when it lost the replica (`RestartEntry.partition_epochs`):
+  `stale_restart` ignores an entry older than b's last re-admission to the ISR, as Kafka's
+  controller refuses a request quoting an epoch older than the state it would change
+  (KIP-497's partition epoch). Applying at the same epoch, or at a later one that did not
+  re-add b, is still right: b may have stayed in the ISR through other changes (a follower
+  hears only of its own LeaderAndIsr, so its epoch often lags), and its log is gone.
+  What counts as a re-admission is an AlterPartition expansion - the leader vouching that b
+  caught up - recorded by the core as it applies one (`IsrRejoins`); an election that puts b
+  back in the ISR (ELR, unclean) vouches for nothing. The record lives in the controller's
+  memory: a new controller has none and applies every entry (unfenced: availability may
+  suffer, durability cannot). An ignored entry still sends b the current state, without
+  is_new: if b really has no replica (its epoch lagged behind the rejoin), it refuses, and
+  its new entry carries the current epoch, which no rejoin can fence.
 """
 
 from __future__ import annotations
@@ -41,7 +58,7 @@ from collections.abc import Iterable
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
-from common.zk_layout import LEADER_RECOVERING, NO_LEADER
+from common.zk_layout import LEADER_RECOVERING, NO_LEADER, RestartEntry
 from controller import selectors
 from controller.context import ControllerContext, PartitionReplica
 from controller.decisions.base import (
@@ -55,6 +72,58 @@ from controller.decisions.base import (
 )
 from controller.decisions.elections import no_elr_leader
 from controller.selectors import ElectionReason
+
+
+def stale_restart(entry_epoch: int, rejoined_at: int | None, current_epoch: int) -> bool:
+    """Whether a restart entry for one replica is a late duplicate to ignore: the broker lost
+    the replica at partition epoch `entry_epoch` (-1: an entry from before the fence), and an
+    AlterPartition re-admitted it to the ISR at `rejoined_at` (None: not since this controller
+    started), `current_epoch` being the partition's epoch now.
+
+    Stale only if the re-admission came after the loss (then the replica in the ISR is the
+    re-created one, caught up) and belongs to the current history (a record newer than the
+    state is not trusted). Everything else applies: durability first - a wrong application
+    only makes the replica catch up again."""
+    if entry_epoch < 0 or rejoined_at is None:
+        return False
+    return entry_epoch < rejoined_at <= current_epoch
+
+
+class IsrRejoins:
+    """Where each replica was last re-admitted to an ISR by AlterPartition: (partition,
+    broker) -> (topic id, partition epoch of the write). The topic id keeps a record from
+    fencing a re-created topic of the same name, whose epochs start again at 0."""
+
+    def __init__(self) -> None:
+        self._at: dict[tuple[TopicPartition, int], tuple[str, int]] = {}
+
+    def observe(self, ctx: ControllerContext, d: Decision, failed: Iterable[TopicPartition]
+                ) -> None:
+        """After `d` (an AlterPartition decision) was applied; `failed`: refused writes."""
+        failed = set(failed)
+        for w in d.isr_changes():
+            if w.tp in failed:
+                continue
+            for r in set(w.new.isr) - set(w.old.isr):
+                self._at[(w.tp, r)] = (ctx.topic_id(w.tp.topic), w.new.partition_epoch)
+
+    def rejoined_at(self, ctx: ControllerContext, tp: TopicPartition, broker: int) -> int | None:
+        got = self._at.get((tp, broker))
+        return got[1] if got is not None and got[0] == ctx.topic_id(tp.topic) else None
+
+
+def stale_restarts(ctx: ControllerContext, rejoins: IsrRejoins, entry: RestartEntry
+                   ) -> dict[TopicPartition, str]:
+    """The partitions of `entry` that `stale_restart` ignores, with why."""
+    out = {}
+    for t, p in entry.partitions:
+        tp, lost_at = TopicPartition(t, p), entry.partition_epoch(t, p)
+        s = ctx.leadership.get(tp)
+        rejoined = rejoins.rejoined_at(ctx, tp, entry.broker)
+        if s is not None and stale_restart(lost_at, rejoined, s.partition_epoch):
+            out[tp] = (f"stale: lost at partition epoch {lost_at}, back in the ISR at "
+                       f"{rejoined}")
+    return out
 
 
 def restartable(ctx: ControllerContext, broker: int, tp: TopicPartition) -> str | None:
@@ -71,15 +140,23 @@ def restartable(ctx: ControllerContext, broker: int, tp: TopicPartition) -> str 
 
 
 def restart_partitions(ctx: ControllerContext, broker: int,
-                       partitions: Iterable[TopicPartition]) -> Decision:
+                       partitions: Iterable[TopicPartition],
+                       stale: Iterable[TopicPartition] = ()) -> Decision:
     """The decision for one /restart_partitions entry: broker `broker` lost its replicas of
-    `partitions`. Partitions `restartable` names a reason for are left out."""
+    `partitions`. Partitions `restartable` names a reason for are left out. `stale` ones
+    (`stale_restarts`) change nothing: `broker` is only sent their current state, not new,
+    which it refuses - reporting again at the current epoch - if it has no replica after all."""
     b = Builder(ctx)
     # KIP-966: the lost replica comes back empty, so it must not join an ELR as it leaves the
     # ISR (an ELR member is elected cleanly), nor the LastKnownELR a recovery waits for.
     b.lost_logs.add(broker)
+    stale = set(stale)
     for tp in sorted(set(partitions)):
-        if restartable(ctx, broker, tp) is None:
+        if restartable(ctx, broker, tp) is not None:
+            continue
+        if tp in stale:
+            b.lai([broker], tp)
+        else:
             _restart_one(b, broker, tp)
     return b.build()
 

@@ -70,13 +70,15 @@ async def test_a_restart_report_survives_an_unreachable_zookeeper():
     n = RestartNotifier(1, lambda: 7, write, events, backoff_s=(0.001, 0.001))
     task = asyncio.ensure_future(n.run())
     try:
-        n.request("/d0", [T0])
+        n.request("/d0", [T0], {T0: 4})
         await wait_until(lambda: written)
-        n.request("/d0", [T1])
+        n.request("/d0", [T1], {T1: 2})
         n.request("/d0", [T2])  # merged into the queued report of the same dir
+        n.request("/d0", [T1], {T1: 5})  # T1 again (a refused LeaderAndIsr): the newer epoch
         await wait_until(lambda: len(written) == 2)
-        assert written == [zl.RestartEntry(1, "/d0", (("t", 0),), 7),
-                           zl.RestartEntry(1, "/d0", (("t", 1), ("t", 2)), 7)]
+        # each partition fenced by the epoch held when it was lost (-1: not known)
+        assert written == [zl.RestartEntry(1, "/d0", (("t", 0),), 7, (4,)),
+                           zl.RestartEntry(1, "/d0", (("t", 1), ("t", 2)), 7, (5, -1))]
         assert [e for e, _ in events.logged].count("restart_partitions_write_failed") == 2
     finally:
         task.cancel()
@@ -214,7 +216,7 @@ async def test_eio_on_a_whole_dir_takes_only_that_dir_offline(broker, tmp_path):
     # the restart entry, in ZooKeeper
     await wait_until(lambda: node.rm.restart_notifier.written, what="entry written")
     assert await b.restart_entries() == [
-        zl.RestartEntry(1, d0.path, (("t", 0),), node.rm.broker_epoch)]
+        zl.RestartEntry(1, d0.path, (("t", 0),), node.rm.broker_epoch, (0,))]
     assert b.metric("replog_restart_partitions_requests_total") == 1
     assert b.halted == []
 
@@ -232,7 +234,9 @@ async def test_a_lost_replica_is_refused_without_is_new_and_recreated_with_it(br
     # not is_new (e.g. a controller resending the state it had): refused, restart asked
     assert await _lead(node, T0, epoch=1) == {("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}
     await wait_until(lambda: len(node.rm.restart_notifier.written) == 2)
-    assert [e.partitions for e in await b.restart_entries()] == [(("t", 0),)] * 2
+    # lost at partition epoch 0; the refused state's epoch fences the second entry
+    assert [(e.partitions, e.partition_epochs) for e in await b.restart_entries()] == [
+        ((("t", 0),), (0,)), ((("t", 0),), (1,))]
     assert lm.get_log(T0) is None
 
     # is_new (the controller processed the restart): re-created, empty, in d1
@@ -268,6 +272,15 @@ async def test_eio_on_one_partition_restarts_only_it_and_it_refetches_from_the_l
         await wait_until(lambda: all(lm.get_log(tp) is not None and
                                      lm.get_log(tp).log_end_offset == 5 for tp in (T0, T2)))
 
+        # An ISR change 2 is not the subject of reaches it only as UpdateMetadata (partition
+        # epoch 3): the entry is fenced by that newer epoch, not its LeaderAndIsr's 0 - an
+        # older one could be taken for a duplicate from before 2's own re-admission.
+        await node.stub.UpdateMetadata(pb.UpdateMetadataRequest(
+            controller_id=0, controller_epoch=1, broker_epoch=node.rm.broker_epoch,
+            live_brokers=[n.endpoint() for n in nodes],
+            partition_states=[pb.UpdateMetadataPartitionState(
+                topic="t", partition=0, leader=1, leader_epoch=0, isr=[1, 2],
+                replicas=[1, 2], partition_epoch=3)]))
         b.fo.fail(lm.get_log(T0).dir, errno.EIO)
         await leader.stub.Produce(produce_req("b", acks=1, tp=T0))
         await wait_until(lambda: T0 in node.rm.offline_replicas, what="t-0 offline")
@@ -275,7 +288,7 @@ async def test_eio_on_one_partition_restarts_only_it_and_it_refetches_from_the_l
         assert d0.online and lm.log_dir_of(T2) is d0
         assert node.rm.offline_replicas == {T0: d0.path}
         assert await b.restart_entries() == [
-            zl.RestartEntry(2, d0.path, (("t", 0),), node.rm.broker_epoch)]
+            zl.RestartEntry(2, d0.path, (("t", 0),), node.rm.broker_epoch, (3,))]
         assert [e["partition"] for e in node.events_logged() if e["event"] == "log_offline"] \
             == ["t-0"]
         assert not [e for e in node.events_logged() if e["event"] == "log_dir_offline"]
@@ -334,7 +347,7 @@ async def test_a_broker_restarted_with_its_dir_still_broken_serves_the_other(tmp
         assert await _produce(node, T0) == ErrorCode.KAFKA_STORAGE_ERROR
         await wait_until(lambda: node.rm.restart_notifier.written)
         assert await b.restart_entries() == [
-            zl.RestartEntry(1, d0, (("t", 0),), node.rm.broker_epoch)]
+            zl.RestartEntry(1, d0, (("t", 0),), node.rm.broker_epoch, (0,))]
     finally:
         await b.stop()
 

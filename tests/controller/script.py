@@ -41,8 +41,10 @@ Commands:
     admin-reassign T-P=B,B ...|JSON   a tool writes /admin/reassign_partitions (fires its watch)
     list-reassignments             ListPartitionReassignments
     catch-up T-P                   the leader adds every live replica to the ISR (AlterPartition)
-    restart ID T-P... [dir=D]      broker ID lost these replicas with log dir D: it writes a
-                                   /restart_partitions entry (fires the children watch);
+    restart ID T-P... [dir=D] [epoch=E]   broker ID lost these replicas with log dir D: it
+                                   writes a /restart_partitions entry (fires the children
+                                   watch), fenced by partition epoch E if given (the epoch
+                                   it held; none: an entry from before the fence);
                                    `restart garbage` writes an unreadable entry
     restart-entries                the /restart_partitions entries left in the store
     time MS                        set the clock
@@ -386,11 +388,13 @@ class Scenario:
             d.tree.write_reassign_partitions(data)
             self._settle()
         elif cmd == "restart":
+            lost = sorted(map(_tp, pos[1:]))
             d.tree.add_restart_entry(b"{not json" if pos[0] == "garbage" else
                                      encode_restart_entry(RestartEntry(
                                          int(pos[0]), kv.get("dir", "/d0"),
-                                         tuple((tp.topic, tp.partition)
-                                               for tp in map(_tp, pos[1:])))))
+                                         tuple((tp.topic, tp.partition) for tp in lost),
+                                         partition_epochs=(int(kv["epoch"]),) * len(lost)
+                                         if "epoch" in kv else ())))
             self._settle()
         elif cmd == "restart-entries":
             self.out += [f"entry {n}" for n in sorted(d.tree.restart_entries)] or ["(none)"]

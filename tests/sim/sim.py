@@ -12,7 +12,8 @@ topic's unclean election is switched on, a state write is refused, the controlle
 or it crashes after a chosen number of effects and a new one takes over from the store; an
 operator reassigns a partition (AlterPartitionReassignments, or a tool writing
 /admin/reassign_partitions) or cancels a move - and ISR changes let moves complete; a broker
-loses replicas with a log dir and writes a /restart_partitions entry (seed 003).
+loses replicas with a log dir and writes a /restart_partitions entry (seed 003), fenced by the
+partition epoch it held, or an entry is written again late (the notifier's retry).
 
 After every step the invariants are checked:
     - at most one leader per partition and leader epoch (over every state ever written);
@@ -30,7 +31,10 @@ After every step the invariants are checked:
       entry is a move in flight with that target (finished ones are cleared);
     - once a /restart_partitions entry is consumed, the broker that lost a replica is out of
       its ISR - until AlterPartition adds it back (it re-created and caught up) - and leads
-      only through a later election.
+      only through a later election;
+    - a late duplicate of a restart entry leaves a broker that AlterPartition re-admitted
+      after the loss in its ISR or ELR (issue 26 defect 8), when the core that saw the
+      re-admission handles it.
 
 A failing seed prints its number and the step; rerunning it replays the same run. The
 planted-bug self-test (`PLANTED_BUGS` in controller/selectors.py) proves the checker catches a
@@ -88,6 +92,13 @@ class Simulation:
         self.refused: list[str] = []
         # (partition, broker) replicas lost with a log dir -> out of the ISR since the loss?
         self.lost: dict[tuple[TopicPartition, int], bool] = {}
+        # issue 26 defect 8: every restart entry written (data, broker, partitions, epochs),
+        # for late duplicates; (partition, broker) -> (partition epoch, core) of its last
+        # re-admission by AlterPartition; what a duplicate must leave alone, checked after it
+        self.restart_log: list[tuple[bytes, int, tuple[TopicPartition, ...], tuple[int, ...]]] \
+            = []
+        self.readmitted: dict[tuple[TopicPartition, int], tuple[int, object]] = {}
+        self.fenced: tuple[int, set[TopicPartition], object] | None = None
         self.step, self.action = -1, "setup"
         self.d.on_effect = self._on_effect
 
@@ -133,7 +144,7 @@ class Simulation:
             (self._create_topic, 1), (self._delete_topic, 1), (self._ack_stop_replicas, 2),
             (self._rebalance, 1), (self._enable_unclean, 1), (self._refuse_write, 1),
             (self._depose, 1), (self._crash_soon, 2), (self._reassign, 2),
-            (self._cancel, 1), (self._restart, 2),
+            (self._cancel, 1), (self._restart, 2), (self._duplicate_restart, 1),
         ]
         total = sum(w for _, w in actions)
         x = self.rng.uniform(0, total)
@@ -281,13 +292,37 @@ class Simulation:
         mine = [tp for tp in self._partitions() if b in ctx.replicas(tp)]
         if not mine:
             return
-        lost = self.rng.sample(mine, self.rng.randint(1, len(mine)))
+        lost = sorted(self.rng.sample(mine, self.rng.randint(1, len(mine))))
+        epochs = []
         for tp in lost:
             # already out of the ISR and not leading: the restart has nothing to take away
             st = self.d.tree.states.get(tp)
             self.lost[(tp, b)] = st is not None and b not in st.isr and st.leader != b
-        self.d.tree.add_restart_entry(encode_restart_entry(RestartEntry(
-            b, "/d1", tuple((tp.topic, tp.partition) for tp in lost))))
+            # the fence (issue 26 defect 8): the partition epoch the broker held
+            epochs.append(st.partition_epoch if st is not None else -1)
+        data = encode_restart_entry(RestartEntry(
+            b, "/d1", tuple((tp.topic, tp.partition) for tp in lost),
+            partition_epochs=tuple(epochs)))
+        self.restart_log.append((data, b, tuple(lost), tuple(epochs)))
+        self.d.tree.add_restart_entry(data)
+
+    def _duplicate_restart(self) -> None:
+        """The notifier's retry of an entry whose write timed out but landed: written again,
+        maybe after the broker's re-created replica was re-admitted to the ISR. The core that
+        saw that re-admission must leave it in the ISR and ELR (issue 26 defect 8); a new core
+        has no record and applies it (unfenced: the replica only catches up again)."""
+        core = self.d.core
+        if not self.restart_log or core is None:
+            return
+        data, b, lost, epochs = self.rng.choice(self.restart_log)
+        keep = set()
+        for tp, epoch in zip(lost, epochs, strict=True):
+            r, st = self.readmitted.get((tp, b)), self.d.tree.states.get(tp)
+            if r is not None and r[1] is core and r[0] > epoch and st is not None \
+                    and (b in st.isr or b in st.elr):
+                keep.add(tp)
+        self.fenced = (b, keep, core)
+        self.d.tree.add_restart_entry(data)
 
     def _on_effect(self, eff) -> None:
         if isinstance(eff, X.Emit) and eff.name == "invalid_state_transition":
@@ -340,11 +375,25 @@ class Simulation:
                 self.lost[(ltp, b)] = True  # the loss was applied
             elif out and b in s.isr and (old is None or b not in old.isr):
                 del self.lost[(ltp, b)]  # rejoined (AlterPartition) or elected: a new life
+        if old is not None and self.action == "_alter" and self.d.core is not None \
+                and (s.leader, s.leader_epoch) == (old.leader, old.leader_epoch):
+            # an AlterPartition expansion (KIP-497 keeps the leader and its epoch), not an
+            # election that a recovery or a timer finished during this step
+            for r in set(s.isr) - set(old.isr):
+                self.readmitted[(tp, r)] = (s.partition_epoch, self.d.core)
         self.h.last[tp] = s
 
     def _check(self, step: int, action: str) -> None:
         d = self.d
         tree = d.tree
+        if self.fenced is not None:
+            b, keep, core = self.fenced
+            self.fenced = None
+            for tp in sorted(keep) if d.core is core else ():
+                s = tree.states.get(tp)
+                if s is not None and b not in s.isr and b not in s.elr:
+                    self._fail(step, action, f"{tp}: a late duplicate restart entry took "
+                                             f"broker {b}, re-admitted since, out: {s}")
         for tp, s in tree.states.items():
             a = tree.topics.get(tp.topic)
             replicas = a.partitions.get(tp.partition, []) if a else []
