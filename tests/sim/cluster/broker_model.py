@@ -27,6 +27,7 @@ module call instead - the next step of the issue):
 
 from __future__ import annotations
 
+import inspect
 import posixpath
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -67,6 +68,8 @@ CLEAN_SHUTDOWN = posixpath.join(LOG_DIR, ".kafka_cleanshutdown")
 CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
                "log-start-offset-checkpoint")
 FETCH_MAX_BYTES = 1 << 20
+# issue 26 defect 4's fix passes the ISR to the stray rule; the code before it takes none
+_STRAY_TAKES_ISR = "isr" in inspect.signature(partition_state.is_stray_replica).parameters
 
 
 class _Counter:
@@ -190,17 +193,24 @@ class SimBroker:
                 tp = TopicPartition.parse(name)
             except ValueError:
                 continue
-            self.logs[tp] = Log.open(LOG_DIR, tp, self.log_config, fileops=fo,
+            self._adopt(tp, Log.open(LOG_DIR, tp, self.log_config, fileops=fo,
                                      clock=self.now, recovery_point=rp.get(tp, 0),
                                      log_start_offset=start.get(tp, 0),
-                                     high_watermark=hw.get(tp, 0), needs_recovery=not clean)
-            self._touched(tp)
+                                     high_watermark=hw.get(tp, 0), needs_recovery=not clean))
         if clean:
             fo.unlink(CLEAN_SHUTDOWN)
             fo.fsync_dir(LOG_DIR)
         self.broker_dynamic = dict(self.world.broker_default_config)
         self.alive = True
         return clean
+
+    def _adopt(self, tp: TopicPartition, log: Log) -> None:
+        """LogManager._adopt: the log is this broker's; a truncation checkpoints the dir at
+        once (Kafka's LogManager.truncateTo, issue 26 defect 5), where the Log offers it."""
+        if hasattr(log, "on_truncation"):
+            log.on_truncation = self.checkpoint
+        self.logs[tp] = log
+        self._touched(tp)
 
     def checkpoint(self) -> None:
         """LogManager.checkpoint: recovery points, HWs and log starts of every log."""
@@ -282,9 +292,8 @@ class SimBroker:
         for s in todo:
             if s.tp not in self.logs and partition_state.missing_log(
                     s.is_new, False, False) is partition_state.MissingLog.CREATE:
-                self.logs[s.tp] = Log.open(LOG_DIR, s.tp, self.log_config, fileops=self.fs,
-                                           clock=self.now)
-                self._touched(s.tp)
+                self._adopt(s.tp, Log.open(LOG_DIR, s.tp, self.log_config, fileops=self.fs,
+                                           clock=self.now))
         now = self.now()
         epoch_starts = []
         for s in todo:
@@ -367,7 +376,7 @@ class SimBroker:
             for tp, info in req.partition_states
             if info.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
                 self.broker_id, info.replicas, info.leader_epoch, tp in self.logs,
-                self.partitions.get(tp)))
+                self.partitions.get(tp), *((info.isr,) if _STRAY_TAKES_ISR else ())))
         if strays:
             self._stop(strays)
 

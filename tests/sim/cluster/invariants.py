@@ -81,6 +81,13 @@ class Invariants:
                 ) -> None:
         if epoch < self.clean_from.get(tp, -1):
             return  # a leader from before an unclean election: its data may be gone
+        s = self.w.d.tree.states.get(tp)
+        if s is None or s.leader_epoch != epoch:
+            # A deposed leader that has not heard yet (a zombie: its session expired, or the
+            # LeaderAndIsr is in flight) still answers; with an ISR of itself at min ISR 1
+            # it acknowledges and exposes records the new leader never had. Kafka promises
+            # nothing for them (acks=all means the ISR the leader knew), so neither does this.
+            return
         led = self.committed.setdefault(tp, {})
         old = led.get(offset)
         if old is not None and old != value:
@@ -208,8 +215,13 @@ class Invariants:
 
     def _replicas_agree(self, tp: TopicPartition) -> None:
         w = self.w
+        s = w.d.tree.states.get(tp)
+        # Replicas at the controller's current leader epoch: a deposed leader's HW (and its
+        # followers') is a zombie's, which Kafka does not protect (see _commit).
         holders = [w.brokers[b] for b in w.broker_ids
-                   if w.brokers[b].alive and tp in w.brokers[b].logs]
+                   if w.brokers[b].alive and tp in w.brokers[b].logs and s is not None
+                   and tp in w.brokers[b].partitions
+                   and w.brokers[b].partitions[tp].leader_epoch == s.leader_epoch]
         for i, a in enumerate(holders):
             la = a.logs[tp]
             for b in holders[i + 1:]:

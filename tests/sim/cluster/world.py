@@ -129,6 +129,7 @@ class World:
         self.slow_until = dict.fromkeys(self.broker_ids, 0)
         self.sessionless: dict[int, int] = {}  # broker -> when it re-registers
         self.next_election: int | None = None
+        self.flaky_until = 0  # until then each controller effect may be its last
         self.sent_seen = 0
         self.topic_no = 0
         self.produced = 0
@@ -189,6 +190,7 @@ class World:
             (self._kill9, 1), (self._controlled_shutdown, 1), (self._restart, 4),
             (self._session_loss, 1), (self._slow_replica, 1), (self._controller_crash, 1),
             (self._topic_min_isr, 1), (self._default_min_isr, 1), (self._enable_elr, 0.3),
+            (self._flaky_controller, 0.7), (self._bounce, 1),
             (self._reassign, 1.5), (self._cancel, 0.5), (self._elect_preferred, 0.5),
             (self._elect_unclean, 0.3), (self._create_topic, 0.3),
         ]
@@ -293,6 +295,9 @@ class World:
         self.net.send("GetReplicaLogInfo", at_broker)
 
     def _on_effect(self, eff) -> None:
+        if self.now_ms < self.flaky_until and self.d.core is not None and \
+                self.rng.random() < 0.15:
+            self.d.crash_after(0)  # this effect is the controller's last
         if isinstance(eff, X.WritePartitionStates):
             for w in eff.writes:
                 s = self.d.tree.states.get(w.tp)
@@ -433,6 +438,12 @@ class World:
 
     def _stop_broker(self, bid: int, how: str) -> None:
         b = self.brokers[bid]
+        if how == "power loss" and not self.elr and b.log_config.flush_interval_messages > 1:
+            # ZooKeeper-era Kafka (ELR off) leaves unflushed records to replication and has
+            # no rule for a broker that comes back without them (KIP-966's motivation): a
+            # power loss is modelled there only when every append is fsynced; otherwise the
+            # process dies and the page cache survives.
+            how = "kill -9"
         self.say(f"broker {bid} stops: {how}")
         self.sessionless.pop(bid, None)
         self.d.kill(bid)
@@ -543,6 +554,25 @@ class World:
             d.crash_after(n)
             self.rng.choice((self._power_loss, self._restart, self._reassign,
                              self._topic_min_isr, self._controlled_shutdown))()
+
+    def _flaky_controller(self) -> None:
+        """For a while every controller effect may be its last: a controller killed between
+        any two steps of a decision (a reassignment's steps 4 and 5, seed 004 case 3)."""
+        self.flaky_until = self.now_ms + self.rng.choice((500, 1500, 3000))
+        self.say("the controller may die at any effect for a while")
+        self.rng.choice((self._reassign, self._power_loss, self._controlled_shutdown,
+                         self._nothing))()
+
+    def _bounce(self) -> None:
+        """A broker dies and comes straight back (before or after the controller saw it)."""
+        live = self._live()
+        if len(live) > 1:
+            bid = self.rng.choice(live)
+            self._stop_broker(bid, "kill -9" if self.rng.random() < 0.7 else "power loss")
+            for _ in range(self.rng.choice((0, 1, 3))):
+                self.tick()
+            if not self.brokers[bid].alive:
+                self._start_broker(bid)
 
     def _config_notice(self, topic: str | None) -> None:
         """A /config/changes notification reaches every live broker (and, for a topic, the

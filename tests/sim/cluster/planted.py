@@ -1,0 +1,87 @@
+"""Planted bugs: each re-creates one of issue 26's defects on top of the fixed code, as a
+test-only monkeypatch (nothing here is imported by production modules). The simulation is
+not done unless it finds each of them within a fixed, small number of seeds
+(tests/sim/test_cluster_simulation.py), which proves its checker is not vacuous.
+
+    hw_freeze_reads_maximal_isr       defect 1: the leader's min-ISR freeze of the HW reads
+                                      the maximal ISR (ISR + an AlterPartition in flight)
+    controller_min_isr_ignores_default defect 2: the controller's ELR rules read the topic
+                                      override, else its static config, never
+                                      /config/brokers/<default> as the brokers do
+    stray_deletes_isr_member          defect 4: UpdateMetadata's stray rule deletes a replica
+                                      the ISR still names (reassignment step 4)
+    truncation_not_checkpointed       defect 5: a truncation lowers only the in-memory
+                                      recovery point; a leader epoch deferred below the
+                                      checkpointed one is lost in a crash
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from broker import isr as isr_rules
+from broker import partition_state
+from broker.partition import Partition
+from broker.storage.log import Log
+from common import dynamic_config
+from controller.context import ControllerContext
+
+
+def _hw_over_maximal_isr(self: Partition) -> bool:
+    """Partition.maybe_advance_hw before the fix: the freeze counted the maximal ISR."""
+    if not self.is_leader or self.log is None:
+        return False
+    new = isr_rules.new_high_watermark(self.log.high_watermark, self.log.log_end_offset,
+                                       self.maximal_isr, self.local_id, self.followers,
+                                       self.effective_min_isr)
+    if new > self.log.high_watermark:
+        self.log.high_watermark = new
+        self.hw_moved.notify()
+        return True
+    return False
+
+
+def _controller_min_isr_without_default(self: ControllerContext, tp) -> int:
+    """ControllerContext.min_isr before the fix: the topic override, else the controller's
+    own static min.insync.replicas."""
+    rf = len(self.replicas(tp))
+    return dynamic_config.effective_min_isr(dynamic_config.configured_min_isr(
+        self.topic_configs.get(tp.topic, {}), {}, self.elr.min_insync_replicas, rf), rf)
+
+
+_is_stray = partition_state.is_stray_replica
+
+
+def _stray_ignores_isr(broker_id, replicas, leader_epoch, has_log, held, isr=()) -> bool:
+    """is_stray_replica before the fix: the ISR is not asked."""
+    return _is_stray(broker_id, replicas, leader_epoch, has_log, held)
+
+
+def _no_checkpoint_after_truncation(self: Log) -> None:
+    """Log before the fix: the lowered recovery point waits for the periodic checkpoint."""
+
+
+PLANTED: dict[str, tuple[object, str, Callable]] = {
+    "hw_freeze_reads_maximal_isr": (Partition, "maybe_advance_hw", _hw_over_maximal_isr),
+    "controller_min_isr_ignores_default": (ControllerContext, "min_isr",
+                                           _controller_min_isr_without_default),
+    "stray_deletes_isr_member": (partition_state, "is_stray_replica", _stray_ignores_isr),
+    "truncation_not_checkpointed": (Log, "_after_truncation",
+                                    _no_checkpoint_after_truncation),
+}
+
+
+@contextmanager
+def planted(name: str | None) -> Iterator[None]:
+    """Re-create defect ``name`` (None: nothing) for the duration of the block."""
+    if name is None:
+        yield
+        return
+    owner, attr, fn = PLANTED[name]
+    saved = owner.__dict__[attr]
+    setattr(owner, attr, fn)
+    try:
+        yield
+    finally:
+        setattr(owner, attr, saved)
