@@ -24,13 +24,13 @@ the event loop, in one task, so notifications are applied in sequence order.
 from __future__ import annotations
 
 import asyncio
-import time
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker import config_changes as cc
 from common import dynamic_config as dc
 from common import zk_layout as zl
+from common.clock import wall_ms
 from common.config import Config
 from common.errors import ConfigError, ErrorCode, ReplogError
 from common.zk_async import AsyncZk
@@ -40,7 +40,7 @@ ALTER_ATTEMPTS = 5  # read-modify-write retries when another alter wins the vers
 
 class ConfigManager:
     def __init__(self, zk: AsyncZk, broker_id: int, config: Config, rm, events,
-                 clock=lambda: int(time.time() * 1000),
+                 clock=wall_ms,
                  expiration_ms: int = cc.CHANGE_EXPIRATION_MS):
         self.zk = zk
         self.broker_id = broker_id

@@ -24,16 +24,16 @@ import asyncio
 import errno as errno_mod
 import json
 import os
-import time
 from collections.abc import Callable
 
 from broker.storage.fileops import OPS, FaultInjectingFileOps
+from common import clock
 
 
 class InjectedClock:
     """Wall milliseconds plus the offset of the current clock rule (0 without one)."""
 
-    def __init__(self, wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+    def __init__(self, wall_ms: Callable[[], int] = clock.wall_ms):
         self.wall_ms = wall_ms
         self.offset_ms = 0
 

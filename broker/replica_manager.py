@@ -66,6 +66,7 @@ from broker.storage.failure_scope import PROBE_TIMEOUT_S, Scope, failure_scope
 from broker.storage.log import RecordTooLargeError
 from broker.storage.log_manager import LogManager
 from broker.truncation import OUT_OF_RANGE, leader_divergence, leader_end_for_epoch
+from common.clock import wall_ms
 from common.config import Config
 from common.dynamic_config import configured_min_isr
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
@@ -86,10 +87,6 @@ _NO_METADATA_LOOKUP = False
 # leader-epoch-checkpoint files written per log-dir job after a LeaderAndIsr (~0.3 ms each here):
 # an append queued behind them waits for one chunk, ~0.1 s, not for a 10k-partition takeover.
 EPOCH_CHECKPOINT_CHUNK = 256
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class RequestError(ReplogError):
@@ -151,7 +148,7 @@ class ReplicaManager:
     def __init__(self, broker_id: int, config: Config, log_manager: LogManager,
                  metadata: MetadataCache, metrics: BrokerMetrics, events,
                  topic_config_loader: Callable[[str], Awaitable[dict[str, str]]] | None = None,
-                 clock: Callable[[], int] = now_ms, *,
+                 clock: Callable[[], int] = wall_ms, *,
                  fetcher_manager: ReplicaFetcherManager | None = None,
                  alter_partition: AlterPartitionManager | None = None,
                  monotonic: Callable[[], float] = time.monotonic,

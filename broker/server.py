@@ -41,7 +41,7 @@ from broker.fault_injection import InjectedClock, watch_fault_file
 from broker.fetcher import ReplicaFetcherManager
 from broker.metadata_cache import Endpoint, MetadataCache
 from broker.metrics import BrokerMetrics
-from broker.replica_manager import ReplicaManager, now_ms
+from broker.replica_manager import ReplicaManager
 from broker.restart_notifier import (
     RestartNotifier,
     forget_lost_replicas,
@@ -53,6 +53,7 @@ from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log_manager import LogManager
 from common import event_loop
 from common import zk_layout as zl
+from common.clock import wall_ms
 from common.config import Config
 from common.listener_servers import bind_listeners
 from common.listeners import EndPoint, advertised_endpoints, listener_config
@@ -111,7 +112,7 @@ class BrokerServer:
         cluster_id = await self._cluster_id()
         self.metadata.cluster_id = cluster_id
         fileops = None
-        self._clock = now_ms
+        self._clock = wall_ms
         fault_file = self.config["fault.injection.file"]
         if fault_file:
             fileops = FaultInjectingFileOps()
@@ -221,7 +222,7 @@ class BrokerServer:
             tuple(zl.LogDirInfo(d.path, d.directory_id or "", d.online) for d in lm.dirs),
             lm.had_clean_shutdown,
             f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None,
-            int(time.time() * 1000), endpoints=self.endpoints)
+            wall_ms(), endpoints=self.endpoints)
 
     async def _register(self) -> None:
         lm = self.log_manager

@@ -29,13 +29,13 @@ and stamps the leader epoch by rewriting the first 16 bytes without recomputing 
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from crc32c import crc32c
 
+from common.clock import wall_ms
 from common.errors import CorruptRecordError
 
 MAGIC_V2 = 2
@@ -280,7 +280,7 @@ def build_batch(records: Sequence[ProducerRecord], *, base_offset: int = 0,
     if not records:
         raise ValueError("a record batch needs at least one record")
     if now_ms is None:
-        now_ms = int(time.time() * 1000)
+        now_ms = wall_ms()
     stamps = [now_ms if r.timestamp is None else r.timestamp for r in records]
     base_ts = stamps[0]
     body = bytearray()

@@ -53,6 +53,7 @@ from typing import Any
 import grpc
 from kazoo.exceptions import KazooException
 
+from common.clock import wall_ms
 from common.errors import ErrorCode
 from common.grpc_options import ChannelFactory
 from common.names import TopicPartition
@@ -148,7 +149,7 @@ class Controller:
     def __init__(self, *, controller_id: int, zk: AsyncZk, endpoint: ControllerInfo,
                  config: Mapping[str, Any], metrics: ControllerMetrics | None = None,
                  events=None, clock: Callable[[], float] = time.monotonic,
-                 wall_ms: Callable[[], float] = lambda: time.time() * 1000,
+                 wall_ms: Callable[[], int] = wall_ms,
                  rng: random.Random | None = None,
                  on_active_change: Callable[[bool], None] | None = None,
                  store: MetadataStore | None = None,

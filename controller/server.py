@@ -20,7 +20,6 @@ import logging
 import signal
 import socket
 import sys
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +30,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client import CollectorRegistry
 
 from common import event_loop
+from common.clock import wall_ms
 from common.listener_servers import bind_listeners
 from common.listeners import advertised_endpoints, listener_config
 from common.observability import (
@@ -99,7 +99,7 @@ class ControllerServer:
         inter = next(e for e in endpoints if e.listener == listeners.inter_broker_listener_name)
         self.address = inter.address
         endpoint = ControllerInfo(self.controller_id, inter.host, inter.port,
-                                  int(time.time() * 1000), endpoints)
+                                  wall_ms(), endpoints)
 
         self.controller = Controller(
             controller_id=self.controller_id, zk=self.zk, endpoint=endpoint, config=cfg,

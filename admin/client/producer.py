@@ -48,6 +48,7 @@ from admin.client.metadata import MetadataCache, TopicInfo
 from admin.client.partitioner import DefaultPartitioner
 from admin.client.recordbatch import build_producer_batch, estimate_record_size
 from admin.client.transport import ChannelPool, call, parse_bootstrap_servers
+from common.clock import wall_ms
 from common.errors import ErrorCode
 from common.records import HEADER_SIZE
 from common.rpc import replog_pb2 as pb
@@ -345,7 +346,7 @@ class Producer:
                 f"configuration.")
         if self._buffered + size > self.buffer_memory and self._buffered > 0:
             await self._wait_for_buffer(size)
-        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        ts = timestamp_ms if timestamp_ms is not None else wall_ms()
         tps = self._tps.get(topic)
         if tps is None or len(tps) != n:
             tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(n)]

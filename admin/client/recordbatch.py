@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
+from common.clock import wall_ms
 from common.records import (
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
@@ -74,8 +75,7 @@ def build_producer_batch(records: Sequence[ProducerRecord], now_ms: int | None =
     if not records:
         raise ValueError("a record batch needs at least one record")
     if now_ms is None:
-        import time
-        now_ms = int(time.time() * 1000)
+        now_ms = wall_ms()
     first_ts = records[0].timestamp
     base_ts = now_ms if first_ts is None else first_ts
     max_ts = base_ts

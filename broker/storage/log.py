@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -37,12 +36,9 @@ from broker.storage.errors import (
 from broker.storage.fileops import FileOps
 from broker.storage.segment import LogSegment, SegmentCorruption, entry_position
 from common import records as rec
+from common.clock import wall_ms
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class RecordTooLargeError(ReplogError):
@@ -127,7 +123,7 @@ class Log:
 
     @classmethod
     def open(cls, log_dir: str, tp: TopicPartition, config: LogConfig | None = None, *,
-             fileops: FileOps | None = None, clock: Callable[[], int] = wall_clock_ms,
+             fileops: FileOps | None = None, clock: Callable[[], int] = wall_ms,
              recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
              needs_recovery: bool = True, partition_dir: str | None = None) -> Log:
         """Open (creating if absent) the log of ``tp`` in ``log_dir``.

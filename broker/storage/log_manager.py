@@ -52,8 +52,9 @@ from broker.storage.errors import (
 )
 from broker.storage.failure_scope import PROBE_TIMEOUT_S, ProbeResult, probe_log_dir
 from broker.storage.fileops import FileOps
-from broker.storage.log import Log, LogConfig, wall_clock_ms
+from broker.storage.log import Log, LogConfig
 from broker.storage.log_dir_failure_channel import LogDirFailureChannel
+from common.clock import wall_ms
 from common.names import TopicPartition, validate_topic
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -91,7 +92,7 @@ class LogDir:
 class LogManager:
     def __init__(self, log_dirs: list[str], broker_id: int, config: LogConfig | None = None, *,
                  cluster_id: str | None = None, fileops: FileOps | None = None,
-                 clock: Callable[[], int] = wall_clock_ms,
+                 clock: Callable[[], int] = wall_ms,
                  failure_channel: LogDirFailureChannel | None = None,
                  lost_replicas: dict[str, set[TopicPartition]] | None = None):
         """``lost_replicas``: log dir -> the copies this broker lost there (ZooKeeper's
