@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import grpc
@@ -75,8 +75,11 @@ class FetchState:
 
 class ReplicaFetcher:
     def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int,
-                 address: str | None):
+                 address: str | None, monotonic: Callable[[], float] = time.monotonic):
         self.manager = manager
+        # Seconds for the back-off of delayed partitions (Kafka's PartitionFetchState
+        # delay): the broker's injected clock, so a test or the simulation moves it.
+        self.monotonic = monotonic
         self.leader_id = leader_id
         self.fetcher_id = fetcher_id
         self.address = address
@@ -133,7 +136,7 @@ class ReplicaFetcher:
         # Kafka instead leaves such a thread idle and reaps it later in
         # shutdownIdleFetcherThreads; an asyncio task costs nothing to recreate.
         while self.partitions:
-            now = time.monotonic()
+            now = self.monotonic()
             ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
             held = {tp for tp, s in ready.items()
                     if should_throttle(m.quota, tp, s.in_sync())}
@@ -208,7 +211,7 @@ class ReplicaFetcher:
         loop = asyncio.get_running_loop()
         delayed = [s.delayed_until for tp, s in self.partitions.items()
                    if tp not in ready and tp not in held]
-        timer = loop.call_at(loop.time() + max(0.0, min(delayed) - time.monotonic()),
+        timer = loop.call_at(loop.time() + max(0.0, min(delayed) - self.monotonic()),
                              self._wake.set) if delayed else None
         call = stub.Fetch(req, timeout=self.manager.max_wait_ms / 1000 + 10)
         woken = asyncio.ensure_future(self._wake.wait())
@@ -331,7 +334,7 @@ class ReplicaFetcher:
         if outcome is Outcome.FAIL_PARTITION:
             m.mark_failed(self, tp, s, detail or _name(r.error_code), log_dir)
         elif outcome is Outcome.DELAY_PARTITION:
-            s.delayed_until = time.monotonic() + m.backoff_s
+            s.delayed_until = self.monotonic() + m.backoff_s
             m.events.warning("fetch_partition_delayed", partition=str(tp), leader=self.leader_id,
                              leader_epoch=s.leader_epoch,
                              error=detail or _name(r.error_code))
@@ -359,7 +362,7 @@ class ReplicaFetcher:
             # The truncation changed nothing, so the next fetch would carry the same offset
             # and epoch and get the same answer: back off instead of spinning (issue 15,
             # finding 2: a hot RPC loop cost every partition of the fetcher its long poll).
-            s.delayed_until = time.monotonic() + m.backoff_s
+            s.delayed_until = self.monotonic() + m.backoff_s
 
     async def _reset_offset(self, tp: TopicPartition, s: FetchState) -> None:
         """The fetch offset is outside the leader's log: ask the leader for its log start and
@@ -400,13 +403,17 @@ class ReplicaFetcher:
             m.events.info("fetch_offset_reset", partition=str(tp), leader=self.leader_id,
                           leo=log.log_end_offset)
         except grpc.aio.AioRpcError:
-            s.delayed_until = time.monotonic() + m.backoff_s
+            s.delayed_until = self.monotonic() + m.backoff_s
 
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, broker_epoch, config, log_manager, metrics, events,
-                 channel_factory: ChannelFactory = insecure_channel):
+                 channel_factory: ChannelFactory = insecure_channel,
+                 monotonic: Callable[[], float] = time.monotonic):
+        """``monotonic``: seconds for partition back-off and the follower quota's rate, handed
+        to every fetcher (the replica manager's clock in a simulation)."""
         self.broker_id = broker_id
+        self.monotonic = monotonic
         self.channel_factory = channel_factory  # the transport to leaders (tests inject one)
         self.broker_epoch = broker_epoch
         self.log_manager = log_manager
@@ -424,7 +431,7 @@ class ReplicaFetcherManager:
         self.failed_partitions = FailedPartitions()
         # KIP-73: the broker's follower quota; the replica manager hands over the one it
         # keeps in step with the configs (unlimited until then).
-        self.quota = ReplicationQuota(time.monotonic, UNLIMITED)
+        self.quota = ReplicationQuota(monotonic, UNLIMITED)
         metrics.throttled_partitions.labels(direction="follower").set_function(
             lambda: sum(f.held_back for f in list(self.fetchers.values())))
         metrics.fetcher_max_lag.labels(clientId=CLIENT_ID).set_function(self.max_lag)
@@ -490,7 +497,8 @@ class ReplicaFetcherManager:
             f = self.fetchers.get(key)
             if f is None:
                 f = self.fetchers[key] = ReplicaFetcher(self, p.leader_id, key[1],
-                                                        self.addresses.get(p.leader_id))
+                                                        self.addresses.get(p.leader_id),
+                                                        self.monotonic)
             f.partitions[tp] = FetchState(p, p.leader_epoch)
             f._wake.set()
             if f.task is None or f.task.done():
