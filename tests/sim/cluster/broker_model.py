@@ -98,6 +98,10 @@ class FetchState:
     delayed_until: int = 0
     in_flight: int | None = None  # the id of the fetch awaiting its answer
     sent_at: int = 0
+    # an answer without a divergence came back in this epoch: the log matches the leader's
+    # up to its end (what the diverging-epoch protocol promises); the invariants compare
+    # replicas from then on
+    synced: bool = False
 
 
 @dataclass
@@ -336,7 +340,7 @@ class SimBroker:
             if partition_state.epoch_start_applies(p.is_leader, p.leader_epoch, epoch):
                 p.leader_epoch_start_offset = start
             self.deferred_epoch_writes.append(
-                (now + self.world.rng.choice((0, 100, 1000, 5000)), log))
+                (now + self.world.rng.choice((0, 200, 1000, 3000)), log))
         return results
 
     def stop_replica(self, req: StopReplicaRequest) -> dict[TopicPartition, ErrorCode]:
@@ -484,6 +488,7 @@ class SimBroker:
                 if r.diverging is not None:
                     self._truncate(s, log, Divergence(*r.diverging))
                     return
+                s.synced = True
                 if r.records:
                     log.append_as_follower(r.records)
                     self._touched(tp)

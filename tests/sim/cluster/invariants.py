@@ -5,7 +5,8 @@
   become leader cleanly (ISR and ELR members), and in the log of every later leader - unless
   an unclean election or a recovery was logged for the partition (then the ledger starts
   over). A power loss of every in-sync copy is such a recovery (the configuration allowed it).
-- Replicas never differ below the smallest HW they both hold.
+- Replicas never differ below the smallest HW they both hold, and each replica's leader-epoch
+  cache places every batch in the epoch the batch carries.
 - A leader's HW never goes backwards within an epoch (one process life); one leader per
   partition epoch, over every broker that believes it leads.
 - Controller and brokers agree on the effective min ISR, min(min.insync.replicas, RF), of
@@ -44,6 +45,8 @@ class Invariants:
         self.unclean_asked: set[TopicPartition] = set()
         self.pending: list[str] = []
         self._contents: dict[tuple[int, TopicPartition], tuple[int, dict[int, bytes]]] = {}
+        self._batch_epochs: dict[tuple[int, TopicPartition], list[tuple[int, int]]] = {}
+        self._epochs_checked: dict[tuple[int, TopicPartition], tuple] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -62,15 +65,34 @@ class Invariants:
         if cached is not None and cached[0] == version:
             return cached[1]
         values: dict[int, bytes] = {}
+        epochs: list[tuple[int, int]] = []  # (base offset, partition leader epoch) per batch
         offset = log.log_start_offset
         while offset < log.log_end_offset:  # a read stops at its segment's end
-            batch = rec.decode_all(log.read(offset, 1 << 30))
-            if not batch:
+            data = log.read(offset, 1 << 30)
+            batches = list(rec.iter_batches(data))
+            if not batches:
                 break
-            values.update((r.offset, r.value) for r in batch)
-            offset = batch[-1].offset + 1
+            for batch in batches:
+                h = batch.header
+                epochs.append((h.base_offset, h.partition_leader_epoch))
+                values.update((r.offset, r.value) for r in rec.decode_records(batch.data, h))
+            offset = batches[-1].header.next_offset
         self._contents[key] = (version, values)
+        self._batch_epochs[key] = epochs
         return values
+
+    def _epoch_cache_agrees(self, b: SimBroker, tp: TopicPartition) -> None:
+        """The leader-epoch cache places every batch in the epoch the batch carries: what
+        OffsetForLeaderEpoch and the diverging-epoch answers (KIP-101/279/595) rest on. A
+        deferred entry lost below the recovery point (issue 26, defect 5) breaks it."""
+        self.content(b, tp)
+        cache = b.logs[tp].epoch_cache
+        for base, epoch in self._batch_epochs.get((b.broker_id, tp), ()):
+            placed = cache.epoch_for_offset(base)
+            if placed != epoch:
+                self.fail(f"{tp}: broker {b.broker_id}'s leader-epoch cache "
+                          f"{cache.entries} places offset {base} in epoch {placed}; its batch "
+                          f"carries epoch {epoch}")
 
     def _reset(self, tp: TopicPartition, epoch: int, why: str) -> None:
         self.w.say(f"{tp}: ledger starts over at leader epoch {epoch} ({why})")
@@ -210,18 +232,36 @@ class Invariants:
                                   f"elr={list(getattr(s, 'elr', ()))}) but lacks committed "
                                   f"offsets {missing[:8]}")
             self._replicas_agree(tp)
+        for bid in w.broker_ids:
+            b = w.brokers[bid]
+            if not b.alive:
+                continue
+            for tp, log in sorted(b.logs.items()):
+                mark = (b.log_versions.get(tp, 0), tuple(log.epoch_cache.entries))
+                if self._epochs_checked.get((bid, tp)) != mark:
+                    self._epoch_cache_agrees(b, tp)
+                    self._epochs_checked[(bid, tp)] = mark
         if settled and not any(m.what == "ConfigChange" for m in w.net.heap):
             self._min_isr_agrees(live)
 
     def _replicas_agree(self, tp: TopicPartition) -> None:
         w = self.w
         s = w.d.tree.states.get(tp)
-        # Replicas at the controller's current leader epoch: a deposed leader's HW (and its
-        # followers') is a zombie's, which Kafka does not protect (see _commit).
-        holders = [w.brokers[b] for b in w.broker_ids
-                   if w.brokers[b].alive and tp in w.brokers[b].logs and s is not None
-                   and tp in w.brokers[b].partitions
-                   and w.brokers[b].partitions[tp].leader_epoch == s.leader_epoch]
+        if s is None:
+            return
+        # Replicas at the controller's current leader epoch: its leader, and followers that
+        # have fetched from it without a divergence (until then a follower's HW may be from
+        # a lineage an unclean election discarded, and its suffix is truncated at its first
+        # fetch). A deposed leader's HW is a zombie's, which Kafka does not protect (_commit).
+        holders = []
+        for bid in w.broker_ids:
+            b = w.brokers[bid]
+            p = b.partitions.get(tp)
+            if not b.alive or tp not in b.logs or p is None or p.leader_epoch != s.leader_epoch:
+                continue
+            f = b.fetching.get(tp)
+            if p.is_leader or (f is not None and f.synced):
+                holders.append(b)
         for i, a in enumerate(holders):
             la = a.logs[tp]
             for b in holders[i + 1:]:

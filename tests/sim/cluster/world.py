@@ -100,27 +100,61 @@ class Network:
             heapq.heappop(self.heap).deliver()
 
 
+# Fault-schedule profiles: the same faults, weighted towards one window. "default" is the
+# sweep's; the others let the planted-bug self-test reach a narrow window in few seeds.
+PROFILES: dict[str, dict] = {
+    "default": {},
+    # defect 5's window: a follower truncates its unreplicated acks=1 suffix below the
+    # checkpointed recovery point (a preferred election moved leadership away from it), leads
+    # again at once, appends without a flush and dies before its deferred epoch is written
+    "truncation": {"elr": 0.0, "flush": (2, 3), "segment_bytes": (300,),
+                   "checkpoint_ms": (300, 1000), "acks": (1, 1, 1, -1),
+                   "weights": {"leader_churn": 4, "bounce": 2, "kill9": 1,
+                               "controlled_shutdown": 3, "restart": 6,
+                               "power_loss": 0, "reassign": 0.5, "cancel": 0.2,
+                               "topic_min_isr": 0.2, "default_min_isr": 0.2,
+                               "flaky_controller": 0.2, "enable_elr": 0}},
+    # defect 1's window: ELR on, min ISR 2, RF 3; slow replicas leave the ISR (into the
+    # ELR), acks=1 writes go on, one catches up and its expansion is in flight or refused
+    "elr_window": {"elr": 1.0, "min_isr": (2,), "rf": (3,), "acks": (1, 1, -1),
+                   "weights": {"slow_replica": 5, "power_loss": 0, "topic_min_isr": 0,
+                               "default_min_isr": 0, "flaky_controller": 0,
+                               "controller_crash": 0.3, "reassign": 0.3, "cancel": 0.1,
+                               "leader_churn": 0, "bounce": 0.3}},
+    # defect 4's window: moves that remove replicas, with a controller that may die between
+    # any two of its effects (between steps 4 and 5)
+    "reassignment": {"rf": (2, 3), "flaky_p": 0.3, "flaky_ms": (3000, 8000),
+                     "weights": {"reassign": 6, "flaky_controller": 4,
+                                               "cancel": 1, "power_loss": 0,
+                                               "topic_min_isr": 0, "default_min_isr": 0,
+                                               "leader_churn": 0}},
+}
+
+
 class World:
-    def __init__(self, seed: int, steps: int = 60, *, verbose: bool = False):
+    def __init__(self, seed: int, steps: int = 60, *, profile: str = "default",
+                 verbose: bool = False):
         self.seed = seed
         self.steps = steps
         self.rng = rng = random.Random(seed)
         self.verbose = verbose
+        self.profile = prof = PROFILES[profile]
         self.now_ms = 0
         self.log_version = 0
         self.lag_max_ms = 1000
         self.fetch_backoff_ms = 200
         self.fetch_timeout_ms = 1500
         self.broker_default_config: dict[str, str] = {}
-        self.elr = rng.random() < 0.6
-        self.static_min_isr = rng.choice((1, 2, 2, 3))
+        self.elr = rng.random() < prof.get("elr", 0.6)
+        self.static_min_isr = rng.choice(prof.get("min_isr", (1, 2, 2, 3)))
         config = {MIN_ISR: self.static_min_isr, "eligible.leader.replicas.enable": self.elr,
                   "unclean.recovery.timeout.ms": 3000}
         self.d = Driver(config=config, rng=random.Random(rng.random()))
         self.d.on_effect = self._on_effect
         self.net = Network(self)
-        flush = rng.choice((1, 4, (1 << 63) - 1))
-        log_config = LogConfig(segment_bytes=rng.choice((300, 600, 4096)),
+        flush = rng.choice(prof.get("flush", (1, 4, (1 << 63) - 1)))
+        log_config = LogConfig(segment_bytes=rng.choice(prof.get("segment_bytes",
+                                                                 (300, 600, 4096))),
                                flush_interval_messages=flush)
         self.broker_ids = tuple(range(1, rng.choice((3, 4, 4, 5)) + 1))
         self.brokers = {b: SimBroker(b, self.static_min_isr, log_config, self)
@@ -133,7 +167,10 @@ class World:
         self.sent_seen = 0
         self.topic_no = 0
         self.produced = 0
-        self.next_checkpoint = {b: rng.choice((1000, 3000, 5000)) for b in self.broker_ids}
+        # replica.high.watermark.checkpoint.interval.ms, on the simulation's compressed time
+        # scale (replica.lag.time.max.ms is 1 s here against Kafka's 30 s)
+        self.checkpoint_ms = rng.choice(prof.get("checkpoint_ms", (300, 1000, 3000)))
+        self.next_checkpoint = dict.fromkeys(self.broker_ids, self.checkpoint_ms)
         self.next_shrink = 0
         self.log: list[str] = []
         self.step_no, self.action = -1, "setup"
@@ -190,10 +227,12 @@ class World:
             (self._kill9, 1), (self._controlled_shutdown, 1), (self._restart, 4),
             (self._session_loss, 1), (self._slow_replica, 1), (self._controller_crash, 1),
             (self._topic_min_isr, 1), (self._default_min_isr, 1), (self._enable_elr, 0.3),
-            (self._flaky_controller, 0.7), (self._bounce, 1),
+            (self._flaky_controller, 0.7), (self._bounce, 1), (self._leader_churn, 0.3),
             (self._reassign, 1.5), (self._cancel, 0.5), (self._elect_preferred, 0.5),
             (self._elect_unclean, 0.3), (self._create_topic, 0.3),
         ]
+        weights = self.profile.get("weights", {})
+        actions = [(a, weights.get(a.__name__.lstrip("_"), w)) for a, w in actions]
         total = sum(w for _, w in actions)
         x = self.rng.uniform(0, total)
         for a, w in actions:
@@ -296,7 +335,7 @@ class World:
 
     def _on_effect(self, eff) -> None:
         if self.now_ms < self.flaky_until and self.d.core is not None and \
-                self.rng.random() < 0.15:
+                self.rng.random() < self.profile.get("flaky_p", 0.15):
             self.d.crash_after(0)  # this effect is the controller's last
         if isinstance(eff, X.WritePartitionStates):
             for w in eff.writes:
@@ -342,7 +381,7 @@ class World:
             self._send_alter_partition(b)
             b.write_due_epochs()
             if self.now_ms >= self.next_checkpoint[bid]:
-                self.next_checkpoint[bid] = self.now_ms + 5000
+                self.next_checkpoint[bid] = self.now_ms + self.checkpoint_ms
                 b.checkpoint()
             for w, state in b.settle_produces():
                 if state is ProduceWait.ACKNOWLEDGED:
@@ -478,14 +517,14 @@ class World:
     def _nothing(self) -> None:
         pass
 
-    def _produce(self) -> None:
-        tps = self._partitions()
+    def _produce(self, tps: list[TopicPartition] | None = None) -> None:
+        tps = tps or self._partitions()
         if not tps:
             return
         for _ in range(self.rng.randint(1, 3)):
             tp = self.rng.choice(tps)
             s = self.d.tree.states[tp]
-            acks = self.rng.choice((0, 1, 1, -1, -1, -1))
+            acks = self.rng.choice(self.profile.get("acks", (0, 1, 1, -1, -1, -1)))
             leader = self.brokers.get(s.leader)
             self.produced += 1
             value = f"{self.seed}.{self.produced}".encode()
@@ -558,10 +597,37 @@ class World:
     def _flaky_controller(self) -> None:
         """For a while every controller effect may be its last: a controller killed between
         any two steps of a decision (a reassignment's steps 4 and 5, seed 004 case 3)."""
-        self.flaky_until = self.now_ms + self.rng.choice((500, 1500, 3000))
+        self.flaky_until = self.now_ms + self.rng.choice(
+            self.profile.get("flaky_ms", (500, 1500, 3000)))
         self.say("the controller may die at any effect for a while")
         self.rng.choice((self._reassign, self._power_loss, self._controlled_shutdown,
                          self._nothing))()
+
+    def _leader_churn(self) -> None:
+        """Correlated failures: leadership moves (a preferred election), then leaders die
+        one after another while clients keep writing - the old leader has just truncated its
+        unreplicated suffix as a follower when it is elected again."""
+        before = dict(self.d.tree.states)
+        self._elect_preferred()
+        for _ in range(3):
+            for _ in range(self.rng.choice((0, 1, 2, 3))):
+                self.tick()
+            states = self.d.tree.states
+            moved = sorted({s.leader for tp, s in states.items() if s.leader in self._live()
+                            and tp in before and before[tp].leader != s.leader})
+            leaders = moved or sorted({s.leader for s in states.values()
+                                       if s.leader in self._live()})
+            if len(self._live()) <= 1 or not leaders:
+                return
+            before = dict(states)
+            self._stop_broker(self.rng.choice(leaders), "kill -9")
+            for _ in range(self.rng.choice((0, 1, 2))):
+                self.tick()
+            states = self.d.tree.states
+            self._produce([tp for tp, s in sorted(states.items())
+                           if tp in before and before[tp].leader != s.leader])
+            if self.rng.random() < 0.5:
+                self._restart()
 
     def _bounce(self) -> None:
         """A broker dies and comes straight back (before or after the controller saw it)."""
@@ -660,7 +726,7 @@ class World:
         if self.d.core is None:
             return
         self.topic_no += 1
-        rf = self.rng.randint(1, min(3, len(self.broker_ids)))
+        rf = min(len(self.broker_ids), self.rng.choice(self.profile.get("rf", (1, 2, 3))))
         parts = self.rng.randint(1, 2)
         self.say(f"create t{self.topic_no} partitions={parts} rf={rf}")
         self.d.request(E.CreateTopics(topics=(
@@ -668,15 +734,16 @@ class World:
         self._settle()
 
 
-def run_seed(seed: int, steps: int = 60, verbose: bool = False) -> World:
-    return World(seed, steps, verbose=verbose).run()
+def run_seed(seed: int, steps: int = 60, profile: str = "default") -> World:
+    return World(seed, steps, profile=profile).run()
 
 
-def shrink(seed: int, steps: int) -> tuple[int, InvariantViolation] | None:
-    """The shortest step prefix of ``seed`` that still fails (None: it passes). The same
-    seed with fewer steps replays the same first steps, then heals."""
+def shrink(seed: int, steps: int, profile: str = "default"
+           ) -> tuple[int, InvariantViolation] | None:
+    """The shortest step prefix of ``seed`` found to still fail (None: it passes), by
+    bisection. The same seed with fewer steps replays the same first steps, then heals."""
     try:
-        run_seed(seed, steps)
+        run_seed(seed, steps, profile)
         return None
     except InvariantViolation as e:
         best = (steps, e)
@@ -684,7 +751,7 @@ def shrink(seed: int, steps: int) -> tuple[int, InvariantViolation] | None:
     while lo < hi:
         mid = (lo + hi) // 2
         try:
-            run_seed(seed, mid)
+            run_seed(seed, mid, profile)
             lo = mid + 1
         except InvariantViolation as e:
             hi, best = mid, (mid, e)
