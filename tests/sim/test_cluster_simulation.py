@@ -27,14 +27,17 @@ A  an ELR-only state change (remove_unclean_replicas, _unclean_out_of_elr) bumps
    AlterPartition it sends is INVALID_UPDATE_VERSION, and the ISR never grows back (seed 7)
 B  a controller that dies while cancelling a move leaves brokers with the old replica set: the
    successor resends the state at the same (leader epoch, partition epoch), which brokers
-   acknowledge without applying (seed 811: controller and leader disagree on the RF)
+   acknowledge without applying (seed 931: controller and leader disagree on the RF)
 D  a min.insync.replicas decrease (topic override or /config/brokers/<default>) leaves the ELR
    as it was: the leader advances its HW on the smaller ISR while ELR members that lack those
    records stay eligible for a clean election (seed 45)
 E  a broker that lost power while no controller ran is still in the ISR, or still leader, when
    the next controller loads: _unclean_out_of_elr handles only the ELR (seed 197)
-F  a leaderless partition whose ISR and ELR are empty and whose LastKnownELR member is back
-   gets no unclean recovery under Balanced (seed 75)
+F  a leaderless partition whose ISR and ELR are empty gets no unclean recovery under Balanced
+   once its LastKnownELR members are back: no task (seed 49), or a task waiting on a replica
+   that lost its whole log and answers UNKNOWN_TOPIC_OR_PARTITION (seed 113)
+G  StopReplica(delete) of one partition drops the topic's overrides for the broker's other
+   partitions of that topic; the next dynamic-config refresh gives them min ISR = RF (seed 811)
 """
 
 

@@ -340,7 +340,8 @@ class SimBroker:
             if partition_state.epoch_start_applies(p.is_leader, p.leader_epoch, epoch):
                 p.leader_epoch_start_offset = start
             self.deferred_epoch_writes.append(
-                (now + self.world.rng.choice((0, 200, 1000, 3000)), log))
+                (now + self.world.rng.choice(self.world.profile.get(
+                    "deferred_ms", (0, 200, 1000, 3000))), log))
         return results
 
     def stop_replica(self, req: StopReplicaRequest) -> dict[TopicPartition, ErrorCode]:

@@ -75,10 +75,15 @@ class Network:
         self.lossy = True
 
     def send(self, what: str, deliver: Callable[[], None], *, channel: tuple | None = None,
-             lossy: bool = True, slow: bool = False) -> None:
+             lossy: bool = True, slow: bool = False,
+             on_loss: Callable[[], None] | None = None) -> None:
+        """``on_loss``: what the sender sees when the message or its answer is lost (an RPC
+        deadline), delivered after a timeout; None: the sender's own timer notices."""
         w = self.w
         rng = w.rng
         if lossy and self.lossy and rng.random() < 0.05:
+            if on_loss is not None:
+                self._push(w.now_ms + 1000, f"{what} lost", on_loss)
             return  # dropped
         at = w.now_ms + rng.choice((0, 0, 50, 100, 200, 400))
         if slow:
@@ -108,7 +113,8 @@ PROFILES: dict[str, dict] = {
     # checkpointed recovery point (a preferred election moved leadership away from it), leads
     # again at once, appends without a flush and dies before its deferred epoch is written
     "truncation": {"elr": 0.0, "flush": (2, 3), "segment_bytes": (300,),
-                   "checkpoint_ms": (300, 1000), "acks": (1, 1, 1, -1),
+                   "checkpoint_ms": (3000, 5000), "deferred_ms": (1000, 3000),
+                   "acks": (1, 1, 1, -1),
                    "weights": {"leader_churn": 4, "bounce": 2, "kill9": 1,
                                "controlled_shutdown": 3, "restart": 6,
                                "power_loss": 0, "reassign": 0.5, "cancel": 0.2,
@@ -329,9 +335,12 @@ class World:
             self.net.send("log-info", lambda: self._to_controller(
                 lambda: E.ReplicaLogInfoResponse(query_id=q.query_id, broker_id=q.broker_id,
                                                  broker_epoch=q.broker_epoch,
-                                                 answers=answers), epoch))
+                                                 answers=answers), epoch),
+                on_loss=lambda: failed("deadline exceeded"))
 
-        self.net.send("GetReplicaLogInfo", at_broker)
+        # the controller channel's GetReplicaLogInfo has a deadline: a lost request or answer
+        # comes back as a failed RPC (answers None), as controller/channel.py reports it
+        self.net.send("GetReplicaLogInfo", at_broker, on_loss=lambda: failed("deadline exceeded"))
 
     def _on_effect(self, eff) -> None:
         if self.now_ms < self.flaky_until and self.d.core is not None and \
@@ -608,6 +617,9 @@ class World:
         one after another while clients keep writing - the old leader has just truncated its
         unreplicated suffix as a follower when it is elected again."""
         before = dict(self.d.tree.states)
+        self._produce(self._partitions())  # suffixes the followers have not fetched yet
+        for _ in range(self.rng.choice((0, 1, 2))):
+            self.tick()
         self._elect_preferred()
         for _ in range(3):
             for _ in range(self.rng.choice((0, 1, 2, 3))):
