@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker import fencing, partition_state
 from broker import isr as isr_rules
 from broker.isr import FollowerState
 from broker.storage.log import Log
@@ -132,6 +133,57 @@ class Partition:
         self.pending_isr = None
         self.hw_moved.notify()
         self.data.notify()
+
+    # ------------------------------------------------------------------ events
+
+    def apply_leader_and_isr(self, s, now_ms: int) -> partition_state.Transition:
+        """One LeaderAndIsr partition state (``controller_requests.LeaderAndIsrPartitionState``,
+        already admitted by ``partition_state.admit_partition_state``) applied to this replica:
+        Kafka's makeLeader / makeFollower for one partition. The replica manager performs what
+        the returned transition says (fetchers, the epoch start's write, the RECOVERED report,
+        the event log); the simulation (tests/sim/cluster) calls this same method."""
+        t = partition_state.transition(self.local_id, s.leader, s.leader_epoch,
+                                       s.leader_recovery_state, self.leader_epoch,
+                                       self.is_leader)
+        self.apply_state(leader=s.leader, leader_epoch=s.leader_epoch,
+                         partition_epoch=s.partition_epoch, controller_epoch=s.controller_epoch,
+                         isr=s.isr, replicas=s.replicas, adding=s.adding_replicas,
+                         removing=s.removing_replicas,
+                         leader_recovery_state=s.leader_recovery_state)
+        if t.lead:
+            self.become_leader(now_ms, t.reset_followers)
+            self.maybe_advance_hw()
+        elif t.follow:
+            self.become_follower()
+        return t
+
+    def on_follower_fetch(self, replica_id: int, broker_epoch: int, fetch_offset: int,
+                          follower_log_start: int, now_ms: int, pending_id: int | None = None
+                          ) -> tuple[bool, FollowerState | None]:
+        """A follower's fetch reached this leader (after the divergence check): its fetch
+        state, the HW, and whether to propose it for the ISR. Returns (propose expansion, the
+        follower state whose ``pending_id`` fetch was recorded as pending - seed 002, only when
+        ``pending_id`` is given and the fetch is eligible).
+
+        A fetch from an older incarnation of the follower (KIP-903) is served, but its offsets
+        say nothing about the replica as it is now: they neither move the HW nor let it back
+        into the ISR; nor does one beyond the leader's LEO."""
+        f = self.followers.get(replica_id)
+        stale = f is not None and fencing.follower_fetch_is_stale(broker_epoch, f.broker_epoch)
+        if not isr_rules.fetch_updates_follower(replica_id in self.replicas, stale,
+                                                fetch_offset, self.log_end_offset):
+            return False, None
+        pending = None
+        if pending_id is not None and f is not None and \
+                isr_rules.pending_fetch_eligible(f, fetch_offset):
+            # Seed 002: recorded before the read, so a slow read keeps it in sync.
+            f.pending_fetches[pending_id] = fetch_offset
+            pending = f
+        self.record_follower_fetch(replica_id, fetch_offset, follower_log_start, now_ms,
+                                   broker_epoch)
+        expand = self.isr_expansion_candidate(replica_id)
+        self.maybe_advance_hw()
+        return expand, pending
 
     # ------------------------------------------------------------------ leader rules
 

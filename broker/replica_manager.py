@@ -500,16 +500,10 @@ class ReplicaManager:
             p.min_isr = self._min_isr(s.topic, len(s.replicas))
             if p.log is None:
                 p.log = self.log_manager.get_log(tp)
-            t = partition_state.transition(self.broker_id, s.leader, s.leader_epoch,
-                                           s.leader_recovery_state, p.leader_epoch, p.is_leader)
+            t = p.apply_leader_and_isr(s, now)
             if t.new_epoch and self.fetcher_manager is not None:
                 # KIP-461: a higher leader epoch clears a failed partition; it fetches again.
                 self.fetcher_manager.on_leader_and_isr(tp, s.leader_epoch)
-            p.apply_state(leader=s.leader, leader_epoch=s.leader_epoch,
-                          partition_epoch=s.partition_epoch, controller_epoch=s.controller_epoch,
-                          isr=s.isr, replicas=s.replicas, adding=s.adding_replicas,
-                          removing=s.removing_replicas,
-                          leader_recovery_state=s.leader_recovery_state)
             if t.lead:
                 if self.fetcher_manager is not None:
                     self.fetcher_manager.remove_partitions([tp])
@@ -523,8 +517,6 @@ class ReplicaManager:
                     # recorded a stale start and let replicas diverge (issue 15, finding 1).
                     epoch_starts.setdefault(self.log_manager.log_dir_of(tp), []).append(
                         (p, p.log, s.leader_epoch))
-                p.become_leader(now, t.reset_followers)
-                p.maybe_advance_hw()
                 if t.report_recovered and self.alter_partition is not None:
                     self.alter_partition.mark_recovered(p)
                 if t.reset_followers:
@@ -534,7 +526,6 @@ class ReplicaManager:
                                      controller_epoch=req.controller_epoch,
                                      leo=p.log_end_offset, hw=p.high_watermark)
             elif t.follow:
-                p.become_follower()
                 to_follow[tp] = p
                 if t.fetch:
                     to_fetch[tp] = p
@@ -758,8 +749,7 @@ class ReplicaManager:
             StopReplicaPartitionState(tp, None, True) for tp, info in req.partition_states
             if info.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
                 self.broker_id, info.replicas, info.leader_epoch,
-                self.log_manager.get_log(tp) is not None,
-                self.partitions.get(tp), info.isr))
+                self.log_manager.get_log(tp) is not None, self.partitions.get(tp), info.isr))
         if strays:
             self.events.warning("stray_replicas", partitions=[str(s.tp) for s in strays])
             task = asyncio.get_running_loop().create_task(self.stop_replica(StopReplicaRequest(
@@ -1011,24 +1001,16 @@ class ReplicaManager:
             if div is not None:
                 return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
                                    diverging=(div.epoch, div.end_offset))
-            f = p.followers.get(replica_id)
-            # A fetch from an older incarnation of the follower (KIP-903) is served, but its
-            # offsets say nothing about the replica as it is now: they neither move the HW
-            # nor let it back into the ISR.
-            stale = f is not None and fencing.follower_fetch_is_stale(broker_epoch, f.broker_epoch)
-            if isr_rules.fetch_updates_follower(replica_id in p.replicas, stale, fp.fetch_offset,
-                                                log.log_end_offset):
-                if self.pending_reads_in_sync and f is not None and \
-                        isr_rules.pending_fetch_eligible(f, fp.fetch_offset):
-                    # Seed 002: recorded before the read, so a slow read keeps it in sync.
-                    self._fetch_ids += 1
-                    pending = (f, self._fetch_ids)
-                    f.pending_fetches[self._fetch_ids] = fp.fetch_offset
-                p.record_follower_fetch(replica_id, fp.fetch_offset, fp.log_start_offset,
-                                        self.clock(), broker_epoch)
-                if p.isr_expansion_candidate(replica_id) and self.alter_partition is not None:
-                    self.alter_partition.expand_isr(p, replica_id)
-                p.maybe_advance_hw()
+            fetch_id = None
+            if self.pending_reads_in_sync:
+                self._fetch_ids += 1
+                fetch_id = self._fetch_ids
+            expand, f = p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset,
+                                            fp.log_start_offset, self.clock(), fetch_id)
+            if f is not None:
+                pending = (f, fetch_id)
+            if expand and self.alter_partition is not None:
+                self.alter_partition.expand_isr(p, replica_id)
             upper = log.log_end_offset
         else:
             upper = p.high_watermark
