@@ -27,6 +27,16 @@ Rules that bind:
   leaves the current one as it was; StopReplica, a lost current replica, or an
   AlterReplicaLogDirs naming the current dir cancels the move. Failed moves are counted as
   ``FailedPartitionsCount{clientId="ReplicaAlterLogDirs"}``.
+- The destination dir going offline calls its moves off (Kafka's handleLogDirFailure removes
+  the future replicas of the failed dir; the move may be asked again), and the swap checks the
+  dir is online at its point of no return, the first rename: before it, an offline destination
+  aborts the swap and the current replica stays; after it, the swap completes and the replica
+  is lost with the dir (offline, a restart entry), as a Kafka swap followed by the dir's
+  failure - never a live log mapped to an offline dir.
+- After its first rename a failed swap must not leave a copy that outranks the live one at
+  the next start: the live copy gets a newer placement record superseding the renamed copy
+  before that copy is renamed back to its ``-future`` name (placement rules 1 and 3: each
+  supersedes the other, the newer wins), so either step alone is enough.
 
 The decisions - what to copy next, when to swap - are the pure functions ``next_step`` and
 ``future_dir_name``; where the future replica must be truncated first (``reconcile``) applies
@@ -48,7 +58,7 @@ from typing import TYPE_CHECKING
 
 from broker.replication_quota import ReplicationQuota
 from broker.storage import placement
-from broker.storage.errors import KafkaStorageError
+from broker.storage.errors import CheckpointIOError, KafkaStorageError, LogDirOfflineError
 from broker.storage.log import Log
 from broker.truncation import (
     OUT_OF_RANGE,
@@ -105,6 +115,27 @@ class Move:
     failed: str | None = None
     swapping: bool = False  # the swap job is queued or running on the write path
     done: asyncio.Future | None = field(default=None, repr=False)
+    # Why the swap was called off before its point of no return, and whether it passed it:
+    # set under ``lock`` by the event loop (the dir went offline) and the swap's thread.
+    aborted: str | None = None
+    committed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def check_target(self, commit: bool) -> bool:
+        """Swap thread: False (and ``aborted`` set) when the move was called off or its target
+        dir is offline; with ``commit``, True passes the point of no return for good."""
+        with self.lock:
+            if self.aborted is None and not self.target.online:
+                self.aborted = f"the log dir {self.target.path} is offline"
+            self.committed = commit and self.aborted is None
+            return self.aborted is None
+
+    def abort(self, reason: str) -> bool:
+        """Event loop: call the swap off, unless it passed its point of no return."""
+        with self.lock:
+            if not self.committed and self.aborted is None:
+                self.aborted = reason
+            return not self.committed
 
 
 class ReplicaAlterLogDirsManager:
@@ -117,6 +148,8 @@ class ReplicaAlterLogDirsManager:
         self.swap_lag = swap_lag
         self.moves: dict[TopicPartition, Move] = {}
         self.failed: set[TopicPartition] = set()
+        self._last_stamp = 0
+        self._stamp_lock = threading.Lock()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
         rm.metrics.failed_partitions.labels(clientId=CLIENT_ID).set_function(
@@ -139,6 +172,9 @@ class ReplicaAlterLogDirsManager:
                                       fileops=self.lm.fileops, clock=self.lm.clock,
                                       log_start_offset=start, needs_recovery=False,
                                       partition_dir=os.path.join(target.path, name)))
+        if not target.online:  # went offline while the future replica was created
+            self._abandon(target, future)
+            raise LogDirOfflineError(target.path, str(tp), detail="the log dir went offline")
         move = Move(tp, target, future, done=asyncio.get_running_loop().create_future())
         self.moves[tp] = move
         self.failed.discard(tp)
@@ -181,25 +217,44 @@ class ReplicaAlterLogDirsManager:
         self._drop(move, reason)
         return True
 
+    def log_dir_offline(self, path: str) -> None:
+        """Call off the moves into ``path``, a dir that went offline (Kafka's
+        handleLogDirFailure removes the future replicas of the failed dir). A swap past its
+        point of no return completes, and its replica is lost with the dir (``_complete``)."""
+        reason = f"the log dir {path} went offline"
+        for tp, move in list(self.moves.items()):
+            if move.target.path != path:
+                continue
+            if not move.swapping:
+                self.cancel(tp, reason)
+            elif not move.abort(reason):
+                self.rm.events.info("future_replica_cancel_too_late", partition=str(tp),
+                                    reason=reason)
+
     def _drop(self, move: Move, reason: str) -> None:
         fut = move.future
         fut.closed = True
         self.rm.events.info("future_replica_dropped", partition=str(move.tp),
                             log_dir=move.target.path, reason=reason)
-
-        def close_and_delete() -> None:
-            fut._close_fds()
-            try:
-                self.lm.fileops.rmtree(fut.dir)
-            except OSError:
-                pass  # a -future dir is deleted at the next start anyway
-        if move.target.online:
-            try:
-                move.target.executor.submit(close_and_delete)
-            except RuntimeError:  # executor shut down
-                close_and_delete()
+        self._abandon(move.target, fut)
         if move.done is not None and not move.done.done():
             move.done.set_result(False)
+
+    def _abandon(self, target: LogDir, fut: Log) -> None:
+        """Close a dropped future replica on its dir's thread (behind a copy that may still
+        run there) and delete it; in an offline dir it is only closed (Kafka removes it with
+        deleteFromLogDir=false): nothing more runs there, and the next start resumes it."""
+        def close_and_delete() -> None:
+            fut._close_fds()
+            if target.online:
+                try:
+                    self.lm.fileops.rmtree(fut.dir)
+                except OSError:
+                    pass  # a -future dir is deleted at the next start anyway
+        try:
+            target.executor.submit(close_and_delete)
+        except RuntimeError:  # executor shut down
+            close_and_delete()
 
     def _fail(self, move: Move, error: BaseException) -> None:
         if self.moves.get(move.tp) is not move:
@@ -320,7 +375,10 @@ class ReplicaAlterLogDirsManager:
             self._after_swap(move, current, src, result)
 
     def _after_swap(self, move: Move, current: Log, src: LogDir, result) -> None:
-        if result is None:  # dropped (broker shutdown) before the swap ran
+        if result is None:  # dropped (broker shutdown) before the swap ran, or called off
+            if move.aborted is not None and self.moves.get(move.tp) is move:
+                del self.moves[move.tp]
+                self._drop(move, move.aborted)
             if move.done is not None and not move.done.done():
                 move.done.set_result(False)
             return
@@ -339,17 +397,19 @@ class ReplicaAlterLogDirsManager:
         dir for every error, the destination's included)."""
         lm, fo, tp = self.lm, self.lm.fileops, move.tp
         fut = move.future
-        if fut.closed:
-            return None  # dropped while queued
+        if fut.closed or not move.check_target(commit=False):
+            return None  # dropped while queued, or its dir went offline: nothing written
         final = os.path.join(move.target.path, tp.dir_name)
         renamed = False
         try:
             _copy_tail(current, fut)
             fut.log_start_offset = max(fut.log_start_offset, current.log_start_offset)
             fut.high_watermark = current.high_watermark
-            record = placement.Placement((src.path,), self.rm.broker_epoch, lm.clock())
+            record = self._placement(src.path)
             placement.write(fut.dir, record, fo)
             fut.close()
+            if not move.check_target(commit=True):
+                return None  # a -future dir is no copy: the current replica stays
             fo.replace(fut.dir, final)
             renamed = True
             fo.fsync_dir(move.target.path)
@@ -362,12 +422,7 @@ class ReplicaAlterLogDirsManager:
             lm.report_failure(src if getattr(e, "log_dir", None) == src.path else move.target,
                               e)
             if renamed:
-                # Its placement record would make the next start prefer this copy over the
-                # current one, which keeps taking appends: it must not stay.
-                try:
-                    fo.rmtree(final)
-                except OSError:
-                    pass  # the destination dir is failing; its handler takes it offline
+                self._disown(move, current, src, final)
             return e
         # From here the new log is the replica: anything still queued for the old one is
         # forwarded to it (KIP-113's swap under the log lock).
@@ -383,12 +438,42 @@ class ReplicaAlterLogDirsManager:
             doomed = None
         return new, doomed, record
 
+    def _disown(self, move: Move, current: Log, src: LogDir, final: str) -> None:
+        """Swap thread, after a failure past the first rename: the renamed copy's placement
+        record supersedes the current replica, which keeps taking appends, so at the next
+        start it would win with stale data. The current replica's own record, newer and
+        superseding the destination, is written first, in its healthy dir: with it the live
+        copy wins (placement rules 1 and 3) whatever else fails. Then the copy is renamed
+        back to its ``-future`` name (no copy at all for the next start; ``_drop`` deletes it)."""
+        fo = self.lm.fileops
+        try:
+            placement.write(current.dir, self._placement(move.target.path), fo)
+        except OSError as e:
+            # The live copy cannot be protected: lost (a restart entry), never outranked
+            # unseen.
+            self.lm.report_failure(src, CheckpointIOError(src.path, str(move.tp), e))
+        try:
+            fo.replace(final, move.future.dir)
+            fo.fsync_dir(move.target.path)
+        except OSError:
+            pass  # the destination dir is failing, reported already; the record above holds
+
+    def _placement(self, supersedes: str) -> placement.Placement:
+        """A record newer than every other this broker wrote in this incarnation: placement
+        rule 3 compares (broker epoch, creation time), and wall time repeats a millisecond."""
+        with self._stamp_lock:
+            self._last_stamp = max(self.lm.clock(), self._last_stamp + 1)
+            return placement.Placement((supersedes,), self.rm.broker_epoch, self._last_stamp)
+
     def _complete(self, move: Move, old: Log, src: LogDir, new: Log, doomed: str | None,
                   record: placement.Placement) -> None:
         """Event loop, in one step: point the log manager and the partition at the new log,
         gate the new dir's executor behind what is still queued for the old one, then delete
         the old files and write both dirs' checkpoints."""
         tp = move.tp
+        # The destination went offline past the swap's point of no return: the replica is
+        # in it now, and lost with it (below).
+        lost = not move.target.online
         new.high_watermark = max(new.high_watermark, old.high_watermark)
         self.lm.replace_current_with_future(tp, new, move.target, record)
         p = self.rm.partitions.get(tp)
@@ -402,6 +487,8 @@ class ReplicaAlterLogDirsManager:
             try:
                 old._close_fds()
                 old.closed = True
+                if lost:  # behind the work forwarded to it; its own dir's thread runs nothing
+                    new._close_fds()
                 if doomed is not None:
                     try:
                         self.lm.fileops.rmtree(doomed)
@@ -418,6 +505,9 @@ class ReplicaAlterLogDirsManager:
                 self.lm.run_in_dir(d, self.lm.checkpoint, d).add_done_callback(_ignore)
         self.rm.events.info("future_replica_swapped", partition=str(tp), log_dir=move.target.path,
                             old_log_dir=src.path, log_end_offset=new.log_end_offset)
+        if lost:
+            self.rm.handle_log_failure(tp, f"the log dir {move.target.path} went offline "
+                                           f"during the swap into it")
         if move.done is not None and not move.done.done():
             move.done.set_result(True)
 

@@ -719,6 +719,7 @@ class ReplicaManager:
         if d is None or not d.online:
             return []
         lost = lm.mark_offline(d.path, reason)
+        self.alter_log_dirs.log_dir_offline(d.path)  # KIP-113: no move into a dead dir
         held = self._lose(lost, d.path)
         self.events.error("log_dir_offline", log_dir=d.path, reason=reason,
                           partitions=[str(tp) for tp in lost])

@@ -6,12 +6,12 @@ and a restart mid-move discarding the future replica."""
 import asyncio
 import errno
 import os
+import shutil
 
 import pytest
 
 from broker import alter_log_dirs as ald
 from broker import log_dirs
-from broker.storage import placement
 from broker.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log import Log
@@ -187,9 +187,11 @@ async def test_a_failed_destination_dir_leaves_the_original_intact(node):
     assert os.path.isdir(os.path.join(d0.path, "t-0"))
 
 
-async def _held_move(n):
-    """A move of T0 to the second dir whose copy is stopped inside its first write."""
-    n.rm.alter_log_dirs.swap_lag = 0
+async def _held_move(n, swap_lag=0):
+    """A move of T0 to the second dir stopped inside its first write there: the copier's
+    first copy, or with a ``swap_lag`` past the LEO the swap's tail copy on the write path
+    (before the swap's point of no return)."""
+    n.rm.alter_log_dirs.swap_lag = swap_lag
     for i in range(20):
         await _produce(n, f"a{i}-")
     hold = n.fo.hold(n.lm.dirs[1].path, ops={"write"})
@@ -311,27 +313,47 @@ async def test_stop_replica_cancels_the_move(node):
     await wait_until(lambda: not _entries(d1, "-future") and not _entries(d0, ""))
 
 
-def test_a_crash_between_the_two_renames_keeps_the_new_copy(tmp_path):
-    # The future dir already renamed to t-0 (with its placement record), the current one not
-    # yet renamed aside: startup keeps the new copy and deletes the old (placement.py).
-    dirs = [str(tmp_path / "d0"), str(tmp_path / "d1")]
-    lm = LogManager(dirs, 1)
-    lm.startup()
-    old = lm.get_or_create_log(T0, dirs[0])
-    old.append_as_leader(produce_req("a").topic_data[0].partition_data[0].records, 0)
-    new = LogManager([dirs[1]], 1)
-    new.startup()
-    copy = new.get_or_create_log(T0)
-    copy.append_as_follower(old.read(0, 1 << 20))
-    placement.write(copy.dir, placement.Placement((lm.dirs[0].path,), 1, 1), new.fileops)
-    new.shutdown()
-    lm.shutdown()
-    again = LogManager(dirs, 1)
+async def test_a_crash_between_the_two_renames_keeps_the_new_copy(tmp_path):
+    # The broker dies once the future dir is renamed to t-0 (with its placement record) and
+    # before the current dir is renamed aside: the disk as it is at that instant is taken
+    # from inside the second rename, and put back once the broker is gone. Startup from it
+    # keeps the new copy and deletes the old (placement.py).
+    fo = FaultInjectingFileOps()
+    n = Node(1, tmp_path, fileops=fo, log_dirs=2)
+    await n.start()
+    d0, d1 = (d.path for d in n.lm.dirs)
+    at_crash = tmp_path / "at-crash"
+    real_replace = fo.replace
+
+    def replace(src, dst):
+        if dst.endswith(ald.DELETE_SUFFIX) and not at_crash.exists():
+            for d in (d0, d1):
+                shutil.copytree(d, at_crash / os.path.basename(d))
+        real_replace(src, dst)
+    fo.replace = replace
+    try:
+        await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1], [1], [n], tp=T0))
+        for i in range(20):
+            await _produce(n, f"a{i}-")
+        before = _batches(n.lm.get_log(T0))
+        move = await n.rm.alter_log_dirs.start_move(T0, n.lm.dirs[1])
+        assert await move.done is True
+    finally:
+        await n.rm.alter_log_dirs.shutdown()
+        await n.stop()
+    for d in (d0, d1):
+        shutil.rmtree(d)
+        shutil.copytree(at_crash / os.path.basename(d), d)
+    assert os.path.isdir(os.path.join(d0, "t-0")) and os.path.isdir(os.path.join(d1, "t-0"))
+    again = LogManager([d0, d1], 1)
     again.startup()
-    assert again.log_dir_of(T0) is again.dirs[1]
-    assert again.stale_copies_deleted == [(T0, again.dirs[0].path, again.dirs[1].path)]
-    assert again.get_log(T0).log_end_offset == 5
-    again.shutdown()
+    try:
+        assert again.log_dir_of(T0) is again.dirs[1]
+        assert again.stale_copies_deleted == [(T0, d0, d1)]
+        assert _batches(again.get_log(T0)) == before
+        assert not os.path.exists(os.path.join(d0, "t-0"))
+    finally:
+        again.shutdown()
 
 
 async def test_a_follower_replica_moves_while_its_fetcher_appends(tmp_path):
