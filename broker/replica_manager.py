@@ -642,7 +642,10 @@ class ReplicaManager:
                         self.events.error("replica_deletion_failed", partition=str(tp),
                                           error=str(e))
                         continue
-                self.topic_configs.pop(tp.topic, None)
+                if not any(held.topic == tp.topic for held in self.partitions):
+                    # Only with the topic's last replica here: the others still apply its
+                    # overrides (a finding of the cluster simulation, issue 26).
+                    self.topic_configs.pop(tp.topic, None)
                 self.events.info("replica_deleted", partition=str(tp))
             elif p is not None:
                 p.stopped = True

@@ -273,3 +273,23 @@ async def test_reassignment_step_4_metadata_does_not_delete_a_replica_the_isr_na
     assert a.lm.get_log(TP) is not None
     await a.stub.UpdateMetadata(metadata([2, 3]))
     await wait_until(lambda: a.lm.get_log(TP) is None, timeout=10)
+
+
+async def test_deleting_one_partition_keeps_the_topics_overrides_for_the_others(nodes):
+    """Issue 26 (a finding of the cluster simulation, seed 811): StopReplica(delete) of t-0
+    forgot topic t's overrides while the broker still held t-1, so the next broker-config
+    refresh read t's override as *unknown* and t-1's min ISR became the replication factor."""
+    from common.names import TopicPartition
+    a = nodes[0]
+    t1 = TopicPartition(TP.topic, 1)
+    for tp in (TP, t1):
+        await a.stub.LeaderAndIsr(leader_and_isr(a, 1, 1, [1], [1, 2, 3], [a], tp=tp))
+    a.rm.apply_topic_config(TP.topic, {"min.insync.replicas": "1"})
+    assert a.rm.partitions[t1].min_isr == 1
+    await a.stub.StopReplica(pb.StopReplicaRequest(
+        controller_id=0, controller_epoch=1, broker_epoch=a.rm.broker_epoch,
+        partition_states=[pb.StopReplicaPartitionState(topic=TP.topic, partition=0,
+                                                       delete_partition=True)]))
+    assert a.lm.get_log(TP) is None
+    a.rm.apply_broker_config({})
+    assert a.rm.partitions[t1].min_isr == 1
