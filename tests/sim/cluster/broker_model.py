@@ -1,7 +1,8 @@
 """One simulated broker: the real replication rules and the real Log, driven synchronously.
 
-What is called, not copied: ``broker.partition.Partition`` (HW, ISR, maximal ISR, follower
-states, maybe_advance_hw, isr_expansion_candidate, out_of_sync), ``broker.isr``,
+What is called, not copied: ``broker.partition.Partition`` (apply_leader_and_isr and
+on_follower_fetch - a partition's LeaderAndIsr state and a follower's fetch as events - HW,
+ISR, maximal ISR, follower states, out_of_sync), ``broker.isr``,
 ``broker.partition_state`` (admit_partition_state, missing_log, transition,
 epoch_start_applies, is_stray_replica), ``broker.truncation``, ``broker.fencing``,
 ``broker.delayed_produce.produce_wait``, ``broker.fetch_failures.classify``,
@@ -12,8 +13,9 @@ and the answer handling), ``common.dynamic_config.effective_min_isr``, and
 What is re-expressed here (the asyncio/gRPC glue of broker/replica_manager.py, fetcher.py and
 storage/log_manager.py, which a plain per-partition state object in production would let this
 module call instead - the next step of the issue):
-    - ReplicaManager._leader_and_isr's phases (one LeaderAndIsr applied at once, the epoch
-      start written synchronously where production awaits the log dir's executor);
+    - ReplicaManager._leader_and_isr's phases around Partition.apply_leader_and_isr (one
+      LeaderAndIsr applied at once, the epoch start written synchronously where production
+      awaits the log dir's executor);
     - ReplicaManager._stop_replica, update_metadata's stray deletion, _check_controller,
       _min_isr/_refresh_min_isr, produce's _append and _await_replication's loop,
       _prepare_read/_read_result for follower fetches (without the idle short path, the
@@ -34,7 +36,6 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from broker import fencing, partition_state
-from broker import isr as isr_rules
 from broker.alter_partition import AlterPartitionManager, Proposal
 from broker.delayed_produce import ProduceWait, produce_wait
 from broker.fetch_failures import Outcome, Problem, classify
@@ -308,27 +309,18 @@ class SimBroker:
             p.min_isr = self._min_isr(s.topic, len(s.replicas))
             if p.log is None:
                 p.log = self.logs[tp]
-            t = partition_state.transition(self.broker_id, s.leader, s.leader_epoch,
-                                           s.leader_recovery_state, p.leader_epoch, p.is_leader)
+            t = p.apply_leader_and_isr(s, now)
             if t.new_epoch:
                 self.failed_fetches.pop(tp, None)  # KIP-461: a new epoch clears a failure
-            p.apply_state(leader=s.leader, leader_epoch=s.leader_epoch,
-                          partition_epoch=s.partition_epoch, controller_epoch=s.controller_epoch,
-                          isr=s.isr, replicas=s.replicas, adding=s.adding_replicas,
-                          removing=s.removing_replicas,
-                          leader_recovery_state=s.leader_recovery_state)
             if t.lead:
                 self.fetching.pop(tp, None)
                 if t.write_epoch_start:
                     epoch_starts.append((p, p.log, s.leader_epoch))
-                p.become_leader(now, t.reset_followers)
-                p.maybe_advance_hw()
                 if t.report_recovered:
                     self.alter.mark_recovered(p)
                 if t.reset_followers:
                     self.world.on_become_leader(self, tp, s.leader_epoch)
             elif t.follow:
-                p.become_follower()
                 self.fetching.pop(tp, None)
                 if t.fetch and tp not in self.failed_fetches:
                     self.fetching[tp] = FetchState(p, s.leader, s.leader_epoch)
@@ -449,15 +441,10 @@ class SimBroker:
         if div is not None:
             return FetchAnswer(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
                                diverging=(div.epoch, div.end_offset))
-        f = p.followers.get(replica_id)
-        stale = f is not None and fencing.follower_fetch_is_stale(broker_epoch, f.broker_epoch)
-        if isr_rules.fetch_updates_follower(replica_id in p.replicas, stale, fp.fetch_offset,
-                                            log.log_end_offset):
-            p.record_follower_fetch(replica_id, fp.fetch_offset, fp.log_start_offset,
-                                    self.now(), broker_epoch)
-            if p.isr_expansion_candidate(replica_id):
-                self.alter.expand_isr(p, replica_id)
-            p.maybe_advance_hw()
+        expand, _ = p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset,
+                                        fp.log_start_offset, self.now())
+        if expand:
+            self.alter.expand_isr(p, replica_id)
         try:
             data = log.read(fp.fetch_offset, FETCH_MAX_BYTES, log.log_end_offset, True)
         except OffsetOutOfRangeError:
