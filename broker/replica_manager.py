@@ -615,6 +615,7 @@ class ReplicaManager:
                             ) -> list[tuple[TopicPartition, ErrorCode]]:
         self._check_controller(req.controller_epoch, req.broker_epoch)
         results = []
+        deleted_topics: set[str] = set()
         for s in req.partition_states:
             tp = s.tp
             p = self.partitions.get(tp)
@@ -642,10 +643,7 @@ class ReplicaManager:
                         self.events.error("replica_deletion_failed", partition=str(tp),
                                           error=str(e))
                         continue
-                if not any(held.topic == tp.topic for held in self.partitions):
-                    # Only with the topic's last replica here: the others still apply its
-                    # overrides (a finding of the cluster simulation, issue 26).
-                    self.topic_configs.pop(tp.topic, None)
+                deleted_topics.add(tp.topic)
                 self.events.info("replica_deleted", partition=str(tp))
             elif p is not None:
                 p.stopped = True
@@ -653,6 +651,12 @@ class ReplicaManager:
                 self.events.info("replica_stopped", partition=str(tp),
                                  leader_epoch=p.leader_epoch)
             results.append((tp, ErrorCode.NONE))
+        if deleted_topics:
+            # A topic's overrides are forgotten with its last replica here only: the others
+            # still apply them (a finding of the cluster simulation, issue 26).
+            deleted_topics -= {tp.topic for tp in self.partitions}
+            for topic in deleted_topics:
+                self.topic_configs.pop(topic, None)
         return results
 
     async def handle_storage_failure(self, failure: LogDirFailure) -> Scope | None:
