@@ -36,8 +36,6 @@ E  a broker that lost power while no controller ran is still in the ISR, or stil
 F  a leaderless partition whose ISR and ELR are empty gets no unclean recovery under Balanced
    once its LastKnownELR members are back: no task (seed 49), or a task waiting on a replica
    that lost its whole log and answers UNKNOWN_TOPIC_OR_PARTITION (seed 113)
-G  StopReplica(delete) of one partition drops the topic's overrides for the broker's other
-   partitions of that topic; the next dynamic-config refresh gives them min ISR = RF (seed 811)
 """
 
 

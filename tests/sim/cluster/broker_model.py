@@ -357,7 +357,8 @@ class SimBroker:
                     log.delete()
                     self._touched(tp)
                     self.world.on_replica_deleted(self, tp)
-                self.topic_configs.pop(tp.topic, None)
+                if not any(held.topic == tp.topic for held in self.partitions):
+                    self.topic_configs.pop(tp.topic, None)  # the topic's last replica here
             elif p is not None:
                 p.stopped = True
                 p.become_follower()
