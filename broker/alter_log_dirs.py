@@ -54,7 +54,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.replication_quota import ReplicationQuota
 from broker.storage import placement
@@ -70,8 +70,8 @@ from common.errors import OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
-    from broker.storage.log_manager import LogDir
+    from broker.partition import Partition
+    from broker.storage.log_manager import LogDir, LogManager
 
 FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
@@ -138,10 +138,25 @@ class Move:
             return not self.committed
 
 
+class ReplicaHost(Protocol):
+    """What a move needs of the broker's replicas (the replica manager implements it; issue 26
+    narrowed it from the whole ReplicaManager): the replicas held, the lock their state changes
+    take (the swap must not interleave with a LeaderAndIsr), this incarnation's broker epoch for
+    placement records, the event log, and the way to lose one replica's log."""
+
+    log_manager: LogManager
+    partitions: dict[TopicPartition, Partition]
+    state_change: asyncio.Lock
+    broker_epoch: int
+    events: Any
+
+    def handle_log_failure(self, tp: TopicPartition, reason: str) -> None: ...
+
+
 class ReplicaAlterLogDirsManager:
     """The future replicas of this broker and the one task that fills and swaps them."""
 
-    def __init__(self, rm: ReplicaManager, quota: ReplicationQuota, swap_lag: int = 1000):
+    def __init__(self, rm: ReplicaHost, quota: ReplicationQuota, swap_lag: int = 1000):
         self.rm = rm
         self.lm = rm.log_manager
         self.quota = quota
@@ -354,7 +369,7 @@ class ReplicaAlterLogDirsManager:
         # Under the replica state change lock, as Kafka swaps under the partition's
         # leaderIsrUpdateLock: a LeaderAndIsr (its leader epoch written to the log) or a
         # StopReplica is either wholly before the swap or wholly after it.
-        async with self.rm._state_change:
+        async with self.rm.state_change:
             if self.moves.get(move.tp) is not move:
                 return  # cancelled while waiting for the lock
             if self.lm.get_log(move.tp) is not current:

@@ -23,7 +23,8 @@ from broker.controller_requests import (
     UpdateMetadataRequest,
 )
 from broker.metadata_cache import Endpoint, PartitionInfo, offline_replicas, partition_error
-from broker.replica_manager import FetchPartitionRequest, ReplicaManager, RequestError
+from broker.replica_manager import ReplicaManager
+from broker.replica_types import FetchPartitionRequest, RequestError
 from common import rpc_status
 from common.dynamic_config import Alteration, AlterOp
 from common.errors import ErrorCode, InvalidTopicError, ReplogError

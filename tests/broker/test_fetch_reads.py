@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from broker.replica_manager import FetchPartitionRequest
+from broker.replica_types import FetchPartitionRequest
 from common.records import ProducerRecord, build_batch, decode_all
 from tests.broker.test_idle_follower_fetch import TPS, Clock, _leader
 

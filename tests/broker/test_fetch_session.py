@@ -12,7 +12,7 @@ from broker.fetch_session import (
     FetchSessionHandler,
     next_epoch,
 )
-from broker.replica_manager import FetchPartitionRequest, FetchResult
+from broker.replica_types import FetchPartitionRequest, FetchResult
 from common.errors import ErrorCode
 from common.names import TopicPartition
 

@@ -18,7 +18,8 @@ import pytest
 from broker import isr as isr_rules
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
-from broker.replica_manager import FetchPartitionRequest, ReplicaManager
+from broker.replica_manager import ReplicaManager
+from broker.replica_types import FetchPartitionRequest
 from broker.servicer import leader_and_isr_request
 from broker.storage.log_manager import LogManager
 from common.config import build_config

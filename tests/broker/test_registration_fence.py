@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.replica_manager import RequestError
+from broker.replica_types import RequestError
 from broker.servicer import leader_and_isr_request
 from common.errors import ErrorCode
 from common.names import TopicPartition

@@ -57,7 +57,7 @@ async def test_acks_all_times_out_by_the_injected_monotonic_clock(tmp_path):
 
 
 async def test_describe_log_dirs_reads_disk_usage_off_the_event_loop(tmp_path, monkeypatch):
-    import broker.replica_manager as rm_module
+    import broker.log_dir_ops as rm_module
     threads = []
 
     def disk_usage(path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from broker.replica_manager import FetchPartitionRequest
+from broker.replica_types import FetchPartitionRequest
 from broker.servicer import leader_and_isr_request, stop_replica_request
 from common.records import decode_all
 from common.rpc import replog_pb2 as pb
@@ -123,7 +123,7 @@ async def test_newer_broker_epoch_is_accepted_older_refused(nodes):
     """Issue 15 ("broker epochs"): only an older broker epoch is stale. On the commit before,
     a request carrying the broker's new registration epoch (which the controller saw before
     the broker recorded it) was refused as STALE_BROKER_EPOCH."""
-    from broker.replica_manager import RequestError
+    from broker.replica_types import RequestError
     a, _ = nodes
     newer = leader_and_isr(a, 1, 0, [1], [1, 2], [])
     newer.broker_epoch = a.rm.broker_epoch + 5

@@ -8,7 +8,8 @@ import pytest
 
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
-from broker.replica_manager import FetchPartitionRequest, ReplicaManager
+from broker.replica_manager import ReplicaManager
+from broker.replica_types import FetchPartitionRequest
 from broker.replication_quota import (
     ALL_PARTITIONS,
     UNLIMITED,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import errno
 
-from broker.replica_manager import EPOCH_CHECKPOINT_CHUNK, FetchPartitionRequest
+from broker.replica_types import EPOCH_CHECKPOINT_CHUNK, FetchPartitionRequest
 from broker.servicer import leader_and_isr_request
 from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log import Log

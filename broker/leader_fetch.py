@@ -1,0 +1,311 @@
+"""Fetch as leader: followers up to the LEO (their fetch state moves the HW and the ISR,
+Partition.on_follower_fetch), consumers up to the HW, long polling (DelayedFetch), the idle short
+path (issue 7), KIP-73's leader throttle and seed 002's relinquish.
+
+A part of ``broker.replica_manager.ReplicaManager`` (issue 26 split it by family); it
+runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker import fencing
+from broker import isr as isr_rules
+from broker.partition import Partition
+from broker.replica_types import (
+    FetchPartitionRequest,
+    FetchResult,
+    _LogRead,
+)
+from broker.replication_quota import (
+    should_throttle,
+)
+from broker.storage.errors import KafkaStorageError
+from broker.truncation import OUT_OF_RANGE, leader_divergence, leader_end_for_epoch
+from common.errors import ErrorCode, OffsetOutOfRangeError
+from common.names import TopicPartition
+
+
+class LeaderFetchPath:
+    async def fetch(self, replica_id: int, broker_epoch: int, max_wait_ms: int, min_bytes: int,
+                    max_bytes: int, parts: list[FetchPartitionRequest]) -> list[FetchResult]:
+        """Serve a follower (replica_id >= 0: up to the LEO) or consumer (up to the HW) fetch,
+        waiting up to max_wait_ms for min_bytes (Kafka's DelayedFetch)."""
+        results = await self._fetch(replica_id, broker_epoch, max_wait_ms, min_bytes,
+                                    max_bytes, parts)
+        if replica_id >= 0:
+            self._account_follower_fetch(replica_id, parts, results)
+        return results
+
+    def _account_follower_fetch(self, replica_id: int, parts: list[FetchPartitionRequest],
+                                results: list[FetchResult]) -> None:
+        """What a follower fetch sent, once, as answered (Kafka's KafkaApis records the
+        throttled partitions' response size against the leader quota, in-sync or not)."""
+        quota = self.quotas.leader
+        self._leader_held_back = sum(r.throttled for r in results)
+        for fp, r in zip(parts, results):
+            if not r.records:
+                continue
+            if quota.is_throttled(fp.tp):
+                quota.record(len(r.records))
+                self.metrics.throttled_bytes.labels(direction="leader").inc(len(r.records))
+            p = self.partitions.get(fp.tp)
+            if p is not None and replica_id in p.adding_replicas:
+                self.metrics.reassignment_bytes_out.inc(len(r.records))
+
+    async def _fetch(self, replica_id: int, broker_epoch: int, max_wait_ms: int,
+                     min_bytes: int, max_bytes: int, parts: list[FetchPartitionRequest]
+                     ) -> list[FetchResult]:
+        deadline = self.monotonic() + max_wait_ms / 1000
+
+        def waiter(tp: TopicPartition) -> asyncio.Future | None:
+            p = self.partitions.get(tp)
+            if p is None:
+                return None
+            return p.data.future() if replica_id >= 0 else p.hw_moved.future()
+
+        # Each partition's waiter is taken before its read, so a notification in between is
+        # never lost. Several partitions may share a future (tests); the map keeps them all.
+        waiting: dict[asyncio.Future, list[int]] = {}
+        for i, fp in enumerate(parts):
+            fut = waiter(fp.tp)
+            if fut is not None:
+                waiting.setdefault(fut, []).append(i)
+        results = await self._read_all(replica_id, broker_epoch, max_bytes, parts)
+        while True:
+            total = sum(len(r.records) for r in results)
+            errors = any(r.error != ErrorCode.NONE or r.diverging for r in results)
+            remaining = deadline - self.monotonic()
+            if total >= min_bytes or errors or remaining <= 0 or not waiting:
+                return results
+            # Kafka's DelayedFetch is checked whenever *any* of its partitions can add bytes:
+            # wake on the first one (the default ALL_COMPLETED parked every multi-partition
+            # fetch - each follower fetcher's, each consumer's - until max_wait ran out).
+            done, _ = await asyncio.wait(waiting, timeout=remaining,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if self.monotonic() >= deadline:
+                # one last read at the deadline, like Kafka's forceComplete
+                return await self._read_all(replica_id, broker_epoch, max_bytes, parts)
+            # Read again only the partitions that woke: the others' answers stand. A pass
+            # over every partition per wake-up cost a leader of 10k partitions its event loop
+            # (each append woke both followers' fetches into 10k reads; issue 7). A partition
+            # that stops leading here notifies both futures (Partition.become_follower), so
+            # its NOT_LEADER answer is not held back.
+            woken = sorted(i for fut in done for i in waiting.pop(fut))
+            for i in woken:
+                fut = waiter(parts[i].tp)
+                if fut is not None:
+                    waiting.setdefault(fut, []).append(i)
+            reads = []
+            for i in woken:
+                r = self._prepare_read(replica_id, broker_epoch, i, parts[i])
+                if isinstance(r, FetchResult):
+                    results[i] = r
+                else:
+                    reads.append(r)
+            for i, r in await self._read_logs(replica_id, reads, max_bytes,
+                                              max(0, max_bytes - total)):
+                results[i] = r
+
+    async def _read_all(self, replica_id: int, broker_epoch: int, max_bytes: int,
+                        parts: list[FetchPartitionRequest]) -> list[FetchResult]:
+        out: list[FetchResult | None] = []
+        reads = []
+        now = self.clock() if replica_id >= 0 else 0
+        for i, fp in enumerate(parts):
+            r = self._idle_follower_fetch(replica_id, broker_epoch, fp, now) \
+                if replica_id >= 0 else None
+            if r is None:
+                r = self._prepare_read(replica_id, broker_epoch, i, fp)
+                if not isinstance(r, FetchResult):
+                    reads.append(r)
+                    r = None
+            out.append(r)
+        for i, r in await self._read_logs(replica_id, reads, max_bytes, max_bytes):
+            out[i] = r
+        return out  # type: ignore[return-value]  # every slot is filled by now
+
+    def _idle_follower_fetch(self, replica_id: int, broker_epoch: int,
+                             fp: FetchPartitionRequest, now_ms: int) -> FetchResult | None:
+        """The answer to an in-sync follower that already has the whole log and asks again
+        with nothing changed (most partitions of every follower fetch at rest), or None for
+        the full path (``_prepare_read``, ``_read_logs``). Under this guard that path provably
+        reduces to what is done here:
+        - the leader and epoch checks pass (same leader epoch);
+        - no divergence: the follower's last epoch is the leader's latest, which ends at the
+          LEO = the fetch offset, or it sent none (an empty log is not checked);
+        - the same incarnation (broker epoch) of an assigned replica already in the ISR: no
+          expansion;
+        - its recorded LEO is unchanged: no HW move (checked anyway while HW < LEO);
+        - a seed-002 pending fetch would complete at once with the same caught-up time;
+        - nothing to read.
+        What remains is Kafka's updateFollowerFetchState for a caught-up fetch
+        (isr.update_fetch_state). At 10k partitions the full path was most of a leader's
+        event loop (issue 7)."""
+        tp = fp.tp
+        p = self.partitions.get(tp)
+        if p is None or not p.is_leader or fp.current_leader_epoch != p.leader_epoch:
+            return None
+        log = p.log
+        if log is None or tp in self.offline_replicas:
+            return None
+        leo = log.log_end_offset
+        f = p.followers.get(replica_id)
+        if (fp.fetch_offset != leo or f is None or f.log_end_offset != leo
+                or f.broker_epoch != broker_epoch or broker_epoch < 0
+                or (fp.last_fetched_epoch is not None and fp.last_fetched_epoch >= 0
+                    and fp.last_fetched_epoch != log.latest_epoch)
+                or replica_id not in p.isr or replica_id not in p.replicas
+                or leo < log.log_start_offset):
+            return None
+        isr_rules.update_fetch_state(f, leo, fp.log_start_offset, now_ms, leo, broker_epoch)
+        if log.high_watermark < leo:
+            p.maybe_advance_hw()
+        return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, b"",
+                           leader_id=p.leader_id, leader_epoch=p.leader_epoch)
+
+    def _prepare_read(self, replica_id: int, broker_epoch: int, index: int,
+                      fp: FetchPartitionRequest) -> FetchResult | _LogRead:
+        """Everything of one partition's fetch but the log read, on the event loop: the
+        leader and epoch checks, divergence, the follower's fetch state (ISR, HW). Returns the
+        answer when no read is needed, else the read to do (``_read_logs``)."""
+        tp = fp.tp
+        if tp in self.offline_replicas:
+            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, message=self._lost_message(tp))
+        p = self._online_replica(tp)
+        refused = fencing.leader_request_error(p, tp in self.metadata.partitions,
+                                               fp.current_leader_epoch)
+        if refused is not None:
+            # A replica's NOT_LEADER and FENCED answers name the leader it knows (KIP-320).
+            shows_leader = p is not None and refused in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                                         ErrorCode.FENCED_LEADER_EPOCH)
+            return FetchResult(refused, leader_id=p.leader_id, leader_epoch=p.leader_epoch) \
+                if shows_leader else FetchResult(refused)
+        log = p.log
+        pending = None
+        if replica_id >= 0:
+            div = leader_divergence(fp.last_fetched_epoch, fp.fetch_offset,
+                                    leader_end_for_epoch(fp.last_fetched_epoch,
+                                                         log.end_offset_for_epoch),
+                                    log.log_start_offset)
+            if div is OUT_OF_RANGE:
+                return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
+                                   log.log_start_offset, leader_id=p.leader_id,
+                                   leader_epoch=p.leader_epoch,
+                                   message=f"fetch offset {fp.fetch_offset} with last fetched "
+                                           f"epoch {fp.last_fetched_epoch} is out of range for "
+                                           f"{tp} (log start {log.log_start_offset})")
+            if div is not None:
+                return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
+                                   diverging=(div.epoch, div.end_offset))
+            fetch_id = None
+            if self.pending_reads_in_sync:
+                self._fetch_ids += 1
+                fetch_id = self._fetch_ids
+            expand, f = p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset,
+                                            fp.log_start_offset, self.clock(), fetch_id)
+            if f is not None:
+                pending = (f, fetch_id)
+            if expand and self.alter_partition is not None:
+                self.alter_partition.expand_isr(p, replica_id)
+            upper = log.log_end_offset
+        else:
+            upper = p.high_watermark
+        if upper <= fp.fetch_offset <= log.log_end_offset and \
+                fp.fetch_offset >= log.log_start_offset:
+            # Nothing to read yet - the common case for a caught-up follower or consumer, and
+            # for most partitions of a multi-partition Fetch: answer without a read-pool
+            # hand-off (one per idle partition per round trip otherwise; issue 7).
+            if pending is not None:
+                isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
+            return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, b"",
+                               leader_id=p.leader_id, leader_epoch=p.leader_epoch)
+        if replica_id >= 0 and log.log_start_offset <= fp.fetch_offset < upper and \
+                should_throttle(self.quotas.leader, tp, replica_id in p.isr):
+            # KIP-73: an out-of-sync replica of a throttled partition gets no records while
+            # the leader quota is exceeded; the fetch waits for its other partitions or for
+            # max_wait as usual (Kafka's DelayedFetch skips throttled partitions' bytes).
+            if pending is not None:
+                isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
+            return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, b"",
+                               leader_id=p.leader_id, leader_epoch=p.leader_epoch,
+                               throttled=True)
+        return _LogRead(index, p, fp.fetch_offset, fp.max_bytes, upper, pending)
+
+    async def _read_logs(self, replica_id: int, reads: list[_LogRead], max_bytes: int,
+                         budget: int) -> list[tuple[int, FetchResult]]:
+        """Do a Fetch's log reads in one executor hand-off, in partition order, within the
+        response's ``max_bytes`` of which ``budget`` is left: the first partition with data
+        gets at least one whole batch (KIP-74), as in Kafka's readFromLog. Awaiting one
+        hand-off per partition in turn made a leader take 10-20 ms to answer a follower
+        fetch of 20-30 partitions under acks=all load, and the producer waited it out
+        (issue 7)."""
+        if not reads:
+            return []
+        started = self.monotonic()
+
+        def read_all() -> None:  # executor thread; each read's outcome goes on its _LogRead
+            left = budget
+            for r in reads:
+                try:
+                    r.data = r.log.read(r.fetch_offset, min(r.max_bytes, left), r.upper,
+                                        left == max_bytes)
+                except (OffsetOutOfRangeError, KafkaStorageError) as e:
+                    r.error = e
+                r.done_at = self.monotonic()
+                left = max(0, left - len(r.data))
+
+        try:
+            read = asyncio.get_running_loop().run_in_executor(self._read_pool, read_all)
+            if replica_id >= 0 and self.pending_reads_in_sync:
+                # Seed 002: give up leadership as soon as serving this follower has taken
+                # longer than follower.fetch.process.time.max.ms, not when the read ends:
+                # of every partition whose read has not finished by then.
+                done, _ = await asyncio.wait([read], timeout=self.process_time_max_ms / 1000)
+                if not done:
+                    elapsed_ms = (self.monotonic() - started) * 1000
+                    for r in reads:
+                        if r.done_at is None:
+                            self._maybe_relinquish(r.p, elapsed_ms)
+            await read
+        finally:
+            now = self.monotonic()
+            for r in reads:
+                if r.pending is not None:  # removed when the read completes, also on error
+                    isr_rules.complete_pending_fetch(r.pending[0], r.pending[1], self.clock())
+                if replica_id >= 0:
+                    # Also when the follower gave up waiting (its request was cancelled): a
+                    # read slower than its fetch timeout is as slow as it gets.
+                    self._maybe_relinquish(r.p, ((r.done_at or now) - started) * 1000)
+        return [(r.index, self._read_result(r)) for r in reads]
+
+    def _read_result(self, r: _LogRead) -> FetchResult:
+        p, log = r.p, r.log
+        if isinstance(r.error, OffsetOutOfRangeError):
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
+                               log.log_start_offset, leader_id=p.leader_id,
+                               leader_epoch=p.leader_epoch, message=str(r.error))
+        if isinstance(r.error, KafkaStorageError):
+            self.events.error("read_failed", partition=str(p.tp), log_dir=r.error.log_dir,
+                              error=str(r.error))
+            # Reads run on their own pool, not the log dir's executor: report them here.
+            self._report(r.error)
+            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(r.error))
+        return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, r.data,
+                           leader_id=p.leader_id, leader_epoch=p.leader_epoch)
+
+    def _maybe_relinquish(self, p: Partition, serve_ms: float) -> None:
+        """Seed 002: a leader too slow to serve its followers hands leadership to a healthy
+        in-sync replica (once per leader epoch)."""
+        if not isr_rules.should_relinquish(serve_ms, self.process_time_max_ms,
+                                           self.pending_reads_in_sync):
+            return
+        if self.alter_partition is None or not isr_rules.may_relinquish(
+                p.is_leader, p.relinquished_epoch, p.leader_epoch, len(p.isr)):
+            return
+        p.relinquished_epoch = p.leader_epoch
+        self.events.warning("slow_follower_fetch", partition=str(p.tp),
+                            leader_epoch=p.leader_epoch, serve_ms=round(serve_ms),
+                            process_time_max_ms=self.process_time_max_ms, isr=list(p.isr))
+        self.alter_partition.relinquish(p)
