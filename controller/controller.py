@@ -411,7 +411,8 @@ class Controller:
                     if not f.done():
                         f.set_result(True)
             case X.Emit():
-                self._emit(eff, started)
+                if self._emit(eff, started):
+                    await self._kill_for_test(eff, deliveries)
             case X.SetTimer(name=name, delay_s=delay):
                 old = act.timers.pop(name, None)
                 if old is not None:
@@ -445,16 +446,26 @@ class Controller:
             if eff.await_deliveries else []
         env.resolve(Answer(eff.value, awaited, deletions))
 
-    def _emit(self, eff: X.Emit, started: float) -> None:
+    async def _kill_for_test(self, eff: X.Emit, deliveries: list[Delivery]) -> None:
+        """The step hook: SIGKILL once the step's requests have reached their brokers (or
+        failed), so the next controller meets exactly what this one left - ZooKeeper's state
+        *and* the brokers' (seed 004 case 3: step 4's UpdateMetadata delivered, step 5 not
+        begun). Without the wait the kill raced the channel and the brokers rarely saw it."""
+        if deliveries:
+            await asyncio.wait([d.done for d in deliveries], timeout=10)
+        log.warning("test hook: killing this controller after reassignment step %s of %s",
+                    eff.fields["step"], eff.fields["partition"])
+        logging.shutdown()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def _emit(self, eff: X.Emit, started: float) -> bool:
+        """Log and count one event; True when the reassignment step hook must kill now."""
         f = eff.fields
         (self.events.warning if eff.level == "warning" else self.events.info)(eff.name, **f)
         if eff.name == "reassignment_step":
             self.metrics.reassignment_steps.labels(str(f["step"])).inc()
             if str(f["step"]) == str(self.config.get(KILL_AT_STEP_KEY, "")):
-                log.warning("test hook: killing this controller after reassignment step %s "
-                            "of %s", f["step"], f["partition"])
-                logging.shutdown()
-                os.kill(os.getpid(), signal.SIGKILL)
+                return True
         elif eff.name == "partitions_restarted" and self.config.get(KILL_AFTER_RESTART_KEY):
             # The entry's state writes and requests are out; its deletion is the next effect.
             log.warning("test hook: killing this controller after applying restart entry %s "
@@ -478,6 +489,7 @@ class Controller:
             if f["reason"] == str(ElectionReason.RELINQUISHED):
                 self.metrics.leadership_relinquished.inc()
             self.metrics.election_latency_ms.observe((self.clock() - started) * 1000)
+        return False
 
     def _on_response(self, generation: int, broker_id: int, kind: str, request, response,
                      error) -> None:

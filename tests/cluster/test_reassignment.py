@@ -139,6 +139,17 @@ async def test_controller_killed_at_a_step_boundary(cluster_factory, case, step)
     await eventually(lambda: not c.controller(first).is_running(), timeout=60,
                      what=f"controller {first} killed at step {step}")
     assert c.controller(first).returncode in (-9, 137)
+    if step == 4:
+        # Seed case 3 (issue 26, defect 4): step 4's UpdateMetadata (replicas = [3, 4] at a new
+        # epoch) reached brokers 1 and 2 before the kill, step 5 has not shrunk the ISR: while
+        # ZooKeeper lists them in the ISR (the standby takes over only once the killed
+        # controller's session expires), their logs must still be there - a clean election
+        # may pick them.
+        state = json.loads(c.zk_client().get(zl.partition_state_path("t", 0))[0])
+        in_isr = [b for b in (1, 2) if b in state["isr"]]
+        assert in_isr, state
+        for b in in_isr:
+            assert _replica_dirs(c, b), f"broker {b} is in the ISR {state['isr']} without a log"
     c.wait_for_controller(timeout=30, exclude=[first])
     await eventually(lambda: _moved(c, [3, 4], [1, 2]), timeout=90, what="move finished")
     await _check_records(c, acked)
