@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING
 
 from broker import fencing, partition_state
@@ -102,14 +103,16 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
                  quotas: ReplicationQuotas | None = None,
                  restart_notifier: RestartNotifier | None = None,
                  halt: Callable[[str], None] | None = None,
-                 on_log_dir_offline: Callable[[str], None] | None = None):
+                 on_log_dir_offline: Callable[[str], None] | None = None,
+                 read_pool: Executor | None = None):
         """``clock``: wall milliseconds for follower fetch states (isr.py); ``monotonic``:
         seconds for request deadlines, serve times and replication quota rates. Without a
         fetcher manager this broker fetches nothing; without an AlterPartition manager it
         never changes an ISR (unit tests of the leader side). ``restart_notifier`` writes the
         /restart_partitions entries (none: not written); ``halt(message)`` ends the process when
         the last log dir goes offline (none: only logged - an embedding process decides);
-        ``on_log_dir_offline(dir)`` lets the server update its registration."""
+        ``on_log_dir_offline(dir)`` lets the server update its registration; ``read_pool`` runs
+        the leader's log reads (none: the event loop's default executor)."""
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
@@ -177,7 +180,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         self.pending_reads_in_sync = config["follower.fetch.pending.reads.insync.enable"]
         self.process_time_max_ms = config["follower.fetch.process.time.max.ms"]
         self._fetch_ids = 0
-        self._read_pool = None
+        self._read_pool = read_pool
         # Controller requests change replica state across awaits: one at a time (Kafka's
         # replicaStateChangeLock), or two LeaderAndIsr requests could interleave.
         self.state_change = asyncio.Lock()

@@ -26,7 +26,7 @@ TP = TopicPartition("t", 0)
 
 class Node:
     def __init__(self, broker_id, tmp_path, fileops=None, overrides=(), channel_factory=None,
-                 log_dirs=1, lost_replicas=None):
+                 log_dirs=1, lost_replicas=None, topic_config_loader=None):
         cfg = build_config([("broker.id", str(broker_id), "test"),
                             ("replica.fetch.wait.max.ms", "100", "test"),
                             ("replica.fetch.backoff.ms", "50", "test"),
@@ -46,7 +46,7 @@ class Node:
                                          **({"channel_factory": channel_factory}
                                             if channel_factory is not None else {}))
         self.rm = ReplicaManager(broker_id, cfg, self.lm, MetadataCache(), metrics, events,
-                                 fetcher_manager=fetchers)
+                                 topic_config_loader, fetcher_manager=fetchers)
         self.rm.broker_epoch = 100 + broker_id
 
     def events_logged(self) -> list[dict]:

@@ -185,13 +185,11 @@ async def test_topic_config_read_failure_does_not_weaken_min_isr(zk_hosts, zk, t
     zk.create(zl.topic_config_path("t"), zl.encode_topic_config({"min.insync.replicas": "3"}))
     client = AsyncZk(zk_hosts)
     await client.start()
-    node = Node(1, tmp_path)
-
     async def load(topic):
         got = await client.get_or_none(zl.topic_config_path(topic))
         return zl.decode_topic_config(got[0]) if got else {}
 
-    node.rm._load_topic_config = load
+    node = Node(1, tmp_path, topic_config_loader=load)
     await node.start()
     try:
         await asyncio.get_running_loop().run_in_executor(None, client.client.stop)  # real error

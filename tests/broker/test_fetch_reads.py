@@ -28,8 +28,8 @@ def _batch(i: int) -> bytes:
 
 
 async def test_all_partitions_are_read_in_one_hand_off_within_max_bytes(tmp_path):
-    rm, lm = await _leader(tmp_path, "b1", Clock(), [1])
-    pool = rm._read_pool = CountingPool()
+    pool = CountingPool()
+    rm, lm = await _leader(tmp_path, "b1", Clock(), [1], read_pool=pool)
     try:
         for i, tp in enumerate(TPS):
             assert (await rm.produce(1, 5000, [(tp, _batch(i))]))[0].error == 0

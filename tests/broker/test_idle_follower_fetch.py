@@ -41,12 +41,13 @@ class Clock:
         return self.ms
 
 
-async def _leader(tmp_path, name, clock, isr):
+async def _leader(tmp_path, name, clock, isr, read_pool=None):
     cfg = build_config([("broker.id", "1", "test")])
     lm = LogManager([str(tmp_path / name)], 1)
     lm.startup()
     events = configure_event_log(str(tmp_path / f"{name}.json"), "broker", broker=1)
-    rm = ReplicaManager(1, cfg, lm, MetadataCache(), BrokerMetrics(1), events, clock=clock)
+    rm = ReplicaManager(1, cfg, lm, MetadataCache(), BrokerMetrics(1), events, clock=clock,
+                        read_pool=read_pool)
     rm.broker_epoch = 7
     req = pb.LeaderAndIsrRequest(controller_id=0, controller_epoch=1, broker_epoch=7,
                                  partition_states=[pb.LeaderAndIsrPartitionState(
