@@ -109,7 +109,9 @@ def remove_unclean_replicas(b: Builder, brokers: Collection[int]) -> None:
     their logs may lack committed records. They leave every ISR and ELR (to LastKnownELR, which
     Balanced recovery still waits for) - before any election of this decision, so none of
     them is elected cleanly from an ELR. An ISR change bumps the leader epoch (package rule);
-    an ELR-only change does not, and only needs UpdateMetadata."""
+    an ELR-only change does not, but its new partition epoch goes to the replicas by
+    LeaderAndIsr all the same: a leader left at the old one has every AlterPartition refused
+    (INVALID_UPDATE_VERSION) and its ISR never grows back (cluster simulation finding A)."""
     ctx = b.ctx
     brokers = set(brokers)
     if not ctx.elr.enabled or not brokers:
@@ -130,8 +132,7 @@ def remove_unclean_replicas(b: Builder, brokers: Collection[int]) -> None:
                                         ElectionReason.OFFLINE) if leader_gone else None)
         if leader_gone and b.pstate(tp) is not P.OfflinePartition:
             b.partition(tp, P.OfflinePartition)
-        if isr_changed:
-            b.lai_replicas(tp)
+        b.lai_replicas(tp)
         b.um_all([tp])
 
 
@@ -153,6 +154,7 @@ def _unclean_out_of_elr(b: Builder, tps: Iterable[TopicPartition]) -> None:
         if s is None or ctx.is_being_deleted(tp.topic) or unclean.isdisjoint(s.elr):
             continue
         b.write(tp, next_state(ctx, s, bump_leader_epoch=False), unclean_shutdown=unclean)
+        b.lai_replicas(tp)  # the leader must hold the new partition epoch (finding A)
         b.um_all([tp])
 
 

@@ -130,9 +130,23 @@ def test_RemoveUncleanShutdownReplicasFromElr():
     s = run(ctx, d)
     assert (s.isr, s.elr, s.last_known_elr) == ((1,), (2,), (3,))
     assert s.leader == 1 and s.leader_epoch == 100  # an ELR-only change: no new leader epoch
-    # Only the starting broker hears LeaderAndIsr (onBrokerStartup's); the ELR change itself
-    # reaches the others by UpdateMetadata.
-    assert set(d.leader_and_isr) == {3} and {1, 2, 4} <= set(d.update_metadata)
+    # ...but a new partition epoch, which the leader must hold: every replica hears
+    # LeaderAndIsr (cluster simulation finding A, below).
+    assert set(d.leader_and_isr) == {1, 2, 3, 4} and {1, 2, 4} <= set(d.update_metadata)
+
+
+def test_an_elr_only_change_reaches_the_leader_by_leader_and_isr():
+    # Cluster simulation finding A (seed 7): remove_unclean_replicas bumped the partition epoch
+    # of an ELR-only change but sent only UpdateMetadata, so the leader kept the old partition
+    # epoch and every AlterPartition it sent was INVALID_UPDATE_VERSION: the ISR never grew
+    # back. As Kafka's ZooKeeper-era controller, every state write the leader must know of is
+    # followed by LeaderAndIsr to the live replicas (the leader's own AlterPartition answers
+    # are the one exception: the answer carries the new state).
+    ctx = make_ctx(isr=(1,), elr=(2, 3), leader=1, live=(1, 2, 4), min_isr=3)
+    d = register_unclean(ctx, 3)
+    s = run(ctx, d)
+    assert (s.leader_epoch, s.partition_epoch) == (100, 201)
+    assert TP in d.leader_and_isr.get(1, {}), "the leader never hears the new partition epoch"
 
 
 @pytest.mark.parametrize("lke", [(), (2,)], ids=["lastKnownLeaderEnabled", "disabled"])
