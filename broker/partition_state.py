@@ -4,9 +4,10 @@ Kafka's ReplicaManager.becomeLeaderOrFollower and Partition.makeLeader / makeFol
 order the replica manager asks:
 
 1. ``admit_partition_state``: a state for a partition this broker is no replica of is
-   UNKNOWN_TOPIC_OR_PARTITION; a state no newer than the one held (leader epoch, partition
-   epoch - see ``fencing.partition_state_change``) is answered without being applied. A
-   replica that is stopped or whose log is gone (offline dir) holds no state: anything applies.
+   UNKNOWN_TOPIC_OR_PARTITION; a state older than the one held (leader epoch, partition
+   epoch - see ``fencing.partition_state_change``) is refused, and one at the same epochs is
+   answered without being applied unless it names other replicas. A replica that is stopped
+   or whose log is gone (offline dir) holds no state: anything applies.
 2. ``missing_log``: a replica without a log is created, or - when it may live in an offline
    log dir - refused with KAFKA_STORAGE_ERROR and restarted (seed 003, KIP-112).
    ``retry_failed_log``: a log that failed a write is rebuilt from its files before a *new*
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from broker import fencing
 from common.errors import ErrorCode
@@ -38,33 +39,53 @@ class HeldReplica(Protocol):
 
     leader_epoch: int
     partition_epoch: int
+    replicas: tuple[int, ...]
     stopped: bool
     log: object | None
 
 
-def held_epochs(p: HeldReplica | None) -> tuple[int, int] | None:
-    """The (leader epoch, partition epoch) a live replica holds; None when there is nothing
-    to compare with: no replica, a stopped one (StopReplica without deletion), or one whose
-    log went away with its dir."""
+class HeldState(NamedTuple):
+    """What ``admit_partition_state`` compares a LeaderAndIsr state with."""
+
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+
+
+def held_epochs(p: HeldReplica | None) -> HeldState | None:
+    """The (leader epoch, partition epoch, replicas) a live replica holds; None when there is
+    nothing to compare with: no replica, a stopped one (StopReplica without deletion), or one
+    whose log went away with its dir."""
     if p is None or p.log is None or p.stopped:
         return None
-    return p.leader_epoch, p.partition_epoch
+    return HeldState(p.leader_epoch, p.partition_epoch, tuple(p.replicas))
 
 
 def admit_partition_state(broker_id: int, replicas, leader_epoch: int, partition_epoch: int,
-                          held: tuple[int, int] | None) -> ErrorCode | None:
+                          held: HeldState | None) -> ErrorCode | None:
     """None: apply the state. Otherwise the partition's answer, nothing applied: NONE for the
     state already held (a new controller resending it), STALE_CONTROLLER_EPOCH for an older
-    one, UNKNOWN_TOPIC_OR_PARTITION when this broker is not among its replicas."""
+    one, UNKNOWN_TOPIC_OR_PARTITION when this broker is not among its replicas.
+
+    A state at the held epochs that names other replicas is applied: the epochs version the
+    partition-state znode, not the topic znode that holds the replicas. A controller that
+    died cancelling a move - the topic znode back to ORS, the new leader epoch not yet
+    written - leaves its successor resending RS's old epochs with ORS, and a broker that
+    acknowledged it kept RS: leader and controller disagreed on the RF (cluster simulation
+    finding B, seed 931). Kafka's Partition.makeLeader / makeFollower apply any state whose
+    partition epoch is not older; an identical one stays a no-op here, as re-applying it
+    would only drop an AlterPartition in flight."""
     if broker_id not in replicas:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if held is None:
         return None
-    change = fencing.partition_state_change(leader_epoch, partition_epoch, *held)
+    change = fencing.partition_state_change(leader_epoch, partition_epoch,
+                                            held.leader_epoch, held.partition_epoch)
     if change is fencing.StateChange.NEWER:
         return None
-    return ErrorCode.STALE_CONTROLLER_EPOCH if change is fencing.StateChange.OLDER \
-        else ErrorCode.NONE
+    if change is fencing.StateChange.OLDER:
+        return ErrorCode.STALE_CONTROLLER_EPOCH
+    return None if tuple(replicas) != held.replicas else ErrorCode.NONE
 
 
 class MissingLog(Enum):

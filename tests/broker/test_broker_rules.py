@@ -77,11 +77,16 @@ def test_produce_error(rep, known, acks, expected):
 
 # ---------------------------------------------------------------------- LeaderAndIsr
 
+def held_replica(stopped=False, log=True):
+    return NS(leader_epoch=3, partition_epoch=7, replicas=[1, 2], stopped=stopped,
+              log=object() if log else None)
+
+
 @pytest.mark.parametrize("p, held", [
     (None, None),
-    (NS(leader_epoch=3, partition_epoch=7, stopped=False, log=object()), (3, 7)),
-    (NS(leader_epoch=3, partition_epoch=7, stopped=True, log=object()), None),
-    (NS(leader_epoch=3, partition_epoch=7, stopped=False, log=None), None),  # offline dir
+    (held_replica(), partition_state.HeldState(3, 7, (1, 2))),
+    (held_replica(stopped=True), None),
+    (held_replica(log=False), None),  # offline dir
 ])
 def test_held_epochs(p, held):
     assert partition_state.held_epochs(p) == held
@@ -92,10 +97,31 @@ def test_held_epochs(p, held):
     ((1, 2), (4, 0), None, None),                          # nothing held: apply
     ((1, 2), (3, 8), (3, 7), None),                        # ISR change: apply
     ((1, 2), (3, 7), (3, 7), E.NONE),                      # resent by a new controller
+    ((1, 2), (3, 7), (3, 7, (1, 2, 3)), None),             # the same, other replicas
     ((1, 2), (3, 6), (3, 7), E.STALE_CONTROLLER_EPOCH),
 ])
 def test_admit_partition_state(replicas, epochs, held, expected):
+    if held is not None:
+        held = partition_state.HeldState(*held[:2], held[2] if len(held) > 2 else (1, 2))
     assert partition_state.admit_partition_state(1, replicas, *epochs, held) == expected
+
+
+def test_a_resent_state_naming_other_replicas_is_applied():
+    # Cluster simulation finding B (seed 931): a controller died while cancelling a move, after
+    # writing the topic znode (replicas back to ORS) and before the new leader epoch. Its
+    # successor resends the partition state at the same (leader epoch, partition epoch) - they
+    # version the partition-state znode, not the replica set - and brokers acknowledged it
+    # without applying it: the leader kept RS, so it and the controller disagreed on the RF
+    # (and the effective min ISR). Kafka's Partition.makeLeader / makeFollower apply a state
+    # whose partition epoch equals the one held; replog does when its replicas differ.
+    held = NS(leader_epoch=3, partition_epoch=7, stopped=False, log=object(),
+              replicas=(4, 1, 3))
+    admit = partition_state.admit_partition_state
+    assert admit(1, (3, 1), 3, 7, partition_state.held_epochs(held)) is None
+    same = NS(**{**vars(held), "replicas": (3, 1)})
+    assert admit(1, (3, 1), 3, 7, partition_state.held_epochs(same)) == E.NONE
+    assert admit(1, (3, 1), 3, 6, partition_state.held_epochs(held)) == \
+        E.STALE_CONTROLLER_EPOCH
 
 
 @pytest.mark.parametrize("failed, epoch, held, retry", [
