@@ -334,6 +334,8 @@ class ControllerCore:
         if before.get("min.insync.replicas") != cfg.get("min.insync.replicas"):
             yield self._emit("min_isr_default_changed", old=before.get("min.insync.replicas"),
                              new=cfg.get("min.insync.replicas"))
+            # KIP-966: ELRs the new value leaves unneeded are cleared (finding D)
+            yield from self._execute(D.on_min_isr_changed(self.ctx))
 
     def _timer_fired(self, ev: E.TimerFired) -> Handler:
         if ev.name != AUTO_REBALANCE:

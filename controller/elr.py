@@ -36,9 +36,11 @@ Switching `eligible.leader.replicas.enable` (cluster config, default false as in
 Settings (`ElrConfig.from_config`, the controller's own config; topics override in
 /config/topics/<t>):
 - `eligible.leader.replicas.enable` (cluster only);
-- `min.insync.replicas`: the topic override, else the controller's value (replog's controller
-  does not read /config/brokers/<default>: a cluster-wide dynamic change reaches the controller
-  only through its config file);
+- `min.insync.replicas`: the topic override, else /config/brokers/<default>, else the
+  controller's value (the brokers' resolver, common.dynamic_config). A change of it, at either
+  level, clears the ELR and LastKnownELR of every partition whose ISR now meets the new
+  effective value (decisions/elections.py `recheck_elrs`: its HW may now advance on the ISR
+  alone, cluster simulation finding D);
 - `unclean.recovery.strategy` (Proactive | Balanced | Manual; per cluster and per topic) and the
   mapping from `unclean.leader.election.enable` (KIP-966's compatibility rule): when no strategy
   is set at a level, true means Proactive and false means Balanced. Most specific first: the

@@ -96,6 +96,7 @@ from controller.decisions.elections import (  # noqa: F401
     elect_offline,
     elect_offline_partitions,
     imbalanced_partitions,
+    on_min_isr_changed,
     on_topic_config_changed,
     reelect_after_refused_writes,
 )

@@ -38,7 +38,7 @@ from controller.decisions.base import (
     shrink_isr,
 )
 from controller.decisions.deletion import resume_deletion
-from controller.decisions.elections import elect_offline
+from controller.decisions.elections import elect_offline, recheck_elrs
 from controller.selectors import ElectionReason
 
 
@@ -214,6 +214,7 @@ def on_controller_failover(ctx: ControllerContext) -> Decision:
         # reset_states() already put them Online, so only the requests are needed.
         if not ctx.is_being_deleted(tp.topic) and tp in ctx.leadership:
             b.lai_replicas(tp)
+    recheck_elrs(b, sorted(ctx.assignments))  # a min ISR changed while none ran (finding D)
     _unclean_out_of_elr(b, all_tps)
     elect_offline(b, ctx.partition_sm.in_state(P.NewPartition, P.OfflinePartition))
     dead = {r for tp in all_tps for r in ctx.replicas(tp) if r not in ctx.live_brokers}

@@ -32,6 +32,7 @@ from controller.decisions.base import (
     P,
     R,
     failed_election_message,
+    next_state,
 )
 from controller.selectors import ElectionReason
 
@@ -158,13 +159,50 @@ def on_topic_config_changed(ctx: ControllerContext, topic: str, unclean_was_allo
     a topic elects the offline partitions at once (KafkaController.processTopicUncleanLeader-
     ElectionEnable), rather than at the next broker event. With ELR, so does a new
     unclean.recovery.strategy (Manual -> Proactive may start a recovery now; a change towards
-    waiting drops a running one, decisions/recovery.py `obsolete`)."""
-    if ctx.elr.enabled and strategy_was is not None \
-            and ctx.recovery_strategy(topic) is not strategy_was:
-        return elect_offline_partitions(ctx)
-    if unclean_was_allowed or not ctx.unclean_allowed(topic):
-        return Decision()
-    return elect_offline_partitions(ctx)
+    waiting drops a running one, decisions/recovery.py `obsolete`); and its ELRs are checked
+    against its min.insync.replicas, which may be the change (`recheck_elrs`)."""
+    b = Builder(ctx)
+    recheck_elrs(b, [topic])
+    if (ctx.elr.enabled and strategy_was is not None
+            and ctx.recovery_strategy(topic) is not strategy_was) \
+            or (not unclean_was_allowed and ctx.unclean_allowed(topic)):
+        elect_offline(b, ctx.partition_sm.in_state(P.NewPartition, P.OfflinePartition))
+    return b.build()
+
+
+def on_min_isr_changed(ctx: ControllerContext) -> Decision:
+    """/config/brokers/<default> changed min.insync.replicas (already in ctx): every topic
+    without an override now reads the new value (`recheck_elrs`)."""
+    b = Builder(ctx)
+    recheck_elrs(b, sorted(ctx.assignments))
+    return b.build()
+
+
+def recheck_elrs(b: Builder, topics: Iterable[str]) -> None:
+    """KIP-966 after a min.insync.replicas change, whether a topic override or the cluster
+    default: a partition whose ISR now meets its effective min ISR loses its ELR and
+    LastKnownELR (`next_elr` derived again). Its leader may now advance the HW on the ISR
+    alone, past records the ELR members never fetched, so they must not stay eligible for a
+    clean election (cluster simulation finding D, seed 45). Kafka clears them on every
+    min.insync.replicas update (KAFKA-16540's ClearElrRecord); replog keeps the ELR of a
+    partition whose ISR is still below the new value - its HW stays frozen, so the members'
+    claim still holds - rather than send a leaderless one to an unclean recovery. Neither
+    the leader nor the ISR changes, so no new leader epoch; the replicas hear the new
+    partition epoch by LeaderAndIsr (finding A)."""
+    ctx = b.ctx
+    if not ctx.elr.enabled:
+        return  # with ELR off every partition's next change clears them (elr.py)
+    for topic in topics:
+        if ctx.is_being_deleted(topic):
+            continue
+        for tp in ctx.partitions_of(topic):
+            s = b.leadership(tp)
+            if (s is None or b.pstate(tp) is P.NonExistentPartition
+                    or not (s.elr or s.last_known_elr) or len(s.isr) < ctx.min_isr(tp)):
+                continue
+            b.write(tp, next_state(ctx, s, bump_leader_epoch=False))
+            b.lai_replicas(tp)
+            b.um_all([tp])
 
 
 # ============================================================================ ElectLeaders

@@ -1,0 +1,79 @@
+"""KIP-966 defects the whole-cluster simulation found in the controller (issue 26, findings D, E
+and F of tests/sim/test_cluster_simulation.py), each on the pure decisions and, where the
+event path matters, through the core (tests/sim/driver.py).
+
+- D: a min.insync.replicas decrease lets the leader advance its HW on a smaller ISR, so an ELR
+  kept from the higher value vouches for replicas without those records (seed 45).
+- E: a broker that registered after an unclean shutdown while no controller ran is still in
+  the ISR, or still the leader, when the next controller loads (seed 197).
+- F: a leaderless partition with an empty ISR and ELR gets no unclean recovery under Balanced:
+  a move of the partition dropped its task for good (seed 49); a replica that lost its whole
+  log answers UNKNOWN_TOPIC_OR_PARTITION and the task waited for a usable answer forever
+  (seed 113).
+"""
+
+from __future__ import annotations
+
+from common.names import TopicPartition
+from controller import decisions as D
+from controller import events as E
+from tests.controller.test_elr import TP, make_ctx, run
+from tests.sim.driver import Driver
+
+FOO0 = TopicPartition("foo", 0)
+
+
+# ============================================================ D: min ISR changes
+
+def test_a_topic_min_isr_decrease_clears_an_elr_the_isr_no_longer_needs():
+    # ISR [1] under min ISR 2: the HW is frozen, 2 (ELR) holds every committed record. Min ISR
+    # 1: leader 1 advances its HW on the ISR alone, which 2 never fetched.
+    ctx = make_ctx(replicas=(1, 2, 3), isr=(1,), elr=(2,), lke=(3,), leader=1, min_isr=2)
+    strategy = ctx.recovery_strategy("foo")
+    ctx.topic_configs["foo"]["min.insync.replicas"] = "1"
+    d = D.on_topic_config_changed(ctx, "foo", False, strategy)
+    s = run(ctx, d)
+    assert (s.isr, s.elr, s.last_known_elr) == ((1,), (), ())
+    assert (s.leader, s.leader_epoch, s.partition_epoch) == (1, 100, 201)  # no new leader epoch
+    assert set(d.leader_and_isr) == {1, 2, 3}  # the leader must hold the new partition epoch
+
+
+def test_a_min_isr_change_keeps_the_elr_while_the_isr_is_still_below_it():
+    # 3 -> 2 with ISR [1]: still below, the HW stays frozen, the ELR members keep their claim.
+    ctx = make_ctx(isr=(1,), elr=(2, 3), leader=1, min_isr=3)
+    strategy = ctx.recovery_strategy("foo")
+    ctx.topic_configs["foo"]["min.insync.replicas"] = "2"
+    d = D.on_topic_config_changed(ctx, "foo", False, strategy)
+    assert TP not in d.writes
+
+
+def test_a_broker_default_min_isr_decrease_clears_the_elr():
+    """The cluster-wide path (/config/brokers/<default>) through the core: the topic has no
+    override, so the default's 1 is its min ISR from now on."""
+    d = Driver(config={"eligible.leader.replicas.enable": True, "min.insync.replicas": 2})
+    d.elect()
+    d.run()
+    for b in (1, 2, 3):
+        d.register(b)
+    d.run()
+    d.request(E.CreateTopics(topics=(E.NewTopic("foo", assignments={0: [1, 2, 3]}),)))
+    d.run()
+    d.kill(3)
+    d.run()
+    d.kill(2)
+    d.run()
+    s = d.tree.states[FOO0]
+    assert (s.leader, s.isr, s.elr) == (1, (1,), (2,))
+    d.tree.write_broker_default_config({"min.insync.replicas": "1"})
+    d.run()
+    s = d.tree.states[FOO0]
+    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (1, (1,), (), ())
+    assert d.core.ctx.leadership[FOO0] == s
+
+
+def test_a_new_controller_checks_every_elr_against_the_min_isr_it_loads():
+    # The min ISR changed while no controller ran (seed 133): the one that loads next clears
+    # the ELR the new value leaves unneeded.
+    ctx = make_ctx(replicas=(1, 2, 3), isr=(1,), elr=(2,), leader=1, min_isr=1)
+    s = run(ctx, D.on_controller_failover(ctx))
+    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (1, (1,), (), ())
