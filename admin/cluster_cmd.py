@@ -61,6 +61,7 @@ def _up(args) -> int:
         if args.prometheus:
             prometheus = _start_prometheus(cluster, args.prometheus_port)
         print(f"Bootstrap servers: {cluster.bootstrap_servers}")
+        print(f"Kafka bootstrap servers: {cluster.kafka_bootstrap_servers}")
         print(f"ZooKeeper: {cluster.zookeeper_connect}")
         print(f"Active controller: {cluster.active_controller_id()}")
         print(f"Cluster description: {cluster.cluster_json_path}")

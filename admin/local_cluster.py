@@ -13,7 +13,9 @@ Used by ``replog cluster up`` and by every integration and fault test. Given a d
 - waits until every broker is registered in ZooKeeper, a controller is active, and every broker
   answers Metadata naming that controller and all brokers (so a client can create topics at once);
 - writes ``cluster.json`` (bootstrap servers, ZooKeeper, pids, addresses, log dirs, metrics URLs)
-  and rewrites it whenever a process is restarted.
+  and rewrites it whenever a process is restarted;
+- gives each broker a Kafka-protocol listener too (``KAFKA://127.0.0.1:<port>``, docs/
+  kafka-protocol.md): ``kafka_bootstrap_servers`` in cluster.json is for Kafka clients.
 
 Fault injection goes through :class:`ProcessHandle`: ``kill()`` (SIGKILL), ``pause()``
 (SIGSTOP), ``resume()`` (SIGCONT), ``stop()`` (SIGTERM and wait: a broker does a controlled
@@ -108,13 +110,14 @@ class ProcessHandle:
 
     def __init__(self, cluster: LocalCluster, role: str, node_id: int, port: int,
                  metrics_port: int, log_dirs: Sequence[Path] = (),
-                 overrides: Mapping[str, str] | None = None):
+                 overrides: Mapping[str, str] | None = None, kafka_port: int | None = None):
         self.cluster = cluster
         self.role = role
         self.id = node_id
         self.host = HOST
         self.port = port
         self.metrics_port = metrics_port
+        self.kafka_port = kafka_port  # a broker's Kafka-protocol listener
         self.log_dirs = [Path(d) for d in log_dirs]
         self.overrides = dict(overrides or {})
         self.name = f"{role}-{node_id}"
@@ -130,6 +133,14 @@ class ProcessHandle:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def kafka_address(self) -> str | None:
+        """None when overrides replace ``listeners`` (then they say what is served)."""
+        c = self.cluster
+        replaced = any("listeners" in o for o in (c.overrides, c.broker_overrides,
+                                                  self.overrides))
+        return f"{self.host}:{self.kafka_port}" if self.kafka_port and not replaced else None
 
     @property
     def metrics_url(self) -> str:
@@ -160,6 +171,8 @@ class ProcessHandle:
         c = self.cluster
         props: dict[str, object] = {f"{self.role}.id": self.id,
                                     "listeners": f"PLAINTEXT://{self.address}"}
+        if self.kafka_address:  # KAFKA: in kafka.listener.names and the protocol map by default
+            props["listeners"] += f",KAFKA://{self.kafka_address}"
         if self.role == "broker":
             props["log.dirs"] = ",".join(str(d) for d in self.log_dirs)
         props["zookeeper.connect"] = c.zookeeper_connect
@@ -308,6 +321,7 @@ class ProcessHandle:
                    "address": self.address}
         if self.role == "broker":
             d["log_dirs"] = [str(p) for p in self.log_dirs]
+            d["kafka_address"] = self.kafka_address
         d["metrics_url"] = self.metrics_url
         d["config_file"] = str(self.config_file)
         d["log_file"] = str(self.log_file)
@@ -392,7 +406,8 @@ class LocalCluster:
         dirs = [self.data_dir / f"broker-{broker_id}" / f"logdir-{n}"
                 for n in range(self.num_log_dirs)]
         h = ProcessHandle(self, "broker", broker_id, self._port(), self._port(), dirs,
-                          {k: str(v) for k, v in (overrides or {}).items()})
+                          {k: str(v) for k, v in (overrides or {}).items()},
+                          kafka_port=self._port())
         self.brokers[broker_id] = h
         return h
 
@@ -413,6 +428,10 @@ class LocalCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(h.address for h in self.brokers.values())
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        return ",".join(h.kafka_address for h in self.brokers.values() if h.kafka_address)
 
     @property
     def cluster_json_path(self) -> Path:
@@ -649,6 +668,7 @@ class LocalCluster:
     def describe(self) -> dict:
         return {
             "bootstrap_servers": self.bootstrap_servers,
+            "kafka_bootstrap_servers": self.kafka_bootstrap_servers,
             "zookeeper": self.zookeeper_connect,
             "controllers": [h.describe() for h in self.controllers.values()],
             "brokers": [h.describe() for h in self.brokers.values()],

@@ -39,6 +39,7 @@ from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fault_injection import InjectedClock, watch_fault_file
 from broker.fetcher import ReplicaFetcherManager
+from broker.kafka_listener import KafkaListener
 from broker.metadata_cache import Endpoint, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
@@ -89,6 +90,7 @@ class BrokerServer:
         self.rm: ReplicaManager | None = None
         self.configs: ConfigManager | None = None
         self.servers: list[grpc.aio.Server] = []  # one per listener (KIP-103)
+        self.kafka_listeners: list[KafkaListener] = []  # kafka.listener.names (C12)
         self.endpoints: tuple[EndPoint, ...] = ()  # advertised, as registered
         self.host = "127.0.0.1"  # the inter-broker listener's advertised host and port
         self.port = -1
@@ -161,7 +163,15 @@ class BrokerServer:
         # answer gives the endpoints of the listener the request came in on.
         listeners = listener_config(self.config)
         self.health = health.aio.HealthServicer()
-        bound = bind_listeners(listeners.listeners)
+        bound = bind_listeners(tuple(e for e in listeners.listeners
+                                     if not listeners.is_kafka(e.listener)))
+        kafka_ports = {}
+        for e in listeners.listeners:
+            if listeners.is_kafka(e.listener):
+                k = KafkaListener(self.rm, self.broker_id, e.listener, e.host, e.port,
+                                  self.events, self.config["socket.request.max.bytes"])
+                kafka_ports[e.listener] = await k.start()
+                self.kafka_listeners.append(k)
         for b in bound:
             replog_pb2_grpc.add_BrokerServicer_to_server(
                 BrokerServicer(self.rm, self.broker_id, self.configs, listener=b.listener),
@@ -172,8 +182,8 @@ class BrokerServer:
         # The registration's endpoints; host/port are the inter-broker listener's (where the
         # controller and followers connect). A wildcard host is registered as loopback, as
         # before listeners had names.
-        self.endpoints = advertised_endpoints(listeners, {b.listener: b.port for b in bound},
-                                              "127.0.0.1")
+        self.endpoints = advertised_endpoints(
+            listeners, {**{b.listener: b.port for b in bound}, **kafka_ports}, "127.0.0.1")
         inter = next(e for e in self.endpoints
                      if e.listener == listeners.inter_broker_listener_name)
         self.host, self.port = inter.host, inter.port
@@ -365,6 +375,8 @@ class BrokerServer:
             await self.rm.fetcher_manager.shutdown()
             await self.rm.alter_log_dirs.shutdown()  # KIP-113: kept, resumed at the next start
             await self.rm.alter_partition.stop()
+        for k in self.kafka_listeners:
+            await k.stop()
         if self.servers:
             await self.health.enter_graceful_shutdown()
             await asyncio.gather(*(s.stop(grace=1.0) for s in self.servers))

@@ -87,6 +87,11 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("listener.security.protocol.map", parse_protocol_map, None,
        "NAME:PROTOCOL,... (Kafka's default maps PLAINTEXT to PLAINTEXT; only PLAINTEXT is "
        "served)"),
+    _k("kafka.listener.names", _list, None,
+       "replog: listeners that speak Kafka's wire protocol to Kafka clients instead of gRPC "
+       "(default KAFKA; broker/kafka_listener.py)"),
+    _k("socket.request.max.bytes", _int(1), 104857600,
+       "largest request a Kafka-protocol listener accepts; a larger one closes its connection"),
     _k("inter.broker.listener.name", _str, None,
        "listener for replication and controller->broker requests (default PLAINTEXT, or the "
        "first advertised listener when none is named PLAINTEXT)"),

@@ -8,7 +8,10 @@ EXTERNAL://0.0.0.0:19092``) and advertise a different address for each
   outside a container network is given addresses it can reach (KIP-103);
 - replication and controller->broker traffic use ``inter.broker.listener.name``;
 - ``listener.security.protocol.map`` names each listener's security protocol; replog speaks
-  plaintext gRPC only, so every listener must map to PLAINTEXT.
+  plaintext only, so every listener must map to PLAINTEXT;
+- a listener named in ``kafka.listener.names`` (default ``KAFKA``) speaks Kafka's wire protocol
+  to unmodified Kafka clients (broker/kafka_listener.py); every other listener speaks gRPC.
+  Replication and controller traffic stay on gRPC, so the inter-broker listener is never one.
 
 The un-named form ``host:port`` (replog's only form before listeners had names) is one listener
 named PLAINTEXT, which is what Kafka calls a listener written ``PLAINTEXT://host:port``.
@@ -26,8 +29,11 @@ from common.errors import ConfigError
 PLAINTEXT = "PLAINTEXT"
 # Kafka's SecurityProtocol names; only PLAINTEXT is served.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# Kafka's default listener.security.protocol.map: each protocol name maps to itself.
-DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
+# Kafka's default listener.security.protocol.map: each protocol name maps to itself; replog
+# adds its Kafka-protocol listener's default name, so ``listeners=PLAINTEXT://:9092,
+# KAFKA://:9093`` needs no map, as ``PLAINTEXT://`` needs none in Kafka.
+KAFKA_LISTENER = "KAFKA"
+DEFAULT_PROTOCOL_MAP = {**{p: p for p in SECURITY_PROTOCOLS}, KAFKA_LISTENER: PLAINTEXT}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -105,6 +111,10 @@ class ListenerConfig:
     advertised: tuple[EndPoint, ...]   # what it registers (advertised.listeners or listeners)
     protocol_map: Mapping[str, str]
     inter_broker_listener_name: str
+    kafka_listener_names: frozenset[str] = frozenset()  # these speak Kafka's protocol
+
+    def is_kafka(self, name: str) -> bool:
+        return name in self.kafka_listener_names
 
     def advertised_for(self, name: str) -> EndPoint | None:
         return next((e for e in self.advertised if e.listener == name), None)
@@ -147,13 +157,21 @@ def listener_config(cfg: Mapping[str, Any]) -> ListenerConfig:
                 f"configuration key 'advertised.listeners'"
                 f"{_origin(cfg, 'advertised.listeners')}: listener {e.listener} is not in "
                 f"listeners ({', '.join(names)})")
+    kafka_names = cfg.get("kafka.listener.names")
+    kafka_names = frozenset(n.upper() for n in
+                            ([KAFKA_LISTENER] if kafka_names is None else kafka_names))
+    grpc_advertised = [e for e in advertised if e.listener not in kafka_names]
     inter = cfg["inter.broker.listener.name"]
+    if inter is None and not grpc_advertised:
+        raise ConfigError("configuration key 'listeners': every advertised listener speaks "
+                          "Kafka's protocol (kafka.listener.names); replication needs a gRPC "
+                          "one")
     if inter is None:
         # Kafka derives the default from security.inter.broker.protocol=PLAINTEXT, i.e. the
         # listener named PLAINTEXT (the un-named form's only listener); with named listeners
-        # and none called PLAINTEXT, replog takes the first advertised one.
-        inter = PLAINTEXT if any(e.listener == PLAINTEXT for e in advertised) \
-            else advertised[0].listener
+        # and none called PLAINTEXT, replog takes the first advertised gRPC one.
+        inter = PLAINTEXT if any(e.listener == PLAINTEXT for e in grpc_advertised) \
+            else grpc_advertised[0].listener
     else:
         inter = inter.upper()
         if all(e.listener != inter for e in advertised):
@@ -161,7 +179,12 @@ def listener_config(cfg: Mapping[str, Any]) -> ListenerConfig:
                 f"configuration key 'inter.broker.listener.name'"
                 f"{_origin(cfg, 'inter.broker.listener.name')}: {inter} is not a listener in "
                 f"advertised.listeners ({', '.join(e.listener for e in advertised)})")
-    return ListenerConfig(listeners, advertised, dict(protocols), inter)
+        if inter in kafka_names:
+            raise ConfigError(
+                f"configuration key 'inter.broker.listener.name'"
+                f"{_origin(cfg, 'inter.broker.listener.name')}: {inter} speaks Kafka's "
+                f"protocol (kafka.listener.names); replication stays on gRPC")
+    return ListenerConfig(listeners, advertised, dict(protocols), inter, kafka_names)
 
 
 def encode_endpoints(endpoints: Iterable[EndPoint]) -> list[str]:

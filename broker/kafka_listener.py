@@ -1,0 +1,349 @@
+"""A Kafka-protocol listener: unmodified Kafka clients (kafka-python, librdkafka, kcat) produce
+to and consume from a replog broker over the same replica manager as the gRPC API.
+
+Phase 1 of the wire protocol (docs/kafka-protocol.md says what is served and what is left):
+ApiVersions, Metadata, Produce, Fetch (KIP-320 leader epochs, KIP-227 sessions through the
+broker's FetchSessionCache), ListOffsets and OffsetForLeaderEpoch. Replication and the
+controller's requests stay on gRPC; this module only translates, as broker/servicer.py does:
+every decision is the replica manager's (``produce``, ``fetch``, ``list_offset``,
+``offset_for_leader_epoch``) or the metadata cache's.
+
+Connection rules, as Kafka's SocketServer/Processor:
+- frames are a 4-byte size then the request; a size above ``socket.request.max.bytes`` (or
+  negative) closes the connection before anything is read (Kafka's InvalidReceiveException);
+- requests on one connection are answered one at a time, in order (Kafka mutes a channel while
+  its request is in flight), so a client's pipelined requests get their answers in order;
+- a request that cannot be parsed, an API key replog does not serve or a version out of range
+  closes that connection only (Kafka: InvalidRequestException "Received request api key ...
+  which is not enabled"), except ApiVersions, whose unknown versions get KIP-511's v0 answer:
+  UNSUPPORTED_VERSION listing the ApiVersions versions served, so the client steps down;
+- Produce with acks=0 gets no answer; if it failed, the connection is closed so the producer
+  refreshes its metadata (Kafka's KafkaApis.handleProduceRequest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.fetch_session import FetchContext
+from broker.metadata_cache import offline_replicas, partition_error
+from broker.replica_manager import ReplicaManager
+from broker.replica_types import FetchPartitionRequest, ProduceResult, RequestError
+from common.errors import ErrorCode, InvalidTopicError
+from common.kafka_protocol.headers import RequestHeader, read_request_header, response_header
+from common.kafka_protocol.messages import APIS, ApiKey
+from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
+from common.names import TopicPartition, validate_topic
+
+UNSUPPORTED_VERSION = 35  # Kafka's Errors.UNSUPPORTED_VERSION
+DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
+_MAX_WAIT_MS = 60_000
+_MAX_FETCH_BYTES = 64 << 20  # as the gRPC Fetch: one answer is held in memory
+_LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+
+
+class _Close(Exception):
+    """Close this connection (after logging why)."""
+
+
+class KafkaListener:
+    """One listener whose protocol is Kafka's. ``listener`` is its name: the Metadata answer
+    gives every broker's endpoint of the same name, as Kafka does per listener (KIP-103)."""
+
+    def __init__(self, rm: ReplicaManager, broker_id: int, listener: str, host: str, port: int,
+                 events: Any, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+        self.rm = rm
+        self.broker_id = broker_id
+        self.listener = listener
+        self.host = host
+        self.port = port
+        self.events = events
+        self.max_request_bytes = max_request_bytes
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+        self._handlers: dict[int, Callable[[dict, int], Awaitable[dict | None]]] = {
+            ApiKey.API_VERSIONS: self._api_versions,
+            ApiKey.METADATA: self._metadata,
+            ApiKey.PRODUCE: self._produce,
+            ApiKey.FETCH: self._fetch,
+            ApiKey.LIST_OFFSETS: self._list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> int:
+        """Bind and serve; the bound port (the configured one, or one picked for port 0)."""
+        self._server = await asyncio.start_server(self._serve, self.host, self.port,
+                                                  reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._connections):
+            t.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+    # ------------------------------------------------------------------ connections
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                try:
+                    size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+                except asyncio.IncompleteReadError:
+                    return  # the client went away between requests
+                if size < 0 or size > self.max_request_bytes:
+                    raise _Close(f"request size {size} is larger than socket.request.max.bytes "
+                                 f"{self.max_request_bytes}" if size > 0
+                                 else f"invalid request size {size}")
+                frame = await reader.readexactly(size)
+                answer = await self.handle(frame)
+                if answer is None:
+                    continue
+                writer.write(len(answer).to_bytes(4, "big") + answer)
+                await writer.drain()
+        except _Close as e:
+            self.events.warning("kafka_connection_closed", listener=self.listener,
+                                peer=str(peer), reason=str(e)[:300])
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # a truncated frame or a reset: nothing to answer
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - one connection's failure never stops the broker
+            self.events.error("kafka_request_failed", listener=self.listener, peer=str(peer),
+                              error=f"{type(e).__name__}: {e}"[:300])
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def handle(self, frame: bytes) -> bytes | None:
+        """One request frame -> its answer (header and body, without the size), None when the
+        request gets no answer (acks=0); raises _Close when the connection must close."""
+        r = Reader(frame)
+        try:
+            header = read_request_header(r)
+        except ProtocolError as e:
+            raise _Close(f"unreadable request header: {e}") from None
+        api = APIS.get(header.api_key)
+        if header.api_key == ApiKey.API_VERSIONS and header.api_version not in api.served:
+            return self._unsupported_api_versions(header)
+        if api is None or header.api_version not in api.served:
+            # Kafka's SocketServer: "Received request api key K with version V which is not
+            # enabled" -> InvalidRequestException -> the channel is closed.
+            raise _Close(f"request api key {header.api_key} with version {header.api_version} "
+                         f"is not served on this listener")
+        try:
+            request = api.request.decode(r, header.api_version)
+        except ProtocolError as e:
+            raise _Close(f"malformed {api.name} v{header.api_version} request: {e}") from None
+        body = await self._handlers[header.api_key](request, header.api_version)
+        if body is None:
+            return None
+        return (response_header(header.api_key, header.api_version, header.correlation_id)
+                + api.response.encode(body, header.api_version))
+
+    def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
+        """KIP-511: an ApiVersions request of a version the broker does not know is answered
+        in v0's format (header v0 too) with UNSUPPORTED_VERSION and the ApiVersions range."""
+        api = APIS[ApiKey.API_VERSIONS]
+        body = {"error_code": UNSUPPORTED_VERSION, "api_keys": [
+            {"api_key": api.key, "min_version": api.served.lo, "max_version": api.served.hi}]}
+        return response_header(api.key, 0, header.correlation_id) + api.response.encode(body, 0)
+
+    # ------------------------------------------------------------------ ApiVersions
+
+    async def _api_versions(self, _req: dict, _version: int) -> dict:
+        return {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
+            {"api_key": a.key, "min_version": a.served.lo, "max_version": a.served.hi}
+            for a in sorted(APIS.values(), key=lambda a: a.key)]}
+
+    # ------------------------------------------------------------------ Metadata
+
+    async def _metadata(self, req: dict, version: int) -> dict:
+        md = self.rm.metadata
+        wanted = req["topics"]
+        if wanted is None or (version == 0 and not wanted):  # v0: an empty list means all
+            names = md.topics()
+        else:
+            by_id = {uuid_bytes(tid): t for t, tid in md.topic_ids.items()}
+            names = list(dict.fromkeys(
+                t["name"] if t["name"] is not None else by_id.get(t["topic_id"], "")
+                for t in wanted))
+        # KIP-103: each broker's endpoint of this listener; a broker without it is left out,
+        # and a partition it leads is LEADER_NOT_AVAILABLE, so the client retries.
+        reachable = {b: e for b, e in ((b, e.for_listener(self.listener))
+                                       for b, e in sorted(md.brokers.items())) if e is not None}
+        live = set(md.brokers)
+        topics = []
+        for name in names:
+            try:
+                validate_topic(name)
+            except InvalidTopicError:
+                topics.append(_metadata_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            parts = md.partitions_of(name)
+            if not parts:  # auto.create.topics.enable is not served: unknown stays unknown
+                topics.append(_metadata_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            t = _metadata_topic(name, ErrorCode.NONE, uuid_bytes(md.topic_ids.get(name, "")))
+            for pid, info in sorted(parts.items()):
+                error = ErrorCode.LEADER_NOT_AVAILABLE \
+                    if info.leader in live and info.leader not in reachable \
+                    else partition_error(info.leader)
+                t["partitions"].append({
+                    "error_code": int(error), "partition_index": pid,
+                    "leader_id": info.leader, "leader_epoch": info.leader_epoch,
+                    "replica_nodes": list(info.replicas), "isr_nodes": list(info.isr),
+                    "offline_replicas": offline_replicas(info.replicas, live,
+                                                         info.offline_replicas)})
+            topics.append(t)
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [{"node_id": b, "host": e.host, "port": e.port, "rack": e.rack}
+                        for b, e in reachable.items()],
+            "cluster_id": md.cluster_id or None,
+            # replog's controller is not a broker, and a Kafka client sends admin requests to
+            # the controller id it is given; like a KRaft broker (which forwards them), name a
+            # live broker: this one.
+            "controller_id": self.broker_id if md.controller_id >= 0 else -1,
+            "topics": topics,
+        }
+
+    # ------------------------------------------------------------------ Produce
+
+    async def _produce(self, req: dict, _version: int) -> dict | None:
+        self.rm.metrics.produce_api_requests.inc()
+        acks, timeout_ms = req["acks"], req["timeout_ms"]
+        entries: list[tuple[TopicPartition, bytes]] = []
+        refused: dict[int, ErrorCode] = {}  # entry index -> error found before the append
+        for t in req["topic_data"]:
+            for p in t["partition_data"]:
+                tp = TopicPartition(t["name"], p["index"])
+                try:
+                    validate_topic(tp.topic)
+                except InvalidTopicError:
+                    refused[len(entries)] = ErrorCode.INVALID_TOPIC_EXCEPTION
+                if p["records"] is None:
+                    refused[len(entries)] = ErrorCode.CORRUPT_MESSAGE
+                elif tp.partition < 0:
+                    refused[len(entries)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entries.append((tp, p["records"] or b""))
+        to_append = [e for i, e in enumerate(entries) if i not in refused]
+        try:
+            appended = iter(await self.rm.produce(acks, max(timeout_ms, 0), to_append))
+            results = [ProduceResult(refused[i]) if i in refused else next(appended)
+                       for i in range(len(entries))]
+        except RequestError as e:  # INVALID_REQUIRED_ACKS: Kafka answers it per partition
+            results = [ProduceResult(e.error_code, str(e)) for _ in entries]
+        if acks == 0:
+            if any(r.error != ErrorCode.NONE for r in results):
+                raise _Close("an acks=0 produce failed; closing so the producer refreshes "
+                             "its metadata (as Kafka does)")
+            return None
+        by_topic: dict[str, list[dict]] = {}
+        for (tp, _), r in zip(entries, results):
+            by_topic.setdefault(tp.topic, []).append({
+                "index": tp.partition, "error_code": int(r.error), "base_offset": r.base_offset,
+                "log_append_time_ms": -1, "log_start_offset": r.log_start_offset,
+                "error_message": r.message or None})
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": t, "partition_responses": ps} for t, ps in by_topic.items()]}
+
+    # ------------------------------------------------------------------ Fetch
+
+    async def _fetch(self, req: dict, version: int) -> dict:
+        parts = []
+        for t in req["topics"]:
+            for p in t["partitions"]:
+                cle, lfe = p["current_leader_epoch"], p["last_fetched_epoch"]
+                parts.append(FetchPartitionRequest(
+                    TopicPartition(t["topic"], p["partition"]), max(p["fetch_offset"], 0),
+                    max(0, min(p["partition_max_bytes"], _MAX_FETCH_BYTES)),
+                    cle if cle >= 0 else None,  # KIP-320: -1 is "no epoch given"
+                    lfe if lfe >= 0 else None, p["log_start_offset"]))
+        # KIP-227: the broker's session cache, shared with its followers' sessions as in
+        # Kafka's FetchSessionCache; before v7 (no session fields) every fetch is sessionless.
+        ctx = self.rm.fetch_sessions.new_context(
+            -1, req["session_id"], req["session_epoch"] if version >= 7 else None, parts,
+            [TopicPartition(t["topic"], p) for t in req["forgotten_topics_data"]
+             for p in t["partitions"]])
+        if not isinstance(ctx, FetchContext):
+            return {"throttle_time_ms": 0, "error_code": int(ctx[0]),
+                    "session_id": req["session_id"], "responses": []}
+        max_bytes = max(1, min(req["max_bytes"], _MAX_FETCH_BYTES))
+        # replica id -1: a consumer, served up to the HW; replication stays on gRPC.
+        results = await self.rm.fetch(-1, -1, max(0, min(req["max_wait_ms"], _MAX_WAIT_MS)),
+                                      max(req["min_bytes"], 0), max_bytes, ctx.parts)
+        m = self.rm.metrics
+        m.fetch_consumer_requests.inc()
+        m.bytes_out.inc(sum(len(r.records) for r in results))
+        topics: dict[str, list[dict]] = {}
+        for fp, r in ctx.answer(results):
+            out = {"partition_index": fp.tp.partition, "error_code": int(r.error),
+                   "high_watermark": r.high_watermark, "last_stable_offset": r.high_watermark,
+                   "log_start_offset": r.log_start_offset, "aborted_transactions": None,
+                   "preferred_read_replica": -1, "records": r.records}
+            if r.diverging is not None:
+                out["diverging_epoch"] = {"epoch": r.diverging[0], "end_offset": r.diverging[1]}
+            if r.error in _LEADER_HINT_ERRORS:
+                out["current_leader"] = self._leader_hint(fp.tp)
+            topics.setdefault(fp.tp.topic, []).append(out)
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": ctx.session_id,
+                "responses": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+
+    def _leader_hint(self, tp: TopicPartition) -> dict | None:
+        info = self.rm.metadata.partitions.get(tp)
+        return None if info is None else {"leader_id": info.leader,
+                                          "leader_epoch": info.leader_epoch}
+
+    # ------------------------------------------------------------------ offsets
+
+    async def _list_offsets(self, req: dict, version: int) -> dict:
+        topics = []
+        for t in req["topics"]:
+            ps = []
+            for p in t["partitions"]:
+                cle = p["current_leader_epoch"]
+                code, offset, epoch = self.rm.list_offset(
+                    TopicPartition(t["name"], p["partition_index"]), p["timestamp"],
+                    cle if cle >= 0 else None, -1)
+                ps.append({"partition_index": p["partition_index"], "error_code": int(code),
+                           "old_style_offsets": [offset] if code == ErrorCode.NONE else [],
+                           "timestamp": -1, "offset": offset, "leader_epoch": epoch})
+            topics.append({"name": t["name"], "partitions": ps})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    async def _offset_for_leader_epoch(self, req: dict, _version: int) -> dict:
+        topics = []
+        for t in req["topics"]:
+            ps = []
+            for p in t["partitions"]:
+                cle = p["current_leader_epoch"]
+                code, epoch, end = self.rm.offset_for_leader_epoch(
+                    TopicPartition(t["topic"], p["partition"]), cle if cle >= 0 else None,
+                    p["leader_epoch"])
+                ps.append({"error_code": int(code), "partition": p["partition"],
+                           "leader_epoch": epoch, "end_offset": end})
+            topics.append({"topic": t["topic"], "partitions": ps})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _metadata_topic(name: str, error: ErrorCode, topic_id: bytes | None = None) -> dict:
+    out = {"error_code": int(error), "name": name, "is_internal": False, "partitions": []}
+    if topic_id is not None:
+        out["topic_id"] = topic_id
+    return out
