@@ -35,6 +35,14 @@ E  a broker that lost power while no controller ran is still in the ISR, or stil
 F  a leaderless partition whose ISR and ELR are empty gets no unclean recovery under Balanced
    once its LastKnownELR members are back: no task (seed 5), or a task waiting on a replica
    that lost its whole log and answers UNKNOWN_TOPIC_OR_PARTITION (seed 331)
+H  a follower joins the ISR without records below the HW: Partition.on_follower_fetch decides
+   the expansion against the HW before the fetch (LEO >= HW), then maybe_advance_hw moves the
+   HW over the maximal ISR that does not name the follower yet (the caller proposes it only
+   afterwards), so the HW passes the follower's LEO and the expansion commits it (ISR [2, 4],
+   HW 8, broker 4 at LEO 6). Kafka's updateFollowerFetchState runs maybeExpandIsr - the
+   pending ISR set at once - before maybeIncrementLeaderHW. A clean election of the follower
+   then loses exposed or acks=all records (truncation profile: seed 77 at 60 steps, seed 78 at
+   58; both after a dropped expansion of another follower left the HW stale)
 """
 
 
@@ -105,9 +113,15 @@ def _run_or_world(seed: int, steps: int) -> World:
 # ---------------------------------------------------------------------- planted defects
 
 # name -> (profile, seeds, steps, what the violation says). Which seeds find a defect moves
-# with every production change that alters a run (today: defect 1 at seeds 2, 3, 9 of
-# elr_window; defect 2 at seeds 2, 4, 5 of default; defect 4 at seeds 33, 65, 124 of
-# reassignment), so each budget is a few times the first find; the search stops there.
+# with every production change that alters a run, so each budget is a few times the first
+# find; the search stops there. First finds (seed/step of the violation, each seed clean or
+# failing otherwise without the plant), on 2026-11-27's tree:
+#   defect 1  elr_window, 60 steps:   seed 2 step 60 (heal), seed 3 step 12, seed 9 step 60
+#   defect 2  default, 40 steps:      seed 2 step 33, seed 6 step 14, seed 9 step 31
+#   defect 4  reassignment, 60 steps: seed 33 step 47, seed 124 step 2
+#   defect 5  truncation, 60 steps:   seed 0 step 4, seed 1 step 10, seed 2 step 7 (the
+#             leader-epoch cache invariant, in World._lead_after_truncation's step; the
+#             same seeds run clean without the plant)
 PLANTED_SEARCH = {
     "hw_freeze_reads_maximal_isr": (
         "elr_window", 30, 60,
@@ -117,7 +131,7 @@ PLANTED_SEARCH = {
     "stray_deletes_isr_member": (
         "reassignment", 200, 60, r"deleted its log while the ISR"),
     "truncation_not_checkpointed": (
-        "truncation", 40, 150, r"leader-epoch cache .* places offset|below both HWs"),
+        "truncation", 10, 60, r"leader-epoch cache .* places offset"),
 }
 
 
@@ -129,13 +143,7 @@ def _outcome(seed: int, steps: int, profile: str) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(
-        strict=False, reason="defect 5's window (truncate below the checkpointed recovery "
-                             "point, lead at once, append, die before the deferred epoch write "
-                             "and the next checkpoint) is reached ~3 times in 300 seeds of the "
-                             "truncation profile and never yet completed: not found"))
-    if n == "truncation_not_checkpointed" else n for n in sorted(PLANTED_SEARCH)])
+@pytest.mark.parametrize("name", sorted(PLANTED_SEARCH))
 def test_a_planted_defect_is_found_within_a_few_seeds(name: str) -> None:
     """The checker is not vacuous: with defect ``name`` re-planted, some seed of the first
     few fails with that defect's violation, and the same seed without it does not."""

@@ -109,14 +109,15 @@ class Network:
 # sweep's; the others let the planted-bug self-test reach a narrow window in few seeds.
 PROFILES: dict[str, dict] = {
     "default": {},
-    # defect 5's window: a follower truncates its unreplicated acks=1 suffix below the
-    # checkpointed recovery point (a preferred election moved leadership away from it), leads
-    # again at once, appends without a flush and dies before its deferred epoch is written
-    "truncation": {"elr": 0.0, "flush": (2, 3), "segment_bytes": (300,),
-                   "checkpoint_ms": (3000, 5000), "deferred_ms": (1000, 3000),
+    # defect 5's window (World._lead_after_truncation composes it): a leader's flushed,
+    # checkpointed acks=1 suffix is truncated when it comes back as a follower, it leads
+    # again, appends across a segment roll (2-3 batches a segment) without reaching
+    # flush.messages, and dies before its deferred epoch write and its next checkpoint
+    "truncation": {"elr": 0.0, "rf": (2, 3), "flush": (5, 6), "segment_bytes": (160, 240),
+                   "checkpoint_ms": (5000, 8000), "deferred_ms": (2000, 4000),
                    "acks": (1, 1, 1, -1),
-                   "weights": {"leader_churn": 4, "bounce": 2, "kill9": 1,
-                               "controlled_shutdown": 3, "restart": 6,
+                   "weights": {"lead_after_truncation": 3, "leader_churn": 1, "bounce": 1,
+                               "controlled_shutdown": 1, "restart": 4,
                                "power_loss": 0, "reassign": 0.5, "cancel": 0.2,
                                "topic_min_isr": 0.2, "default_min_isr": 0.2,
                                "flaky_controller": 0.2, "enable_elr": 0}},
@@ -236,9 +237,11 @@ class World:
             (self._flaky_controller, 0.7), (self._bounce, 1), (self._leader_churn, 0.3),
             (self._reassign, 1.5), (self._cancel, 0.5), (self._elect_preferred, 0.5),
             (self._elect_unclean, 0.3), (self._create_topic, 0.3),
+            (self._lead_after_truncation, 0),
         ]
         weights = self.profile.get("weights", {})
         actions = [(a, weights.get(a.__name__.lstrip("_"), w)) for a, w in actions]
+        actions = [(a, w) for a, w in actions if w > 0]
         total = sum(w for _, w in actions)
         x = self.rng.uniform(0, total)
         for a, w in actions:
@@ -532,16 +535,19 @@ class World:
             return
         for _ in range(self.rng.randint(1, 3)):
             tp = self.rng.choice(tps)
-            s = self.d.tree.states[tp]
-            acks = self.rng.choice(self.profile.get("acks", (0, 1, 1, -1, -1, -1)))
-            leader = self.brokers.get(s.leader)
-            self.produced += 1
-            value = f"{self.seed}.{self.produced}".encode()
-            if leader is None or not leader.alive:
-                continue
-            err, offset = leader.produce(tp, value, acks, timeout_ms=3000)
-            self.say(f"produce {tp} acks={acks} -> broker {s.leader}: "
-                     f"{err.name} {offset}")
+            self._produce_to(tp, self.rng.choice(self.profile.get("acks",
+                                                                  (0, 1, 1, -1, -1, -1))))
+
+    def _produce_to(self, tp: TopicPartition, acks: int) -> None:
+        """One batch of one record to the leader the controller names for ``tp``."""
+        s = self.d.tree.states[tp]
+        leader = self.brokers.get(s.leader)
+        self.produced += 1
+        value = f"{self.seed}.{self.produced}".encode()
+        if leader is None or not leader.alive:
+            return
+        err, offset = leader.produce(tp, value, acks, timeout_ms=3000)
+        self.say(f"produce {tp} acks={acks} -> broker {s.leader}: {err.name} {offset}")
 
     def _power_loss(self) -> None:
         live = self._live()
@@ -640,6 +646,84 @@ class World:
                            if tp in before and before[tp].leader != s.leader])
             if self.rng.random() < 0.5:
                 self._restart()
+
+    def _ticks(self, choices: tuple[int, ...]) -> None:
+        for _ in range(self.rng.choice(choices)):
+            self.tick()
+
+    def _lead_after_truncation(self) -> None:
+        """Issue 26 defect 5's window, composed from ordinary faults (no tick of it is
+        forced; each can miss, and the schedule goes on from wherever it stopped):
+          1. leader L takes acks=1 writes its followers have not fetched, until its
+             flush.messages flush syncs them, and the checkpoint job records that recovery
+             point R (L.checkpoint is the job the tick runs, fired now);
+          2. L dies (kill -9: its page cache survives) before any follower fetched them, and a
+             follower F leads; F may take writes of its own;
+          3. L comes back, truncates its suffix as F's follower - below R - and rejoins the
+             ISR; F dies and the controller elects L again: its new epoch's start is deferred
+             (replica_manager._assign_epochs);
+          4. L appends a few batches across a segment roll and dies before the deferred write
+             and before its next checkpoint, then restarts.
+        Recovery re-adds epochs only from the segment holding the checkpointed recovery point
+        (Kafka's LogLoader); unless the truncation checkpointed T (Kafka's
+        LogManager.truncateTo), the new epoch comes back starting past it and the batches
+        between carry an epoch the cache does not place them in."""
+        d = self.d
+        live = set(self._live())
+        tps = [tp for tp in self._partitions() if d.core is not None
+               and d.tree.states[tp].leader in live
+               and len(set(d.tree.states[tp].isr) & live) >= 2
+               and tp in self.brokers[d.tree.states[tp].leader].partitions]
+        if not tps:
+            return
+        tp = self.rng.choice(tps)
+        lid = d.tree.states[tp].leader
+        leader = self.brokers[lid]
+        log = leader.partitions[tp].log
+        if log is None:
+            return
+        self.say(f"{tp}: leader {lid} takes a suffix, is flushed and checkpointed, dies")
+        for n in range(12):  # 1: the suffix, until flush.messages syncs it
+            self._produce_to(tp, 1)
+            if n and log.unflushed_messages == 0:
+                break
+        if log.unflushed_messages:
+            return
+        leader.checkpoint()
+        self.next_checkpoint[lid] = self.now_ms + self.checkpoint_ms
+        self._stop_broker(lid, "kill -9")  # 2
+        self._ticks((1, 2, 3))
+        for _ in range(self.rng.choice((0, 0, 1))):
+            self._produce_to(tp, 1)
+        self._ticks((0, 1, 2))
+        self._start_broker(lid)  # 3
+        for _ in range(40):
+            self.tick()
+            if lid in d.tree.states[tp].isr or not leader.alive:
+                break
+        for _ in range(3):
+            s = d.tree.states[tp]
+            if s.leader == lid or lid not in s.isr or not leader.alive or \
+                    s.leader not in self._live() or len(self._live()) <= 1:
+                break
+            self._stop_broker(s.leader, "kill -9")
+            self._ticks((1, 2))
+        for _ in range(5):
+            p = leader.partitions.get(tp)
+            if p is not None and p.is_leader:
+                break
+            self.tick()
+        p = leader.partitions.get(tp)
+        if not leader.alive or p is None or not p.is_leader:
+            return
+        self.say(f"{tp}: broker {lid} leads again at epoch {p.leader_epoch}")
+        for _ in range(self.rng.randint(2, 4)):  # 4
+            self._produce_to(tp, 1)
+            self._ticks((0, 0, 1))
+        if leader.alive:
+            self._stop_broker(lid, "kill -9")
+            self._ticks((0, 1, 2))
+            self._start_broker(lid)
 
     def _bounce(self) -> None:
         """A broker dies and comes straight back (before or after the controller saw it)."""
