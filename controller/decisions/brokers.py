@@ -14,7 +14,8 @@ failover that interrupts a broker failure finishes it with the same writes:
 With eligible.leader.replicas.enable (KIP-966, seed 001, C7) step 2 may empty an ISR - its last
 members move to the ELR (decisions/base.py `Builder.write`) - and a broker that registers after
 an unclean shutdown leaves every ISR and ELR before anything is elected
-(`remove_unclean_replicas`, Kafka's handleBrokerUncleanShutdown).
+(`remove_unclean_replicas`, Kafka's handleBrokerUncleanShutdown) - and again at every failover
+while its registration says so (`_unclean_registrations_at_failover`).
 """
 
 from __future__ import annotations
@@ -136,26 +137,29 @@ def remove_unclean_replicas(b: Builder, brokers: Collection[int]) -> None:
         b.um_all([tp])
 
 
-def _unclean_out_of_elr(b: Builder, tps: Iterable[TopicPartition]) -> None:
-    """KIP-966 across a failover: the previous controller may have died between a broker's
-    registration after an unclean shutdown and `remove_unclean_replicas`, leaving it in an
-    ELR it would now be elected from cleanly. ZooKeeper does not record whether that
-    registration was handled, so every ELR member registered uncleanly moves to LastKnownELR
-    (a recovery still hears from it). Conservative: a member that caught up and re-entered
-    the ELR after such a registration is moved too - it then leads only through a recovery,
-    never cleanly on a log that may miss committed records. ISRs are left alone (a member
-    there may have caught up since; the leader's AlterPartition keeps it honest)."""
+def _unclean_registrations_at_failover(b: Builder) -> None:
+    """KIP-966 across a failover: a broker may have registered after an unclean shutdown while
+    no controller ran, or the previous controller may have died before
+    `remove_unclean_replicas`. ZooKeeper then still names it in ISRs and ELRs, even as a
+    leader, while its log may lack committed records (cluster simulation finding E, seed 197).
+    ZooKeeper does not record whether a registration was handled (KRaft handles it once, in
+    the registration's own record), so every live broker whose registration says unclean is
+    handled again, as Kafka's handleBrokerUncleanShutdown: out of every ISR and ELR, a leader
+    deposed. Conservative: one that caught up and rejoined since leaves again and rejoins by
+    AlterPartition; a partition it led alone goes to a recovery that hears from it - never a
+    clean election on a log that may miss committed records."""
     ctx = b.ctx
-    unclean = {r for r, reg in ctx.live_brokers.items() if not reg.clean_shutdown}
-    if not ctx.elr.enabled or not unclean:
-        return
-    for tp in tps:
-        s = b.leadership(tp)
-        if s is None or ctx.is_being_deleted(tp.topic) or unclean.isdisjoint(s.elr):
-            continue
-        b.write(tp, next_state(ctx, s, bump_leader_epoch=False), unclean_shutdown=unclean)
-        b.lai_replicas(tp)  # the leader must hold the new partition epoch (finding A)
-        b.um_all([tp])
+    remove_unclean_replicas(b, [r for r, reg in sorted(ctx.live_brokers.items())
+                                if shut_down_uncleanly(reg)])
+
+
+def _offline(b: Builder) -> list[TopicPartition]:
+    """New and Offline partitions, counting those this decision has just made Offline."""
+    ctx = b.ctx
+    tps = ctx.partition_sm.in_state(P.NewPartition, P.OfflinePartition)
+    known = set(tps)
+    return tps + [tp for tp in b.d.writes
+                  if tp not in known and b.pstate(tp) is P.OfflinePartition]
 
 
 def _leaderless(b: Builder, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
@@ -215,8 +219,8 @@ def on_controller_failover(ctx: ControllerContext) -> Decision:
         if not ctx.is_being_deleted(tp.topic) and tp in ctx.leadership:
             b.lai_replicas(tp)
     recheck_elrs(b, sorted(ctx.assignments))  # a min ISR changed while none ran (finding D)
-    _unclean_out_of_elr(b, all_tps)
-    elect_offline(b, ctx.partition_sm.in_state(P.NewPartition, P.OfflinePartition))
+    _unclean_registrations_at_failover(b)
+    elect_offline(b, _offline(b))
     dead = {r for tp in all_tps for r in ctx.replicas(tp) if r not in ctx.live_brokers}
     remove_replicas_from_isr(b, all_tps, dead)
     resume_deletion(b)
@@ -260,7 +264,7 @@ def on_brokers_started(ctx: ControllerContext, new: Collection[int]) -> Decision
         b.replica(pr, R.OnlineReplica)
         if b.leadership(pr.tp) is not None:
             b.lai([pr.replica], pr.tp)
-    elect_offline(b, ctx.partition_sm.in_state(P.NewPartition, P.OfflinePartition))
+    elect_offline(b, _offline(b))
     resume_deletion(b)
     return b.build()
 

@@ -15,8 +15,10 @@ event path matters, through the core (tests/sim/driver.py).
 from __future__ import annotations
 
 from common.names import TopicPartition
+from common.zk_layout import NO_LEADER, BrokerRegistration
 from controller import decisions as D
 from controller import events as E
+from controller.selectors import UncleanRecoveryStrategy as U
 from tests.controller.test_elr import TP, make_ctx, run
 from tests.sim.driver import Driver
 
@@ -77,3 +79,40 @@ def test_a_new_controller_checks_every_elr_against_the_min_isr_it_loads():
     ctx = make_ctx(replicas=(1, 2, 3), isr=(1,), elr=(2,), leader=1, min_isr=1)
     s = run(ctx, D.on_controller_failover(ctx))
     assert (s.leader, s.isr, s.elr, s.last_known_elr) == (1, (1,), (), ())
+
+
+# ============================================================ E: unclean registrations at failover
+
+def unclean_registration(ctx, b: int) -> None:
+    ctx.add_broker(BrokerRegistration(b, "h", 1000 + b, clean_shutdown=False, epoch=99 + b))
+
+
+def test_a_leader_that_registered_uncleanly_while_no_controller_ran_is_not_kept():
+    # Broker 3 lost power and registered again while no controller ran: ZooKeeper still names
+    # it leader and in the ISR, and its log may lack committed records (seed 197). The next
+    # controller takes it out of the ISR as handleBrokerUncleanShutdown would have, and elects
+    # from the rest of the ISR.
+    ctx = make_ctx(replicas=(1, 2, 3), isr=(3, 1, 2), leader=3, min_isr=2)
+    unclean_registration(ctx, 3)
+    s = run(ctx, D.on_controller_failover(ctx))
+    assert (s.leader, s.isr, s.elr) == (1, (1, 2), ())
+    assert s.leader_epoch > 100  # deposed and elected in one write
+
+
+def test_an_isr_follower_that_registered_uncleanly_leaves_the_isr_at_failover():
+    ctx = make_ctx(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1, min_isr=2)
+    unclean_registration(ctx, 2)
+    s = run(ctx, D.on_controller_failover(ctx))
+    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (1, (1, 3), (), ())
+
+
+def test_a_sole_isr_leader_that_registered_uncleanly_goes_to_a_recovery():
+    # Nobody else may lead cleanly: it moves to LastKnownELR, and Balanced recovers once it
+    # answers (it is live), instead of leading cleanly on a log that may have lost records.
+    ctx = make_ctx(replicas=(1, 2), isr=(1,), elr=(), leader=1, min_isr=2,
+                   strategy=U.BALANCED)
+    unclean_registration(ctx, 1)
+    d = D.on_controller_failover(ctx)
+    s = run(ctx, d)
+    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (NO_LEADER, (), (), (1,))
+    assert d.recoveries == {TP: U.BALANCED}
