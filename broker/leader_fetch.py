@@ -203,12 +203,11 @@ class LeaderFetchPath:
             if self.pending_reads_in_sync:
                 self._fetch_ids += 1
                 fetch_id = self._fetch_ids
-            expand, f = p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset,
-                                            fp.log_start_offset, self.clock(), fetch_id)
+            f = p.on_follower_fetch(
+                replica_id, broker_epoch, fp.fetch_offset, fp.log_start_offset, self.clock(),
+                fetch_id, self.alter_partition.expand_isr if self.alter_partition else None)
             if f is not None:
                 pending = (f, fetch_id)
-            if expand and self.alter_partition is not None:
-                self.alter_partition.expand_isr(p, replica_id)
             upper = log.log_end_offset
         else:
             upper = p.high_watermark

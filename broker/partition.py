@@ -8,6 +8,7 @@ It never awaits, so every state change happens atomically on the event loop.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from broker import fencing, partition_state
 from broker import isr as isr_rules
@@ -158,12 +159,20 @@ class Partition:
         return t
 
     def on_follower_fetch(self, replica_id: int, broker_epoch: int, fetch_offset: int,
-                          follower_log_start: int, now_ms: int, pending_id: int | None = None
-                          ) -> tuple[bool, FollowerState | None]:
+                          follower_log_start: int, now_ms: int, pending_id: int | None = None,
+                          propose_expansion: Callable[[Partition, int], None] | None = None
+                          ) -> FollowerState | None:
         """A follower's fetch reached this leader (after the divergence check): its fetch
-        state, the HW, and whether to propose it for the ISR. Returns (propose expansion, the
-        follower state whose ``pending_id`` fetch was recorded as pending - seed 002, only when
-        ``pending_id`` is given and the fetch is eligible).
+        state, its ISR expansion, then the HW. Returns the follower state whose ``pending_id``
+        fetch was recorded as pending (seed 002: only when ``pending_id`` is given and the fetch
+        is eligible), else None.
+
+        ``propose_expansion(partition, follower)`` (AlterPartition; None: never expand) is
+        called *before* the HW moves, as Kafka's updateFollowerFetchState runs maybeExpandIsr
+        before maybeIncrementLeaderHW: it sets the pending ISR, so the maximal ISR names the
+        follower and the HW cannot pass its LEO. With the HW moved first, a follower admitted
+        against the old HW joined the ISR without records below the new one (issue 26,
+        finding H of the cluster simulation: seeds 77 and 78 of its truncation profile).
 
         A fetch from an older incarnation of the follower (KIP-903) is served, but its offsets
         say nothing about the replica as it is now: they neither move the HW nor let it back
@@ -172,7 +181,7 @@ class Partition:
         stale = f is not None and fencing.follower_fetch_is_stale(broker_epoch, f.broker_epoch)
         if not isr_rules.fetch_updates_follower(replica_id in self.replicas, stale,
                                                 fetch_offset, self.log_end_offset):
-            return False, None
+            return None
         pending = None
         if pending_id is not None and f is not None and \
                 isr_rules.pending_fetch_eligible(f, fetch_offset):
@@ -181,9 +190,10 @@ class Partition:
             pending = f
         self.record_follower_fetch(replica_id, fetch_offset, follower_log_start, now_ms,
                                    broker_epoch)
-        expand = self.isr_expansion_candidate(replica_id)
+        if propose_expansion is not None and self.isr_expansion_candidate(replica_id):
+            propose_expansion(self, replica_id)
         self.maybe_advance_hw()
-        return expand, pending
+        return pending
 
     # ------------------------------------------------------------------ leader rules
 

@@ -83,3 +83,26 @@ def test_under_min_isr_counts_against_the_effective_min_isr(tmp_path) -> None:
     assert not p.under_min_isr
     q = leader(tmp_path / "q", isr=(1,), replicas=(1, 2), min_isr=2)
     assert q.under_min_isr
+
+
+def test_a_follower_proposed_for_the_isr_bounds_the_hw_it_was_admitted_under(tmp_path) -> None:
+    """Finding H of the cluster simulation (issue 26): the leader must propose a caught-up
+    follower (setting the pending ISR) *before* it moves the HW, as Kafka's
+    updateFollowerFetchState runs maybeExpandIsr before maybeIncrementLeaderHW. Here the HW
+    lags at 4 (follower 2's fetch at 10 was recorded, the HW not yet recomputed); follower 3
+    fetches at 6, enough to join against HW 4. Moving the HW first took it to 10, and the
+    expansion then put 3 in the ISR without offsets 6..9."""
+    p = leader(tmp_path, isr=(1, 2), replicas=(1, 2, 3), min_isr=1)
+    p.record_follower_fetch(2, 4, 0, now_ms=1, broker_epoch=1)
+    p.maybe_advance_hw()
+    p.record_follower_fetch(2, 10, 0, now_ms=2, broker_epoch=1)  # HW not recomputed yet
+    assert p.high_watermark == 4
+    proposed = []
+
+    def propose(part, follower):  # what AlterPartitionManager.expand_isr does to the partition
+        proposed.append(follower)
+        part.pending_isr = part.isr + (follower,)
+
+    p.on_follower_fetch(3, 1, 6, 0, now_ms=3, propose_expansion=propose)
+    assert proposed == [3]
+    assert p.high_watermark == 6

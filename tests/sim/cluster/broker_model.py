@@ -442,10 +442,8 @@ class SimBroker:
         if div is not None:
             return FetchAnswer(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
                                diverging=(div.epoch, div.end_offset))
-        expand, _ = p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset,
-                                        fp.log_start_offset, self.now())
-        if expand:
-            self.alter.expand_isr(p, replica_id)
+        p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset, fp.log_start_offset,
+                            self.now(), propose_expansion=self.alter.expand_isr)
         try:
             data = log.read(fp.fetch_offset, FETCH_MAX_BYTES, log.log_end_offset, True)
         except OffsetOutOfRangeError:
