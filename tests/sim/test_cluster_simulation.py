@@ -35,14 +35,6 @@ E  a broker that lost power while no controller ran is still in the ISR, or stil
 F  a leaderless partition whose ISR and ELR are empty gets no unclean recovery under Balanced
    once its LastKnownELR members are back: no task (seed 5), or a task waiting on a replica
    that lost its whole log and answers UNKNOWN_TOPIC_OR_PARTITION (seed 331)
-H  a follower joins the ISR without records below the HW: Partition.on_follower_fetch decides
-   the expansion against the HW before the fetch (LEO >= HW), then maybe_advance_hw moves the
-   HW over the maximal ISR that does not name the follower yet (the caller proposes it only
-   afterwards), so the HW passes the follower's LEO and the expansion commits it (ISR [2, 4],
-   HW 8, broker 4 at LEO 6). Kafka's updateFollowerFetchState runs maybeExpandIsr - the
-   pending ISR set at once - before maybeIncrementLeaderHW. A clean election of the follower
-   then loses exposed or acks=all records (truncation profile: seed 77 at 60 steps, seed 78 at
-   58; both after a dropped expansion of another follower left the HW stale)
 """
 
 
