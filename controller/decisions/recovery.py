@@ -14,7 +14,9 @@ independent maxima:
 3. ties go to assignment order (the preferred replica first), so the choice is deterministic
    and keeps leadership balanced, like every selector in controller/selectors.py.
 
-Replies with an error, and replies from brokers that are not assigned replicas, never count.
+Replies with an error, and replies from brokers that are not assigned replicas, never count -
+except when every assigned replica answered that it holds no log (UNKNOWN_TOPIC_OR_PARTITION):
+then nothing better can come, and the first leads with an empty log (`_none_holds_a_log`).
 
 The tasks (`UncleanRecoveryManager`): one per leaderless partition (seed 001's URM workflow).
 
@@ -34,7 +36,8 @@ The tasks (`UncleanRecoveryManager`): one per leaderless partition (seed 001's U
   (transport error, deadline, a restarted broker) is asked again after RETRY_BACKOFF_MS.
 - A task whose partition no longer needs it - it got a leader, its ISR/ELR member came back, it
   is being deleted or was reassigned, or its strategy now says to wait - is dropped
-  (`obsolete`). A new controller starts the tasks again from ZooKeeper's state: nothing of a
+  (`obsolete`); a reassigned one is elected again on its new replicas, which starts a new task
+  if it still needs one. A new controller starts the tasks again from ZooKeeper's state: nothing of a
   task is persisted, because nothing is decided before its election is written.
 """
 
@@ -68,9 +71,24 @@ class ReplicaLogInfo:
     error: ErrorCode = ErrorCode.NONE
 
 
+def _none_holds_a_log(assignment: Sequence[int],
+                      replies: Mapping[int, ReplicaLogInfo]) -> bool:
+    """Every assigned replica answered that it holds no log for the partition
+    (UNKNOWN_TOPIC_OR_PARTITION: its dir lost it whole, e.g. a power loss before the partition
+    dir was fsynced). Nothing better can come, so one of them leads with an empty log, as the
+    unclean election would have; while any replica has not answered, or answered with another
+    error (a KAFKA_STORAGE_ERROR dir may come back), the task waits (finding F, seed 113)."""
+    return bool(assignment) and all(
+        r in replies and replies[r].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for r in assignment)
+
+
 def choose_recovery_leader(assignment: Sequence[int],
                            replies: Mapping[int, ReplicaLogInfo]) -> int | None:
-    """The replica to elect, or None when no assigned replica answered without an error."""
+    """The replica to elect, or None when no assigned replica answered without an error
+    (unless none holds a log at all: the first of them, `_none_holds_a_log`)."""
+    if _none_holds_a_log(assignment, replies):
+        return assignment[0]
     best: int | None = None
     best_key: tuple[int, int] | None = None
     for r in assignment:  # assignment order: the first of equals is kept
@@ -108,7 +126,7 @@ def ready_to_choose(strategy: UncleanRecoveryStrategy, replicas: Collection[int]
     usable = any(i.error == ErrorCode.NONE for i in replies.values())
     everyone = set(replicas) <= set(replies)
     if not usable:
-        return False
+        return everyone and _none_holds_a_log(replicas, replies)
     if strategy is UncleanRecoveryStrategy.BALANCED:
         return set(last_known_elr) <= set(replies) and (everyone or elapsed_ms >= timeout_ms)
     return everyone or elapsed_ms >= PROACTIVE_WAIT_MS
@@ -279,7 +297,9 @@ def obsolete(ctx: ControllerContext, task: RecoveryTask) -> tuple[str, bool] | N
     if not ctx.has_partition(tp) or ctx.is_being_deleted(tp.topic):
         return "the partition is being deleted", False
     if tuple(ctx.replicas(tp)) != task.replicas:
-        return "the partition was reassigned", False
+        # Its election is decided again on the new replicas, which starts a task for them if
+        # it still needs one: nothing else would (cluster simulation finding F, seed 49).
+        return "the partition was reassigned", True
     s = ctx.leadership.get(tp)
     if s is None:
         return "the partition has no state", False

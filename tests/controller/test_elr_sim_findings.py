@@ -14,10 +14,12 @@ event path matters, through the core (tests/sim/driver.py).
 
 from __future__ import annotations
 
+from common.errors import ErrorCode
 from common.names import TopicPartition
-from common.zk_layout import NO_LEADER, BrokerRegistration
+from common.zk_layout import LEADER_RECOVERING, NO_LEADER, BrokerRegistration
 from controller import decisions as D
 from controller import events as E
+from controller.decisions.recovery import ReplicaLogInfo
 from controller.selectors import UncleanRecoveryStrategy as U
 from tests.controller.test_elr import TP, make_ctx, run
 from tests.sim.driver import Driver
@@ -116,3 +118,53 @@ def test_a_sole_isr_leader_that_registered_uncleanly_goes_to_a_recovery():
     s = run(ctx, d)
     assert (s.leader, s.isr, s.elr, s.last_known_elr) == (NO_LEADER, (), (), (1,))
     assert d.recoveries == {TP: U.BALANCED}
+
+
+# ============================================================ F: unclean recoveries that never ran
+
+def test_a_recovery_dropped_by_a_move_of_the_partition_is_decided_again():
+    # Seed 49: the leaderless partition's replicas were reordered by a reassignment; the task
+    # (started with the old assignment) is dropped, and nothing started another.
+    ctx = make_ctx(replicas=(1, 2), isr=(), lke=(1, 2), min_isr=2, strategy=U.BALANCED)
+    urm = D.UncleanRecoveryManager(3000)
+    urm.start(TP, U.BALANCED, ctx.replicas(TP), 0)
+    a = ctx.assignments["foo"]
+    ctx.set_topic_assignment(type(a)("foo", a.topic_id, {0: [2, 1]}))
+    reason, elect = D.obsolete(ctx, urm.tasks[TP])
+    assert reason == "the partition was reassigned"
+    assert elect, "no offline election decides the partition again: no task ever restarts"
+    assert D.elect_offline_partitions(ctx).recoveries == {TP: U.BALANCED}
+
+
+def test_a_recovery_whose_every_replica_lost_its_log_elects_one():
+    # Seed 113: the only replica lost its whole log (a power loss before the partition dir was
+    # fsynced) and answers UNKNOWN_TOPIC_OR_PARTITION. Nothing better can come: it is elected
+    # with an empty log (RECOVERING), as the unclean election would have.
+    ctx = make_ctx(replicas=(4,), isr=(), lke=(4,), min_isr=1, live=(1, 4),
+                   strategy=U.BALANCED)
+    urm = D.UncleanRecoveryManager(3000)
+    urm.start(TP, U.BALANCED, ctx.replicas(TP), 0)
+    (q,) = urm.queries({4: 14}, 0)
+    urm.answered(q.query_id, 4, 14, {}, 10)  # no answer for the partition: it holds no log
+    assert urm.tasks[TP].replies[4].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    (c,) = urm.choices(ctx, 10)
+    assert c.leader == 4
+    s = run(ctx, D.elect_recovered(ctx, [c]))
+    assert (s.leader, s.isr, s.leader_recovery_state) == (4, (4,), LEADER_RECOVERING)
+
+
+def test_a_replica_without_a_log_is_not_elected_while_another_may_still_answer():
+    # Only when every replica said it holds no log: one that is down (or answered with a
+    # storage error: its dir may come back) might hold the records.
+    ctx = make_ctx(replicas=(4, 2), isr=(), lke=(4,), min_isr=1, live=(2, 4),
+                   strategy=U.BALANCED)
+    urm = D.UncleanRecoveryManager(3000)
+    urm.start(TP, U.BALANCED, ctx.replicas(TP), 0)
+    (q,) = urm.queries({4: 14}, 0)
+    urm.answered(q.query_id, 4, 14, {}, 10)
+    assert urm.choices(ctx, 10_000) == []
+    urm.tasks[TP].replies[2] = ReplicaLogInfo(-1, -1, ErrorCode.KAFKA_STORAGE_ERROR)
+    assert urm.choices(ctx, 10_000) == []
+    urm.tasks[TP].replies[2] = ReplicaLogInfo(3, 7)
+    assert [c.leader for c in urm.choices(ctx, 10_000)] == [2]
+
