@@ -9,9 +9,9 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 PROTO_SRC := $(wildcard proto/replog/v1/*.proto)
 STUBS := common/rpc/replog_pb2.py
 
-.PHONY: setup run test bench demo stubs zookeeper chromium prometheus docker compose-build compose-up compose-down clean lint soak chaos-sweep
+.PHONY: setup run test bench demo stubs zookeeper chromium prometheus kcat docker compose-build compose-up compose-down clean lint soak chaos-sweep
 
-setup: $(VENV)/.installed zookeeper chromium prometheus docker $(STUBS)
+setup: $(VENV)/.installed zookeeper chromium prometheus kcat docker $(STUBS)
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,14 @@ prometheus:
 	  if [ "$$(id -u)" != 0 ]; then echo "Prometheus missing: run 'apt-get install prometheus' as root" >&2; exit 1; fi; \
 	  echo "installing Debian's prometheus"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	fi
+
+# Debian's kcat (librdkafka's command-line client): the Kafka listener tests (tests/kafka/).
+kcat:
+	@if ! command -v kcat >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "kcat missing: run 'apt-get install kcat' as root" >&2; exit 1; fi; \
+	  echo "installing Debian's kcat"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
 	fi
 
 # Docker engine, docker-compose and debootstrap for the compose test (tests/observability/

@@ -26,12 +26,14 @@ def test_generated_properties_are_valid_configs(tmp_path):
         h.write_config()
         cfg = load_config(str(h.config_file), required=(f"{h.role}.id",))
         assert cfg[f"{h.role}.id"] == h.id
-        assert [e.address for e in cfg["listeners"]] == [h.address]
+        # a broker also has its Kafka-protocol listener (docs/kafka-protocol.md)
+        assert [e.address for e in cfg["listeners"]] == \
+            [h.address] + ([h.kafka_address] if h.role == "broker" else [])
         assert cfg["zookeeper.connect"] == "127.0.0.1:2181/replog"
         assert cfg["metrics.port"] == h.metrics_port
         assert cfg["event.log.file"] == str(tmp_path / "logs" / f"{h.name}.events.jsonl")
         assert cfg["min.insync.replicas"] == 2
-        ports |= {h.port, h.metrics_port}
+        ports |= {h.port, h.metrics_port} | ({h.kafka_port} if h.kafka_port else set())
         if h.role == "broker":
             assert cfg["log.dirs"] == [str(tmp_path / f"broker-{h.id}" / f"logdir-{n}")
                                        for n in range(2)]
@@ -41,7 +43,7 @@ def test_generated_properties_are_valid_configs(tmp_path):
         else:
             assert cfg["unclean.leader.election.enable"] is True
     assert c.broker(2).properties()["broker.rack"] == "r2"
-    assert len(ports) == 2 * 5  # every listener and metrics port distinct
+    assert len(ports) == 2 * 5 + 3  # every listener and metrics port distinct
     assert sorted(c.controllers) == [100, 101] and sorted(c.brokers) == [1, 2, 3]
     assert c.bootstrap_servers == ",".join(c.broker(b).address for b in (1, 2, 3))
     with pytest.raises(LocalClusterError, match="no broker 9"):

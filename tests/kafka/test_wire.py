@@ -1,0 +1,151 @@
+"""The Kafka listener's connection rules against a real broker process, at the byte level:
+bad input closes that connection (or gets Kafka's answer) and never stops the broker or holds up
+another connection; acks=0 gets no answer; unknown ApiVersions versions get KIP-511's answer."""
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from common.kafka_protocol.headers import (
+    RequestHeader,
+    read_response_header,
+    write_request_header,
+)
+from common.kafka_protocol.messages import APIS, ApiKey
+from common.kafka_protocol.primitives import Reader, Writer
+from common.records import ProducerRecord, build_batch
+from tests.kafka.test_clients import TOPIC, create_topic
+
+pytestmark = pytest.mark.integration
+UNSUPPORTED_VERSION = 35
+
+
+def request(api_key: int, version: int, body: dict | bytes, correlation_id: int = 1) -> bytes:
+    w = Writer()
+    write_request_header(w, RequestHeader(api_key, version, correlation_id, "test"))
+    data = w.getvalue() + (body if isinstance(body, bytes)
+                           else APIS[api_key].request.encode(body, version))
+    return struct.pack(">i", len(data)) + data
+
+
+def connect(cluster) -> socket.socket:
+    host, port = cluster.brokers[1].kafka_address.split(":")
+    s = socket.create_connection((host, int(port)), timeout=30)
+    return s
+
+
+def recv_frame(s: socket.socket) -> bytes | None:
+    """One answer, or None when the broker closed the connection."""
+    def exactly(n: int) -> bytes | None:
+        buf = b""
+        while len(buf) < n:
+            try:
+                chunk = s.recv(n - len(buf))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+    head = exactly(4)
+    return None if head is None else exactly(struct.unpack(">i", head)[0])
+
+
+def api_versions(s: socket.socket, version: int = 3, correlation_id: int = 7) -> dict:
+    s.sendall(request(ApiKey.API_VERSIONS, version, {"client_software_name": "t",
+                                                     "client_software_version": "1"},
+                      correlation_id))
+    r = Reader(recv_frame(s))
+    assert read_response_header(r, ApiKey.API_VERSIONS, version) == correlation_id
+    return APIS[ApiKey.API_VERSIONS].response.decode(r, version)
+
+
+def assert_serving(cluster) -> None:
+    with connect(cluster) as s:
+        got = api_versions(s)
+    assert got["error_code"] == 0
+    assert {a["api_key"] for a in got["api_keys"]} == set(APIS)
+    assert cluster.brokers[1].is_running()
+
+
+BAD_INPUT = {
+    "truncated frame": struct.pack(">i", 100) + b"\x00\x12\x00\x03",
+    "2 GiB length prefix": struct.pack(">i", 2 ** 31 - 1) + b"\x00" * 16,
+    "negative length prefix": struct.pack(">i", -5),
+    "unknown api key": request(999, 0, b""),
+    "an api replog does not serve (FindCoordinator)": request(10, 0, b"\x00\x01g"),
+    "Metadata version out of range": request(ApiKey.METADATA, 99, b""),
+    "garbage": b"\x00\x00\x00\x10" + bytes(range(250, 256)) * 3,
+    "a header without its body": request(ApiKey.PRODUCE, 9, b""),
+}
+
+
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory):
+    from admin.local_cluster import LocalCluster
+    cluster = LocalCluster(tmp_path_factory.mktemp("kafka-wire"), brokers=1,
+                           log_dirs_per_broker=1)
+    cluster.start()
+    create_topic(cluster, partitions=1, rf=1)
+    yield cluster
+    cluster.stop(graceful=False)
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUT))
+def test_bad_input_closes_only_that_connection(module_cluster, name):
+    with connect(module_cluster) as bad:
+        bad.sendall(BAD_INPUT[name])
+        if name == "truncated frame":
+            bad.shutdown(socket.SHUT_WR)  # the rest never comes
+        assert recv_frame(bad) is None
+    assert_serving(module_cluster)
+
+
+def test_a_half_sent_request_does_not_hold_up_other_connections(module_cluster):
+    with connect(module_cluster) as stuck:
+        stuck.sendall(struct.pack(">i", 1000) + b"\x00\x03")  # and nothing more
+        assert_serving(module_cluster)
+
+
+def test_unknown_api_versions_version_gets_kip_511_answer(module_cluster):
+    with connect(module_cluster) as s:
+        s.sendall(request(ApiKey.API_VERSIONS, 99, b"\x00\x00", correlation_id=5))
+        frame = recv_frame(s)
+        # header v0 and a v0 body: what any client can read (kafka-python steps down)
+        assert frame[:4] == struct.pack(">i", 5)
+        theirs = ApiVersionsResponse.decode(frame[4:], version=0)
+        assert theirs.error_code == UNSUPPORTED_VERSION
+        served = APIS[ApiKey.API_VERSIONS].served
+        assert [(a.api_key, a.min_version, a.max_version) for a in theirs.api_keys] == \
+            [(ApiKey.API_VERSIONS, served.lo, served.hi)]
+        assert api_versions(s, version=0)["error_code"] == 0  # the connection stays open
+
+
+def _produce(acks: int, records: bytes | None) -> dict:
+    return {"transactional_id": None, "acks": acks, "timeout_ms": 5000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": 0, "records": records}]}]}
+
+
+def test_acks_0_gets_no_answer_and_a_failed_one_closes(module_cluster):
+    batch = build_batch([ProducerRecord(None, b"fire-and-forget")])
+    with connect(module_cluster) as s:
+        s.sendall(request(ApiKey.PRODUCE, 9, _produce(0, batch), correlation_id=1))
+        # the next answer on this connection is the ApiVersions one: Produce got none
+        assert api_versions(s, correlation_id=2)["error_code"] == 0
+    with connect(module_cluster) as s:
+        s.sendall(request(ApiKey.PRODUCE, 9, _produce(0, b"not a batch"), correlation_id=1))
+        assert recv_frame(s) is None  # Kafka closes so the producer refreshes its metadata
+    assert_serving(module_cluster)
+
+
+def test_acks_1_of_a_corrupt_batch_is_answered_per_partition(module_cluster):
+    with connect(module_cluster) as s:
+        s.sendall(request(ApiKey.PRODUCE, 9, _produce(1, b"x" * 70), correlation_id=3))
+        r = Reader(recv_frame(s))
+        assert read_response_header(r, ApiKey.PRODUCE, 9) == 3
+        (t,) = APIS[ApiKey.PRODUCE].response.decode(r, 9)["responses"]
+        (p,) = t["partition_responses"]
+        assert p["error_code"] != 0 and p["base_offset"] == -1
