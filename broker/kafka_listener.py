@@ -271,7 +271,7 @@ class KafkaListener:
             for p in t["partitions"]:
                 cle, lfe = p["current_leader_epoch"], p["last_fetched_epoch"]
                 parts.append(FetchPartitionRequest(
-                    TopicPartition(t["topic"], p["partition"]), max(p["fetch_offset"], 0),
+                    TopicPartition(t["topic"], p["partition"]), p["fetch_offset"],
                     max(0, min(p["partition_max_bytes"], _MAX_FETCH_BYTES)),
                     cle if cle >= 0 else None,  # KIP-320: -1 is "no epoch given"
                     lfe if lfe >= 0 else None, p["log_start_offset"]))

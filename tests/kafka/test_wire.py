@@ -149,3 +149,54 @@ def test_acks_1_of_a_corrupt_batch_is_answered_per_partition(module_cluster):
         (t,) = APIS[ApiKey.PRODUCE].response.decode(r, 9)["responses"]
         (p,) = t["partition_responses"]
         assert p["error_code"] != 0 and p["base_offset"] == -1
+
+
+def call(s: socket.socket, api_key: int, version: int, body: dict, correlation_id: int) -> dict:
+    s.sendall(request(api_key, version, body, correlation_id))
+    r = Reader(recv_frame(s))
+    assert read_response_header(r, api_key, version) == correlation_id
+    return APIS[api_key].response.decode(r, version)
+
+
+def _fetch(offset: int, current_leader_epoch: int = -1) -> dict:
+    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": TOPIC, "partitions": [
+                {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
+                 "current_leader_epoch": current_leader_epoch}]}]}
+
+
+def test_fetch_list_offsets_and_epochs_through_the_replica_manager(module_cluster):
+    """Offsets, the HW and KIP-320 leader-epoch checks as the replica manager answers them."""
+    with connect(module_cluster) as s:
+        batch = build_batch([ProducerRecord(None, b"a"), ProducerRecord(None, b"b")])
+        (t,) = call(s, ApiKey.PRODUCE, 9, _produce(-1, batch), 1)["responses"]
+        assert t["partition_responses"][0]["error_code"] == 0
+        base = t["partition_responses"][0]["base_offset"]
+
+        lo = call(s, ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": ts}
+                                           for ts in (-2, -1)]}]}, 2)
+        earliest, latest = lo["topics"][0]["partitions"]
+        assert (earliest["error_code"], earliest["offset"]) == (0, 0)
+        assert (latest["error_code"], latest["offset"]) == (0, base + 2)  # the HW
+        epoch = latest["leader_epoch"]
+        assert epoch >= 0
+
+        (p,) = call(s, ApiKey.FETCH, 12, _fetch(base, epoch), 3)["responses"][0]["partitions"]
+        assert p["error_code"] == 0 and p["high_watermark"] == base + 2
+        assert p["records"][:8] == struct.pack(">q", base)  # the batch, at its offset
+
+        codes = {}
+        for name, offset, cle in [("negative offset", -5, -1), ("past the HW", base + 100, -1),
+                                  ("newer epoch", base, epoch + 1)]:
+            (p,) = call(s, ApiKey.FETCH, 12, _fetch(offset, cle), 4)["responses"][0][
+                "partitions"]
+            codes[name] = p["error_code"]
+        assert codes == {"negative offset": 1, "past the HW": 1,  # OFFSET_OUT_OF_RANGE
+                         "newer epoch": 75}  # UNKNOWN_LEADER_EPOCH
+
+        ofle = call(s, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [
+            {"topic": TOPIC, "partitions": [{"partition": 0, "leader_epoch": epoch,
+                                             "current_leader_epoch": epoch}]}]}, 5)
+        (p,) = ofle["topics"][0]["partitions"]
+        assert (p["error_code"], p["leader_epoch"], p["end_offset"]) == (0, epoch, base + 2)
