@@ -138,3 +138,59 @@ def test_records_cross_between_kafka_python_and_replog_cli(cluster_factory):
     assert [(m.offset, m.value.decode()) for m in read(consumer, 6)] == \
         list(enumerate(expected))
     consumer.close()
+
+
+def test_librdkafka_and_aiokafka_round_trips(cluster_factory):
+    """A first look at the other two clients (their acceptance runs are a later phase): each
+    produces with acks=all and reads back everything, its own records and the other's."""
+    import confluent_kafka
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    cluster = cluster_factory(brokers=3)
+    create_topic(cluster, partitions=1)
+    kb = cluster.kafka_bootstrap_servers
+    reports = []
+    producer = confluent_kafka.Producer({"bootstrap.servers": kb, "acks": "all"})
+    for i in range(5):
+        producer.produce(TOPIC, value=f"rd{i}".encode(), partition=0,
+                         on_delivery=lambda err, m: reports.append((err, m.offset())))
+    assert producer.flush(30) == 0
+    assert reports == [(None, i) for i in range(5)]
+
+    async def aiokafka_round_trip() -> list[bytes]:
+        p = AIOKafkaProducer(bootstrap_servers=kb, acks="all")
+        await p.start()
+        try:
+            for i in range(5):
+                md = await p.send_and_wait(TOPIC, f"aio{i}".encode(), partition=0)
+                assert md.offset == 5 + i
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(bootstrap_servers=kb, enable_auto_commit=False)
+        await c.start()
+        try:
+            tp = AioTopicPartition(TOPIC, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            out: list[bytes] = []
+            while len(out) < 10:
+                batches = await asyncio.wait_for(c.getmany(timeout_ms=1000), 30)
+                out += [m.value for ms in batches.values() for m in ms]
+            return out
+        finally:
+            await c.stop()
+
+    expected = [f"rd{i}".encode() for i in range(5)] + [f"aio{i}".encode() for i in range(5)]
+    assert asyncio.run(aiokafka_round_trip()) == expected
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": kb, "group.id": "unused",
+                                         "enable.auto.commit": False})
+    consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
+    got = []
+    while len(got) < 10:
+        m = consumer.poll(30)
+        assert m is not None and m.error() is None, m and m.error()
+        got.append(m.value())
+    consumer.close()
+    assert got == expected
