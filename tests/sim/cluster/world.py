@@ -415,16 +415,18 @@ class World:
             req = b.fetch_request(s)
             log = s.partition.log
             slow = self.slow_until[b.broker_id] > self.now_ms
-            self.net.send("Fetch", lambda b=b, s=s, req=req, fid=fid, log=log:
-                          self._fetch_at_leader(b, self.incarnation[b.broker_id], s, req, fid,
-                                                log), slow=slow)
+            # the broker epoch and incarnation the request carries, read when it is sent: a
+            # fetch sent before a restart reaches the leader with the old epoch (KIP-903)
+            self.net.send("Fetch", lambda b=b, s=s, req=req, fid=fid, log=log,
+                          inc=self.incarnation[b.broker_id], epoch=b.broker_epoch:
+                          self._fetch_at_leader(b, inc, epoch, s, req, fid, log), slow=slow)
 
-    def _fetch_at_leader(self, f: SimBroker, inc: int, s: FetchState, req, fid: int,
-                         log) -> None:
+    def _fetch_at_leader(self, f: SimBroker, inc: int, broker_epoch: int, s: FetchState, req,
+                         fid: int, log) -> None:
         leader = self.brokers.get(s.leader_id)
         if leader is None or not leader.alive:
             return  # the follower times out
-        answer = leader.serve_fetch(f.broker_id, f.broker_epoch, req)
+        answer = leader.serve_fetch(f.broker_id, broker_epoch, req)
 
         def back() -> None:
             if not f.alive or self.incarnation[f.broker_id] != inc or s.in_flight != fid:
