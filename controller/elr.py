@@ -159,3 +159,11 @@ def next_elr(old: LeaderAndIsr, target_isr: Sequence[int], *, enabled: bool, min
             and old.leader not in elr and old.leader not in isr):
         lke.add(old.leader)
     return tuple(sorted(elr)), tuple(sorted(lke))
+
+
+def assigned_only(members: Sequence[int], replicas: Collection[int]) -> tuple[int, ...]:
+    """The ELR or LastKnownELR members still assigned. A move (or its cancel) changes the
+    replicas without always rewriting the state, so a removed replica may linger there until
+    the next write; it holds no log to lead from and is never asked for one, so an election
+    or a recovery that waited for it would wait forever (cluster simulation seed 592)."""
+    return tuple(r for r in members if r in replicas)

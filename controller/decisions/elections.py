@@ -34,6 +34,7 @@ from controller.decisions.base import (
     failed_election_message,
     next_state,
 )
+from controller.elr import assigned_only
 from controller.selectors import ElectionReason
 
 
@@ -105,7 +106,8 @@ def _elect_with_elr(b: Builder, tp: TopicPartition, s: LeaderAndIsr, reason: Ele
     strategy = (selectors.UncleanRecoveryStrategy.PROACTIVE if force_unclean
                 else ctx.recovery_strategy(tp.topic))
     replicas = ctx.replicas(tp)
-    r = selectors.elr_leader(replicas, s.isr, s.elr, s.last_known_elr, ctx.live_ids,
+    r = selectors.elr_leader(replicas, s.isr, assigned_only(s.elr, replicas),
+                             assigned_only(s.last_known_elr, replicas), ctx.live_ids,
                              ctx.shutting_down, strategy)
     if isinstance(r, selectors.LeaderChosen):
         b.elect(tp, s, r.election.leader, r.election.isr, reason)  # ISR or ELR: clean

@@ -52,6 +52,7 @@ from common.zk_layout import LEADER_RECOVERING, NO_LEADER
 from controller import selectors
 from controller.context import ControllerContext
 from controller.decisions.base import Builder, Decision, P
+from controller.elr import assigned_only
 from controller.selectors import ElectionReason, UncleanRecoveryStrategy
 
 # Seed 001: Proactive takes the replies received within a fixed 5 s (no config for it), or the
@@ -255,7 +256,7 @@ class UncleanRecoveryManager:
         eligible = ctx.eligible_ids  # a broker in controlled shutdown may not lead
         for tp, task in sorted(self.tasks.items()):
             s = ctx.leadership.get(tp)
-            lke = s.last_known_elr if s is not None else ()
+            lke = assigned_only(s.last_known_elr, task.replicas) if s is not None else ()
             if not ready_to_choose(task.rule, task.replicas, lke, task.replies,
                                    now_ms - task.started_ms, self.timeout_ms):
                 continue
@@ -307,7 +308,9 @@ def obsolete(ctx: ControllerContext, task: RecoveryTask) -> tuple[str, bool] | N
         return f"broker {s.leader} leads it", False
     if not ctx.elr.enabled and not task.forced:
         return "eligible.leader.replicas.enable is off", False
-    r = selectors.elr_leader(ctx.replicas(tp), s.isr, s.elr, s.last_known_elr, ctx.live_ids,
+    replicas = ctx.replicas(tp)
+    r = selectors.elr_leader(replicas, s.isr, assigned_only(s.elr, replicas),
+                             assigned_only(s.last_known_elr, replicas), ctx.live_ids,
                              ctx.shutting_down, task.rule)
     if isinstance(r, selectors.LeaderChosen):
         return f"broker {r.election.leader} can lead it cleanly", True

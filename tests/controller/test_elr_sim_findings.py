@@ -168,3 +168,18 @@ def test_a_replica_without_a_log_is_not_elected_while_another_may_still_answer()
     urm.tasks[TP].replies[2] = ReplicaLogInfo(3, 7)
     assert [c.leader for c in urm.choices(ctx, 10_000)] == [2]
 
+
+
+def test_a_last_known_elr_member_a_move_removed_is_not_waited_for():
+    # Seed 592 (40 steps): a cancelled move left broker 4 in the LastKnownELR though the
+    # partition's replicas are [1] now. Nobody asks 4 (not a replica), so Balanced waited for
+    # its answer forever; and were it down, the election would wait for it to come back.
+    ctx = make_ctx(replicas=(1,), isr=(), lke=(1, 4), min_isr=1, live=(1,),
+                   strategy=U.BALANCED)
+    assert D.elect_offline_partitions(ctx).recoveries == {TP: U.BALANCED}
+    urm = D.UncleanRecoveryManager(3000)
+    urm.start(TP, U.BALANCED, ctx.replicas(TP), 0)
+    assert D.obsolete(ctx, urm.tasks[TP]) is None
+    (q,) = urm.queries({1: 11}, 0)
+    urm.answered(q.query_id, 1, 11, {TP: ReplicaLogInfo(3, 7)}, 10)
+    assert [c.leader for c in urm.choices(ctx, 10)] == [1]
