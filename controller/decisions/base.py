@@ -143,6 +143,11 @@ class Builder:
         # log comes back empty, so no write keeps them in the ELR or the LastKnownELR either
         # (a Balanced recovery waits for every LastKnownELR member, to hear the longest log)
         self.lost_logs: set[int] = set()
+        # replicas a move takes out of a partition in this decision (a cancel or a changed
+        # target writes the state before the topic znode stops listing them): no write keeps
+        # them in its ELR or LastKnownELR, as KIP-966's PartitionChangeBuilder filters both
+        # by the target replicas (cluster simulation seed 1738)
+        self.leaving: dict[TopicPartition, set[int]] = {}
 
     def leadership(self, tp: TopicPartition) -> LeaderAndIsr | None:
         w = self.d.writes.get(tp)
@@ -187,8 +192,10 @@ class Builder:
             # ELR switched off while the ISR was empty: the ELR members were the last in sync
             # (elr.py), so they become the ISR the old election elects from.
             isr = tuple(base.elr)
+        leaving = self.leaving.get(tp, ())
         elr, lke = next_elr(base, isr, enabled=ctx.elr.enabled, min_isr=ctx.min_isr(tp),
-                            replicas=ctx.replicas(tp), unclean_shutdown=unclean_shutdown,
+                            replicas=[r for r in ctx.replicas(tp) if r not in leaving],
+                            unclean_shutdown=unclean_shutdown,
                             unclean_election=unclean_election)
         lke = tuple(r for r in lke if r not in self.lost_logs)
         return replace(new, isr=isr, elr=elr, last_known_elr=lke)

@@ -334,6 +334,7 @@ def remove_replicas(ctx: ControllerContext, tp: TopicPartition, removed: Collect
     removed = list(dict.fromkeys(removed))
     s = b.leadership(tp)
     if isr and s is not None and removed:
+        b.leaving[tp] = set(removed)
         remaining = [r for r in ctx.replicas(tp) if r not in removed]
         if s.leader in removed:
             e = selectors.reassigned_leader(remaining, s.isr, ctx.live_ids, ctx.shutting_down)
@@ -349,8 +350,14 @@ def remove_replicas(ctx: ControllerContext, tp: TopicPartition, removed: Collect
                 b.um_all([tp])
         else:
             new_isr = shrink_isr(s.isr, removed, s.leader)
-            if new_isr != tuple(s.isr):
-                b.write(tp, next_state(ctx, s, isr=new_isr))
+            # The ELR and LastKnownELR lose them too (KIP-966): a removed replica left there,
+            # of a leaderless partition whose ISR does not change, was never rewritten and
+            # was not taken out when it came back after an unclean shutdown (seed 1738).
+            # Only the ISR needs a new leader epoch.
+            in_elr = set(removed) & {*s.elr, *s.last_known_elr}
+            if new_isr != tuple(s.isr) or in_elr:
+                b.write(tp, next_state(ctx, s, isr=new_isr,
+                                       bump_leader_epoch=new_isr != tuple(s.isr)))
                 b.lai_replicas(tp)
                 b.um_all([tp])
     if not stop:

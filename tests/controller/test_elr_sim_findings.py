@@ -183,3 +183,25 @@ def test_a_last_known_elr_member_a_move_removed_is_not_waited_for():
     (q,) = urm.queries({1: 11}, 0)
     urm.answered(q.query_id, 1, 11, {TP: ReplicaLogInfo(3, 7)}, 10)
     assert [c.leader for c in urm.choices(ctx, 10)] == [1]
+
+
+def test_a_cancel_of_a_leaderless_move_takes_the_removed_replicas_out_of_the_elr():
+    # Seed 1738 (40 steps): t1-0 moving [3] -> [2, 1] (RS [2, 1, 3]), leaderless with ISR []
+    # and ELR [1] (1 lost power). The cancel removes 2 and 1 while the leader (none) stays, so
+    # the ISR does not change and nothing was written: 1 stayed in the ELR of a partition on
+    # [3], and when 1 came back after an unclean shutdown nothing took it out (it is no
+    # replica). A change of replicas rewrites the ELR (KIP-966 PartitionChangeBuilder).
+    ctx = make_ctx(replicas=(2, 1, 3), isr=(), elr=(1,), lke=(2,), min_isr=2, live=(2, 3))
+    d = D.remove_replicas(ctx, TP, [2, 1], stop=False)
+    assert TP in d.writes, "the removed replicas stay in the ELR and LastKnownELR"
+    s = run(ctx, d)
+    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (NO_LEADER, (), (), ())
+    assert s.leader_epoch == 100  # only the partition epoch: no leader changed
+    assert set(d.leader_and_isr) == {2, 3}  # the live replicas of RS
+
+
+def test_step_5_takes_the_removed_replicas_out_of_the_elr_when_the_isr_has_none():
+    # RR out of the ISR already (a failover between 5 and 6), but still in the ELR.
+    ctx = make_ctx(replicas=(1, 2), isr=(1,), elr=(3,), leader=1, min_isr=2, live=(1, 2))
+    s = run(ctx, D.remove_replicas(ctx, TP, [3]))
+    assert (s.leader, s.isr, s.elr, s.last_known_elr) == (1, (1,), (), ())
