@@ -193,6 +193,7 @@ class AlterPartitionManager:
         p.isr = tuple(r.isr)
         p.partition_epoch = r.partition_epoch
         p.leader_recovery_state = r.leader_recovery_state
+        p.elr = tuple(r.elr)
         if kind == "recovered":
             self.events.info("leader_recovered", partition=str(p.tp), leader_epoch=p.leader_epoch)
             return

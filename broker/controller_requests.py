@@ -31,6 +31,9 @@ class LeaderAndIsrPartitionState:
     # LeaderAndIsr's isNew: create the replica's log even while a log dir is offline (a new
     # replica, or one restarted after a log-dir failure: seed 003 / partition_state.missing_log)
     is_new: bool = False
+    # KIP-966's ELR in the state written: the leader's HW stays frozen while it is not empty
+    # (broker.partition.Partition.maybe_advance_hw)
+    elr: tuple[int, ...] = ()
 
     @property
     def topic(self) -> str:

@@ -61,6 +61,9 @@ class Partition:
         # common.dynamic_config.configured_min_isr): acks=all admission and DelayedProduce
         # use it as is; the HW freeze uses ``effective_min_isr``.
         self.min_isr = 1
+        # KIP-966: the ELR of the last state the controller sent (LeaderAndIsr, AlterPartition
+        # answers). Not empty = the controller holds the ISR below min ISR: the HW stays frozen.
+        self.elr: tuple[int, ...] = ()
         # KIP-704: after an unclean election the controller marks the leader RECOVERING; the
         # leader reports RECOVERED through AlterPartition (nothing to rebuild in replog).
         self.leader_recovery_state = 0
@@ -95,7 +98,7 @@ class Partition:
 
     def apply_state(self, *, leader: int, leader_epoch: int, partition_epoch: int,
                     controller_epoch: int, isr, replicas, adding=(), removing=(),
-                    leader_recovery_state: int = 0) -> None:
+                    leader_recovery_state: int = 0, elr=()) -> None:
         self.leader_id = leader
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -105,6 +108,7 @@ class Partition:
         self.adding_replicas = tuple(adding)
         self.removing_replicas = tuple(removing)
         self.leader_recovery_state = leader_recovery_state
+        self.elr = tuple(elr)
         self.pending_isr = None
         self.stopped = False
         self.refused_expansions.clear()  # a new state: the controller may answer otherwise
@@ -150,7 +154,7 @@ class Partition:
                          partition_epoch=s.partition_epoch, controller_epoch=s.controller_epoch,
                          isr=s.isr, replicas=s.replicas, adding=s.adding_replicas,
                          removing=s.removing_replicas,
-                         leader_recovery_state=s.leader_recovery_state)
+                         leader_recovery_state=s.leader_recovery_state, elr=s.elr)
         if t.lead:
             self.become_leader(now_ms, t.reset_followers)
             self.maybe_advance_hw()
@@ -206,8 +210,16 @@ class Partition:
                                      broker_epoch)
 
     def maybe_advance_hw(self) -> bool:
-        """Recompute the HW; True (and waiters woken) if it moved."""
-        if not self.is_leader or self.log is None:
+        """Recompute the HW; True (and waiters woken) if it moved.
+
+        Frozen too while the controller's last state lists an ELR (KIP-966: it holds the ISR
+        below min ISR and vouches for its ELR members having every committed record). The
+        controller and this broker learn a min.insync.replicas change through separate
+        notifications; without this rule a leader that heard of a decrease first committed on
+        the smaller ISR while the controller still kept an ELR without those records, and one
+        that heard of an increase last committed after the shrink that filled the ELR (issue
+        26; a ZooKeeper-era prototype has no ordered metadata log to make both one change)."""
+        if not self.is_leader or self.log is None or self.elr:
             return False
         new = isr_rules.new_high_watermark(self.log.high_watermark, self.log.log_end_offset,
                                            self.isr, self.local_id, self.followers,

@@ -69,7 +69,8 @@ def leader_and_isr_request(req: pb.LeaderAndIsrRequest) -> LeaderAndIsrRequest:
         tuple(LeaderAndIsrPartitionState(
             TopicPartition(s.topic, s.partition), s.controller_epoch, s.leader, s.leader_epoch,
             s.partition_epoch, tuple(s.isr), tuple(s.replicas), tuple(s.adding_replicas),
-            tuple(s.removing_replicas), int(s.leader_recovery_state), bool(s.is_new))
+            tuple(s.removing_replicas), int(s.leader_recovery_state), bool(s.is_new),
+            tuple(s.elr))
             for s in req.partition_states),
         dict(req.topic_ids), tuple(_endpoint(e) for e in req.live_leaders))
 

@@ -515,7 +515,7 @@ class ControllerCore:
             else:
                 answers.append(E.PartitionAnswer(
                     tp, item.topic_id, code, s.leader, s.leader_epoch, tuple(s.isr),
-                    s.leader_recovery_state, s.partition_epoch))
+                    s.leader_recovery_state, s.partition_epoch, tuple(s.elr)))
         yield X.Reply(ev.request_id, answers)
         # Seed 004 step 3: an ISR change is what a waiting move waits for.
         for tp in moving:

@@ -190,6 +190,7 @@ class PartitionAnswer:
     isr: tuple[int, ...] = ()
     leader_recovery_state: int = 0
     partition_epoch: int = -1
+    elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,7 @@ def _alter_response(answers: list[E.PartitionAnswer]) -> pb.AlterPartitionRespon
                               partition_epoch=a.partition_epoch,
                               leader_recovery_state=a.leader_recovery_state)
         r.isr.extend(a.isr)
+        r.elr.extend(a.elr)
     return resp
 
 

@@ -36,6 +36,7 @@ class RecordingController(replog_pb2_grpc.ControllerServicer):
         self.requests: list[pb.AlterPartitionRequest] = []
         self.script: list = []
         self.received = asyncio.Event()
+        self.elr: list[int] = []  # the ELR the written state holds
 
     async def AlterPartition(self, request, context):
         self.requests.append(request)
@@ -51,7 +52,7 @@ class RecordingController(replog_pb2_grpc.ControllerServicer):
                     parts.append(pb.AlterPartitionPartitionResult(
                         partition=p.partition, leader_id=request.broker_id,
                         leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch + 1,
-                        isr=[b.broker_id for b in p.new_isr_with_epochs]))
+                        isr=[b.broker_id for b in p.new_isr_with_epochs], elr=self.elr))
                 else:
                     parts.append(pb.AlterPartitionPartitionResult(partition=p.partition,
                                                                    error_code=outcome))
@@ -201,3 +202,16 @@ async def test_other_refusals_do_not_hold_the_follower_back(env):
     mgr.expand_isr(p, 3)
     await _settled(p)
     assert p.refused_expansions == {} and p.isr_expansion_candidate(3)
+
+
+async def test_a_shrink_answer_carrying_an_elr_freezes_the_hw(env):
+    """Issue 26: the controller put the replica the shrink removed in the ELR (its min ISR is
+    higher than the one this leader has heard of yet); the answer says so and the leader keeps
+    its HW frozen (Partition.maybe_advance_hw, tests/broker/test_hw_min_isr.py), so nothing the
+    ELR member lacks is committed."""
+    servicer, mgr, _ = env
+    p = _leader(isr=(1, 2))
+    servicer.elr = [2]
+    mgr.shrink_isr(p, {2}, now_ms=0)
+    await _settled(p)
+    assert p.isr == (1,) and p.elr == (2,)

@@ -106,3 +106,21 @@ def test_a_follower_proposed_for_the_isr_bounds_the_hw_it_was_admitted_under(tmp
     p.on_follower_fetch(3, 1, 6, 0, now_ms=3, propose_expansion=propose)
     assert proposed == [3]
     assert p.high_watermark == 6
+
+
+def test_the_hw_stays_frozen_while_the_controller_holds_an_elr(tmp_path) -> None:
+    """Issue 26: controller and leader hear of a min.insync.replicas change separately. Here
+    the leader already reads the decrease (min ISR 1: ISR [1] would commit) while the
+    controller's state still lists the ELR {2, 3}; committing now would expose records that a
+    clean election of 2 or 3 loses. The HW moves only once a state without ELR arrives."""
+    from broker.controller_requests import LeaderAndIsrPartitionState
+    p = leader(tmp_path, isr=(1,), replicas=(1, 2, 3), min_isr=1)
+    p.apply_state(leader=1, leader_epoch=5, partition_epoch=6, controller_epoch=1, isr=(1,),
+                  replicas=(1, 2, 3), elr=(2, 3))
+    assert p.maybe_advance_hw() is False
+    assert p.high_watermark == 0
+    # the controller's recheck after the decrease clears the ELR (a new partition epoch)
+    p.apply_leader_and_isr(LeaderAndIsrPartitionState(
+        TP, 1, 1, 5, 7, (1,), (1, 2, 3)), now_ms=5)
+    assert p.elr == ()
+    assert p.high_watermark == 10

@@ -550,4 +550,4 @@ class SimBroker:
                 self.alter._apply(item, SimpleNamespace(
                     error_code=a.error_code, leader_id=a.leader, leader_epoch=a.leader_epoch,
                     isr=a.isr, partition_epoch=a.partition_epoch,
-                    leader_recovery_state=a.leader_recovery_state))
+                    leader_recovery_state=a.leader_recovery_state, elr=a.elr))
