@@ -205,6 +205,8 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         if refused is not None:
             raise RequestError(*refused)
         self.controller_epoch = controller_epoch
+        if broker_epoch == self.broker_epoch:  # KIP-966 marker, seeds 425 and 1225
+            self.log_manager.registration_handled()
 
     # ------------------------------------------------------------------ dynamic topic configs
 

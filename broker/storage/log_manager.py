@@ -10,6 +10,10 @@
   event loop.
 - Checkpoints (recovery point, replication offset = HW, log start offset) are written per dir,
   atomically.
+- The clean-shutdown marker also carries KIP-966's registration flag across restarts: an
+  incarnation that started after an unclean shutdown writes, at its clean shutdown, a marker
+  that still registers unclean unless a controller handled its registration
+  (``registration_handled``; cluster simulation seeds 425 and 1225).
 
 - Every storage I/O error raised by a log dir's work (``run``/``submit``/``run_in_dir``), by log
   creation or by loading the dir at startup is reported, naming the dir, to the
@@ -58,6 +62,9 @@ from common.clock import wall_ms
 from common.names import TopicPartition, validate_topic
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+# The marker's content when the next registration must still say unclean (an empty marker,
+# as every marker before this rule, registers clean).
+UNHANDLED_UNCLEAN_START = b'{"version":1,"unclean_start_unhandled":true}\n'
 _IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
 _DISCARDED_DIR_SUFFIXES = ("-delete",)
 _FUTURE_SUFFIX = "-future"
@@ -72,7 +79,8 @@ class LogDir:
         self.online = True
         self.error: str | None = None
         self.directory_id: str | None = None
-        self.had_clean_shutdown = False
+        self.had_clean_shutdown = False  # the marker was there: the logs need no recovery
+        self.unclean_start_unhandled = False  # ... but it registers unclean (KIP-966)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"log-dir-{index}")
         # Storage calls waiting for the executor, drained in order by one job at a time: under
         # concurrent produce load many appends share one thread hand-off and one wake-up of the
@@ -108,6 +116,7 @@ class LogManager:
         self.clock = clock
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.dirs = [LogDir(d, i, self.fileops) for i, d in enumerate(log_dirs)]
+        self.unclean_start_handled = False  # registration_handled
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
         # Logs are created on the default executor, deleted on a log dir's thread, taken
@@ -163,7 +172,11 @@ class LogManager:
         props = meta.load_or_create(d.path, self.broker_id, self.cluster_id, fo)
         d.directory_id = props.get("directory.id")
         marker = os.path.join(d.path, CLEAN_SHUTDOWN_FILE)
-        d.had_clean_shutdown = fo.exists(marker)
+        try:
+            d.had_clean_shutdown = fo.exists(marker)
+            d.unclean_start_unhandled = d.had_clean_shutdown and fo.read_file(marker) != b""
+        except OSError as e:
+            raise LogDirError(d.path, cause=e) from e
         recovery_points = d.checkpoints[RECOVERY_POINT_CHECKPOINT].read()
         hws = d.checkpoints[REPLICATION_OFFSET_CHECKPOINT].read()
         starts = d.checkpoints[LOG_START_OFFSET_CHECKPOINT].read()
@@ -304,8 +317,21 @@ class LogManager:
 
     @property
     def had_clean_shutdown(self) -> bool:
-        """Whether every online dir was shut down cleanly (KIP-966 registers this)."""
-        return all(d.had_clean_shutdown for d in self.online_dirs)
+        """What KIP-966 registers: every online dir was shut down cleanly, and no earlier
+        unclean shutdown is still waiting for a controller to handle it (``shutdown``)."""
+        return all(d.had_clean_shutdown and not d.unclean_start_unhandled
+                   for d in self.online_dirs)
+
+    def registration_handled(self) -> None:
+        """A controller request carrying this incarnation's broker epoch was accepted
+        (ReplicaManager._check_controller). The controller sends one only once it has added
+        the registration to its live brokers, and that step (onBrokerStartup, or its
+        failover) first writes a broker that registered unclean out of every ISR and ELR
+        (controller/decisions/brokers.py remove_unclean_replicas, Kafka's
+        handleBrokerUncleanShutdown) before any request goes out. From then on the records
+        this broker lost at its unclean shutdown are nobody's committed records: it rejoins
+        an ISR only by catching up with a leader."""
+        self.unclean_start_handled = True
 
     # ------------------------------------------------------------------ logs
 
@@ -622,7 +648,12 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Clean shutdown: close every log, write checkpoints, then the clean-shutdown marker
-        (only for a dir whose every step succeeded)."""
+        (only for a dir whose every step succeeded). An incarnation that started unclean and
+        whose registration no controller handled writes a marker that still registers
+        unclean (seeds 425, 1225): it may have lost records an ISR or ELR still counts on it
+        for, and a plain marker would let it register clean and be elected cleanly."""
+        content = UNHANDLED_UNCLEAN_START if not (self.had_clean_shutdown
+                                                  or self.unclean_start_handled) else b""
         for future, _d in self.future_logs.values():  # never resumed: resumed at next start
             future._close_fds()
         for d in self.online_dirs:
@@ -636,7 +667,7 @@ class LogManager:
                 self.checkpoint(d)
                 if ok:
                     self.fileops.write_file_atomically(os.path.join(d.path, CLEAN_SHUTDOWN_FILE),
-                                                       b"")
+                                                       content)
             except (KafkaStorageError, OSError):
                 pass
         for d in self.dirs:

@@ -42,6 +42,7 @@ def test_meta_properties_and_clean_shutdown_marker(tmp_path):
     assert not lm.had_clean_shutdown
     lm.get_or_create_log(TP("t", 0)).append_as_leader(batch(3), 0)
     lm.logs[TP("t", 0)].high_watermark = 2
+    lm.registration_handled()  # else the next start still registers unclean (KIP-966)
     lm.shutdown()
     assert (tmp_path / "d0" / CLEAN_SHUTDOWN_FILE).exists()
     assert (tmp_path / "d0" / "replication-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"

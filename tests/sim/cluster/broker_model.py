@@ -23,7 +23,8 @@ module call instead - the next step of the issue):
     - the fetcher's _build_request/_process/_truncate/_reset_offset (the offset reset reads
       the leader's log bounds directly instead of a ListOffsets RPC);
     - LogManager's load (checkpoints, clean-shutdown marker, Log.open with the checkpointed
-      recovery point), checkpoint() and shutdown();
+      recovery point, and its KIP-966 content: LogManager.registration_handled), checkpoint()
+      and shutdown();
     - ReplicaManager._write_epoch_checkpoints (run a few ticks after the LeaderAndIsr).
 """
 
@@ -43,6 +44,7 @@ from broker.metadata_cache import LEADER_DURING_DELETE, PartitionInfo
 from broker.partition import Partition
 from broker.storage.checkpoints import OffsetCheckpointFile
 from broker.storage.log import Log, LogConfig
+from broker.storage.log_manager import UNHANDLED_UNCLEAN_START
 from broker.truncation import (
     OUT_OF_RANGE,
     Divergence,
@@ -164,6 +166,8 @@ class SimBroker:
         self.controller_epoch = -1
         self.broker_epoch = -1
         self.registered = False
+        self.started_clean = False  # what every registration of this process says (KIP-966)
+        self.registration_handled = False  # LogManager.registration_handled
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.broker_dynamic: dict[str, str] | None = {}
         self.alter = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, None,
@@ -188,7 +192,8 @@ class SimBroker:
         """A broker process starts: LogManager._load_dir over this broker's disk."""
         self._reset_process()
         fo = self.fs
-        clean = fo.exists(CLEAN_SHUTDOWN)
+        marker = fo.exists(CLEAN_SHUTDOWN)
+        clean = marker and fo.read_file(CLEAN_SHUTDOWN) == b""
         rp, hw, start = (OffsetCheckpointFile(LOG_DIR, n, fo).read() for n in CHECKPOINTS)
         for name in fo.listdir(LOG_DIR):
             full = posixpath.join(LOG_DIR, name)
@@ -201,12 +206,13 @@ class SimBroker:
             self._adopt(tp, Log.open(LOG_DIR, tp, self.log_config, fileops=fo,
                                      clock=self.now, recovery_point=rp.get(tp, 0),
                                      log_start_offset=start.get(tp, 0),
-                                     high_watermark=hw.get(tp, 0), needs_recovery=not clean))
-        if clean:
+                                     high_watermark=hw.get(tp, 0), needs_recovery=not marker))
+        if marker:
             fo.unlink(CLEAN_SHUTDOWN)
             fo.fsync_dir(LOG_DIR)
         self.broker_dynamic = dict(self.world.broker_default_config)
         self.alive = True
+        self.started_clean = clean
         return clean
 
     def _adopt(self, tp: TopicPartition, log: Log) -> None:
@@ -227,11 +233,13 @@ class SimBroker:
 
     def shutdown(self) -> None:
         """A clean shutdown (LogManager.shutdown): close (flush) every log, checkpoint, and
-        write the clean-shutdown marker."""
+        write the clean-shutdown marker - one that still registers unclean after an unclean
+        start no controller handled (seeds 425, 1225)."""
         for _tp, log in sorted(self.logs.items()):
             log.close()
         self.checkpoint()
-        self.fs.write_file_atomically(CLEAN_SHUTDOWN, b"")
+        self.fs.write_file_atomically(CLEAN_SHUTDOWN, b"" if self.started_clean
+                                      or self.registration_handled else UNHANDLED_UNCLEAN_START)
         self.alive = False
         self._reset_process()
 
@@ -280,6 +288,8 @@ class SimBroker:
         if refused is not None:
             raise ControllerRequestRefused(*refused)
         self.controller_epoch = controller_epoch
+        if broker_epoch == self.broker_epoch:
+            self.registration_handled = True
 
     def leader_and_isr(self, req: LeaderAndIsrRequest) -> dict[TopicPartition, ErrorCode]:
         self._check_controller(req.controller_epoch, req.broker_epoch)
