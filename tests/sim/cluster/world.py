@@ -374,8 +374,8 @@ class World:
         for b, at in sorted(self.sessionless.items()):
             if at <= self.now_ms:
                 del self.sessionless[b]
-                if self.brokers[b].alive:
-                    self._register(b, clean=True)
+                if self.brokers[b].alive:  # with its start's KIP-966 flag, as BrokerServer
+                    self._register(b, clean=self.brokers[b].started_clean)
         if d.core is not None:
             d.fire_timers()
             self._settle()
