@@ -19,23 +19,17 @@ from tests.sim.cluster.world import InvariantViolation, World, run_seed
 SWEEP_SEEDS = 2000  # ~40 s on the 2-core CI machine
 SWEEP_STEPS = 40
 
-# Findings of the simulation on the fixed code that production has not fixed yet (reported
-# with issue 26's closing note; each with a seed that shows it at SWEEP_STEPS steps):
-OPEN_FINDINGS = """
-B  a controller that dies while cancelling a move leaves brokers with the old replica set: the
-   successor resends the state at the same (leader epoch, partition epoch), which brokers
-   acknowledge without applying (seed 931: controller and leader disagree on the RF)
-D  a min.insync.replicas decrease (topic override or /config/brokers/<default>) leaves the ELR
-   as it was: the leader advances its HW on the smaller ISR while ELR members that lack those
-   records stay eligible for a clean election (seed 45)
-E  a broker that lost power while no controller ran is still in the ISR, or still leader, when
-   the next controller loads: _unclean_out_of_elr handles only the ELR (seed 102); a leader
-   that comes back so writes new records in its old leader epoch, at offsets its followers
-   hold other records of that epoch, and no diverging-epoch check can see it (seed 434)
-F  a leaderless partition whose ISR and ELR are empty gets no unclean recovery under Balanced
-   once its LastKnownELR members are back: no task (seed 5), or a task waiting on a replica
-   that lost its whole log and answers UNKNOWN_TOPIC_OR_PARTITION (seed 331)
-"""
+# What the simulation found beyond the issue's defects 1-9, all fixed (issue 26's closing note):
+#   A  an ELR-only state change reached the leader by UpdateMetadata alone (107d679)
+#   B  a failover resent a cancel's replicas at the epochs held; brokers ignored it (df681f3)
+#   D  a min ISR decrease kept the ELR (36ec7dc); the leader and the controller hear of a change
+#      separately: the HW stays frozen while the controller's state lists an ELR (6bb0ddf)
+#   E  brokers registered unclean while no controller ran kept ISR/leadership (613d7bf); a clean
+#      shutdown hid an unhandled unclean start (7ede6bc)
+#   F  Balanced recovery never started, or waited for ever, in three shapes (0138fc2, 0205f40)
+#   G  StopReplica(delete) of one partition dropped the topic's overrides (f263466)
+#   H  the HW moved before a caught-up follower was proposed for the ISR (33cc551)
+#   and a cancel of a leaderless move left removed replicas in the ELR (a1327eb)
 
 
 # ---------------------------------------------------------------------- the in-memory disk
@@ -152,7 +146,6 @@ def test_a_planted_defect_is_found_within_a_few_seeds(name: str) -> None:
 
 # ---------------------------------------------------------------------- the sweep
 
-@pytest.mark.xfail(strict=False, reason="open findings of the simulation:" + OPEN_FINDINGS)
 def test_two_thousand_seeds_keep_the_invariants() -> None:
     failed = []
     for seed in range(SWEEP_SEEDS):
