@@ -579,15 +579,18 @@ def _elr_invariants(seed: int, steps: int = 40) -> None:
     """A seeded run of the core with ELR on (brokers die, return cleanly or not, leaders shrink
     and expand ISRs, operators force unclean elections, controllers fail over), checking after
     every step: ELR ∩ ISR = ∅; ELR and LastKnownELR disjoint, within the replicas; both empty
-    when the ISR is at min ISR; the leader in the ISR; a new leader from the old ISR or ELR
+    when the ISR is at the min ISR the *brokers* compute (min.insync.replicas moves through
+    the topic override and the dynamic broker default as the run goes); the leader in the ISR; a new leader from the old ISR or ELR
     unless an unclean recovery elected it (then RECOVERING, and the best log among the
     answers: brokers answer GetReplicaLogInfo with random logs, late, or not at all); a broker
     that registered uncleanly in no ELR; at most one leader per leader epoch. (tests/sim keeps
-    the general invariants with ELR off.)"""
+    the general invariants with ELR off; the durability side - brokers' HW and logs against
+    the ELR - is the whole-cluster simulation's, tests/sim/cluster.)"""
     import random
 
     from controller import effects as X
     from controller import events as E
+    from controller.store import WatchedEvent
     from tests.sim.driver import Crashed, Driver
 
     rng = random.Random(seed)
@@ -620,7 +623,7 @@ def _elr_invariants(seed: int, steps: int = 40) -> None:
         live = sorted(d.broker_sessions)
         ctx = d.core.ctx
         action = rng.choice(["kill", "start", "start", "alter", "elect", "failover",
-                             "answer", "answer", "later"])
+                             "answer", "answer", "later", "min_isr"])
         try:
             if action == "kill" and live:
                 d.kill(rng.choice(live))
@@ -665,6 +668,20 @@ def _elr_invariants(seed: int, steps: int = 40) -> None:
             elif action == "failover":
                 d.crash()
                 d.elect()
+            elif action == "min_isr":
+                # min.insync.replicas moves through either source the brokers read (issue 26,
+                # defect 2): the topic override or the dynamic broker default
+                value = rng.choice([None, "1", "2", "3"])
+                if rng.random() < 0.5:
+                    cfg = d.tree.configs.setdefault("t", {})
+                    if value is None:
+                        cfg.pop("min.insync.replicas", None)
+                    else:
+                        cfg["min.insync.replicas"] = value
+                    d.tree.fire(("config", "t"), WatchedEvent("CHANGED", "t"))
+                else:
+                    d.tree.write_broker_default_config(
+                        {} if value is None else {"min.insync.replicas": value})
             d.run()
         except Crashed:
             d.crash()
@@ -676,7 +693,13 @@ def _elr_invariants(seed: int, steps: int = 40) -> None:
             isr, elr, lke = set(s.isr), set(s.elr), set(s.last_known_elr)
             assert not isr & elr and not elr & lke, where
             assert (isr | elr | lke) <= replicas, where
-            if len(s.isr) >= 2:
+            # the min ISR every leader applies, from the brokers' own resolver over what
+            # ZooKeeper holds - the controller's ELR must agree with it, not with a view of
+            # its own (issue 26, defect 2)
+            rf = len(replicas)
+            min_isr = effective_min_isr(configured_min_isr(
+                d.tree.configs.get("t", {}), d.tree.broker_default_config, 2, rf), rf)
+            if len(s.isr) >= min_isr:
                 assert not elr and not lke, where
             assert s.leader == NO_LEADER or s.leader in isr, where
             assert not elr & unclean_now, where
