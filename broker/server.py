@@ -127,6 +127,10 @@ class BrokerServer:
                                       self.config.log_config(), cluster_id=cluster_id,
                                       fileops=fileops, lost_replicas=lost)
         await loop.run_in_executor(None, self.log_manager.startup)
+        # KIP-966: once a controller has handled an unclean start, the registration says so
+        # (a later failover must not depose this broker again; LogManager.registration_clean)
+        self.log_manager.on_unclean_start_handled = lambda: loop.call_soon_threadsafe(
+            self._rewrite_registration)
         for tp, log_dir in self.log_manager.set_aside:
             self.events.warning("lost_replica_set_aside", partition=str(tp), log_dir=log_dir)
         # Before registering: no log is created until then, so what the dirs read now hold is
@@ -230,7 +234,7 @@ class BrokerServer:
         return zl.BrokerRegistration(
             self.broker_id, self.host, self.port, self.config["broker.rack"],
             tuple(zl.LogDirInfo(d.path, d.directory_id or "", d.online) for d in lm.dirs),
-            lm.had_clean_shutdown,
+            lm.registration_clean,
             f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None,
             wall_ms(), endpoints=self.endpoints)
 
@@ -266,9 +270,13 @@ class BrokerServer:
                                  [d.path for d in self.log_manager.offline_dirs])
 
     def _log_dir_went_offline(self, _log_dir: str) -> None:
-        """Rewrite /brokers/ids/<id> so it shows the offline dir (its czxid - the broker
-        epoch - is unchanged by a set). Retried until written; a re-registration after a
-        session loss writes the current state anyway."""
+        """Rewrite /brokers/ids/<id> so it shows the offline dir."""
+        self._rewrite_registration()
+
+    def _rewrite_registration(self) -> None:
+        """Rewrite /brokers/ids/<id> with the current state (its czxid - the broker epoch - is
+        unchanged by a set). Retried until written; a re-registration after a session loss
+        writes the current state anyway."""
         if self._registration_update is None or self._registration_update.done():
             self._registration_update = asyncio.ensure_future(self._update_registration())
 
@@ -279,7 +287,8 @@ class BrokerServer:
                 await asyncio.wait_for(self.zk.set(zl.broker_path(self.broker_id),
                                                    zl.encode_broker(self._registration())), 10)
                 self.events.info("broker_registration_updated",
-                                 offline_log_dirs=[d.path for d in self.log_manager.offline_dirs])
+                                 offline_log_dirs=[d.path for d in self.log_manager.offline_dirs],
+                                 clean_shutdown=self.log_manager.registration_clean)
                 return
             except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable: retry
                 self.events.warning("broker_registration_update_failed", error=str(e)[:200])

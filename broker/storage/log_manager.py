@@ -117,6 +117,9 @@ class LogManager:
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.dirs = [LogDir(d, i, self.fileops) for i, d in enumerate(log_dirs)]
         self.unclean_start_handled = False  # registration_handled
+        # Called once when a controller first handles this incarnation's unclean registration
+        # (the server rewrites /brokers/ids/<id> to say clean then: registration_clean).
+        self.on_unclean_start_handled: Callable[[], None] | None = None
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
         # Logs are created on the default executor, deleted on a log dir's thread, taken
@@ -331,7 +334,20 @@ class LogManager:
         handleBrokerUncleanShutdown) before any request goes out. From then on the records
         this broker lost at its unclean shutdown are nobody's committed records: it rejoins
         an ISR only by catching up with a leader."""
+        if self.unclean_start_handled:
+            return
         self.unclean_start_handled = True
+        if not self.had_clean_shutdown and self.on_unclean_start_handled is not None:
+            self.on_unclean_start_handled()
+
+    @property
+    def registration_clean(self) -> bool:
+        """What /brokers/ids/<id> says of this incarnation's start: clean, or unclean and
+        already handled by a controller. A controller failover re-applies KIP-966's removal to
+        every broker whose registration says unclean (ZooKeeper keeps no record that it was
+        handled); once handled, the broker rewrites its registration, so a failover does not
+        depose it again from partitions it has caught up with since (issue 26)."""
+        return self.had_clean_shutdown or self.unclean_start_handled
 
     # ------------------------------------------------------------------ logs
 

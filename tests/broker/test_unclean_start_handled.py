@@ -43,3 +43,20 @@ async def test_only_a_request_for_this_broker_epoch_makes_the_next_start_clean(t
         [ErrorCode.NONE]
     node.lm.shutdown()
     assert registers_clean(node)
+
+
+async def test_a_handled_unclean_start_rewrites_the_registration_clean_once(tmp_path):
+    """A controller failover re-applies KIP-966's removal to every broker whose registration
+    says unclean; once a controller has handled this start, the registration is rewritten to
+    say clean (BrokerServer._rewrite_registration), so a failover does not depose the broker
+    again from partitions it caught up with since."""
+    node = Node(1, tmp_path)
+    rewrites = []
+    node.lm.on_unclean_start_handled = lambda: rewrites.append(node.lm.registration_clean)
+    assert not node.lm.registration_clean
+    for epoch in (1, 2):
+        req = leader_and_isr(node, 1, epoch, [1], [1], [], tp=T0)
+        await node.rm.leader_and_isr(leader_and_isr_request(req))
+    assert rewrites == [True]
+    assert node.lm.registration_clean
+    node.lm.shutdown()
