@@ -144,6 +144,10 @@ class RecoveryTask:
     forced: bool = False               # ElectLeaders UNCLEAN
     waiters: list[int] = field(default_factory=list)  # ElectLeaders request ids
     asked: dict[int, int] = field(default_factory=dict)  # broker -> epoch asked
+    # broker -> the query whose answer counts: a task that replaced a dropped one (the
+    # partition was reassigned) asks the same incarnation again, and the earlier query's late
+    # answer describes a log the move may have deleted since (cluster simulation seed 11797)
+    query_of: dict[int, int] = field(default_factory=dict)
     replies: dict[int, ReplicaLogInfo] = field(default_factory=dict)
     retry_at: dict[int, float] = field(default_factory=dict)  # broker -> when to ask again
 
@@ -203,6 +207,7 @@ class UncleanRecoveryManager:
         """A broker's registration vanished: what it said no longer counts."""
         for task in self.tasks.values():
             task.asked.pop(broker, None)
+            task.query_of.pop(broker, None)
             task.replies.pop(broker, None)
             task.retry_at.pop(broker, None)
 
@@ -224,6 +229,8 @@ class UncleanRecoveryManager:
             q = Query(self._next_query, b, live_epochs[b], tuple(tps))
             self._next_query += 1
             self._inflight[q.query_id] = q
+            for tp in tps:
+                self.tasks[tp].query_of[b] = q.query_id
             out.append(q)
         return out
 
@@ -238,7 +245,8 @@ class UncleanRecoveryManager:
             return
         for tp in q.partitions:
             task = self.tasks.get(tp)
-            if task is None or task.asked.get(broker) != q.broker_epoch:
+            if task is None or task.asked.get(broker) != q.broker_epoch \
+                    or task.query_of.get(broker) != query_id:
                 continue
             if answers is None:
                 del task.asked[broker]

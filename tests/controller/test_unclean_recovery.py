@@ -170,6 +170,27 @@ def test_obsolete_tasks():
     assert D.obsolete(ctx, t1) == ("the partition is being deleted", False)
 
 
+def test_an_answer_to_a_dropped_tasks_query_never_counts_for_the_next_task():
+    """Cluster simulation seed 11797 (24 steps): a query went to broker 1 for a task on
+    [1, 2, 3]; a cancel sent broker 1 StopReplica(delete) and dropped the task; a new move
+    re-added 1 and its task asked 1 again at the same broker epoch. The first query's late
+    answer - broker 1's log before the delete - was credited to the new task, which elected 1;
+    the delete then reached it and it led an empty log. Only the answer to the query the
+    task is waiting for counts."""
+    ctx = leaderless_ctx(1)
+    tp = TopicPartition("t", 0)
+    urm = started(ctx)
+    old = {q.broker_id: q for q in urm.queries(epochs(ctx), 0.0)}
+    urm.drop(tp)  # the partition was reassigned: its election is decided again
+    urm.start(tp, U.PROACTIVE, ctx.replicas(tp), 1.0)
+    new = {q.broker_id: q for q in urm.queries(epochs(ctx), 1.0)}
+    assert new[1].broker_epoch == old[1].broker_epoch  # the same incarnation is asked again
+    urm.answered(old[1].query_id, 1, 11, {tp: R(9, 900)}, 2.0)
+    assert urm.tasks[tp].replies == {}, "the dropped task's answer counted for the new task"
+    urm.answered(new[1].query_id, 1, 11, {tp: R(3, 30)}, 3.0)
+    assert urm.tasks[tp].replies == {1: R(3, 30)}
+
+
 # ================================================================ through the shell, real ZK
 
 
