@@ -144,6 +144,14 @@ def test_a_planted_defect_is_found_within_a_few_seeds(name: str) -> None:
     pytest.fail(f"{name}: not found in {seeds} seeds of {steps} steps ({profile})")
 
 
+def test_a_leader_of_an_older_epoch_owes_only_what_was_committed_by_then() -> None:
+    """Seed 16713: broker 1's LeaderAndIsr for epoch 1 is in flight when it loses its ZooKeeper
+    session; the controller elects broker 2 at epoch 2, whose HW commits offset 0 (which broker
+    1 never fetched), and broker 1 applies the stale request after that, leading at epoch 1 as a
+    zombie. Offset 0 was committed in epoch 2 and never promised to epoch 1's leader."""
+    run_seed(16713, 5)
+
+
 # ---------------------------------------------------------------------- the sweep
 
 def test_two_thousand_seeds_keep_the_invariants() -> None:
