@@ -152,6 +152,21 @@ def test_a_leader_of_an_older_epoch_owes_only_what_was_committed_by_then() -> No
     run_seed(16713, 5)
 
 
+def test_a_handled_unclean_start_registers_clean_as_brokerserver_does() -> None:
+    """The model follows a698ee5: once a controller request carries the broker epoch of an
+    unclean start, /brokers/ids/<id> is rewritten to say clean, and a re-registration after a
+    session loss says clean too (LogManager.registration_clean)."""
+    w = World(0, 0).run()  # first starts: no marker, every broker registered unclean
+    regs = w.d.tree.brokers
+    assert {b: regs[b][0].clean_shutdown for b in w.broker_ids} == \
+        dict.fromkeys(w.broker_ids, True)
+    bid = w.broker_ids[0]
+    w.d.kill(bid)
+    w.sessionless[bid] = w.now_ms
+    w.tick()
+    assert regs[bid][0].clean_shutdown
+
+
 # ---------------------------------------------------------------------- the sweep
 
 def test_two_thousand_seeds_keep_the_invariants() -> None:

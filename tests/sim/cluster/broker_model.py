@@ -288,8 +288,16 @@ class SimBroker:
         if refused is not None:
             raise ControllerRequestRefused(*refused)
         self.controller_epoch = controller_epoch
-        if broker_epoch == self.broker_epoch:
+        if broker_epoch == self.broker_epoch and not self.registration_handled:
             self.registration_handled = True
+            if not self.started_clean:  # BrokerServer._rewrite_registration (a698ee5)
+                self.world.rewrite_registration(self.broker_id, broker_epoch)
+
+    @property
+    def registration_clean(self) -> bool:
+        """LogManager.registration_clean: what /brokers/ids/<id> says of this process's
+        start - clean, or unclean and already handled by a controller."""
+        return self.started_clean or self.registration_handled
 
     def leader_and_isr(self, req: LeaderAndIsrRequest) -> dict[TopicPartition, ErrorCode]:
         self._check_controller(req.controller_epoch, req.broker_epoch)

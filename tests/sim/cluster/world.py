@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from broker.controller_requests import LeaderAndIsrRequest
 from broker.delayed_produce import ProduceWait
@@ -374,8 +374,8 @@ class World:
         for b, at in sorted(self.sessionless.items()):
             if at <= self.now_ms:
                 del self.sessionless[b]
-                if self.brokers[b].alive:  # with its start's KIP-966 flag, as BrokerServer
-                    self._register(b, clean=self.brokers[b].started_clean)
+                if self.brokers[b].alive:  # LogManager.registration_clean, as BrokerServer
+                    self._register(b, clean=self.brokers[b].registration_clean)
         if d.core is not None:
             d.fire_timers()
             self._settle()
@@ -480,6 +480,20 @@ class World:
         b.broker_epoch = self.d.register(bid, clean_shutdown=clean)
         b.registered = True
         self._settle()
+
+    def rewrite_registration(self, bid: int, broker_epoch: int) -> None:
+        """A controller handled ``bid``'s unclean start: the broker rewrites /brokers/ids/<id>
+        to say clean at the same broker epoch (BrokerServer._rewrite_registration, a698ee5), a
+        ZooKeeper set one round trip later, so a failover does not depose it again."""
+        def write() -> None:
+            tree = self.d.tree
+            got = tree.brokers.get(bid)
+            if got is None or got[0].epoch != broker_epoch or got[0].clean_shutdown:
+                return  # the session it was for is gone: a re-registration says clean anyway
+            tree.brokers[bid] = (replace(got[0], clean_shutdown=True), got[1])
+            tree.fire(("broker", bid), WatchedEvent("CHANGED", f"/brokers/ids/{bid}"))
+            self._settle()
+        self.net.send("RegistrationRewrite", write, lossy=False)
 
     def _start_broker(self, bid: int) -> None:
         self.incarnation[bid] += 1
