@@ -208,6 +208,11 @@ class Log:
             except BaseException:
                 seg.close_fd()
                 raise
+            # A segment recovered past the recovery point may hold bytes a killed process left
+            # in the page cache, never fsynced: the next flush must sync it before the recovery
+            # point moves past them, as Kafka's LocalLog.flush syncs every segment from the
+            # recovery point on (cluster simulation seed 23001).
+            seg.dirty = seg.dirty or i >= first_to_recover or bool(truncated)
             self._add_segment(seg)
             if truncated:
                 self.recovered_bytes_truncated += truncated

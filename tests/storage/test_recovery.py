@@ -179,3 +179,43 @@ def test_malformed_checkpoint_names_the_file(tmp_path):
     from broker.storage.errors import CheckpointIOError
     with pytest.raises(CheckpointIOError, match="recovery-point-offset-checkpoint"):
         OffsetCheckpointFile(str(tmp_path), path.name, FileOps()).read()
+
+
+class _SyncRecorder(FileOps):
+    """Real files; remembers which paths were fsynced (a power loss keeps only those bytes)."""
+
+    def __init__(self):
+        self.paths: dict[int, str] = {}
+        self.synced: list[str] = []
+
+    def open(self, path, flags, mode=0o644):
+        fd = super().open(path, flags, mode)
+        self.paths[fd] = path
+        return fd
+
+    def fsync(self, fd):
+        self.synced.append(os.path.basename(self.paths[fd]))
+        super().fsync(fd)
+
+
+def test_the_flush_after_a_process_crash_fsyncs_the_recovered_unflushed_segments(tmp_path):
+    """Cluster simulation seed 23001 (issue 26). Broker 3's follower log truncated offset 2
+    (epoch 0) and fetched offsets 2..3 of epoch 1 without a flush; kill -9 kept them in the page
+    cache; the unclean start recovered them from the recovery point 2, and later flushes moved
+    the recovery point to 4 and 7 without ever fsyncing segment 0 - a segment loaded from disk
+    is not "dirty" - so a power loss brought back the old epoch-0 batch at offset 2 under a
+    checkpoint placing epoch 1 there. Kafka's LocalLog.flush fsyncs every segment from the
+    recovery point to the new one, whoever wrote them."""
+    d = str(tmp_path)
+    log = Log.open(d, TP, LogConfig())
+    log.append_as_leader(batch(2), 0)            # offsets 0..1, never flushed
+    log._close_fds()                             # kill -9: the bytes stay in the page cache
+    fo = _SyncRecorder()
+    log = Log.open(d, TP, LogConfig(), fileops=fo, recovery_point=0, needs_recovery=True)
+    assert log.log_end_offset == 2
+    log.roll()                                   # segment 0 is no longer the active one
+    log.append_as_leader(batch(1), 0)
+    log.flush()
+    assert log.recovery_point == 3
+    assert "00000000000000000000.log" in fo.synced, fo.synced
+    log.close()
