@@ -29,7 +29,9 @@ SWEEP_STEPS = 40
 #   F  Balanced recovery never started, or waited for ever, in three shapes (0138fc2, 0205f40)
 #   G  StopReplica(delete) of one partition dropped the topic's overrides (f263466)
 #   H  the HW moved before a caught-up follower was proposed for the ISR (33cc551)
-#   and a cancel of a leaderless move left removed replicas in the ELR (a1327eb)
+#   and a cancel of a leaderless move left removed replicas in the ELR (a1327eb); a recovery
+#   task credited an answer to a dropped task's query (66218af); a segment recovered after a
+#   kill -9 was never fsynced before the recovery point moved past it (23cf345, soak seed 23001)
 
 
 # ---------------------------------------------------------------------- the in-memory disk
