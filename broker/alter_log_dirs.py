@@ -139,8 +139,8 @@ class Move:
 
 
 class ReplicaHost(Protocol):
-    """What a move needs of the broker's replicas (the replica manager implements it; issue 26
-    narrowed it from the whole ReplicaManager): the replicas held, the lock their state changes
+    """What a move needs of the broker's replicas (the replica manager implements it;
+    a move needs no more of it than this): the replicas held, the lock their state changes
     take (the swap must not interleave with a LeaderAndIsr), this incarnation's broker epoch for
     placement records, the event log, and the way to lose one replica's log."""
 

@@ -161,7 +161,7 @@ def new_high_watermark(current_hw: int, leader_leo: int, isr: tuple[int, ...], l
     in flight) bounds the minimum LEO, so a replica being added already has what the HW
     exposes; but the freeze (isUnderMinIsr) reads only the committed ISR. Reading the maximal
     one there let the HW move on an expansion the controller might refuse while the ELR
-    vouched for a replica without those records (issue 26, defect 1)."""
+    vouched for a replica without those records."""
     if len(isr) < min_isr:
         return current_hw
     low = leader_leo

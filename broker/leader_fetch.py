@@ -2,7 +2,7 @@
 Partition.on_follower_fetch), consumers up to the HW, long polling (DelayedFetch), the idle short
 path (issue 7), KIP-73's leader throttle and seed 002's relinquish.
 
-A part of ``broker.replica_manager.ReplicaManager`` (issue 26 split it by family); it
+A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
 runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
 """
 

@@ -3,7 +3,7 @@ consumer, ``log_dir_failure_loop``, which probes the dir and takes offline the w
 or the one log (step 3); lost replicas leave ``partitions`` for ``offline_replicas`` and the
 controller is asked to restart them (/restart_partitions, fenced by the partition epoch held).
 
-A part of ``broker.replica_manager.ReplicaManager`` (issue 26 split it by family); it
+A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
 runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
 """
 
@@ -25,7 +25,7 @@ class LogDirFailureHandling:
                               epochs: dict[TopicPartition, int]) -> None:
         """partition_state.missing_log said REFUSE: the replica counts as lost (clients get
         KAFKA_STORAGE_ERROR) and the controller is asked to restart it, per log dir. The
-        entry is fenced by the refused state's partition epoch (issue 26 defect 8)."""
+        entry is fenced by the refused state's partition epoch."""
         by_dir: dict[str, list[TopicPartition]] = {}
         for tp, log_dir in refused.items():
             self.offline_replicas.setdefault(tp, log_dir)
@@ -65,7 +65,7 @@ class LogDirFailureHandling:
     def _lose(self, tps: list[TopicPartition], log_dir: str) -> dict[TopicPartition, int]:
         """Seed 003 step 2.3: out of the partitions pool and the fetchers; clients get
         KAFKA_STORAGE_ERROR; waiting produces and fetches are woken to see it. Returns the
-        partition epoch held for each (the restart entry's fence, issue 26 defect 8): the
+        partition epoch held for each (the restart entry's fence): the
         newest of LeaderAndIsr's and UpdateMetadata's - a follower hears of ISR changes it
         is not the subject of, such as its own re-admission, only through UpdateMetadata."""
         held = {}

@@ -1,7 +1,7 @@
 """DescribeLogDirs and AlterReplicaLogDirs (KIP-113): the describe answer (broker.log_dirs) and the
 moves, carried out by broker.alter_log_dirs.
 
-A part of ``broker.replica_manager.ReplicaManager`` (issue 26 split it by family); it
+A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
 runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
 """
 

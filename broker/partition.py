@@ -175,8 +175,8 @@ class Partition:
         called *before* the HW moves, as Kafka's updateFollowerFetchState runs maybeExpandIsr
         before maybeIncrementLeaderHW: it sets the pending ISR, so the maximal ISR names the
         follower and the HW cannot pass its LEO. With the HW moved first, a follower admitted
-        against the old HW joined the ISR without records below the new one (issue 26,
-        finding H of the cluster simulation: seeds 77 and 78 of its truncation profile).
+        against the old HW joined the ISR without records below the new one (found
+        by the cluster simulation: seeds 77 and 78 of its truncation profile).
 
         A fetch from an older incarnation of the follower (KIP-903) is served, but its offsets
         say nothing about the replica as it is now: they neither move the HW nor let it back
@@ -256,8 +256,7 @@ class Partition:
     def effective_min_isr(self) -> int:
         """min(min.insync.replicas, RF) (Kafka's Partition.effectiveMinIsr, KIP-966): what the
         HW freeze and the controller's ELR rules read. Without the cap a topic whose RF is below
-        min.insync.replicas never moved its HW, so consumers never saw its acks=1 records
-        (issue 26, defect 3)."""
+        min.insync.replicas never moved its HW, so consumers never saw its acks=1 records."""
         return effective_min_isr(self.min_isr, len(self.replicas))
 
     @property

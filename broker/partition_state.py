@@ -169,7 +169,7 @@ def is_stray_replica(broker_id: int, replicas, leader_epoch: int, has_log: bool,
     A replica the ISR still names is never a stray, whatever the replicas say: reassignment's
     step 4 sends replicas = TRS at a new epoch while the removed replicas stay in the ISR until
     step 5, and a controller killed between the two (seed 004 case 3) left ISR members without
-    data, one of which a later election could pick cleanly (issue 26, defect 4). As in Kafka,
+    data, one of which a later election could pick cleanly. As in Kafka,
     only StopReplica(delete) - step 5, after the ISR shrank - removes such a log."""
     if not has_log or broker_id in replicas or broker_id in isr:
         return False

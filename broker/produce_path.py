@@ -1,7 +1,7 @@
 """Produce as leader: admission (fencing.produce_error), the append on the log dir's executor, and
 Kafka's DelayedProduce for acks=all (delayed_produce.produce_wait).
 
-A part of ``broker.replica_manager.ReplicaManager`` (issue 26 split it by family); it
+A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
 runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
 """
 

@@ -1,7 +1,7 @@
 """The replica manager's periodic tasks: isr-expiration (shrinks the ISR through AlterPartition), the
 recovery-point/HW checkpoints, and retention.
 
-A part of ``broker.replica_manager.ReplicaManager`` (issue 26 split it by family); it
+A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
 runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
 """
 

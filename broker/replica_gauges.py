@@ -1,7 +1,7 @@
 """The replica manager's gauges (Kafka's ReplicaManager metrics: partition counts, under-replicated
 and under-min-ISR partitions, replication quota state).
 
-A part of ``broker.replica_manager.ReplicaManager`` (issue 26 split it by family); it
+A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
 runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
 """
 

@@ -89,7 +89,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
                      LogDirOps, ReplicaBackgroundTasks, ReplicaGauges):
     """The map of partitions, the state-change lock, and the controller requests
     (LeaderAndIsr, StopReplica, UpdateMetadata); each other family of the replica manager is a
-    part in its own module (issue 26): ``topic_config_state``, ``produce_path``,
+    part in its own module: ``topic_config_state``, ``produce_path``,
     ``leader_fetch``, ``log_dir_failures``, ``log_dir_ops``, ``replica_background``,
     ``replica_gauges``. A partition's replication state and rules are ``broker.partition``."""
 
@@ -148,7 +148,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         # None while they cannot be read. Set by broker/config_manager.py.
         self.broker_dynamic_config: dict[str, str] | None = {}
         # /config/brokers/<default> alone: min ISR reads only the cluster-wide entity, as the
-        # controller does (dynamic_config.configured_min_isr, issue 26 defect 2).
+        # controller does (dynamic_config.configured_min_isr).
         self.broker_default_config: dict[str, str] | None = {}
         self._load_topic_config = topic_config_loader
         self._config_tickets: dict[str, int] = {}  # topic -> latest load started
@@ -451,7 +451,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
             results.append((tp, ErrorCode.NONE))
         if deleted_topics:
             # A topic's overrides are forgotten with its last replica here only: the others
-            # still apply them (a finding of the cluster simulation, issue 26).
+            # still apply them (a finding of the cluster simulation).
             deleted_topics -= {tp.topic for tp in self.partitions}
             for topic in deleted_topics:
                 self.topic_configs.pop(topic, None)

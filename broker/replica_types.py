@@ -1,5 +1,5 @@
-"""What the replica manager's parts share: request/answer types and constants (issue 26
-split broker/replica_manager.py by family)."""
+"""What the replica manager's parts share: request/answer types and constants (the
+replica manager is split by family)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ exponential back-off; a report still queued when another arrives for the same lo
 merged into it. A write that failed on a lost connection may have been applied anyway, so the
 retry can write a second entry for the same partitions, possibly after the controller has
 applied the first and the re-created replica has rejoined the ISR. So each partition carries
-the partition epoch the broker held when it lost the replica (issue 26 defect 8): the
+the partition epoch the broker held when it lost the replica: the
 controller ignores an entry older than the rejoin (controller/decisions/restarts.py
 `stale_restart`) and otherwise applies it idempotently, so at-least-once is enough.
 

@@ -2,7 +2,7 @@
 (with retries while unreadable), and re-deriving each partition's min ISR at once
 (common.dynamic_config.configured_min_isr, the resolver the controller shares).
 
-A part of ``broker.replica_manager.ReplicaManager`` (issue 26 split it by family); it
+A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
 runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
 """
 

@@ -17,7 +17,7 @@ DescribeConfigs, the CLI when it prints):
 - ``describe_topic`` / ``describe_broker``: DescribeConfigs entries with their source and
   synonyms, most specific first (Kafka's ConfigSource order).
 - ``configured_min_isr`` / ``effective_min_isr``: the min ISR the controller and every leader
-  read, from one resolver (issue 26, defect 2). Issue 15, finding 4: a config that cannot
+  read, from one resolver. Issue 15, finding 4: a config that cannot
   be read is *unknown*, never "no override"; until it is known the replication factor is used, so
   acks=all never becomes weaker than configured (a configured value above the replication factor
   only makes acks=all impossible; it adds no durability the full replica set does not give).
@@ -345,7 +345,7 @@ def configured_min_isr(topic_overrides: Mapping[str, str] | None,
                        broker_default: Mapping[str, str] | None, static_min_isr: int,
                        replication_factor: int) -> int:
     """min.insync.replicas as configured for a topic - the one resolver the controller's ELR
-    rules and every broker's leader read (issue 26, defect 2: the controller read the topic
+    rules and every broker's leader read (with two resolvers the controller read the topic
     override then its own static config while brokers also read the dynamic broker configs, so
     with a dynamic default of 1 and a controller configured with 2 the controller filled the
     ELR while leaders acknowledged acks=all on one replica, and the ELR member was then elected

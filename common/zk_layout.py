@@ -406,8 +406,8 @@ class RestartEntry:
     controller's `decisions.restarts`). `broker_epoch` names the broker incarnation that lost
     them (the czxid of its registration, KIP-380), for the event log and diagnosis.
 
-    `partition_epochs` (parallel to `partitions`; -1 or empty: unknown) is the fence (issue 26
-    defect 8): the partition epoch the broker held for each replica when it lost it (or, for a
+    `partition_epochs` (parallel to `partitions`; -1 or empty: unknown) is the fence: the
+    partition epoch the broker held for each replica when it lost it (or, for a
     refused LeaderAndIsr, the epoch of the state it refused). A late duplicate - the notifier's
     retry after a write that timed out but landed, or a second refusal - must not be applied
     after the re-created replica has rejoined the ISR; `decisions.restarts.stale_restart` says

@@ -66,7 +66,7 @@ class ControllerContext:
     shutting_down: set[int] = field(default_factory=set)
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    # /config/brokers/<default>: the cluster-wide dynamic broker configs (issue 26, defect 2)
+    # /config/brokers/<default>: the cluster-wide dynamic broker configs
     broker_default_config: dict[str, str] = field(default_factory=dict)
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
@@ -182,7 +182,7 @@ class ControllerContext:
     def min_isr(self, tp: TopicPartition) -> int:
         """The effective min ISR ELR is kept against: min(min.insync.replicas, RF), read by
         the same resolver as every broker's leader (topic override, dynamic broker default,
-        static config: common.dynamic_config, issue 26 defect 2)."""
+        static config: common.dynamic_config)."""
         rf = len(self.replicas(tp))
         return effective_min_isr(configured_min_isr(
             self.topic_configs.get(tp.topic, {}), self.broker_default_config,

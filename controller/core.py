@@ -76,8 +76,8 @@ class ControllerCore:
         # KIP-966's Unclean Recovery Manager (decisions/recovery.py): its tasks live as long
         # as this core; a new controller starts them again from ZooKeeper's state.
         self.urm = D.UncleanRecoveryManager(self.ctx.elr.recovery_timeout_ms)
-        # AlterPartition re-admissions, the fence of /restart_partitions entries (issue 26
-        # defect 8, decisions/restarts.py): this core's memory only, like the URM's tasks
+        # AlterPartition re-admissions, the fence of /restart_partitions entries
+        # (decisions/restarts.py): this core's memory only, like the URM's tasks
         self.isr_rejoins = D.IsrRejoins()
         self._now_ms = 0.0  # the event being handled's time (tasks' start and waits)
         # ElectLeaders(UNCLEAN) answered once their recoveries end: request id -> results
@@ -327,7 +327,7 @@ class ControllerCore:
 
     def _broker_default_config_change(self, ev: E.BrokerDefaultConfigChange) -> Handler:
         """The cluster-wide dynamic broker configs changed: from now on the ELR rules read
-        its min.insync.replicas, as every broker's leader does (issue 26, defect 2)."""
+        its min.insync.replicas, as every broker's leader does."""
         cfg = yield X.ReadBrokerDefaultConfig()
         before = self.ctx.broker_default_config
         self.ctx.broker_default_config = dict(cfg)

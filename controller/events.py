@@ -77,7 +77,7 @@ class TopicConfigChange(Event):
 @dataclass(frozen=True)
 class BrokerDefaultConfigChange(Event):
     """/config/brokers/<default> was created, changed or deleted: the cluster-wide dynamic
-    broker configs, whose min.insync.replicas the ELR rules read (issue 26, defect 2)."""
+    broker configs, whose min.insync.replicas the ELR rules read."""
 
 
 @dataclass(frozen=True)

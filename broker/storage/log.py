@@ -116,7 +116,7 @@ class Log:
         # LogManager.truncateTo and truncateFullyAndStartAt). A checkpoint left at the old, higher point makes recovery
         # re-add leader epochs only past it, so an epoch that starts at the truncation point
         # - becoming leader right after truncating, its entry deferred - comes back after a
-        # crash starting at that old point (issue 26, defect 5).
+        # crash starting at that old point.
         self.on_truncation: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ loading
@@ -253,7 +253,7 @@ class Log:
         (``on_truncation``) -- and recovery rebuilds that from the batches' leader epochs. An epoch
         with no batch yet is dropped by every load anyway (``truncate_from_end(LEO)``, as
         Kafka's LogLoader does). After a KIP-113 swap it writes the live copy's file: this
-        one's dir is renamed aside (issue 26, defect 9). Raises
+        one's dir is renamed aside. Raises
         KafkaStorageError (CheckpointIOError) as every epoch write does."""
         if self.moved_to is not None:
             return self.moved_to.write_deferred_epochs()

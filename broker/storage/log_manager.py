@@ -346,7 +346,7 @@ class LogManager:
         already handled by a controller. A controller failover re-applies KIP-966's removal to
         every broker whose registration says unclean (ZooKeeper keeps no record that it was
         handled); once handled, the broker rewrites its registration, so a failover does not
-        depose it again from partitions it has caught up with since (issue 26)."""
+        depose it again from partitions it has caught up with since."""
         return self.had_clean_shutdown or self.unclean_start_handled
 
     # ------------------------------------------------------------------ logs
@@ -459,7 +459,7 @@ class LogManager:
         """Kafka's LogManager.truncateTo: once a truncation has lowered a log's recovery
         point, its dir's checkpoint follows at once, not at the next periodic job: recovery
         rebuilds leader epochs only past the checkpointed point, and one deferred below it
-        would be lost in a crash (issue 26, defect 5; see ``Log.on_truncation``). Runs on the
+        would be lost in a crash (see ``Log.on_truncation``). Runs on the
         thread that truncated; raises CheckpointIOError, which that caller reports."""
         d = self._dir_of.get(tp)
         if d is not None and d.online:

@@ -36,7 +36,7 @@ Choices where the seed is silent or would be wrong here:
 - Idempotence ends once the re-created replica has caught up and rejoined the ISR: a late
   duplicate (the notifier's retry after a write that timed out but landed, a second refused
   LeaderAndIsr) would then take a complete replica for an empty one - a sole ISR member goes
-  leaderless, an ELR member loses its claim. Entries are therefore fenced (issue 26 defect 8)
+  leaderless, an ELR member loses its claim. Entries are therefore fenced
   by the partition epoch b held when it lost the replica (`RestartEntry.partition_epochs`):
   `stale_restart` ignores an entry older than b's last re-admission to the ISR, as Kafka's
   controller refuses a request quoting an epoch older than the state it would change
