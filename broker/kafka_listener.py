@@ -28,6 +28,9 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from broker import kafka_admin, kafka_config_apis, kafka_unserved
+from broker.config_manager import ConfigManager
+from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
 from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
@@ -54,8 +57,12 @@ class KafkaListener:
     gives every broker's endpoint of the same name, as Kafka does per listener (KIP-103)."""
 
     def __init__(self, rm: ReplicaManager, broker_id: int, listener: str, host: str, port: int,
-                 events: Any, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+                 events: Any, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, *,
+                 controller: ControllerClient | None = None,
+                 configs: ConfigManager | None = None):
         self.rm = rm
+        self.controller = controller  # admin APIs are forwarded to the active controller
+        self.configs = configs  # DescribeConfigs / IncrementalAlterConfigs
         self.broker_id = broker_id
         self.listener = listener
         self.host = host
@@ -71,6 +78,9 @@ class KafkaListener:
             ApiKey.FETCH: self._fetch,
             ApiKey.LIST_OFFSETS: self._list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
+            **kafka_admin.handlers(self),
+            **kafka_config_apis.handlers(self),
+            **kafka_unserved.handlers(self),
         }
 
     # ------------------------------------------------------------------ lifecycle

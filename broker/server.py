@@ -173,7 +173,8 @@ class BrokerServer:
         for e in listeners.listeners:
             if listeners.is_kafka(e.listener):
                 k = KafkaListener(self.rm, self.broker_id, e.listener, e.host, e.port,
-                                  self.events, self.config["socket.request.max.bytes"])
+                                  self.events, self.config["socket.request.max.bytes"],
+                                  controller=self.controller, configs=self.configs)
                 kafka_ports[e.listener] = await k.start()
                 self.kafka_listeners.append(k)
         for b in bound:

@@ -12,9 +12,10 @@ a change of ``served`` only. ``served`` is what the ApiVersions answer lists:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from common.kafka_protocol.schema import Message, Versions, array, f, struct, versions
+from common.kafka_protocol import admin_messages, config_messages, unserved_messages
+from common.kafka_protocol.api import Api
+from common.kafka_protocol.api import make_api as _api
+from common.kafka_protocol.schema import array, f, struct
 
 
 class ApiKey:
@@ -223,21 +224,6 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = struct(
 )
 
 
-@dataclass(frozen=True)
-class Api:
-    key: int
-    name: str
-    served: Versions
-    request: Message
-    response: Message
-
-
-def _api(key: int, name: str, served: str, flexible: str, request, response) -> Api:
-    v, fl = versions(served), versions(flexible)
-    return Api(key, name, v, Message(f"{name}Request", key, v, fl, request),
-               Message(f"{name}Response", key, v, fl, response))
-
-
 APIS: dict[int, Api] = {a.key: a for a in [
     _api(ApiKey.PRODUCE, "Produce", "3-9", "9+", PRODUCE_REQUEST, PRODUCE_RESPONSE),
     _api(ApiKey.FETCH, "Fetch", "4-12", "12+", FETCH_REQUEST, FETCH_RESPONSE),
@@ -248,4 +234,10 @@ APIS: dict[int, Api] = {a.key: a for a in [
          API_VERSIONS_RESPONSE),
     _api(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", "0-4", "4+",
          OFFSET_FOR_LEADER_EPOCH_REQUEST, OFFSET_FOR_LEADER_EPOCH_RESPONSE),
+    # Forwarded to the controller: topics, elections, reassignments, DescribeCluster.
+    *admin_messages.APIS,
+    # Served by this broker: configs and log dirs.
+    *config_messages.APIS,
+    # Features replog does not have, answered with a Kafka broker's error for them.
+    *unserved_messages.APIS,
 ]}
