@@ -1,5 +1,5 @@
 """The Kafka admin APIs a broker forwards to the active controller over gRPC (as a KRaft broker
-forwards them, KIP-590): CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster,
+forwards them, KIP-590): CreateTopics, DeleteTopics, DescribeCluster,
 ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments. Translation only: every
 decision is the controller's."""
 

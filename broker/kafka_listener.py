@@ -28,7 +28,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker import kafka_admin, kafka_config_apis, kafka_unserved
+from broker import kafka_admin, kafka_config_apis, kafka_create_partitions, kafka_unserved
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
@@ -79,6 +79,7 @@ class KafkaListener:
             ApiKey.LIST_OFFSETS: self._list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
             **kafka_admin.handlers(self),
+            **kafka_create_partitions.handlers(self),
             **kafka_config_apis.handlers(self),
             **kafka_unserved.handlers(self),
         }

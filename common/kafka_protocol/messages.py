@@ -12,7 +12,12 @@ a change of ``served`` only. ``served`` is what the ApiVersions answer lists:
 
 from __future__ import annotations
 
-from common.kafka_protocol import admin_messages, config_messages, unserved_messages
+from common.kafka_protocol import (
+    admin_messages,
+    config_messages,
+    partition_messages,
+    unserved_messages,
+)
 from common.kafka_protocol.api import Api
 from common.kafka_protocol.api import make_api as _api
 from common.kafka_protocol.schema import array, f, struct
@@ -236,6 +241,7 @@ APIS: dict[int, Api] = {a.key: a for a in [
          OFFSET_FOR_LEADER_EPOCH_REQUEST, OFFSET_FOR_LEADER_EPOCH_RESPONSE),
     # Forwarded to the controller: topics, elections, reassignments, DescribeCluster.
     *admin_messages.APIS,
+    *partition_messages.APIS,
     # Served by this broker: configs and log dirs.
     *config_messages.APIS,
     # Features replog does not have, answered with a Kafka broker's error for them.
