@@ -1,0 +1,329 @@
+"""Acceptance of the Kafka listener with real clients against real replog processes (SPEC C12):
+librdkafka through a leader's SIGKILL, records crossing between every client pair, kcat's
+metadata against replog's own AdminClient, and the KIP-966 and JBOD behaviour as a Kafka client
+sees it."""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import time
+
+import confluent_kafka
+import pytest
+
+from admin.client.admin_client import AdminClient
+from tests.kafka.test_clients import (
+    TOPIC,
+    assigned_consumer,
+    describe,
+    kafka_python_producer,
+    read,
+    replog,
+)
+
+pytestmark = pytest.mark.integration
+
+# As the cluster tests' FAST: a SIGKILLed broker's ZooKeeper session expires and a lagging
+# follower leaves the ISR within seconds, so a kill costs seconds, not the 18 s/30 s defaults.
+FAST = {"zookeeper.session.timeout.ms": 3000, "replica.lag.time.max.ms": 3000,
+        "replica.fetch.wait.max.ms": 200, "auto.leader.rebalance.enable": "false"}
+MIN_ISR_2 = {"min.insync.replicas": "2"}
+
+
+# ---------------------------------------------------------------------------- helpers
+
+def create(cluster, name: str, partitions: int, rf: int, configs=None, assignment=None) -> None:
+    """A topic through replog's AdminClient (gRPC), waiting until every partition has a leader
+    and a full ISR, so the first Kafka-client request finds it served."""
+    async def go():
+        async with AdminClient(cluster.bootstrap_servers, request_timeout_ms=10000) as admin:
+            await admin.create_topic(name, None if assignment else partitions,
+                                     None if assignment else rf, configs=configs,
+                                     replica_assignment=assignment)
+            deadline = time.monotonic() + 30
+            while True:
+                t = (await admin.describe_topics([name]))[name]
+                if len(t.partitions) == partitions and all(
+                        p.leader >= 0 and len(p.isr) == rf for p in t.partitions):
+                    return
+                assert time.monotonic() < deadline, f"{name} not fully replicated: {t}"
+                await asyncio.sleep(0.1)
+    asyncio.run(go())
+
+def rd_consume_all(bootstrap: str, topic: str, partitions, timeout: float = 60.0
+                   ) -> dict[tuple[int, int], bytes]:
+    """Every record of ``partitions`` from the beginning to the high watermark read when the
+    read starts, with a librdkafka consumer in assign mode: {(partition, offset): value}."""
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
+        "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        ends = {p: consumer.get_watermark_offsets(
+            confluent_kafka.TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+        consumer.assign([confluent_kafka.TopicPartition(topic, p,
+                                                        confluent_kafka.OFFSET_BEGINNING)
+                         for p in partitions if ends[p] > 0])
+        out: dict[tuple[int, int], bytes] = {}
+        pos = {p: 0 for p in partitions}
+        deadline = time.monotonic() + timeout
+        while any(pos[p] < ends[p] for p in partitions):
+            assert time.monotonic() < deadline, \
+                f"read stopped at {pos} of the high watermarks {ends}"
+            for m in consumer.consume(10000, 1.0):
+                if m.error() is not None:
+                    if m.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                        continue
+                    raise AssertionError(f"consumer error: {m.error()}")
+                if m.offset() < ends[m.partition()]:
+                    out[(m.partition(), m.offset())] = m.value()
+                    pos[m.partition()] = max(pos[m.partition()], m.offset() + 1)
+        return out
+    finally:
+        consumer.close()
+
+
+def assert_read_back(read: dict[tuple[int, int], bytes],
+                     delivered: dict[tuple[int, int], bytes], partitions) -> None:
+    """Offsets gap-free from 0 in each partition; every delivered record at the partition and
+    offset its delivery report gave. A value may also appear elsewhere (a retry across a
+    leader change duplicates, as in Kafka without idempotence)."""
+    for p in partitions:
+        offsets = {o for q, o in read if q == p}
+        gaps = sorted(set(range(max(offsets, default=-1) + 1)) - offsets)
+        assert not gaps, f"partition {p}: offsets missing below its end: {gaps[:10]}"
+    wrong = [(k, v, read.get(k)) for k, v in delivered.items() if read.get(k) != v]
+    assert not wrong, f"{len(wrong)} of {len(delivered)} delivered records not at their " \
+                      f"reported offsets, e.g. {wrong[:5]}"
+
+
+# ---------------------------------------------------------------------------- 1
+
+def _librdkafka_through_a_leader_kill(cluster_factory, records: int) -> None:
+    """A librdkafka producer (acks=all, no idempotence) sends ``records`` small records to a
+    6-partition RF-3 topic with min.insync.replicas=2; partition 0's leader is SIGKILLed once
+    a third of them are delivered. Every delivery report is kept; a librdkafka consumer in
+    assign mode then reads every partition from the beginning to its end."""
+    cluster = cluster_factory(brokers=3, overrides=FAST)
+    topic, partitions = "acc", range(6)
+    create(cluster, topic, 6, 3, MIN_ISR_2)
+    kb = cluster.kafka_bootstrap_servers
+    leader0 = describe(cluster, topic).partition(0).leader
+    delivered: dict[tuple[int, int], bytes] = {}
+    failed: list[str] = []
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            failed.append(str(err))
+        else:
+            delivered[(msg.partition(), msg.offset())] = msg.value()
+
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": kb, "acks": "all", "enable.idempotence": False,
+        "linger.ms": 20, "batch.num.messages": 5000,
+        "queue.buffering.max.messages": records + 1000,
+        # retried across the leader change; long enough that nothing times out while the
+        # controller moves partition 0 (ZooKeeper session expiry, then the election)
+        "message.timeout.ms": 120_000, "request.timeout.ms": 10_000})
+    kill_at = records // 3
+    killed = False
+    for i in range(records):
+        producer.produce(topic, value=b"v%d" % i, partition=i % 6, on_delivery=on_delivery)
+        if i % 1000 == 0:
+            producer.poll(0)
+        if not killed and i == kill_at + records // 10:
+            # mid-stream: a third delivered, a tenth more queued or in flight, the rest to come
+            while len(delivered) + len(failed) < kill_at:
+                producer.poll(0.1)
+            cluster.broker(leader0).kill()
+            killed = True
+    assert producer.flush(180) == 0, "records still queued after 180 s"
+    assert killed
+    assert not failed, f"{len(failed)} records failed, e.g. {failed[:3]}"
+    assert len({v for v in delivered.values()}) == records
+    assert describe(cluster, topic).partition(0).leader not in (leader0, -1)
+
+    read = rd_consume_all(kb, topic, partitions)
+    assert_read_back(read, delivered, partitions)
+    assert {v for v in read.values()} == {b"v%d" % i for i in range(records)}
+
+
+def test_librdkafka_100k_records_through_a_leader_kill(cluster_factory):
+    _librdkafka_through_a_leader_kill(cluster_factory, 100_000)
+
+
+# ---------------------------------------------------------------------------- 2
+
+# Each producer's records: (key, value, headers), a null key and a null value (a tombstone)
+# among them, so every client's record codec meets the nullable fields of the v2 format.
+def _records(name: str, headers_on_all: bool = False) -> list[tuple]:
+    h = [("src", name.encode()), ("empty", b"")]
+    return [(f"{name}-k0".encode(), f"{name}-v0".encode(), h),
+            (None, f"{name}-v1".encode(), h if headers_on_all else [("src", name.encode())]),
+            (f"{name}-k2".encode(), None, h if headers_on_all else [])]
+
+
+def _produce_kafka_python(cluster, recs) -> list[int]:
+    producer = kafka_python_producer(cluster)
+    try:
+        return [producer.send(TOPIC, key=k, value=v, headers=h, partition=0).get(timeout=30)
+                .offset for k, v, h in recs]
+    finally:
+        producer.close()
+
+
+def _produce_aiokafka(cluster, recs) -> list[int]:
+    from aiokafka import AIOKafkaProducer
+
+    async def go():
+        p = AIOKafkaProducer(bootstrap_servers=cluster.kafka_bootstrap_servers, acks="all")
+        await p.start()
+        try:
+            return [(await p.send_and_wait(TOPIC, v, key=k, partition=0, headers=h)).offset
+                    for k, v, h in recs]
+        finally:
+            await p.stop()
+    return asyncio.run(go())
+
+
+def _produce_librdkafka(cluster, recs) -> list[int]:
+    reports: list = []
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers,
+                                         "acks": "all", "enable.idempotence": False})
+    for k, v, h in recs:
+        producer.produce(TOPIC, value=v, key=k, headers=h, partition=0,
+                         on_delivery=lambda err, m: reports.append((err, m.offset())))
+    assert producer.flush(30) == 0
+    assert all(err is None for err, _ in reports), reports
+    return [o for _, o in reports]
+
+
+def _produce_replog_cli(cluster, recs) -> None:
+    assert all(not h for _, _, h in recs), "replog produce's line reader sends no headers"
+    lines = "".join(f"{(k or b'NULL').decode()}|{(v or b'NULL').decode()}\n" for k, v, _ in recs)
+    out = replog("produce", "--bootstrap-server", cluster.bootstrap_servers, "--topic", TOPIC,
+                 "--property", "parse.key=true", "--property", "key.separator=|",
+                 "--property", "null.marker=NULL", stdin=lines)
+    assert out.returncode == 0, out.stderr
+
+
+def _produce_kcat(cluster, recs) -> None:
+    (h,) = {tuple(h) for _, _, h in recs}  # kcat -H puts the same headers on every record
+    lines = "".join(f"{(k or b'').decode()}|{(v or b'').decode()}\n" for k, v, _ in recs)
+    cmd = ["kcat", "-b", cluster.kafka_bootstrap_servers, "-P", "-t", TOPIC, "-p", "0",
+           "-X", "acks=all", "-K", "|", "-Z"]  # -Z: an empty key or value is sent as NULL
+    for name, value in h:
+        cmd += ["-H", f"{name}={value.decode()}"]
+    subprocess.run(cmd, input=lines, text=True, timeout=60, check=True)
+
+
+def _consume_kafka_python(cluster, n: int) -> list[tuple]:
+    consumer = assigned_consumer(cluster, [0])
+    try:
+        return [(m.offset, m.key, m.value, list(m.headers or [])) for m in read(consumer, n)]
+    finally:
+        consumer.close()
+
+
+def _consume_aiokafka(cluster, n: int) -> list[tuple]:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    async def go():
+        c = AIOKafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap_servers,
+                             enable_auto_commit=False)
+        await c.start()
+        try:
+            tp = AioTopicPartition(TOPIC, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            out: list[tuple] = []
+            while len(out) < n:
+                batches = await asyncio.wait_for(c.getmany(timeout_ms=1000), 30)
+                out += [(m.offset, m.key, m.value, list(m.headers or []))
+                        for ms in batches.values() for m in ms]
+            return out
+        finally:
+            await c.stop()
+    return asyncio.run(go())
+
+
+def _consume_librdkafka(cluster, n: int) -> list[tuple]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers,
+                                         "group.id": "unused", "enable.auto.commit": False})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
+        out: list[tuple] = []
+        while len(out) < n:
+            m = consumer.poll(30)
+            assert m is not None and m.error() is None, m and m.error()
+            out.append((m.offset(), m.key(), m.value(), list(m.headers() or [])))
+        return out
+    finally:
+        consumer.close()
+
+
+def _null(text: str) -> bytes | None:
+    return None if text == "NULL" else text.encode()
+
+
+def _consume_kcat(cluster, n: int) -> list[tuple]:
+    out = subprocess.run(["kcat", "-b", cluster.kafka_bootstrap_servers, "-C", "-t", TOPIC,
+                          "-p", "0", "-o", "beginning", "-e", "-Z", "-f", "%o|%k|%s|%h\n"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    got = []
+    for line in out.stdout.splitlines():
+        offset, key, value, headers = line.split("|")
+        got.append((int(offset), _null(key), _null(value),
+                    [(a, b.encode()) for a, _, b in (x.partition("=") for x in
+                                                      headers.split(",") if x)]))
+    assert len(got) == n, out.stdout
+    return got
+
+
+def _consume_replog_cli(cluster, n: int) -> list[tuple]:
+    out = replog("consume", "--bootstrap-server", cluster.bootstrap_servers, "--topic", TOPIC,
+                 "--from-beginning", "--max-messages", str(n), "--timeout-ms", "20000",
+                 "--property", "print.offset=true", "--property", "print.key=true",
+                 "--property", "print.headers=true", "--property", "key.separator=|",
+                 "--property", "null.literal=NULL")
+    assert out.returncode == 0, out.stderr
+    got = []
+    for line in out.stdout.splitlines():
+        offset, headers, key, value = line.split("|")
+        hs = [] if headers == "NO_HEADERS" else \
+            [(a, b.encode()) for a, _, b in (x.partition(":") for x in headers.split(","))]
+        got.append((int(offset.removeprefix("Offset:")), _null(key), _null(value), hs))
+    return got
+
+
+def test_records_cross_between_every_client_and_the_replog_cli(cluster_factory):
+    """aiokafka, kafka-python, librdkafka, kcat and `replog produce` each write records (keys,
+    headers, a null key, a tombstone) to one partition; aiokafka, kafka-python, librdkafka,
+    kcat and `replog consume` each read all of them back, the same records at the same
+    offsets. test_clients.py covers kafka-python <-> the CLI and librdkafka <-> aiokafka;
+    this adds every other pair (aiokafka <-> kafka-python, aiokafka <-> the CLI, the CLI and
+    kcat -> librdkafka/aiokafka, kafka-python/aiokafka/librdkafka -> kcat, ...)."""
+    if shutil.which("kcat") is None:
+        pytest.skip("kcat is missing: `make setup` installs Debian's kcat (as root)")
+    cluster = cluster_factory(brokers=3)
+    create(cluster, TOPIC, 1, 3)
+    expected: list[tuple] = []
+    for name, produce, recs in [
+            ("aiokafka", _produce_aiokafka, _records("aiokafka")),
+            ("kafka-python", _produce_kafka_python, _records("kafka-python")),
+            ("librdkafka", _produce_librdkafka, _records("librdkafka")),
+            ("cli", _produce_replog_cli,
+             [(k, v, []) for k, v, _ in _records("cli")]),
+            ("kcat", _produce_kcat, _records("kcat", headers_on_all=True))]:
+        offsets = produce(cluster, recs)
+        first = len(expected)
+        if offsets is not None:  # the Kafka clients' own reports: the offsets they were given
+            assert offsets == list(range(first, first + len(recs))), name
+        expected += [(first + i, k, v, list(h)) for i, (k, v, h) in enumerate(recs)]
+
+    for name, consume in [("aiokafka", _consume_aiokafka),
+                          ("kafka-python", _consume_kafka_python),
+                          ("librdkafka", _consume_librdkafka), ("kcat", _consume_kcat),
+                          ("replog consume", _consume_replog_cli)]:
+        assert consume(cluster, len(expected)) == expected, name
