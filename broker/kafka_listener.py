@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -120,11 +121,13 @@ class KafkaListener:
                                  f"{self.max_request_bytes}" if size > 0
                                  else f"invalid request size {size}")
                 frame = await reader.readexactly(size)
-                answer = await self.handle(frame)
-                if answer is None:
+                chunks = await self._answer(frame)
+                if chunks is None:
                     continue
-                writer.write(len(answer).to_bytes(4, "big") + answer)
-                await writer.drain()
+                try:
+                    await send_answer(writer, chunks)
+                finally:
+                    _close_regions(chunks)
         except _Close as e:
             self.events.warning("kafka_connection_closed", listener=self.listener,
                                 peer=str(peer), reason=str(e)[:300])
@@ -143,7 +146,18 @@ class KafkaListener:
 
     async def handle(self, frame: bytes) -> bytes | None:
         """One request frame -> its answer (header and body, without the size), None when the
-        request gets no answer (acks=0); raises _Close when the connection must close."""
+        request gets no answer (acks=0); raises _Close when the connection must close. The
+        answer as bytes (file regions read in): for tests and in-process callers."""
+        chunks = await self._answer(frame)
+        if chunks is None:
+            return None
+        try:
+            return b"".join(c if isinstance(c, bytes) else c.read() for c in chunks)
+        finally:
+            _close_regions(chunks)
+
+    async def _answer(self, frame: bytes) -> list | None:
+        """``handle``'s answer as chunks: bytes, and the file regions of a Fetch's records."""
         r = Reader(frame)
         try:
             header = read_request_header(r)
@@ -151,7 +165,7 @@ class KafkaListener:
             raise _Close(f"unreadable request header: {e}") from None
         api = APIS.get(header.api_key)
         if header.api_key == ApiKey.API_VERSIONS and header.api_version not in api.served:
-            return self._unsupported_api_versions(header)
+            return [self._unsupported_api_versions(header)]
         if api is None or header.api_version not in api.served:
             # Kafka's SocketServer: "Received request api key K with version V which is not
             # enabled" -> InvalidRequestException -> the channel is closed.
@@ -164,8 +178,15 @@ class KafkaListener:
         body = await self._handlers[header.api_key](request, header.api_version)
         if body is None:
             return None
-        return (response_header(header.api_key, header.api_version, header.correlation_id)
-                + api.response.encode(body, header.api_version))
+        head = response_header(header.api_key, header.api_version, header.correlation_id)
+        try:
+            chunks = api.response.encode_chunks(body, header.api_version)
+        except BaseException:
+            _close_regions(_fetch_regions(body))
+            raise
+        if chunks and isinstance(chunks[0], bytes):
+            return [head + chunks[0], *chunks[1:]]
+        return [head, *chunks]
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
         """KIP-511: an ApiVersions request of a version the broker does not know is answered
@@ -296,9 +317,11 @@ class KafkaListener:
             return {"throttle_time_ms": 0, "error_code": int(ctx[0]),
                     "session_id": req["session_id"], "responses": []}
         max_bytes = max(1, min(req["max_bytes"], _MAX_FETCH_BYTES))
-        # replica id -1: a consumer, served up to the HW; replication stays on gRPC.
+        # replica id -1: a consumer, served up to the HW; replication stays on gRPC. Zero-copy:
+        # the records are file regions, sent with sendfile by _send.
         results = await self.rm.fetch(-1, -1, max(0, min(req["max_wait_ms"], _MAX_WAIT_MS)),
-                                      max(req["min_bytes"], 0), max_bytes, ctx.parts)
+                                      max(req["min_bytes"], 0), max_bytes, ctx.parts,
+                                      zero_copy=True)
         m = self.rm.metrics
         m.fetch_consumer_requests.inc()
         m.bytes_out.inc(sum(len(r.records) for r in results))
@@ -351,6 +374,74 @@ class KafkaListener:
                            "leader_epoch": epoch, "end_offset": end})
             topics.append({"topic": t["topic"], "partitions": ps})
         return {"throttle_time_ms": 0, "topics": topics}
+
+
+async def send_answer(writer: asyncio.StreamWriter, chunks: list) -> None:
+        """One answer: its size, then each chunk; a file region goes from the page cache to
+        the socket with sendfile, never through Python bytes, as Kafka's
+        FileRecords.writeTo (FileChannel.transferTo) does."""
+        writer.write(sum(len(c) for c in chunks).to_bytes(4, "big"))
+        for c in chunks:
+            if isinstance(c, bytes):
+                writer.write(c)
+                continue
+            sent = await _sendfile(writer, c)
+            if sent < c.length:
+                # Kafka's FileRecords.writeTo: "Size of FileRecords ... has been truncated
+                # during write". The size already sent cannot be honoured: close.
+                raise _Close(f"segment file truncated while sending {c!r}: {sent} bytes sent")
+        await writer.drain()
+
+
+async def _sendfile(writer: asyncio.StreamWriter, region) -> int:
+    """os.sendfile of a region to the connection's socket once the bytes written before it
+    have left; the number of bytes sent (short only if the file shrank). asyncio's
+    loop.sendfile would do, but uvloop (the broker's loop) does not implement it."""
+    transport = writer.transport
+    # Write-buffer limit 0: drain() returns only once the transport's buffer is empty, so
+    # the region's bytes follow the header on the wire.
+    transport.set_write_buffer_limits(0)
+    await writer.drain()
+    if transport.is_closing():
+        raise ConnectionResetError("the connection closed before the records were sent")
+    sock = transport.get_extra_info("socket").fileno()
+    src = region.file.fileno()
+    loop = asyncio.get_running_loop()
+    offset, left = region.position, region.length
+    watch = None  # a dup of the socket to wait on: the transport owns the socket's own fd
+    try:
+        while left > 0:
+            try:
+                n = os.sendfile(sock, src, offset, left)
+            except BlockingIOError:
+                if watch is None:
+                    watch = os.dup(sock)
+                writable = loop.create_future()
+                loop.add_writer(watch, lambda f=writable: f.done() or f.set_result(None))
+                try:
+                    await writable
+                finally:
+                    loop.remove_writer(watch)
+                continue
+            if n == 0:
+                break  # end of file: the segment was truncated below the region
+            offset += n
+            left -= n
+    finally:
+        if watch is not None:
+            os.close(watch)
+    return region.length - left
+
+
+def _close_regions(chunks) -> None:
+    for c in chunks:
+        if not isinstance(c, bytes):
+            c.close()
+
+
+def _fetch_regions(body: dict) -> list:
+    return [p["records"] for t in body.get("responses") or () for p in t.get("partitions") or ()
+            if p.get("records") is not None and not isinstance(p["records"], bytes)]
 
 
 def _metadata_topic(name: str, error: ErrorCode, topic_id: bytes | None = None) -> dict:

@@ -29,11 +29,16 @@ from common.names import TopicPartition
 
 class LeaderFetchPath:
     async def fetch(self, replica_id: int, broker_epoch: int, max_wait_ms: int, min_bytes: int,
-                    max_bytes: int, parts: list[FetchPartitionRequest]) -> list[FetchResult]:
+                    max_bytes: int, parts: list[FetchPartitionRequest],
+                    zero_copy: bool = False) -> list[FetchResult]:
         """Serve a follower (replica_id >= 0: up to the LEO) or consumer (up to the HW) fetch,
-        waiting up to max_wait_ms for min_bytes (Kafka's DelayedFetch)."""
+        waiting up to max_wait_ms for min_bytes (Kafka's DelayedFetch).
+
+        With ``zero_copy`` each result's records are a FileRegion of the segment file (or
+        b""), for a caller that sends them with sendfile and then closes them (the Kafka
+        listener); otherwise bytes."""
         results = await self._fetch(replica_id, broker_epoch, max_wait_ms, min_bytes,
-                                    max_bytes, parts)
+                                    max_bytes, parts, zero_copy)
         if replica_id >= 0:
             self._account_follower_fetch(replica_id, parts, results)
         return results
@@ -55,8 +60,8 @@ class LeaderFetchPath:
                 self.metrics.reassignment_bytes_out.inc(len(r.records))
 
     async def _fetch(self, replica_id: int, broker_epoch: int, max_wait_ms: int,
-                     min_bytes: int, max_bytes: int, parts: list[FetchPartitionRequest]
-                     ) -> list[FetchResult]:
+                     min_bytes: int, max_bytes: int, parts: list[FetchPartitionRequest],
+                     zero_copy: bool = False) -> list[FetchResult]:
         deadline = self.monotonic() + max_wait_ms / 1000
 
         def waiter(tp: TopicPartition) -> asyncio.Future | None:
@@ -72,7 +77,7 @@ class LeaderFetchPath:
             fut = waiter(fp.tp)
             if fut is not None:
                 waiting.setdefault(fut, []).append(i)
-        results = await self._read_all(replica_id, broker_epoch, max_bytes, parts)
+        results = await self._read_all(replica_id, broker_epoch, max_bytes, parts, zero_copy)
         while True:
             total = sum(len(r.records) for r in results)
             errors = any(r.error != ErrorCode.NONE or r.diverging for r in results)
@@ -86,7 +91,9 @@ class LeaderFetchPath:
                                          return_when=asyncio.FIRST_COMPLETED)
             if self.monotonic() >= deadline:
                 # one last read at the deadline, like Kafka's forceComplete
-                return await self._read_all(replica_id, broker_epoch, max_bytes, parts)
+                _release(results)
+                return await self._read_all(replica_id, broker_epoch, max_bytes, parts,
+                                            zero_copy)
             # Read again only the partitions that woke: the others' answers stand. A pass
             # over every partition per wake-up cost a leader of 10k partitions its event loop
             # (each append woke both followers' fetches into 10k reads; issue 7). A partition
@@ -105,11 +112,13 @@ class LeaderFetchPath:
                 else:
                     reads.append(r)
             for i, r in await self._read_logs(replica_id, reads, max_bytes,
-                                              max(0, max_bytes - total)):
+                                              max(0, max_bytes - total), zero_copy):
+                _release([results[i]])
                 results[i] = r
 
     async def _read_all(self, replica_id: int, broker_epoch: int, max_bytes: int,
-                        parts: list[FetchPartitionRequest]) -> list[FetchResult]:
+                        parts: list[FetchPartitionRequest], zero_copy: bool = False
+                        ) -> list[FetchResult]:
         out: list[FetchResult | None] = []
         reads = []
         now = self.clock() if replica_id >= 0 else 0
@@ -122,7 +131,7 @@ class LeaderFetchPath:
                     reads.append(r)
                     r = None
             out.append(r)
-        for i, r in await self._read_logs(replica_id, reads, max_bytes, max_bytes):
+        for i, r in await self._read_logs(replica_id, reads, max_bytes, max_bytes, zero_copy):
             out[i] = r
         return out  # type: ignore[return-value]  # every slot is filled by now
 
@@ -233,7 +242,8 @@ class LeaderFetchPath:
         return _LogRead(index, p, fp.fetch_offset, fp.max_bytes, upper, pending)
 
     async def _read_logs(self, replica_id: int, reads: list[_LogRead], max_bytes: int,
-                         budget: int) -> list[tuple[int, FetchResult]]:
+                         budget: int, zero_copy: bool = False
+                         ) -> list[tuple[int, FetchResult]]:
         """Do a Fetch's log reads in one executor hand-off, in partition order, within the
         response's ``max_bytes`` of which ``budget`` is left: the first partition with data
         gets at least one whole batch (KIP-74), as in Kafka's readFromLog. Awaiting one
@@ -248,8 +258,8 @@ class LeaderFetchPath:
             left = budget
             for r in reads:
                 try:
-                    r.data = r.log.read(r.fetch_offset, min(r.max_bytes, left), r.upper,
-                                        left == max_bytes)
+                    r.data = (r.log.read_region if zero_copy else r.log.read)(
+                        r.fetch_offset, min(r.max_bytes, left), r.upper, left == max_bytes)
                 except (OffsetOutOfRangeError, KafkaStorageError) as e:
                     r.error = e
                 r.done_at = self.monotonic()
@@ -308,3 +318,11 @@ class LeaderFetchPath:
                             leader_epoch=p.leader_epoch, serve_ms=round(serve_ms),
                             process_time_max_ms=self.process_time_max_ms, isr=list(p.isr))
         self.alter_partition.relinquish(p)
+
+
+def _release(results: list[FetchResult]) -> None:
+    """Close the file regions of zero-copy answers that are replaced before being sent."""
+    for r in results:
+        close = getattr(r.records, "close", None)
+        if close is not None:
+            close()

@@ -4,10 +4,14 @@ replica manager is split by family)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.partition import Partition
 from common.errors import ErrorCode, ReplogError
 from common.names import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.storage.file_region import FileRegion
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -41,7 +45,7 @@ class FetchResult:
     error: ErrorCode = ErrorCode.NONE
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | FileRegion = b""  # a FileRegion only for a zero-copy fetch
     diverging: tuple[int, int] | None = None
     leader_id: int = -1
     leader_epoch: int = -1

@@ -52,6 +52,11 @@ class FileOps:
     def pread(self, fd: int, n: int, offset: int) -> bytes:
         return os.pread(fd, n, offset)
 
+    def dup(self, fd: int) -> int:
+        """A second descriptor of an open file: a zero-copy Fetch answer holds one while its
+        bytes go to the socket, so a segment deleted or closed meanwhile stays readable."""
+        return os.dup(fd)
+
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 
@@ -264,6 +269,11 @@ class FaultInjectingFileOps(FileOps):
     def pread(self, fd, n, offset):
         self._check("pread", self._paths.get(fd))
         return super().pread(fd, n, offset)
+
+    def dup(self, fd):
+        # A region handed to sendfile is a read of the file: the same faults apply.
+        self._check("pread", self._paths.get(fd))
+        return super().dup(fd)
 
     def fsync(self, fd):
         self._check("fsync", self._paths.get(fd))

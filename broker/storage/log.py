@@ -33,6 +33,7 @@ from broker.storage.errors import (
     LogReadError,
     LogTruncationError,
 )
+from broker.storage.file_region import FileRegion
 from broker.storage.fileops import FileOps
 from broker.storage.segment import LogSegment, SegmentCorruption, entry_position
 from common import records as rec
@@ -473,6 +474,44 @@ class Log:
         """
         if self.moved_to is not None:
             return self.moved_to.read(start_offset, max_bytes, max_offset, min_one_batch)
+        try:
+            found = self._locate(start_offset, max_bytes, max_offset, min_one_batch)
+            if found is None:
+                return b""
+            seg, position, limit, whole = found
+            data = seg.read(position, limit - position, limit)
+            if whole:
+                return data
+            cut = rec.complete_batches_length(data)
+            return data if cut == len(data) else data[:cut]
+        except OSError as e:
+            raise LogReadError(self.log_dir, str(self.tp), e) from e
+
+    def read_region(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+                    min_one_batch: bool = True) -> FileRegion | bytes:
+        """``read``'s batches as a region of the segment file (``broker/storage/file_region.py``)
+        for a zero-copy Fetch answer, or b"" when there is nothing to read. Only batch headers
+        are read to find the end; the records themselves are never read into Python."""
+        if self.moved_to is not None:
+            return self.moved_to.read_region(start_offset, max_bytes, max_offset,
+                                             min_one_batch)
+        try:
+            found = self._locate(start_offset, max_bytes, max_offset, min_one_batch)
+            if found is None:
+                return b""
+            seg, position, limit, whole = found
+            if not whole:
+                limit = seg.whole_batches_end(position, limit)
+                if limit <= position:
+                    return b""
+            return FileRegion(self.fileops.dup(seg.fd), position, limit - position)
+        except OSError as e:
+            raise LogReadError(self.log_dir, str(self.tp), e) from e
+
+    def _locate(self, start_offset: int, max_bytes: int, max_offset: int | None,
+                min_one_batch: bool) -> tuple[LogSegment, int, int, bool] | None:
+        """Where a read's bytes are: (segment, start position, end position, whether the end
+        is known to be a batch boundary), or None for nothing to read. May raise OSError."""
         leo = self.log_end_offset
         if start_offset < self.log_start_offset or start_offset > leo:
             raise OffsetOutOfRangeError(
@@ -480,46 +519,40 @@ class Log:
                 f"{self.log_start_offset}, log end offset {leo}")
         upper = leo if max_offset is None else min(max_offset, leo)
         if start_offset >= upper:
-            return b""
-        try:
-            i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
-            segments = self.segments[i:]
-            for seg in segments:
-                found = seg.translate_offset(start_offset)
-                if found is None:
-                    continue
-                if found.base_offset >= upper:
-                    return b""
-                end_pos = None
-                if upper < seg.next_offset:
-                    # The HW and LEO sit on batch boundaries, so the batch holding ``upper``
-                    # starts there; reading stops before it.
-                    stop = seg.translate_offset(upper, start=found.position)
-                    end_pos = stop.position if stop else None
-                limit = seg.size if end_pos is None else end_pos
-                if limit - found.position > max_bytes:
-                    # Stop at the last indexed batch start that fits, so the read holds whole
-                    # batches and needs no trimming copy (index entries sit on batch starts).
-                    entries = seg.idx_entries
-                    i = bisect.bisect_right(entries, found.position + max_bytes,
-                                            key=entry_position) - 1
-                    try:
-                        start = entries[i][1] if i >= 0 else -1
-                    except IndexError:  # truncated under us: read up to max_bytes
-                        start = -1
-                    if start > found.position:
-                        limit = start
-                data = seg.read(found.position, max_bytes, limit)
-                cut = rec.complete_batches_length(data)
-                if cut == 0:
-                    if not min_one_batch:
-                        return b""
-                    data = seg.read(found.position, found.size, end_pos)
-                    cut = rec.complete_batches_length(data)
-                return data if cut == len(data) else data[:cut]
-            return b""
-        except OSError as e:
-            raise LogReadError(self.log_dir, str(self.tp), e) from e
+            return None
+        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        for seg in self.segments[i:]:
+            found = seg.translate_offset(start_offset)
+            if found is None:
+                continue
+            if found.base_offset >= upper:
+                return None
+            end_pos = None
+            if upper < seg.next_offset:
+                # The HW and LEO sit on batch boundaries, so the batch holding ``upper``
+                # starts there; reading stops before it.
+                stop = seg.translate_offset(upper, start=found.position)
+                end_pos = stop.position if stop else None
+            limit = min(seg.size, seg.size if end_pos is None else end_pos)
+            if limit - found.position <= max_bytes:
+                return seg, found.position, limit, True
+            # Stop at the last indexed batch start that fits, so the read holds whole
+            # batches and needs no trimming (index entries sit on batch starts).
+            entries = seg.idx_entries
+            j = bisect.bisect_right(entries, found.position + max_bytes, key=entry_position) - 1
+            try:
+                start = entries[j][1] if j >= 0 else -1
+            except IndexError:  # truncated under us: read up to max_bytes
+                start = -1
+            if start > found.position:
+                return seg, found.position, start, True
+            if found.size > max_bytes:
+                # KIP-74: the first batch whole, even above max_bytes, so the reader progresses.
+                if not min_one_batch:
+                    return None
+                return seg, found.position, min(limit, found.position + found.size), True
+            return seg, found.position, found.position + max_bytes, False
+        return None
 
     # ------------------------------------------------------------------ truncation
 

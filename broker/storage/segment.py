@@ -348,6 +348,26 @@ class LogSegment:
             return b""
         return self.fileops.pread(self.fd, n, position)
 
+    def whole_batches_end(self, position: int, end: int) -> int:
+        """The end of the last whole batch in [position, end), walking batch headers from
+        ``position`` (a batch start); ``position`` when not even the first fits."""
+        out = position
+        chunk_size = max(2 * self.index_interval_bytes, 8192)
+        pos = position
+        while pos + _SCAN_SIZE <= min(end, self.size):
+            buf = self.fileops.pread(self.fd, min(chunk_size, self.size - pos), pos)
+            cpos = 0
+            while cpos + _SCAN_SIZE <= len(buf):
+                size = _SCAN.unpack_from(buf, cpos)[1] + rec.LOG_OVERHEAD
+                if size < rec.HEADER_SIZE or pos + cpos + size > end:
+                    return out
+                cpos += size
+                out = pos + cpos
+            if cpos == 0:
+                return out
+            pos += cpos
+        return out
+
     def read_batch_header(self, position: int) -> rec.BatchHeader:
         return rec.parse_header(self.fileops.pread(self.fd, rec.HEADER_SIZE, position))
 

@@ -156,6 +156,23 @@ class Writer:
     def getvalue(self) -> bytes:
         return b"".join(self.parts)
 
+    def chunks(self) -> list:
+        """The encoding as bytes chunks and the file regions written by ``bytes`` (adjacent
+        bytes joined), for a sender that puts the regions on the socket with sendfile."""
+        out: list = []
+        run: list[bytes] = []
+        for p in self.parts:
+            if isinstance(p, bytes):
+                run.append(p)
+                continue
+            if run:
+                out.append(b"".join(run))
+                run = []
+            out.append(p)
+        if run:
+            out.append(b"".join(run))
+        return out
+
     def raw(self, b: bytes) -> None:
         self.parts.append(b)
 
@@ -219,11 +236,13 @@ class Writer:
         self.parts.append(b)
 
     def bytes(self, v: bytes | None, compact: bool) -> None:
+        """``v`` may also be a file region (anything with a length that is not bytes-like,
+        e.g. broker/storage/file_region.py): it is kept as is, for ``chunks``."""
         if v is None:
             self._length(None, compact, wide=True)
             return
         self._length(len(v), compact, wide=True)
-        self.parts.append(bytes(v))
+        self.parts.append(bytes(v) if isinstance(v, (bytes, bytearray, memoryview)) else v)
 
     def array_length(self, n: int | None, compact: bool) -> None:
         if compact:
