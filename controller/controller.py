@@ -31,8 +31,10 @@ resumes from whatever ZooKeeper holds.
 `replog.test.kill.after.restart.entry` does the same after a /restart_partitions entry is
 applied and before it is deleted (seed 003's at-least-once processing).
 
-Left out: the /admin/preferred_replica_election znode (ElectLeaders replaces it), and adding
-partitions to a topic. AlterPartition requests are handled one RPC per event (not coalesced).
+Left out: the /admin/preferred_replica_election znode (ElectLeaders replaces it), and Kafka's
+partition-modification watch on /brokers/topics/<t> (partitions are added through the
+CreatePartitions RPC only). AlterPartition requests are handled one RPC per event (not
+coalesced).
 """
 
 from __future__ import annotations
@@ -619,6 +621,16 @@ class Controller:
         but unreachable broker makes the answer wait for the timeout; the result is still
         NONE - the change is made.)"""
         ans = await self._request(E.CreateTopics(topics=topics, validate_only=validate_only))
+        await _wait(ans.deliveries, timeout_ms)
+        return ans.value
+
+    async def create_partitions(self, topics: tuple[E.NewPartitions, ...], validate_only: bool,
+                                timeout_ms: int) -> list[E.PartitionsResult]:
+        """Answers as create_topics does: once the grown assignments and the new partitions'
+        leaders are in ZooKeeper and the live brokers acknowledged their requests, or at
+        timeout_ms (<= 0: without waiting for brokers, as a KRaft controller answers)."""
+        ans = await self._request(E.CreatePartitions(topics=topics,
+                                                     validate_only=validate_only))
         await _wait(ans.deliveries, timeout_ms)
         return ans.value
 

@@ -23,15 +23,17 @@ Each handler is written as a generator that yields effects and receives the outc
 store ones, so a sequence such as "write the new states, apply, tell the brokers, retry the
 refused ones" reads top to bottom; `step` drives it to its next store effect.
 
-Status: complete for topic creation and deletion, broker lifecycle, controlled shutdown,
-AlterPartition, ElectLeaders, the automatic preferred-leader check, reassignment (C6, seed
-004's seven steps: `_on_partition_reassignment`, `_complete_reassignment`) and
-/restart_partitions (C5, seed 003: `_restart_partitions_change`) and KIP-966's Unclean Recovery
-Manager (C7: `_recoveries`, run after every event's handler - decisions/recovery.py).
+Status: complete for topic creation and deletion, adding partitions (CreatePartitions), broker
+lifecycle, controlled shutdown, AlterPartition, ElectLeaders, the automatic preferred-leader
+check, reassignment (C6, seed 004's seven steps: `_on_partition_reassignment`,
+`_complete_reassignment`) and /restart_partitions (C5, seed 003: `_restart_partitions_change`)
+and KIP-966's Unclean Recovery Manager (C7: `_recoveries`, run after every event's handler -
+decisions/recovery.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Generator, Mapping
 from typing import Any
@@ -45,6 +47,7 @@ from controller import events as E
 from controller.assignment import BrokerMetadata
 from controller.context import ControllerContext
 from controller.elr import ElrConfig
+from controller.partitions import plan_partitions
 from controller.request_batch import build_requests
 from controller.state_machine import PartitionState
 from controller.topics import TopicError, plan_topic
@@ -97,6 +100,7 @@ class ControllerCore:
             E.StopReplicaResponse: self._stop_replica_response,
             E.TimerFired: self._timer_fired,
             E.CreateTopics: self._create_topics,
+            E.CreatePartitions: self._create_partitions,
             E.DeleteTopics: self._delete_topics,
             E.AlterPartition: self._alter_partition,
             E.ControlledShutdown: self._controlled_shutdown,
@@ -460,6 +464,53 @@ class ControllerCore:
         for i, plan in plans:  # arm each new topic's config watch
             if results[i].error_code == ErrorCode.NONE:
                 yield X.ReadTopicConfig(plan.name)
+        if tps:
+            yield from self._execute(D.on_new_partitions(ctx, tps))
+        yield X.Reply(ev.request_id, results, await_deliveries=True)
+
+    def _create_partitions(self, ev: E.CreatePartitions) -> Handler:
+        """Kafka's CreatePartitions, as its ZooKeeper mode ran it, in one event: check each
+        topic (controller/partitions.py), write the grown assignment to /brokers/topics/<t>,
+        then create the new partitions exactly as a new topic's (onNewPartitionCreation: New
+        -> Online, LeaderAndIsr with is_new, UpdateMetadata). Being this controller's own
+        event, the check cannot race a reassignment's znode writes (ZkAdminManager's reason
+        for REASSIGNMENT_IN_PROGRESS) or a deletion starting. A controller that dies after the
+        znode write leaves partitions without state: the next one's failover initializes them
+        (ControllerContext.reset_states makes them New)."""
+        ctx = self.ctx
+        names = [t.name for t in ev.topics]
+        dups = {n for n in names if names.count(n) > 1}
+        live = [BrokerMetadata(b, r.rack) for b, r in sorted(ctx.live_brokers.items())]
+        results: list[E.PartitionsResult] = []
+        plans: list[tuple[str, dict[int, list[int]]]] = []
+        for t in ev.topics:
+            if t.name in dups:  # KafkaApis: every entry of a duplicated topic is refused
+                results.append(E.PartitionsResult(t.name, ErrorCode.INVALID_REQUEST,
+                                                  "Duplicate topic in request."))
+                continue
+            try:
+                new = plan_partitions(t.name, t.count, t.assignments,
+                                      current=ctx.assignments.get(t.name),
+                                      being_deleted=ctx.is_being_deleted(t.name),
+                                      live_brokers=live)
+            except TopicError as e:
+                results.append(E.PartitionsResult(t.name, e.error_code, e.message))
+                continue
+            plans.append((t.name, new))
+            results.append(E.PartitionsResult(t.name))
+        if ev.validate_only:
+            yield X.Reply(ev.request_id, results)
+            return
+        tps: list[TopicPartition] = []
+        for name, new in plans:
+            a = ctx.assignments[name]
+            grown = dataclasses.replace(a, partitions={**a.partitions, **new})
+            yield X.WriteTopicAssignment(grown, ctx.epoch_zk_version)
+            ctx.set_topic_assignment(grown)
+            tps += [TopicPartition(name, p) for p in sorted(new)]
+            yield self._emit("partitions_created", topic=name, topic_id=a.topic_id,
+                             old_count=len(a.partitions), new_count=len(grown.partitions),
+                             assignment={str(p): r for p, r in sorted(new.items())})
         if tps:
             yield from self._execute(D.on_new_partitions(ctx, tps))
         yield X.Reply(ev.request_id, results, await_deliveries=True)

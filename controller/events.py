@@ -154,6 +154,32 @@ class CreateTopics(Event):
 
 
 @dataclass(frozen=True)
+class NewPartitions:
+    """One topic of a CreatePartitions request: raise its partition count to `count`;
+    `assignments`, if given, holds one replica list per new partition."""
+
+    name: str
+    count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None
+
+
+@dataclass(frozen=True)
+class PartitionsResult:
+    """CreatePartitions' answer for one topic (Kafka's CreatePartitionsTopicResult)."""
+
+    name: str
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str = ""
+
+
+@dataclass(frozen=True)
+class CreatePartitions(Event):
+    request_id: int = 0
+    topics: tuple[NewPartitions, ...] = ()
+    validate_only: bool = False
+
+
+@dataclass(frozen=True)
 class DeleteTopics(Event):
     """Answered at once with the results, naming the topics to wait for; each of those is
     answered again by a `TopicDeleted` effect when its deletion finishes."""

@@ -64,6 +64,17 @@ def _validate_create(req: pb.CreateTopicsRequest) -> None:
         _check(len(t.configs) <= 1000, "too many configs")
 
 
+def _validate_create_partitions(req: pb.CreatePartitionsRequest) -> None:
+    _check(len(req.topics) <= MAX_TOPICS_PER_REQUEST,
+           f"too many topics in one request (at most {MAX_TOPICS_PER_REQUEST})")
+    for t in req.topics:
+        _check(t.count <= MAX_PARTITIONS_PER_TOPIC, f"count {t.count} is too large")
+        _check(len(t.assignments) <= MAX_PARTITIONS_PER_TOPIC, "too many assignments")
+        for a in t.assignments:
+            _check(len(a.broker_ids) <= MAX_REPLICATION_FACTOR, "too many replicas")
+            _check(all(b >= 0 for b in a.broker_ids), "broker ids must not be negative")
+
+
 def _validate_alter(req: pb.AlterPartitionRequest) -> None:
     n = sum(len(t.partitions) for t in req.topics)
     _check(n <= MAX_PARTITIONS_PER_REQUEST, "too many partitions in one request")
@@ -107,6 +118,24 @@ def _create_response(results: list[E.TopicResult]) -> pb.CreateTopicsResponse:
         if r.error_message:
             t.error_message = r.error_message
         t.configs.update(r.configs)
+    return out
+
+
+def _create_partitions_args(req: pb.CreatePartitionsRequest) -> tuple:
+    topics = tuple(E.NewPartitions(
+        name=t.name, count=t.count,
+        assignments=tuple(tuple(a.broker_ids) for a in t.assignments) or None)
+        for t in req.topics)
+    return topics, req.validate_only, req.timeout_ms
+
+
+def _create_partitions_response(results: list[E.PartitionsResult]
+                                ) -> pb.CreatePartitionsResponse:
+    out = pb.CreatePartitionsResponse()
+    for r in results:
+        t = out.results.add(name=r.name, error_code=r.error_code)
+        if r.error_message:
+            t.error_message = r.error_message
     return out
 
 
@@ -228,6 +257,12 @@ class ControllerServicer(replog_pb2_grpc.ControllerServicer):
         async def create(req):
             return _create_response(await self.controller.create_topics(*_create_args(req)))
         return await self._call(context, create, request, _validate_create)
+
+    async def CreatePartitions(self, request, context):
+        async def create(req):
+            return _create_partitions_response(
+                await self.controller.create_partitions(*_create_partitions_args(req)))
+        return await self._call(context, create, request, _validate_create_partitions)
 
     async def DeleteTopics(self, request, context):
         async def delete(req):

@@ -60,6 +60,7 @@ BROKER_RPCS = {
 
 CONTROLLER_RPCS = {
     "CreateTopics": ("CreateTopicsRequest", "CreateTopicsResponse"),
+    "CreatePartitions": ("CreatePartitionsRequest", "CreatePartitionsResponse"),
     "DeleteTopics": ("DeleteTopicsRequest", "DeleteTopicsResponse"),
     "AlterPartition": ("AlterPartitionRequest", "AlterPartitionResponse"),
     "ControlledShutdown": ("ControlledShutdownRequest", "ControlledShutdownResponse"),
@@ -311,6 +312,16 @@ KEY_FIELDS = {
         4, "replog.v1.CreatableReplicaAssignment", "repeated"),
     ("CreatableTopic", "configs"): (5, "map"),
     ("CreateTopicsRequest", "validate_only"): (3, BOOL),
+    ("CreatePartitionsRequest", "topics"): (1, "replog.v1.CreatePartitionsTopic", "repeated"),
+    ("CreatePartitionsRequest", "timeout_ms"): (2, I32),
+    ("CreatePartitionsRequest", "validate_only"): (3, BOOL),
+    ("CreatePartitionsTopic", "name"): (1, STR),
+    ("CreatePartitionsTopic", "count"): (2, I32),
+    ("CreatePartitionsTopic", "assignments"): (
+        3, "replog.v1.CreatePartitionsAssignment", "repeated"),
+    ("CreatePartitionsAssignment", "broker_ids"): (1, I32, "repeated"),
+    ("CreatePartitionsTopicResult", "error_code"): (2, I32),
+    ("CreatePartitionsTopicResult", "error_message"): (3, STR, "optional"),
     ("AlterPartitionRequest", "broker_id"): (1, I32),
     ("AlterPartitionRequest", "broker_epoch"): (2, I64),
     ("AlterPartitionPartition", "leader_epoch"): (2, I32),

@@ -22,6 +22,8 @@ Commands:
     kill ID...                     brokers' sessions end
     bounce ID [unclean]            re-register with a new broker epoch between two reads
     create-topic T partitions=N rf=R start=S [P:B,B,B ...]   (start = Kafka's fixed start index)
+    create-partitions T count=N [B,B,B ...] [validate]   CreatePartitions (one replica list
+                                   per new partition, or none: the controller places them)
     config T key=value             topic config override (fires the config watch)
     unclean-default true|false     unclean.leader.election.enable of the controller
     cluster key=value ...          the controller's config (eligible.leader.replicas.enable,
@@ -278,6 +280,14 @@ class Scenario:
             for r in (reply.value if reply and reply.error is None else []):
                 if r.error_code != ErrorCode.NONE:
                     self.out.append(f"create {r.name} {r.error_code.name}: {r.error_message}")
+        elif cmd == "create-partitions":
+            explicit = tuple(tuple(_ints(x)) for x in pos[1:] if x != "validate") or None
+            reply = self._request(E.CreatePartitions(topics=(
+                E.NewPartitions(pos[0], int(kv["count"]), explicit),),
+                validate_only="validate" in pos))
+            for r in (reply.value if reply and reply.error is None else []):
+                self.out.append(f"answer {r.name} {r.error_code.name}"
+                                + (f": {r.error_message}" if r.error_message else ""))
         elif cmd == "config":
             d.tree.configs.setdefault(pos[0], {}).update(kv)
             d.tree.fire(("config", pos[0]), WatchedEvent("CHANGED", pos[0]))
