@@ -5,6 +5,7 @@ sees it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import subprocess
 import time
@@ -21,6 +22,7 @@ from tests.kafka.test_clients import (
     read,
     replog,
 )
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -327,3 +329,91 @@ def test_records_cross_between_every_client_and_the_replog_cli(cluster_factory):
                           ("librdkafka", _consume_librdkafka), ("kcat", _consume_kcat),
                           ("replog consume", _consume_replog_cli)]:
         assert consume(cluster, len(expected)) == expected, name
+
+
+# ---------------------------------------------------------------------------- 3
+
+def _kcat(cluster, *args: str, stdin: str | None = None) -> str:
+    return subprocess.run(["kcat", "-b", cluster.kafka_bootstrap_servers, *args], input=stdin,
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+# librdkafka's text for Kafka's LEADER_NOT_AVAILABLE (5), as kcat -L -J prints it
+LEADER_NOT_AVAILABLE = "Broker: Leader not available"
+
+
+def _kcat_view(listing: dict) -> dict:
+    """kcat -L -J reduced to what replog's AdminClient also describes."""
+    return {
+        "brokers": {b["id"]: b["name"] for b in listing["brokers"]},
+        "controller": listing["controllerid"],
+        "topics": {t["topic"]: (t.get("error"), [
+            (p["partition"], p["leader"], [r["id"] for r in p["replicas"]],
+             [r["id"] for r in p["isrs"]], p.get("error"))
+            for p in t["partitions"]]) for t in listing["topics"]}}
+
+
+def _replog_view(cluster, originating: int) -> dict:
+    async def go():
+        async with AdminClient(cluster.bootstrap_servers, request_timeout_ms=10000) as admin:
+            live = await admin.live_brokers()
+            return live, await admin.describe_topics()
+    live, topics = asyncio.run(go())
+    return {
+        "brokers": {b: cluster.broker(b).kafka_address for b in live},
+        # the answering broker stands in for replog's controller, which is not a broker
+        "controller": originating,
+        "topics": {name: (None, [(p.partition, p.leader, list(p.replicas), list(p.isr),
+                                  LEADER_NOT_AVAILABLE if p.leader == -1 else None)
+                                 for p in t.partitions])
+                   for name, t in topics.items()}}
+
+
+def test_kcat_metadata_matches_the_admin_client_after_a_broker_dies(cluster_factory):
+    """kcat -L -J over every topic - brokers, leaders, replicas, ISRs and the partition
+    errors - is what replog's own AdminClient describes, also once a broker is SIGKILLed (the
+    dead broker gone from the broker list and the ISRs, its single-replica partition
+    leaderless with LEADER_NOT_AVAILABLE). kcat's records produced before the kill (librdkafka's
+    partitioner spreading keys over the partitions) are read back by kcat -C from the new
+    leaders."""
+    if shutil.which("kcat") is None:
+        pytest.skip("kcat is missing: `make setup` installs Debian's kcat (as root)")
+    cluster = cluster_factory(brokers=3, overrides=FAST)
+    create(cluster, "a", 3, 3)
+    create(cluster, "b", 2, 2)
+    create(cluster, "c", 1, 1, assignment={0: [3]})
+    lines = [f"k{i}|v{i}" for i in range(60)]
+    _kcat(cluster, "-P", "-t", "a", "-K", "|", "-X", "acks=all", stdin="\n".join(lines) + "\n")
+
+    def agree() -> tuple[dict, dict] | None:
+        listing = json.loads(_kcat(cluster, "-L", "-J"))
+        ours = _replog_view(cluster, listing["originating_broker"]["id"])
+        theirs = _kcat_view(listing)
+        return (theirs, ours) if theirs == ours else None
+
+    theirs, _ = wait_until(agree, timeout=30, what="kcat's metadata to match replog's",
+                              interval=0.5)
+    assert sorted(theirs["topics"]) == ["a", "b", "c"]
+    assert len(theirs["brokers"]) == 3
+
+    cluster.broker(3).kill()
+
+    def moved() -> dict | None:
+        view = _replog_view(cluster, 0)
+        return view if set(view["brokers"]) == {1, 2} and all(
+            3 not in isr and leader in (1, 2) for name, (_, parts) in view["topics"].items()
+            if name != "c" for _, leader, _, isr, _ in parts) else None
+    wait_until(moved, timeout=60, what="broker 3 out of the brokers, leaders and ISRs")
+    theirs, _ = wait_until(agree, timeout=30, what="kcat's metadata to match replog's after "
+                           "the kill", interval=0.5)
+    # The last replica standing stays in the ISR of its leaderless partition (Kafka's
+    # offline election leaves the ISR as it was when no replica can lead).
+    assert theirs["topics"]["c"] == (None, [(0, -1, [3], [3], LEADER_NOT_AVAILABLE)]), theirs["topics"]["c"]
+
+    out = _kcat(cluster, "-C", "-t", "a", "-o", "beginning", "-e", "-f", "%p|%o|%k|%s\n")
+    got = [line.split("|") for line in out.splitlines()]
+    assert sorted(f"{k}|{v}" for _, _, k, v in got) == sorted(lines)
+    assert len({p for p, _, _, _ in got}) > 1, "librdkafka's partitioner used one partition"
+    for p in {p for p, _, _, _ in got}:
+        offsets = sorted(int(o) for q, o, _, _ in got if q == p)
+        assert offsets == list(range(len(offsets))), f"partition {p}: {offsets}"
