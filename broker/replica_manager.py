@@ -116,6 +116,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
+        log_manager.config_for = self.log_config_for  # topic overrides (topic_config_state)
         self.metadata = metadata
         self.metrics = metrics
         self.events = events

@@ -83,6 +83,17 @@ class TopicConfigState:
             self.topic_configs[topic] = dict(cfg)
         self.quotas.apply_topic_config(topic, cfg)
         self._refresh_min_isr(lambda tp: tp.topic == topic)
+        if cfg is not None:
+            # Kafka's TopicConfigHandler -> LogManager.updateTopicConfig: the topic's logs take
+            # the new log config in place (segment size and age, retention, flush interval,
+            # index interval, max.message.bytes). An unreadable config keeps the last one.
+            lc = self.log_config_for(topic)
+            for tp, log in self.log_manager.logs_of_topic(topic):
+                log.config = lc
+
+    def log_config_for(self, topic: str):
+        """The topic's log config: the broker's under the topic's overrides."""
+        return self.log_manager.config.with_topic_overrides(self.topic_configs.get(topic))
 
     def apply_broker_config(self, dynamic: dict[str, str] | None,
                             default: dict[str, str] | None = None) -> None:

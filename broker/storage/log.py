@@ -15,6 +15,7 @@ Every I/O error surfaces as a storage error naming the log dir and the partition
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,6 +66,27 @@ class LogConfig:
     index_interval_bytes: int = 4096                 # log.index.interval.bytes
     max_message_bytes: int = 1048588                 # message.max.bytes
     file_delete_delay_ms: int = 60000                # file.delete.delay.ms
+
+    def with_topic_overrides(self, overrides: dict[str, str] | None) -> LogConfig:
+        """This (the broker's) config under a topic's overrides, as Kafka's LogConfig merges
+        the topic's props over the broker defaults (LogManager.updateTopicConfig /
+        TopicConfigHandler). Values were validated when written (dynamic_config)."""
+        changes = {field: int(overrides[key]) for key, field in TOPIC_LOG_KEYS.items()
+                   if overrides and key in overrides}
+        return dataclasses.replace(self, **changes) if changes else self
+
+
+# Topic-level log config key -> LogConfig field (Kafka's TopicConfig names).
+TOPIC_LOG_KEYS = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "flush.messages": "flush_interval_messages",
+    "index.interval.bytes": "index_interval_bytes",
+    "max.message.bytes": "max_message_bytes",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+}
 
 
 class LogAppendInfo(NamedTuple):

@@ -113,6 +113,9 @@ class LogManager:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.config = config or LogConfig()
+        # A topic's log config: the broker's under the topic's overrides; the replica manager
+        # installs its resolver (it holds the topic configs read from ZooKeeper).
+        self.config_for: Callable[[str], LogConfig] = lambda _topic: self.config
         self.clock = clock
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.dirs = [LogDir(d, i, self.fileops) for i, d in enumerate(log_dirs)]
@@ -214,7 +217,7 @@ class LogManager:
                 raise LogLoadError(d.path, str(tp), e) from e
             if tp in self.logs and not self._resolve_duplicate(tp, d, full, record):
                 continue  # the copy here is the stale one, and is gone
-            log = Log.open(d.path, tp, self.config, fileops=fo, clock=self.clock,
+            log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=fo, clock=self.clock,
                            recovery_point=recovery_points.get(tp, 0),
                            log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp, 0),
                            needs_recovery=not d.had_clean_shutdown)
@@ -244,7 +247,7 @@ class LogManager:
         future = None
         if current is not None and self._dir_of[tp] is not d and tp not in self.future_logs:
             try:
-                future = Log.open(d.path, tp, self.config, fileops=self.fileops,
+                future = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops,
                                   clock=self.clock, log_start_offset=current.log_start_offset,
                                   needs_recovery=True, partition_dir=full)
             except (KafkaStorageError, OSError, ValueError):
@@ -354,6 +357,11 @@ class LogManager:
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)
 
+    def logs_of_topic(self, topic: str) -> list[tuple[TopicPartition, Log]]:
+        """The topic's current logs and future logs (a KIP-113 move in progress)."""
+        out = [(tp, log) for tp, log in self.logs.items() if tp.topic == topic]
+        return out + [(tp, f[0]) for tp, f in self.future_logs.items() if tp.topic == topic]
+
     def log_dir_of(self, tp: TopicPartition) -> LogDir | None:
         return self._dir_of.get(tp)
 
@@ -406,7 +414,7 @@ class LogManager:
         record = placement.Placement(supersedes, broker_epoch, self.clock()) \
             if supersedes else None
         try:
-            log = Log.open(d.path, tp, self.config, fileops=self.fileops, clock=self.clock,
+            log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops, clock=self.clock,
                            needs_recovery=False)
             if record is not None:
                 try:
@@ -430,7 +438,7 @@ class LogManager:
         d = self._dir_of[tp]
         old._close_fds()
         old.closed = True
-        log = Log.open(d.path, tp, self.config, fileops=self.fileops, clock=self.clock,
+        log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops, clock=self.clock,
                        recovery_point=old.recovery_point, log_start_offset=old.log_start_offset,
                        high_watermark=old.high_watermark, needs_recovery=True)
         log.on_truncation = functools.partial(self._checkpoint_after_truncation, tp)

@@ -232,3 +232,28 @@ async def test_applied_changes_re_derive_min_isr_of_the_topics_partitions(tmp_pa
         assert p.min_isr == 3
     finally:
         await node.stop()
+
+
+async def test_topic_log_configs_reach_the_topics_logs_in_place(tmp_path):
+    """Kafka's TopicConfigHandler -> LogManager.updateTopicConfig: a topic's segment.bytes,
+    retention.ms and max.message.bytes apply to its logs at once; the broker's values are
+    what is left when the override goes, and other topics keep the broker's."""
+    node = Node(1, tmp_path)
+    await node.start()
+    try:
+        await node.stub.LeaderAndIsr(leader_and_isr(node, 1, 0, [1, 2], [1, 2, 3], [node]))
+        log = node.rm.partitions[next(iter(node.rm.partitions))].log
+        broker = node.rm.log_manager.config
+        node.rm.apply_topic_config("t", {"segment.bytes": "4096", "retention.ms": "60000",
+                                         "max.message.bytes": "100", "min.insync.replicas": "1"})
+        assert (log.config.segment_bytes, log.config.retention_ms,
+                log.config.max_message_bytes) == (4096, 60000, 100)
+        resp = await node.stub.Produce(produce_req("x" * 200))
+        assert resp.responses[0].partition_responses[0].error_code == \
+            ErrorCode.MESSAGE_TOO_LARGE
+        node.rm.apply_topic_config("other", {"segment.bytes": "8192"})
+        assert log.config.segment_bytes == 4096
+        node.rm.apply_topic_config("t", {})
+        assert log.config == broker
+    finally:
+        await node.stop()

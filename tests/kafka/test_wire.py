@@ -76,7 +76,8 @@ BAD_INPUT = {
     "2 GiB length prefix": struct.pack(">i", 2 ** 31 - 1) + b"\x00" * 16,
     "negative length prefix": struct.pack(">i", -5),
     "unknown api key": request(999, 0, b""),
-    "an api replog does not serve (FindCoordinator)": request(10, 0, b"\x00\x01g"),
+    # CreateDelegationToken: not in ApiVersions (no SASL), so a request for it is refused
+    "an api replog does not serve (CreateDelegationToken)": request(38, 0, b"\x00" * 12),
     "Metadata version out of range": request(ApiKey.METADATA, 99, b""),
     "garbage": b"\x00\x00\x00\x10" + bytes(range(250, 256)) * 3,
     "a header without its body": request(ApiKey.PRODUCE, 9, b""),
@@ -200,3 +201,29 @@ def test_fetch_list_offsets_and_epochs_through_the_replica_manager(module_cluste
                                              "current_leader_epoch": epoch}]}]}, 5)
         (p,) = ofle["topics"][0]["partitions"]
         assert (p["error_code"], p["leader_epoch"], p["end_offset"]) == (0, epoch, base + 2)
+
+
+def test_a_batch_above_the_topics_max_message_bytes_is_message_too_large(module_cluster):
+    """Kafka's LogValidator: a batch larger than the topic's max.message.bytes (broker
+    default message.max.bytes) is refused with MESSAGE_TOO_LARGE and nothing is appended."""
+    import asyncio
+
+    from admin.client.admin_client import AdminClient
+
+    async def create():
+        async with AdminClient(module_cluster.bootstrap_servers) as admin:
+            await admin.create_topic("small-batches", 1, 1,
+                                     configs={"max.message.bytes": "2000"})
+    asyncio.run(create())
+    big = build_batch([ProducerRecord(None, b"x" * 3000)])
+    small = build_batch([ProducerRecord(None, b"x" * 100)])
+    with connect(module_cluster) as s:
+        answers = []
+        for i, records in enumerate([big, small]):
+            body = _produce(-1, records)
+            body["topic_data"][0]["name"] = "small-batches"
+            (t,) = call(s, ApiKey.PRODUCE, 9, body, 10 + i)["responses"]
+            (p,) = t["partition_responses"]
+            answers.append((p["error_code"], p["base_offset"]))
+    assert answers[0][0] == 10  # MESSAGE_TOO_LARGE
+    assert answers[1] == (0, 0)  # the refused batch took no offset
