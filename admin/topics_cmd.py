@@ -1,4 +1,4 @@
-"""``replog topics create|describe|list|delete`` — kafka-topics.sh, over replog's gRPC.
+"""``replog topics create|describe|list|alter|delete`` — kafka-topics.sh, over replog's gRPC.
 
 Option names, output and messages are Kafka's (tools/.../TopicCommand.java, Kafka 3.7+):
 
@@ -11,8 +11,15 @@ after ``Isr`` while a reassignment is in progress. With one of the partition fil
 ``--at-min-isr-partitions``, and replog's ``--eligible-leader-replicas``: partitions with an ELR
 or LastKnownELR, KIP-966) only the matching partition lines are printed, as in Kafka.
 
-``--topic`` is a regular expression matched against whole topic names for describe, list and
-delete, as Kafka's include list is. "Configs:" lists the topic's overrides as DescribeConfigs
+``--topic`` is a regular expression matched against whole topic names for describe, list,
+alter and delete, as Kafka's include list is.
+
+``alter --partitions N [--replica-assignment ...]`` adds partitions (CreatePartitions). It prints
+what ZooKeeper-era kafka-topics printed for each topic: ``WARNING: If partitions are increased
+for a topic that has a key, the partition logic or ordering of the messages will be affected``
+then ``Adding partitions succeeded!`` - here only once the controller has added them, so a
+refused request prints nothing but its one error line. ``--replica-assignment`` lists every
+partition, as in Kafka; the entries past the topic's current count are the new partitions'. "Configs:" lists the topic's overrides as DescribeConfigs
 reads them from ZooKeeper now (Kafka's TopicCommand asks describeConfigs too; it also prints
 static broker values, replog only the topic's own), and the min-ISR filters use the
 ``min.insync.replicas`` the brokers apply (override, else broker dynamic or static default).
@@ -25,12 +32,14 @@ import re
 import sys
 from collections.abc import Iterable
 
-from admin.client import AdminClient, KafkaError, PartitionInfo, TopicInfo
+from admin.client import AdminClient, KafkaError, NewPartitions, PartitionInfo, TopicInfo
 from common import event_loop
 from common.errors import ErrorCode, ReplogError
 from common.names import validate_topic
 
 SHORT_MAX = 32767
+ALTER_WARNING = ("WARNING: If partitions are increased for a topic that has a key, the partition "
+                 "logic or ordering of the messages will be affected")
 COLLISION_WARNING = ("WARNING: Due to limitations in metric names, topics with a period ('.') or "
                      "underscore ('_') could collide. To avoid issues it is best to use either, "
                      "but not both.")
@@ -251,6 +260,39 @@ async def _list(args) -> int:
     return 0
 
 
+async def _alter(args) -> int:
+    assignment = parse_replica_assignment(args.replica_assignment) \
+        if args.replica_assignment else None
+    async with _admin(args) as admin:
+        md = await admin.describe_cluster_metadata(all_topics=True)
+        names = _matching((n for n, t in md.topics.items() if t.error_code == ErrorCode.NONE),
+                          args.topic)
+        _ensure_found(names, args.topic, args.if_exists)
+        if not names:
+            return 0
+        wanted: dict[str, NewPartitions] = {}
+        for n in names:
+            new = None
+            if assignment is not None:
+                # TopicCommand: the listed partitions past the current count (startPartitionId)
+                current = len(md.topics[n].partitions)
+                new = [r for p, r in sorted(assignment.items()) if p >= current]
+                if not new:
+                    raise ReplogError(f"Increasing the number of partitions by "
+                                      f"{args.partitions - current} but 0 assignments provided.")
+            wanted[n] = NewPartitions(args.partitions, new)
+        results = await admin.create_partitions(wanted)
+    failed = [(n, e) for n, e in sorted(results.items()) if e is not None]
+    for n in names:
+        if n in results and results[n] is None:
+            print(ALTER_WARNING)
+            print("Adding partitions succeeded!")
+    if failed:
+        raise ReplogError("; ".join(
+            (f"{n}: " if len(names) > 1 else "") + (e.message or e.name) for n, e in failed))
+    return 0
+
+
 async def _delete(args) -> int:
     async with _admin(args) as admin:
         names = _matching(await admin.list_topics(), args.topic)
@@ -278,7 +320,7 @@ def _run(coro_fn):
 
 
 def add_parsers(sub) -> None:
-    topics = sub.add_parser("topics", help="create, describe, list and delete topics "
+    topics = sub.add_parser("topics", help="create, describe, list, alter and delete topics "
                                            "(kafka-topics)")
     actions = topics.add_subparsers(dest="topics_command", metavar="ACTION")
     actions.required = True
@@ -330,6 +372,19 @@ def add_parsers(sub) -> None:
     p.add_argument("--exclude-internal", action="store_true",
                    help="accepted for compatibility (replog has no internal topics)")
     p.set_defaults(func=_run(_list))
+
+    p = actions.add_parser("alter", help="add partitions to topics (kafka-topics --alter)")
+    common(p, True)
+    p.add_argument("--partitions", type=int, required=True,
+                   help="the new number of partitions (it can only grow; WARNING: if partitions "
+                        "are increased for a topic that has a key, the partition logic or "
+                        "ordering of the messages will be affected)")
+    p.add_argument("--replica-assignment", metavar="B:B:B,B:B:B",
+                   help="replicas of every partition, partitions separated by ',', replicas "
+                        "by ':', preferred leader first; those past the current count are "
+                        "used for the new partitions")
+    p.add_argument("--if-exists", action="store_true", help="do nothing if the topic is missing")
+    p.set_defaults(func=_run(_alter))
 
     p = actions.add_parser("delete", help="delete topics")
     common(p, True)

@@ -29,6 +29,7 @@ from admin.client.admin_client import (
                                        AdminClient,
                                        ClusterDescription,
                                        CreatedTopic,
+                                       NewPartitions,
                                        NewTopic,
                                        PartitionReassignment,
 )
@@ -48,7 +49,7 @@ from admin.client.producer import Producer, RecordMetadata, TopicPartition, pars
 __all__ = [
     "AdminClient", "BrokerInfo", "ClusterDescription", "ClusterMetadata", "Consumer",
     "ConsumerRecord", "CreatedTopic", "DefaultPartitioner", "KafkaError", "KafkaTimeoutError",
-    "NewTopic", "OffsetOutOfRangeError", "PartitionInfo", "PartitionReassignment", "Producer",
+    "NewPartitions", "NewTopic", "OffsetOutOfRangeError", "PartitionInfo", "PartitionReassignment", "Producer",
     "RecordMetadata", "RecordTooLargeError", "TopicInfo", "TopicPartition", "TransportError",
     "UnknownTopicError", "error_name", "murmur2", "parse_acks", "partition_for_key",
     "to_positive",

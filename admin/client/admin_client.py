@@ -37,6 +37,16 @@ class NewTopic:
 
 
 @dataclass(frozen=True)
+class NewPartitions:
+    """Kafka's NewPartitions.increaseTo(total_count, new_assignments): raise a topic's
+    partition count; ``new_assignments`` holds one replica list (preferred leader first) per
+    *new* partition, or None to let the controller place them."""
+
+    total_count: int
+    new_assignments: list[list[int]] | None = None
+
+
+@dataclass(frozen=True)
 class CreatedTopic:
     name: str
     topic_id: str
@@ -216,6 +226,23 @@ class AdminClient:
         if isinstance(result, KafkaError):
             raise result
         return result
+
+    async def create_partitions(self, new_partitions: Mapping[str, NewPartitions | int], *,
+                                timeout_ms: int = 30000, validate_only: bool = False
+                                ) -> dict[str, KafkaError | None]:
+        """Kafka's createPartitions: per topic, None once its new partitions exist (and, with
+        timeout_ms > 0, the live brokers know of them), or the KafkaError the controller gave
+        (INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION,
+        REASSIGNMENT_IN_PROGRESS, ...). An int is a total count without an assignment."""
+        req = pb.CreatePartitionsRequest(timeout_ms=timeout_ms, validate_only=validate_only)
+        for name, np in new_partitions.items():
+            np = NewPartitions(np) if isinstance(np, int) else np
+            t = req.topics.add(name=name, count=np.total_count)
+            for replicas in np.new_assignments or ():
+                t.assignments.add(broker_ids=list(replicas))
+        resp = await self._controller_call("CreatePartitions", req, timeout_ms)
+        return {r.name: _error_or_none(r.error_code, r.error_message, topic=r.name)
+                for r in resp.results}
 
     async def delete_topics(self, names: Iterable[str], *, timeout_ms: int = 30000
                             ) -> dict[str, KafkaError | None]:
