@@ -14,6 +14,8 @@ import confluent_kafka
 import pytest
 
 from admin.client.admin_client import AdminClient
+from common import zk_layout as zl
+from tests.cluster.test_elr_recovery import ELR_ON, _state
 from tests.kafka.test_clients import (
     TOPIC,
     assigned_consumer,
@@ -417,3 +419,113 @@ def test_kcat_metadata_matches_the_admin_client_after_a_broker_dies(cluster_fact
     for p in {p for p, _, _, _ in got}:
         offsets = sorted(int(o) for q, o, _, _ in got if q == p)
         assert offsets == list(range(len(offsets))), f"partition {p}: {offsets}"
+
+
+# ---------------------------------------------------------------------------- 4
+
+def _zk_until(c, topic: str, pred, what: str, timeout: float = 60):
+    """Partition 0's state in ZooKeeper once ``pred`` holds for it."""
+    def check():
+        s = _state(c, topic)
+        return s if pred(s) else None
+    return wait_until(check, timeout=timeout, what=f"{topic}-0: {what}")
+
+
+class RdProducer:
+    """A librdkafka producer (acks=all, no idempotence) keeping every delivery report:
+    ``delivered`` {(partition, offset): value} and ``failed`` [(error code, value)]."""
+
+    def __init__(self, cluster, topic: str, **config):
+        self.topic = topic
+        self.delivered: dict[tuple[int, int], bytes] = {}
+        self.failed: list[tuple[int, bytes]] = []
+        self.producer = confluent_kafka.Producer({
+            "bootstrap.servers": cluster.kafka_bootstrap_servers, "acks": "all",
+            "enable.idempotence": False, "linger.ms": 5, **config})
+
+    def _report(self, err, msg) -> None:
+        if err is None:
+            self.delivered[(msg.partition(), msg.offset())] = msg.value()
+        else:
+            self.failed.append((err.code(), msg.value()))
+
+    def send(self, tag: str, n: int, partition: int = 0) -> list[bytes]:
+        values = [f"{tag}-{i}".encode() for i in range(n)]
+        for v in values:
+            self.producer.produce(self.topic, value=v, partition=partition,
+                                  on_delivery=self._report)
+        self.producer.poll(0)
+        return values
+
+    def flush(self, timeout: float = 60) -> None:
+        assert self.producer.flush(timeout) == 0, f"records still queued after {timeout} s"
+
+    def metadata(self, partition: int = 0):
+        """This client's own Metadata request for the topic: the partition's entry."""
+        return self.producer.list_topics(self.topic, timeout=10).topics[self.topic] \
+            .partitions[partition]
+
+
+def test_librdkafka_through_a_kip966_leaderless_partition(cluster_factory):
+    """KIP-966 through the Kafka protocol (Kafka's eligible_leader_replicas_test with a
+    librdkafka producer): RF 3 on brokers 1-3 of 4, min.insync.replicas 2, ELR on. The
+    followers stop cleanly one by one (at ISR {1} acks=all answers NOT_ENOUGH_REPLICAS), then
+    the leader is SIGKILLed: the partition is leaderless with ELR {1, 3}. The client's
+    Metadata (from broker 4) shows leader -1 and LEADER_NOT_AVAILABLE, and a send with a short
+    message.timeout.ms fails. Records sent meanwhile with a long timeout wait; once ELR member
+    3 comes back it leads (the controller's clean ELR election) and, with broker 2 back in the
+    ISR, they are delivered. Every record ever delivered is read back at its reported
+    offset."""
+    # Broker 4 holds no replica: it stays up to answer the clients' Metadata while every
+    # replica of the partition is down.
+    c = cluster_factory(brokers=4, overrides=ELR_ON)
+    create(c, "e", 1, 3, MIN_ISR_2, assignment={0: [1, 2, 3]})
+    _zk_until(c, "e", lambda s: s.leader == 1 and len(s.isr) == 3, "led by 1, full ISR")
+    main = RdProducer(c, "e", **{"message.timeout.ms": 120_000})
+    strict = RdProducer(c, "e", **{"message.send.max.retries": 0, "message.timeout.ms": 10_000})
+    main.send("full-isr", 100)
+    main.flush()
+
+    c.broker(2).stop()
+    _zk_until(c, "e", lambda s: set(s.isr) == {1, 3} and not s.elr, "ISR {1,3}, no ELR")
+    main.send("min-isr", 100)
+    main.flush()
+
+    c.broker(3).stop()
+    _zk_until(c, "e", lambda s: s.isr == (1,) and s.elr == (3,), "ISR {1}, ELR {3}")
+    # Below min ISR an acks=all produce is refused before the append (Kafka's
+    # Partition.appendRecordsToLeader): the retriable NOT_ENOUGH_REPLICAS.
+    strict.send("below-min-isr", 1)
+    strict.flush()
+    assert strict.failed == [(confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS,
+                              b"below-min-isr-0")]
+
+    c.broker(1).kill()
+    _zk_until(c, "e", lambda s: s.leader == -1 and not s.isr and s.elr == (1, 3),
+                 "leaderless, ELR {1,3}")
+    md = wait_until(lambda: (m := strict.metadata()).leader == -1 and m,
+                          timeout=30, what="librdkafka's metadata to show no leader")
+    assert md.error is not None and \
+        md.error.code() == confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE, md.error
+    short = RdProducer(c, "e", **{"message.timeout.ms": 2000})
+    short.send("leaderless", 1)
+    short.flush()
+    assert short.failed == [(confluent_kafka.KafkaError._MSG_TIMED_OUT, b"leaderless-0")]
+    waiting = main.send("while-leaderless", 50)
+
+    # The clean ELR member comes back and leads; acks=all needs a second ISR member (min ISR
+    # 2), so broker 2 (stopped cleanly, out of the ISR and ELR) comes back too.
+    c.broker(3).start()
+    s = _zk_until(c, "e", lambda s: s.leader == 3, "led by ELR member 3")
+    assert s.leader_recovery_state == zl.LEADER_RECOVERED and 1 in s.elr, s
+    c.broker(2).start()
+    main.flush(120)
+    assert not main.failed, main.failed[:5]
+    assert set(waiting) <= set(main.delivered.values())
+    assert strict.metadata().leader == 3
+    main.send("resumed", 100)
+    main.flush()
+    assert not main.failed, main.failed[:5]
+    read = rd_consume_all(c.kafka_bootstrap_servers, "e", [0])
+    assert_read_back(read, main.delivered, [0])
+    assert len(main.delivered) == 350
