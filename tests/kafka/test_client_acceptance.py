@@ -14,6 +14,7 @@ import confluent_kafka
 import pytest
 
 from admin.client.admin_client import AdminClient
+from chaos import disk
 from common import zk_layout as zl
 from tests.cluster.test_elr_recovery import ELR_ON, _state
 from tests.kafka.test_clients import (
@@ -529,3 +530,95 @@ def test_librdkafka_through_a_kip966_leaderless_partition(cluster_factory):
     read = rd_consume_all(c.kafka_bootstrap_servers, "e", [0])
     assert_read_back(read, main.delivered, [0])
     assert len(main.delivered) == 350
+
+
+def _logged(node, event: str) -> list[dict]:
+    try:
+        with open(node.event_log_file, encoding="utf-8") as f:
+            return [e for e in map(json.loads, f) if e.get("event") == event]
+    except FileNotFoundError:
+        return []
+
+
+def test_librdkafka_gets_kafka_storage_error_and_moves_to_the_new_leader(cluster_factory,
+                                                                        tmp_path):
+    """JBOD (KIP-112) through the Kafka protocol: broker 2 has two log dirs and leads
+    partitions 0 and 1 of an RF-3 topic, one in each. The dir holding partition 0 fails - a
+    real ext4 error (the loop-mounted dir remounts read-only) where the machine allows loop
+    mounts, else EIO through the broker's file-operation seam, as tests/cluster/test_jbod.py
+    does. A librdkafka producer without retries gets KAFKA_STORAGE_ERROR for partition 0, and
+    once the controller moves the leadership its later sends go to the new leader and
+    succeed; partition 1 stays led by broker 2 from its healthy dir. Every delivered record is
+    read back at its reported offset."""
+    victim = 2
+    real = disk.unavailable() is None
+    rules = tmp_path / "faults.json"
+    rules.write_text("[]")
+    c = cluster_factory(brokers=3, log_dirs_per_broker=2, overrides=FAST, start=False,
+                        per_broker_overrides=None if real else {
+                            victim: {"fault.injection.file": str(rules)}})
+    mounts = [disk.LoopMountedLogDir(d, tmp_path / f"broker{victim}-{d.name}.img")
+              for d in c.broker(victim).log_dirs] if real else []
+    try:
+        for m in mounts:
+            m.create_and_mount()
+        c.start()
+        _storage_error_scenario(c, victim, mounts, rules)
+    finally:
+        c.stop(graceful=False)
+        for m in mounts:
+            m.unmount()
+
+
+def _storage_error_scenario(c, victim: int, mounts, rules) -> None:
+    create(c, "j", 2, 3, MIN_ISR_2, assignment={0: [victim, 1, 3], 1: [victim, 3, 1]})
+    dirs = {p: [d for d in c.broker(victim).log_dirs if (d / f"j-{p}").is_dir()]
+            for p in (0, 1)}
+    assert len(dirs[0]) == len(dirs[1]) == 1 and dirs[0] != dirs[1], \
+        f"partitions 0 and 1 should sit in different dirs of broker {victim}: {dirs}"
+    failed_dir = dirs[0][0]
+    main = RdProducer(c, "j", **{"message.timeout.ms": 120_000})
+    strict = RdProducer(c, "j", **{"message.send.max.retries": 0, "message.timeout.ms": 10_000})
+    for p in (0, 1):
+        main.send(f"before-p{p}", 200, partition=p)
+    main.flush()
+    strict.send("warm", 1)
+    strict.flush()
+    assert not main.failed and not strict.failed, (main.failed, strict.failed)
+    assert strict.metadata().leader == victim
+
+    if mounts:
+        next(m for m in mounts if m.log_dir == failed_dir).trigger_error()
+    else:
+        rules.write_text(json.dumps([{"path": str(failed_dir), "errno": "EIO"}]))
+        wait_until(lambda: any(e.get("rules") for e in
+                               _logged(c.broker(victim), "fault_injection_rules")),
+                   timeout=30, what="broker 2 applies the fault rule")
+
+    # One record at a time, no retries: each delivery report is the broker's answer (or, once
+    # the client sees no leader, its own timeout), until one lands on the new leader.
+    errors: list[int] = []
+    for i in range(600):
+        before = len(strict.delivered)
+        strict.send(f"after-{i}", 1)
+        strict.flush()
+        if len(strict.delivered) > before:
+            break
+        errors.append(strict.failed[-1][0])
+        time.sleep(0.1)
+    assert errors and errors[0] == confluent_kafka.KafkaError.KAFKA_STORAGE_ERROR, errors
+    assert set(errors) <= {confluent_kafka.KafkaError.KAFKA_STORAGE_ERROR,
+                           confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION,
+                           confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
+                           confluent_kafka.KafkaError._MSG_TIMED_OUT}, errors
+    assert len(strict.delivered) == 2, "no send succeeded after the dir failure"
+    assert strict.metadata().leader in (1, 3)
+    assert _logged(c.broker(victim), "log_dir_offline")
+
+    for p in (0, 1):
+        main.send(f"after-p{p}", 200, partition=p)
+    main.flush()
+    assert not main.failed, main.failed[:5]
+    assert strict.metadata(1).leader == victim, "broker 2 still leads from its healthy dir"
+    read = rd_consume_all(c.kafka_bootstrap_servers, "j", [0, 1])
+    assert_read_back(read, {**main.delivered, **strict.delivered}, [0, 1])
