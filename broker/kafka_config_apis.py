@@ -1,11 +1,32 @@
 """The Kafka APIs a broker answers itself, through the same code as its gRPC servicer:
-DescribeConfigs, IncrementalAlterConfigs (the config manager), DescribeLogDirs and
-AlterReplicaLogDirs (the replica manager)."""
+DescribeConfigs and IncrementalAlterConfigs (broker/config_requests.py over the config
+manager), DescribeLogDirs and AlterReplicaLogDirs (the replica manager). Translation only.
+
+Where Kafka's wire asks for more than the gRPC shape (KafkaApis, ConfigHelper):
+- DescribeConfigs naming a resource type Kafka does not know fails every resource of the
+  request with INVALID_REQUEST (ConfigHelper's authorization step throws for the request);
+  v0 has no config source, so ``is_default`` says whether the value is the default;
+  ``config_type`` is left UNKNOWN (0) and ``documentation`` null: replog's config table keeps
+  neither a Kafka ConfigDef type nor Kafka's documentation strings;
+- DescribeLogDirs with a null topic list describes every partition, with an empty one none
+  (KafkaApis.handleDescribeLogDirsRequest); an offline dir is KAFKA_STORAGE_ERROR with no
+  totals, and totals that could not be read are -1, the field's "unknown";
+- AlterReplicaLogDirs reads its dirs as a map from partition to dir
+  (AlterReplicaLogDirsRequest.partitionDirs), so a partition listed twice moves to the last
+  dir named and is answered once; answers are grouped by topic.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
+
+from broker import config_requests
+from broker.config_requests import AlterResource, ResourceType
+from common.dynamic_config import ConfigSource
+from common.errors import ErrorCode
+from common.kafka_protocol.config_messages import ConfigApiKey
+from common.names import TopicPartition
 
 if TYPE_CHECKING:
     from broker.kafka_listener import KafkaListener
@@ -15,4 +36,97 @@ Handler = Callable[[dict, int], Awaitable[dict | None]]
 
 def handlers(listener: KafkaListener) -> dict[int, Handler]:
     """API key -> handler(request, version) -> response body."""
-    return {}
+
+    async def describe_configs(req: dict, version: int) -> dict:
+        resources = req["resources"]
+        unknown = next((r for r in resources
+                        if r["resource_type"] not in ResourceType._value2member_map_
+                        or r["resource_type"] == ResourceType.UNKNOWN), None)
+        if unknown is not None:
+            message = (f"Unexpected resource type {unknown['resource_type']} for resource "
+                       f"{unknown['resource_name']}")
+            return {"throttle_time_ms": 0, "results": [
+                _describe_result(r, config_requests.failed(ErrorCode.INVALID_REQUEST, message),
+                                 False, version)
+                for r in resources]}
+        results = []
+        for r in resources:
+            o = await config_requests.describe(listener.configs, r["resource_type"],
+                                               r["resource_name"], r["configuration_keys"])
+            results.append(_describe_result(r, o, req["include_synonyms"], version))
+        return {"throttle_time_ms": 0, "results": results}
+
+    async def incremental_alter_configs(req: dict, _version: int) -> dict:
+        outcomes = await config_requests.alter(listener.configs, [
+            AlterResource(r["resource_type"], r["resource_name"],
+                          tuple((c["name"], c["config_operation"], c["value"])
+                                for c in r["configs"]))
+            for r in req["resources"]], req["validate_only"])
+        return {"throttle_time_ms": 0, "responses": [
+            {"error_code": o.error_code, "error_message": o.error_message,
+             "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
+            for r, o in zip(req["resources"], outcomes)]}
+
+    async def describe_log_dirs(req: dict, _version: int) -> dict:
+        topics = req["topics"]
+        wanted = frozenset((t["topic"], p) for t in topics or () for p in t["partitions"])
+        results = []
+        for d in await listener.rm.describe_log_dirs(wanted):
+            by_topic: dict[str, list[dict]] = {}
+            if topics is None or wanted:  # an empty filter asks the replica manager for all
+                for rep in d.replicas:
+                    by_topic.setdefault(rep.tp.topic, []).append({
+                        "partition_index": rep.tp.partition, "partition_size": rep.size,
+                        "offset_lag": rep.offset_lag, "is_future_key": rep.is_future})
+            results.append({
+                "error_code": int(d.error), "log_dir": d.path,
+                "topics": [{"name": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
+                # the replica manager reports 0 for totals it has not got (an offline dir, a
+                # statvfs that failed); no log dir sits on a volume of 0 bytes
+                "total_bytes": d.total_bytes if d.total_bytes > 0 else -1,
+                "usable_bytes": d.usable_bytes if d.total_bytes > 0 else -1})
+        return {"throttle_time_ms": 0, "error_code": 0, "results": results}
+
+    async def alter_replica_log_dirs(req: dict, _version: int) -> dict:
+        dir_of: dict[TopicPartition, str] = {}
+        for d in req["dirs"]:
+            for t in d["topics"]:
+                for p in t["partitions"]:
+                    tp = TopicPartition(t["name"], p)
+                    dir_of.pop(tp, None)  # the last dir named wins, in its place
+                    dir_of[tp] = d["path"]
+        moves: dict[str, list[TopicPartition]] = {}
+        for tp, path in dir_of.items():
+            moves.setdefault(path, []).append(tp)
+        by_topic: dict[str, list[dict]] = {}
+        for tp, code, _message in await listener.rm.alter_replica_log_dirs(moves):
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "error_code": int(code)})
+        return {"throttle_time_ms": 0, "results": [
+            {"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    return {
+        ConfigApiKey.DESCRIBE_CONFIGS: describe_configs,
+        ConfigApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+        ConfigApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
+        ConfigApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs,
+    }
+
+
+def _describe_result(r: dict, o: config_requests.Outcome, include_synonyms: bool,
+                     version: int) -> dict:
+    return {
+        "error_code": o.error_code, "error_message": o.error_message,
+        "resource_type": r["resource_type"], "resource_name": r["resource_name"],
+        "configs": [{
+            "name": e.name, "value": None if e.sensitive else e.value,
+            "read_only": e.read_only,
+            "is_default": version == 0 and e.source == ConfigSource.DEFAULT_CONFIG,
+            "config_source": int(e.source), "is_sensitive": e.sensitive,
+            # KafkaApis answers synonyms only when asked (v1+)
+            "synonyms": [{"name": s.name, "value": None if e.sensitive else s.value,
+                          "source": int(s.source)} for s in e.synonyms]
+            if include_synonyms else [],
+            "config_type": 0, "documentation": None,
+        } for e in o.entries],
+    }

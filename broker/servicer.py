@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import grpc
 
-from broker import fencing
+from broker import config_requests, fencing
 from broker.config_manager import ConfigManager
 from broker.controller_requests import (
     LeaderAndIsrPartitionState,
@@ -26,8 +26,7 @@ from broker.metadata_cache import Endpoint, PartitionInfo, offline_replicas, par
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, RequestError
 from common import rpc_status
-from common.dynamic_config import Alteration, AlterOp
-from common.errors import ErrorCode, InvalidTopicError, ReplogError
+from common.errors import ErrorCode, InvalidTopicError
 from common.listeners import PLAINTEXT, EndPoint
 from common.names import TopicPartition, validate_topic
 from common.rpc import replog_pb2 as pb
@@ -50,9 +49,6 @@ async def abort(context, code: ErrorCode, message: str):
 def _endpoint_pb(e: Endpoint, listener: str) -> pb.BrokerEndpoint:
     return pb.BrokerEndpoint(broker_id=e.broker_id, host=e.host, port=e.port, listener=listener,
                              **({"rack": e.rack} if e.rack else {}))
-
-
-_ENTITY_TYPES = {pb.TOPIC: "topics", pb.BROKER: "brokers"}
 
 
 # ---------------------------------------------------------------------- wire -> plain values
@@ -95,23 +91,6 @@ def update_metadata_request(req: pb.UpdateMetadataRequest) -> UpdateMetadataRequ
             tuple(s.offline_replicas), tuple(s.elr), tuple(s.last_known_elr),
             tuple(s.adding_replicas), tuple(s.removing_replicas)))
             for s in req.partition_states))
-
-
-def _config_error(e: Exception) -> tuple[int, str]:
-    """A per-resource outcome: the Kafka code of a ReplogError, else UNKNOWN_SERVER_ERROR
-    (ZooKeeper unreachable...), with a one-line message."""
-    code = e.error_code if isinstance(e, ReplogError) else ErrorCode.UNKNOWN_SERVER_ERROR
-    return int(code), (str(e) or type(e).__name__).splitlines()[0][:300]
-
-
-def _entity_type(resource, out) -> str | None:
-    """ZooKeeper's entity type of a config resource; None (and INVALID_REQUEST in ``out``)
-    for a type replog has no configs for."""
-    entity_type = _ENTITY_TYPES.get(resource.resource_type)
-    if entity_type is None:
-        out.error_code = int(ErrorCode.INVALID_REQUEST)
-        out.error_message = f"unsupported resource type {resource.resource_type}"
-    return entity_type
 
 
 class BrokerServicer(replog_pb2_grpc.BrokerServicer):
@@ -233,12 +212,12 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         for t in request.topics:
             ps = []
             for p in t.partitions:
-                code, offset, epoch = self.rm.list_offset(
+                code, ts, offset, epoch = self.rm.list_offset_and_timestamp(
                     TopicPartition(t.topic, p.partition), p.timestamp,
                     p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
                     replica_id)
                 ps.append(pb.ListOffsetsPartitionResponse(partition=p.partition,
-                                                          error_code=int(code), timestamp=-1,
+                                                          error_code=int(code), timestamp=ts,
                                                           offset=offset, leader_epoch=epoch))
             out.append(pb.ListOffsetsTopicResponse(topic=t.topic, partitions=ps))
         return pb.ListOffsetsResponse(topics=out)
@@ -394,16 +373,12 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         resp = pb.DescribeConfigsResponse()
         for r in request.resources:
             out = resp.results.add(resource_type=r.resource_type, resource_name=r.resource_name)
-            entity_type = _entity_type(r, out)
-            if entity_type is None:
+            o = await config_requests.describe(configs, r.resource_type, r.resource_name,
+                                               r.configuration_keys)
+            if o.error_code:
+                out.error_code, out.error_message = o.error_code, o.error_message
                 continue
-            try:
-                entries = await configs.describe(entity_type, r.resource_name,
-                                                 list(r.configuration_keys))
-            except Exception as e:  # noqa: BLE001 - reported per resource
-                out.error_code, out.error_message = _config_error(e)
-                continue
-            for e in entries:
+            for e in o.entries:
                 pe = out.configs.add(name=e.name, read_only=e.read_only,
                                      config_source=int(e.source), is_sensitive=e.sensitive)
                 if e.value is not None:
@@ -417,19 +392,14 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     async def IncrementalAlterConfigs(self, request, context):
         configs = await self._config_manager(context)
+        outcomes = await config_requests.alter(configs, [
+            config_requests.AlterResource(
+                r.resource_type, r.resource_name,
+                tuple((c.name, c.config_operation, c.value if c.HasField("value") else None)
+                      for c in r.configs))
+            for r in request.resources], request.validate_only)
         resp = pb.IncrementalAlterConfigsResponse()
-        for r in request.resources:
-            out = resp.responses.add(resource_type=r.resource_type,
-                                     resource_name=r.resource_name)
-            entity_type = _entity_type(r, out)
-            if entity_type is None:
-                continue
-            try:
-                alterations = [Alteration(c.name, AlterOp(c.config_operation),
-                                          c.value if c.HasField("value") else None)
-                               for c in r.configs]
-                await configs.alter(entity_type, r.resource_name, alterations,
-                                    request.validate_only)
-            except Exception as e:  # noqa: BLE001 - reported per resource
-                out.error_code, out.error_message = _config_error(e)
+        for r, o in zip(request.resources, outcomes):
+            resp.responses.add(resource_type=r.resource_type, resource_name=r.resource_name,
+                               error_code=o.error_code, error_message=o.error_message or "")
         return resp

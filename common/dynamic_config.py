@@ -225,7 +225,11 @@ def alter(current: Mapping[str, str], alterations: Iterable[Alteration],
         if a.name not in LIST_KEYS:
             raise ConfigError(f"Config value {a.op.name.lower()} is not allowed for config "
                               f"key: {a.name}")
-        items = [x for x in out.get(a.name, "").split(",") if x.strip()]
+        # Kafka's prepareIncrementalConfigs starts from the config's default when the
+        # resource has no value of its own: APPEND compact to cleanup.policy gives
+        # "delete,compact".
+        base = out[a.name] if a.name in out else (TOPIC_KEYS[a.name].default or "")
+        items = [x for x in base.split(",") if x.strip()]
         given = [x.strip() for x in a.value.split(",") if x.strip()]
         if a.op == AlterOp.APPEND:
             items += [x for x in given if x not in items]
