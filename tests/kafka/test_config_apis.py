@@ -45,6 +45,7 @@ from kafka.protocol.admin import (
 
 from admin.client.admin_client import AdminClient
 from admin.local_cluster import LocalCluster
+from broker.kafka_listener import KafkaListener
 from common import zk_layout as zl
 from common.errors import ErrorCode
 from common.kafka_protocol.config_messages import APIS, ConfigApiKey
@@ -103,9 +104,30 @@ def test_same_bytes_as_kafka_python(api_key, version, kind):
     assert bytes(decoded.encode()) == data
 
 
+def test_a_broker_without_a_config_manager_says_so_per_resource():
+    """In-process, no ZooKeeper: each resource gets one clear error, the request an answer."""
+    listener = KafkaListener(None, 1, "KAFKA", "127.0.0.1", 0, None)
+
+    async def call(api_key, version, body):
+        w = Writer()
+        write_request_header(w, RequestHeader(api_key, version, 5, "t"))
+        frame = await listener.handle(w.getvalue()
+                                      + ALL_APIS[api_key].request.encode(body, version))
+        r = Reader(frame)
+        assert read_response_header(r, api_key, version) == 5
+        return ALL_APIS[api_key].response.decode(r, version)
+
+    described = asyncio.run(call(ConfigApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": TOPIC, "resource_name": "t", "configuration_keys": None}]}))
+    altered = asyncio.run(call(ConfigApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": TOPIC, "resource_name": "t", "configs": []}]}))
+    for r in (*described["results"], *altered["responses"]):
+        assert (r["error_code"], r["error_message"]) == (
+            ErrorCode.UNKNOWN_SERVER_ERROR, "this broker serves no dynamic configs (no ZooKeeper)")
+
+
 # ---------------------------------------------------------------------------- real processes
 
-pytestmark_integration = pytest.mark.integration
 FAULTY = 2  # the broker whose file operations a rules file can fail
 
 
