@@ -352,12 +352,12 @@ class KafkaListener:
             ps = []
             for p in t["partitions"]:
                 cle = p["current_leader_epoch"]
-                code, offset, epoch = self.rm.list_offset(
+                code, ts, offset, epoch = self.rm.list_offset_and_timestamp(
                     TopicPartition(t["name"], p["partition_index"]), p["timestamp"],
-                    cle if cle >= 0 else None, -1)
+                    cle if cle >= 0 else None, -1)  # as a consumer: up to the HW
                 ps.append({"partition_index": p["partition_index"], "error_code": int(code),
-                           "old_style_offsets": [offset] if code == ErrorCode.NONE else [],
-                           "timestamp": -1, "offset": offset, "leader_epoch": epoch})
+                           "old_style_offsets": [offset] if offset >= 0 else [],
+                           "timestamp": ts, "offset": offset, "leader_epoch": epoch})
             topics.append({"name": t["name"], "partitions": ps})
         return {"throttle_time_ms": 0, "topics": topics}
 

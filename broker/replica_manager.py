@@ -64,6 +64,7 @@ from broker.replication_quota import (
 )
 from broker.storage.errors import KafkaStorageError, LogDirOfflineError
 from broker.storage.failure_scope import PROBE_TIMEOUT_S
+from broker.storage.log import MAX_TIMESTAMP
 from broker.storage.log_manager import LogManager
 from broker.topic_config_state import TopicConfigState
 from common.clock import wall_ms
@@ -508,22 +509,35 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         p = self.partitions.get(tp)
         return p if p is not None and p.log is not None else None
 
-    def list_offset(self, tp: TopicPartition, timestamp: int, current_leader_epoch: int | None,
-                    replica_id: int) -> tuple[ErrorCode, int, int]:
-        """(error, offset, leader epoch) for latest (-1) or earliest (-2); consumers see the HW
-        as "latest", replicas the LEO (Kafka's rule)."""
+    def list_offset_and_timestamp(self, tp: TopicPartition, timestamp: int,
+                                  current_leader_epoch: int | None, replica_id: int
+                                  ) -> tuple[ErrorCode, int, int, int]:
+        """(error, timestamp, offset, leader epoch) for latest (-1), earliest (-2), the largest
+        timestamp (-3, KIP-734) or a time (Kafka's fetchOffsetForTimestamp: the first record
+        at or after it). Consumers see the HW as "latest" and find only records below it,
+        replicas the LEO (Kafka's rule). A time with no record at or after it is
+        (NONE, -1, -1, -1), as in Kafka."""
         if tp in self.offline_replicas:
-            return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, -1
         p = self._online_replica(tp)
         refused = fencing.leader_request_error(p, _NO_METADATA_LOOKUP, current_leader_epoch)
         if refused is not None:
-            return refused, -1, -1
+            return refused, -1, -1, -1
         if timestamp == EARLIEST_TIMESTAMP:
-            return ErrorCode.NONE, p.log.log_start_offset, p.leader_epoch
+            return ErrorCode.NONE, -1, p.log.log_start_offset, p.leader_epoch
+        upper = p.log.log_end_offset if replica_id >= 0 else p.high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            off = p.log.log_end_offset if replica_id >= 0 else p.high_watermark
-            return ErrorCode.NONE, off, p.leader_epoch
-        return ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1
+            return ErrorCode.NONE, -1, upper, p.leader_epoch
+        if timestamp < MAX_TIMESTAMP:  # -4 and below are not defined here
+            return ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1, -1
+        try:
+            found = p.log.offset_for_timestamp(timestamp, upper)
+        except KafkaStorageError as e:
+            self._report(e)
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, -1
+        if found is None:
+            return ErrorCode.NONE, -1, -1, -1
+        return ErrorCode.NONE, found[0], found[1], found[2]
 
     def offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int | None,
                                 leader_epoch: int) -> tuple[ErrorCode, int, int]:

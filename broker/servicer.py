@@ -212,12 +212,12 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         for t in request.topics:
             ps = []
             for p in t.partitions:
-                code, offset, epoch = self.rm.list_offset(
+                code, ts, offset, epoch = self.rm.list_offset_and_timestamp(
                     TopicPartition(t.topic, p.partition), p.timestamp,
                     p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
                     replica_id)
                 ps.append(pb.ListOffsetsPartitionResponse(partition=p.partition,
-                                                          error_code=int(code), timestamp=-1,
+                                                          error_code=int(code), timestamp=ts,
                                                           offset=offset, leader_epoch=epoch))
             out.append(pb.ListOffsetsTopicResponse(topic=t.topic, partitions=ps))
         return pb.ListOffsetsResponse(topics=out)

@@ -76,6 +76,8 @@ class LogConfig:
         return dataclasses.replace(self, **changes) if changes else self
 
 
+MAX_TIMESTAMP = -3  # ListOffsets v7 (KIP-734): the offset of the largest timestamp
+
 # Topic-level log config key -> LogConfig field (Kafka's TopicConfig names).
 TOPIC_LOG_KEYS = {
     "segment.bytes": "segment_bytes",
@@ -508,6 +510,29 @@ class Log:
             return data if cut == len(data) else data[:cut]
         except OSError as e:
             raise LogReadError(self.log_dir, str(self.tp), e) from e
+
+    def offset_for_timestamp(self, timestamp: int, upper: int) -> tuple[int, int, int] | None:
+        """ListOffsets by time (Kafka's UnifiedLog.fetchOffsetByTimestamp): (timestamp, offset,
+        leader epoch) of the first record with a timestamp >= ``timestamp``, below ``upper``
+        (the HW for a consumer); for MAX_TIMESTAMP (-3, KIP-734) the record holding the largest
+        timestamp. None when there is none."""
+        if self.moved_to is not None:
+            return self.moved_to.offset_for_timestamp(timestamp, upper)
+        try:
+            if timestamp == MAX_TIMESTAMP:
+                seg = max(self.segments, key=lambda s: s.max_timestamp, default=None)
+                if seg is None or seg.max_timestamp < 0:
+                    return None
+                found = seg.find_offset_by_timestamp(seg.max_timestamp, self.log_start_offset)
+            else:
+                seg = next((s for s in self.segments if s.max_timestamp >= timestamp), None)
+                found = None if seg is None else \
+                    seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+        except OSError as e:
+            raise LogReadError(self.log_dir, str(self.tp), e) from e
+        if found is None or found[1] >= upper:
+            return None
+        return found[0], found[1], self.epoch_cache.epoch_for_offset(found[1])
 
     def read_region(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
                     min_one_batch: bool = True) -> FileRegion | bytes:

@@ -348,6 +348,28 @@ class LogSegment:
             return b""
         return self.fileops.pread(self.fd, n, position)
 
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int
+                                 ) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after ``start_offset`` whose timestamp
+        is >= ``timestamp``, or None (Kafka's LogSegment.findOffsetByTimestamp): the time index
+        gives the offset where the segment's max timestamp last stayed <= the target; the
+        walk starts at the batch holding it and decodes only a batch that can hold the answer."""
+        i = bisect.bisect_right(self.ti_timestamps, timestamp) - 1
+        from_offset = self.ti_offsets[i] if i >= 0 else self.base_offset
+        pos = self.lookup(max(from_offset, start_offset))
+        while pos + rec.HEADER_SIZE <= self.size:
+            h = rec.parse_header(self.fileops.pread(self.fd, rec.HEADER_SIZE, pos))
+            size = h.batch_length + rec.LOG_OVERHEAD
+            if size < rec.HEADER_SIZE:
+                return None
+            if h.base_offset + h.last_offset_delta >= start_offset and \
+                    h.max_timestamp >= timestamp:
+                for r in rec.decode_records(self.fileops.pread(self.fd, size, pos), h):
+                    if r.offset >= start_offset and r.timestamp >= timestamp:
+                        return r.timestamp, r.offset
+            pos += size
+        return None
+
     def whole_batches_end(self, position: int, end: int) -> int:
         """The end of the last whole batch in [position, end), walking batch headers from
         ``position`` (a batch start); ``position`` when not even the first fits."""

@@ -227,3 +227,29 @@ def test_a_batch_above_the_topics_max_message_bytes_is_message_too_large(module_
             answers.append((p["error_code"], p["base_offset"]))
     assert answers[0][0] == 10  # MESSAGE_TOO_LARGE
     assert answers[1] == (0, 0)  # the refused batch took no offset
+
+
+def test_list_offsets_by_time_finds_the_first_record_at_or_after_it(module_cluster):
+    """Kafka's fetchOffsetForTimestamp through ListOffsets v7: a time gives the first record
+    at or after it (with its own timestamp), -3 (KIP-734) the largest timestamp, a time past
+    every record (-1, -1) with no error."""
+    import asyncio
+
+    from admin.client.admin_client import AdminClient
+
+    async def create():
+        async with AdminClient(module_cluster.bootstrap_servers) as admin:
+            await admin.create_topic("timed", 1, 1)
+    asyncio.run(create())
+    with connect(module_cluster) as s:
+        for i, stamps in enumerate([(1000, 1005), (1010, 1003)]):
+            body = _produce(-1, build_batch([ProducerRecord(None, b"v", timestamp=t)
+                                             for t in stamps]))
+            body["topic_data"][0]["name"] = "timed"
+            call(s, ApiKey.PRODUCE, 9, body, 20 + i)
+        lo = call(s, ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "topics": [
+            {"name": "timed", "partitions": [{"partition_index": 0, "timestamp": ts}
+                                             for ts in (1004, 1006, -3, 2000)]}]}, 30)
+    got = [(p["error_code"], p["timestamp"], p["offset"])
+           for p in lo["topics"][0]["partitions"]]
+    assert got == [(0, 1005, 1), (0, 1010, 2), (0, 1010, 2), (0, -1, -1)]
