@@ -277,9 +277,6 @@ async def _alter(args) -> int:
                 # TopicCommand: the listed partitions past the current count (startPartitionId)
                 current = len(md.topics[n].partitions)
                 new = [r for p, r in sorted(assignment.items()) if p >= current]
-                if not new:
-                    raise ReplogError(f"Increasing the number of partitions by "
-                                      f"{args.partitions - current} but 0 assignments provided.")
             wanted[n] = NewPartitions(args.partitions, new)
         results = await admin.create_partitions(wanted)
     failed = [(n, e) for n, e in sorted(results.items()) if e is not None]

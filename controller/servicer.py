@@ -124,7 +124,8 @@ def _create_response(results: list[E.TopicResult]) -> pb.CreateTopicsResponse:
 def _create_partitions_args(req: pb.CreatePartitionsRequest) -> tuple:
     topics = tuple(E.NewPartitions(
         name=t.name, count=t.count,
-        assignments=tuple(tuple(a.broker_ids) for a in t.assignments) or None)
+        assignments=tuple(tuple(a.broker_ids) for a in t.assignments)
+        if t.has_assignments or t.assignments else None)
         for t in req.topics)
     return topics, req.validate_only, req.timeout_ms
 

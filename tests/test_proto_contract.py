@@ -319,6 +319,7 @@ KEY_FIELDS = {
     ("CreatePartitionsTopic", "count"): (2, I32),
     ("CreatePartitionsTopic", "assignments"): (
         3, "replog.v1.CreatePartitionsAssignment", "repeated"),
+    ("CreatePartitionsTopic", "has_assignments"): (4, BOOL),
     ("CreatePartitionsAssignment", "broker_ids"): (1, I32, "repeated"),
     ("CreatePartitionsTopicResult", "error_code"): (2, I32),
     ("CreatePartitionsTopicResult", "error_message"): (3, STR, "optional"),

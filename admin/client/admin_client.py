@@ -237,7 +237,8 @@ class AdminClient:
         req = pb.CreatePartitionsRequest(timeout_ms=timeout_ms, validate_only=validate_only)
         for name, np in new_partitions.items():
             np = NewPartitions(np) if isinstance(np, int) else np
-            t = req.topics.add(name=name, count=np.total_count)
+            t = req.topics.add(name=name, count=np.total_count,
+                               has_assignments=np.new_assignments is not None)
             for replicas in np.new_assignments or ():
                 t.assignments.add(broker_ids=list(replicas))
         resp = await self._controller_call("CreatePartitions", req, timeout_ms)

@@ -98,6 +98,8 @@ def test_alter_refusals_print_one_line_and_change_nothing(cluster: LocalCluster)
                    "Unknown broker(s) in replica assignment: 9.")
     one_line_error(alter("--partitions", "4", "--replica-assignment", "1:2:3,1:2:3,3:2:1"),
                    "Increasing the number of partitions by 2 but 1 assignments provided.")
+    one_line_error(alter("--partitions", "3", "--replica-assignment", "1:2:3,1:2:3"),
+                   "Increasing the number of partitions by 1 but 0 assignments provided.")
     one_line_error(alter("--partitions", "3", "--replica-assignment", "1:2:3,1:2:3,1:2:2"),
                    "Partition replica lists may not contain duplicate entries: 2")
     one_line_error(alter("--partitions", "3", "--replica-assignment", "1:2:3,1:2:3,1:2"),

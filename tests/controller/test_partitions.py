@@ -38,6 +38,8 @@ MOVING = TopicAssignment("t", "id", {0: [4, 1, 2, 3], 1: [3, 2, 1]},
     ({"count": 2}, ErrorCode.INVALID_PARTITIONS, "Topic already has 2 partitions."),
     ({"explicit": [[1, 2, 7], [1, 9, 3]]}, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
      "Unknown broker(s) in replica assignment: 7, 9."),
+    ({"explicit": []}, ErrorCode.INVALID_REPLICA_ASSIGNMENT,  # Kafka's non-null empty list
+     "Increasing the number of partitions by 2 but 0 assignments provided."),
     ({"explicit": [[1, 2, 3]]}, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
      "Increasing the number of partitions by 2 but 1 assignments provided."),
     ({"explicit": [[1, 2, 3], [1, 2, 3], [1, 2, 3]]}, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
