@@ -44,6 +44,31 @@ KAFKA_PYTHON = {
     ApiKey.LIST_OFFSETS: (ListOffsetsRequest, ListOffsetsResponse),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
 }
+
+
+def _kafka_python_class(api_key: int, kind: str):
+    """kafka-python's class for an API replog serves beyond the table above, found by Kafka's
+    message name (kafka-python 3 generates them from the same JSON files), or None."""
+    import importlib
+    import pkgutil
+
+    import kafka.protocol
+    from kafka.protocol.api_message import ApiMessage
+    for m in pkgutil.walk_packages(kafka.protocol.__path__, "kafka.protocol."):
+        try:
+            importlib.import_module(m.name)
+        except Exception:  # noqa: BLE001, S112 - stub generators and optional modules
+            continue
+    want = APIS[api_key].name + ("Response" if kind == "response" else "Request")
+    stack = list(ApiMessage.__subclasses__())
+    while stack:
+        c = stack.pop()
+        if c.__name__ == want:
+            return c
+        stack.extend(c.__subclasses__())
+    return None
+
+
 # A v2 record batch's bytes are opaque to the codec; any bytes will do.
 RECORDS = bytes(range(70))
 _VALUES = {"int8": 7, "int16": 300, "uint16": 65000, "int32": 70000, "uint32": 4_000_000_000,
@@ -110,10 +135,15 @@ def test_same_bytes_as_kafka_python(api_key, version, kind):
     if m is APIS[ApiKey.API_VERSIONS].response:
         value["error_code"] = 0  # with an error, kafka-python reads any version's body as v0
     data = m.encode(value, version)
-    theirs = KAFKA_PYTHON[api_key][kind == "response"]
+    theirs = KAFKA_PYTHON[api_key][kind == "response"] if api_key in KAFKA_PYTHON \
+        else _kafka_python_class(api_key, kind)
+    if theirs is None or version > getattr(theirs, "max_version", version):
+        pytest.skip(f"kafka-python has no {m.name} v{version}")
     decoded = theirs.decode(data, version=version)
     assert decoded.version == version
     assert _plain(decoded.to_dict(json=False)) == _in_version(value, m.body, version)
+    if theirs.__name__ == "DeleteTopicsRequest":
+        return  # kafka-python's own encode override reads a request header it does not have
     assert bytes(decoded.encode()) == data  # at the version it was decoded at
 
 
