@@ -1,10 +1,29 @@
 """``replog produce`` — kafka-console-producer, and kafka-producer-perf-test in perf mode.
 
 Console mode reads lines from stdin and sends each as one record (``--property parse.key=true
---property key.separator=:`` splits a key off each line). Sends are asynchronous and batched;
-records keep their input order (one batch in flight per partition). A record that cannot be
-delivered is reported on stderr as Kafka's ErrorLoggingCallback does, and the command exits 1
-at the end; a topic that does not exist fails at once with one line.
+--property key.separator=:`` splits a key off each line), with kafka-console-producer's options
+and defaults (Kafka's tools/.../ConsoleProducer.java): ``--message-send-max-retries`` (retries,
+3), ``--request-timeout-ms`` (1500), ``--timeout`` (linger.ms, 1000), ``--retry-backoff-ms``
+(100), ``--request-required-acks`` (-1), ``--batch-size``/``--max-partition-memory-bytes``
+(batch.size), ``--max-memory-bytes`` (buffer.memory), ``--metadata-expiry-ms``
+(metadata.max.age.ms), ``--producer-property``, ``--producer.config``. An option given on the
+command line beats the same setting in ``--producer-property``, which beats
+``--producer.config``; an option's default applies only when neither sets it (Kafka's
+CommandLineUtils.maybeMergeOptions). delivery.timeout.ms follows the Java producer's rule: at
+least linger.ms + request.timeout.ms (raised to that sum when unset, refused when set lower).
+
+Sends are asynchronous and batched; records keep their input order (one batch in flight per
+partition). A record that cannot be delivered - after its retries, or when the delivery timeout
+ends them - is logged once on stderr as Kafka's ErrorLoggingCallback logs it, and the rest of the
+input is still sent. As with kafka-console-producer, the exit status is then 0 (its
+asynchronous failures are only logged). ``--sync`` sends one record at a time, waiting for each;
+the first record that fails stops the command with one ``Error:`` line and exit status 1, as
+ConsoleProducer's ``send(record).get()`` does.
+
+Where replog differs: ``--max-block-ms`` defaults to 5000 (Kafka: 60000), and a topic that does
+not exist fails once, before any input is read, with one line (Kafka logs a metadata timeout for
+every record); a synchronous send does not wait out linger.ms (Kafka's ``--timeout`` is
+documented for asynchronous mode); compression and the idempotent producer do not exist.
 
 Perf mode (``--num-records N --record-size S``) sends N records of S bytes as fast as allowed by
 ``--throughput`` (records/s, -1 = unthrottled), printing a window line every 5 s and Kafka's
@@ -14,21 +33,27 @@ final line::
     p50 ms 50th, p95 ms 95th, p99 ms 99th, p999 ms 99.9th.
 
 Latency is from send() to acknowledgement, as in Kafka's ProducerPerformance; only acknowledged
-records are counted.
+records are counted. Perf mode keeps the producer's own defaults (kafka-producer-perf-test sets
+none of the console tool's).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import random
 import sys
 import time
 from array import array
+from datetime import datetime
+from typing import NamedTuple
 
 from admin.client import KafkaError, Producer
+from admin.client.errors import KafkaTimeoutError, RecordTooLargeError, UnknownTopicError
 from common import event_loop
-from common.errors import ReplogError
+from common.config import parse_properties_text
+from common.errors import ErrorCode, ReplogError
 
 # Producer settings accepted by --producer-property / --producer-props (Kafka's names).
 _PRODUCER_KEYS = {
@@ -142,56 +167,222 @@ async def _read_lines(fd: int):
         yield pending
 
 
-def _make_producer(args, extra: dict[str, str]) -> Producer:
-    props = parse_kv(args.producer_property, "--producer-property")
-    props.update(extra)
-    kw = {"acks": args.acks, "max_block_ms": args.max_block_ms,
-          "request_timeout_ms": args.request_timeout_ms}
-    if args.batch_size is not None:
-        kw["batch_size"] = args.batch_size
-    kw.update(producer_kwargs(props))
+class _Option(NamedTuple):
+    """A kafka-console-producer option that sets a producer config."""
+
+    flags: tuple[str, ...]
+    dest: str
+    config: str
+    default: str | None  # kafka-console-producer's (ConsoleProducerOptions), None: none
+    type: type
+    help: str
+
+
+# In ConsoleProducer.producerProps' merge order (batch.size twice: --max-partition-memory-bytes
+# replaces --batch-size only when given). --max-block-ms keeps replog's 5000 (module docstring).
+_CONSOLE_OPTIONS = (
+    _Option(("--timeout",), "linger_ms", "linger.ms", "1000", float,
+            "linger.ms: how long a batch waits for more records"),
+    _Option(("--request-required-acks", "--acks"), "acks", "acks", "-1", str,
+            "acks: all (-1), 1 or 0"),
+    _Option(("--request-timeout-ms",), "request_timeout_ms", "request.timeout.ms", "1500", int,
+            "request.timeout.ms: the ack timeout of a produce request"),
+    _Option(("--message-send-max-retries",), "message_send_max_retries", "retries", "3", int,
+            "retries: attempts after the first before a record fails"),
+    _Option(("--retry-backoff-ms",), "retry_backoff_ms", "retry.backoff.ms", "100", int,
+            "retry.backoff.ms: the wait before a retry"),
+    _Option(("--max-memory-bytes",), "max_memory_bytes", "buffer.memory",
+            str(32 * 1024 * 1024), int, "buffer.memory: bytes buffered for sending"),
+    _Option(("--batch-size",), "batch_size", "batch.size", "16384", int,
+            "batch.size in bytes"),
+    _Option(("--max-partition-memory-bytes",), "max_partition_memory_bytes", "batch.size",
+            "16384", int, "batch.size too; replaces --batch-size when given"),
+    _Option(("--metadata-expiry-ms",), "metadata_expiry_ms", "metadata.max.age.ms", "300000",
+            int, "metadata.max.age.ms: the forced metadata refresh period"),
+    _Option(("--max-block-ms",), "max_block_ms", "max.block.ms", "5000", int,
+            "max.block.ms: how long to wait for the topic's metadata or buffer space"),
+)
+# Perf mode: only options given on the command line, and replog's max.block.ms.
+_PERF_DEFAULTS = {"max.block.ms": "5000"}
+
+
+def _producer_default(name: str):
+    return inspect.signature(Producer).parameters[name].default
+
+
+def _read_properties(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ReplogError(f"cannot read config file {path}: {e.strerror or e}") from None
+    return {k: v for k, v, _ in parse_properties_text(text, path)}
+
+
+def producer_settings(args, props: dict[str, str], perf: bool) -> dict[str, str]:
+    """The producer configs, by Kafka name: ``--producer.config``'s file, then ``props`` over
+    it, then each option as CommandLineUtils.maybeMergeOptions merges it - always when given,
+    otherwise (console mode) its default only where nothing set the key."""
+    out = _read_properties(args.producer_config) if args.producer_config else {}
+    out.update(props)
+    for opt in _CONSOLE_OPTIONS:
+        given = getattr(args, opt.dest)
+        if given is not None:
+            out[opt.config] = str(given)
+        elif opt.config not in out:
+            fallback = _PERF_DEFAULTS.get(opt.config) if perf else opt.default
+            if fallback is not None:
+                out[opt.config] = fallback
+    return out
+
+
+def _check_delivery_timeout(kw: dict) -> None:
+    """KafkaProducer.configureDeliveryTimeout: a record must be allowed its linger and one
+    request. An unset delivery.timeout.ms below linger.ms + request.timeout.ms is raised to that
+    sum; one set below it is refused."""
+    linger = kw.get("linger_ms", _producer_default("linger_ms"))
+    request = kw.get("request_timeout_ms", _producer_default("request_timeout_ms"))
+    floor = linger + request
+    if "delivery_timeout_ms" in kw:
+        if kw["delivery_timeout_ms"] < floor:
+            raise ReplogError("delivery.timeout.ms should be equal to or larger than "
+                              "linger.ms + request.timeout.ms")
+    elif _producer_default("delivery_timeout_ms") < floor:
+        kw["delivery_timeout_ms"] = int(floor) if floor == int(floor) else floor
+
+
+def make_producer(args, perf: bool) -> Producer:
+    props = parse_kv(args.producer_props if perf else args.producer_property,
+                     "--producer-props" if perf else "--producer-property")
+    if not perf:
+        # Input order is record order: one batch in flight per partition (replog has no
+        # idempotent producer to keep the order with more).
+        props.setdefault("max.in.flight.requests.per.connection", "1")
+    kw = producer_kwargs(producer_settings(args, props, perf))
+    for key, (name, conv) in _PRODUCER_KEYS.items():
+        # ProducerConfig's validators: these are all atLeast(0).
+        if name is not None and conv in (int, float) and kw.get(name, 0) < 0:
+            raise ReplogError(f"Invalid value {kw[name]:g} for configuration {key}: "
+                              f"Value must be at least 0")
+    _check_delivery_timeout(kw)
     return Producer(args.bootstrap_server, **kw)
 
 
-async def console_produce(args) -> int:
-    parser = LineParser(parse_kv(args.property, "--property"))
-    extra = {}
-    if args.linger_ms is not None:
-        extra["linger.ms"] = str(args.linger_ms)
-    # Input order is record order: one batch in flight per partition.
-    extra.setdefault("max.in.flight.requests.per.connection", "1")
-    producer = _make_producer(args, extra)
-    failures = 0
-    sent = 0
-    first_error: BaseException | None = None
+# The Kafka exception a producer callback receives for an error code, and its message when the
+# broker sent none (org.apache.kafka.common.protocol.Errors), for the codes a produce can end
+# with. Any other code's class is its name in CamelCase + "Exception".
+_JAVA_EXCEPTIONS = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: (
+        "UnknownServerException",
+        "The server experienced an unexpected error when processing the request."),
+    ErrorCode.CORRUPT_MESSAGE: (
+        "CorruptRecordException",
+        ("This message has failed its CRC checksum, exceeds the valid size, has a null key for a "
+         "compacted topic, or is otherwise corrupt.")),
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: (
+        "UnknownTopicOrPartitionException", "This server does not host this topic-partition."),
+    ErrorCode.LEADER_NOT_AVAILABLE: (
+        "LeaderNotAvailableException",
+        ("There is no leader for this topic-partition as we are in the middle of a leadership "
+         "election.")),
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: (
+        "NotLeaderOrFollowerException",
+        ("For requests intended only for the leader, this error indicates that the broker is not "
+         "the current leader.")),
+    ErrorCode.REQUEST_TIMED_OUT: ("TimeoutException", "The request timed out."),
+    ErrorCode.BROKER_NOT_AVAILABLE: ("BrokerNotAvailableException",
+                                     "The broker is not available."),
+    ErrorCode.MESSAGE_TOO_LARGE: (
+        "RecordTooLargeException",
+        ("The request included a message larger than the max message size the server will "
+         "accept.")),
+    ErrorCode.INVALID_TOPIC_EXCEPTION: (
+        "InvalidTopicException",
+        "The request attempted to perform an operation on an invalid topic."),
+    ErrorCode.RECORD_LIST_TOO_LARGE: (
+        "RecordBatchTooLargeException",
+        ("The request included message batch larger than the configured segment size on the "
+         "server.")),
+    ErrorCode.NOT_ENOUGH_REPLICAS: (
+        "NotEnoughReplicasException",
+        "Messages are rejected since there are fewer in-sync replicas than required."),
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: (
+        "NotEnoughReplicasAfterAppendException",
+        "Messages are written to the log, but to fewer in-sync replicas than required."),
+    ErrorCode.KAFKA_STORAGE_ERROR: (
+        "KafkaStorageException", "Disk error when trying to access log file on the disk."),
+    ErrorCode.INVALID_RECORD: (
+        "InvalidRecordException",
+        "This record has failed the validation on broker and hence will be rejected."),
+}
 
-    def on_done(fut: asyncio.Future, key: bytes | None, size: int) -> None:
-        nonlocal failures, first_error
-        if fut.cancelled():
-            return
-        err = fut.exception()
-        if err is not None:
-            failures += 1
-            if first_error is None:
-                first_error = err
-            k = key.decode("utf-8", "replace") if key is not None else "null"
-            print(f"Error when sending message to topic {args.topic} with key: {k}, value: "
-                  f"{size} bytes with error: {err}", file=sys.stderr)
+
+def java_exception(err: BaseException) -> str:
+    """``err`` as the Java producer's exception prints (``class: message``): what Kafka's
+    tools show for a failed send. replog's own message is kept where there is one."""
+    if not isinstance(err, KafkaError):
+        return f"org.apache.kafka.common.KafkaException: {err}"
+    if isinstance(err, (KafkaTimeoutError, UnknownTopicError)):
+        # The producer's TimeoutException: delivery.timeout.ms or max.block.ms ran out.
+        return f"org.apache.kafka.common.errors.TimeoutException: {err.message}"
+    name, default = _JAVA_EXCEPTIONS.get(err.error_code, (None, None))
+    if name is None:
+        name = err.name.title().replace("_", "") + "Exception"
+    return f"org.apache.kafka.common.errors.{name}: {err.message or default or err.name}"
+
+
+def log_send_error(topic: str, key: bytes | None, value: bytes | None,
+                   err: BaseException) -> None:
+    """ErrorLoggingCallback with logAsString=false, as ConsoleProducer creates it, through the
+    tools' log4j layout ``[%d] %p %m (%c)%n``: key and value are logged by their size."""
+    k = "null" if key is None else f"{len(key)} bytes"
+    v = "null" if value is None else f"{len(value)} bytes"
+    now = datetime.now().isoformat(sep=" ", timespec="milliseconds").replace(".", ",")
+    print(f"[{now}] ERROR Error when sending message to topic {topic} with key: {k}, value: {v} "
+          f"with error: (org.apache.kafka.clients.producer.internals.ErrorLoggingCallback)\n"
+          f"{java_exception(err)}", file=sys.stderr, flush=True)
+
+
+def _reader_properties(args) -> dict[str, str]:
+    """``--reader-config``'s file, then ``--property`` over it (ConsoleProducer.readerProps)."""
+    props = _read_properties(args.reader_config) if args.reader_config else {}
+    props.update(parse_kv(args.property, "--property"))
+    return props
+
+
+async def console_produce(args) -> int:
+    parser = LineParser(_reader_properties(args))
+    producer = make_producer(args, perf=False)
+    topic = args.topic
+
+    def on_done(fut: asyncio.Future, key: bytes | None, value: bytes | None) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            log_send_error(topic, key, value, fut.exception())
 
     async with producer:
-        await producer.partitions_for(args.topic)  # an unknown topic fails before any input
+        await producer.partitions_for(topic)  # an unknown topic fails before any input
         lineno = 0
         async for line in _read_lines(sys.stdin.fileno()):
             lineno += 1
             key, value = parser.parse(line, lineno)
-            fut = await producer.send(args.topic, value, key)
-            size = len(value) if value is not None else -1
-            fut.add_done_callback(lambda f, k=key, s=size: on_done(f, k, s))
-            sent += 1
+            if args.sync:
+                # ConsoleProducer: producer.send(record).get(); its failure ends the tool.
+                try:
+                    fut = await producer.send(topic, value, key)
+                    await producer.flush()
+                    await fut
+                except KafkaError as e:
+                    raise ReplogError(java_exception(e)) from None
+                continue
+            try:
+                fut = await producer.send(topic, value, key)
+            except (RecordTooLargeError, KafkaTimeoutError, UnknownTopicError) as e:
+                # KafkaProducer.doSend hands an ApiException raised in send() (a record too
+                # large, max.block.ms ran out) to the callback; the tool goes on.
+                log_send_error(topic, key, value, e)
+                continue
+            fut.add_done_callback(lambda f, k=key, v=value: on_done(f, k, v))
         await producer.flush()
-    if failures:
-        raise ReplogError(f"{failures} of {sent} records were not acknowledged "
-                          f"(first error: {first_error})")
     return 0
 
 
@@ -262,8 +453,7 @@ async def perf_produce(args) -> int:
         raise ReplogError("perf mode needs both --num-records and --record-size")
     if args.num_records < 0 or args.record_size < 0:
         raise ReplogError("--num-records and --record-size must not be negative")
-    extra = parse_kv(args.producer_props, "--producer-props")
-    producer = _make_producer(args, extra)
+    producer = make_producer(args, perf=True)
     rng = random.Random(args.seed)
     # Kafka's perf test: one random payload of uppercase letters, sent N times.
     payload = bytes(rng.randrange(65, 91) for _ in range(args.record_size))
@@ -317,21 +507,31 @@ def add_parsers(sub) -> None:
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                    help="any broker of the cluster (host:port[,host:port...])")
     p.add_argument("--topic", required=True)
-    p.add_argument("--acks", "--request-required-acks", default="all",
-                   help="all (-1), 1 or 0 (default all)")
-    p.add_argument("--batch-size", type=int, help="batch.size in bytes (default 16384)")
-    p.add_argument("--timeout", dest="linger_ms", type=float,
-                   help="linger.ms: how long a batch waits for more records")
-    p.add_argument("--max-block-ms", type=int, default=5000,
-                   help="how long to wait for the topic's metadata / buffer space "
-                        "(default 5000)")
-    p.add_argument("--request-timeout-ms", type=int, default=30000)
+    # Defaults are None: an option given replaces the setting, one not given supplies
+    # kafka-console-producer's default only where no property set it (producer_settings).
+    p.add_argument("--sync", action="store_true",
+                   help="send one record at a time, waiting for each; the first failure ends "
+                        "the command with exit status 1")
+    for opt in _CONSOLE_OPTIONS:
+        p.add_argument(*opt.flags, dest=opt.dest, type=opt.type,
+                       help=f"{opt.help} (default {opt.default})")
     p.add_argument("--producer-property", action="append", metavar="KEY=VALUE",
-                   help="producer setting by Kafka name, e.g. linger.ms=5 (repeatable)")
+                   help="producer setting by Kafka name, e.g. linger.ms=5 (repeatable); an "
+                        "option given on the command line takes precedence")
+    p.add_argument("--producer.config", dest="producer_config", metavar="FILE",
+                   help="producer settings from a properties file; --producer-property takes "
+                        "precedence")
     p.add_argument("--property", action="append", metavar="KEY=VALUE",
                    help="line reader setting: parse.key, key.separator, ignore.error, "
                         "null.marker (repeatable)")
-    perf = p.add_argument_group("perf mode (kafka-producer-perf-test)")
+    p.add_argument("--reader-config", metavar="FILE",
+                   help="line reader settings from a properties file; --property takes "
+                        "precedence")
+    perf = p.add_argument_group(
+        "perf mode (kafka-producer-perf-test)",
+        "The defaults above are kafka-console-producer's; perf mode keeps the producer's own "
+        "(acks all, retries until delivery.timeout.ms, request.timeout.ms 30000, linger.ms 5) "
+        "except max.block.ms 5000.")
     perf.add_argument("--num-records", type=int, help="records to send")
     perf.add_argument("--record-size", type=int, help="bytes per record")
     perf.add_argument("--throughput", type=float, default=-1,
