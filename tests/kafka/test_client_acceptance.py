@@ -797,3 +797,72 @@ def _storage_error_scenario(c, victim: int, mounts, rules) -> None:
     tail.finish({p: max(o for q, o in read if q == p) + 1 for p in (0, 1)})
     assert_read_back(read, tail.read, [0, 1])
     assert len(tail.read) == len(read)
+
+
+def test_kafka_python_and_aiokafka_follow_a_leader_move(cluster_factory):
+    """kafka-python and aiokafka keep sending acks=all records to partition 0 while its leader
+    shuts down cleanly (the controlled shutdown moves the leadership, and the clients find
+    the new leader through their Metadata and retry) and comes back; every acknowledged record
+    is read back at its offset."""
+    from aiokafka import AIOKafkaProducer
+
+    cluster = cluster_factory(brokers=3, overrides=FAST)
+    create(cluster, "mv", 1, 3, MIN_ISR_2)
+    leader = describe(cluster, "mv").partition(0).leader
+    acked: dict[tuple[int, int], bytes] = {}
+    stop = threading.Event()
+
+    def kafka_python() -> None:
+        producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap_servers,
+                                 acks="all", enable_idempotence=False, retries=1000,
+                                 retry_backoff_ms=100, request_timeout_ms=10000)
+        try:
+            i = 0
+            while not stop.is_set():
+                v = f"kp{i}".encode()
+                md = producer.send("mv", value=v, partition=0).get(timeout=60)
+                acked[(md.partition, md.offset)] = v
+                i += 1
+        finally:
+            producer.close()
+
+    async def aiokafka() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=cluster.kafka_bootstrap_servers, acks="all",
+                             retry_backoff_ms=100, request_timeout_ms=10000)
+        await p.start()
+        try:
+            i = 0
+            while not stop.is_set():
+                v = f"aio{i}".encode()
+                md = await p.send_and_wait("mv", v, partition=0)
+                acked[(md.partition, md.offset)] = v
+                i += 1
+        finally:
+            await p.stop()
+
+    def more_acks(what: str) -> None:
+        n = len(acked)
+        wait_until(lambda: len(acked) >= n + 200 or any(r.done() for r in runs), timeout=60,
+                   what=what)
+        for r in runs:
+            if r.done():
+                r.result()  # a producer that gave up: its error
+                raise AssertionError(f"a producer stopped before {what}")
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(kafka_python), pool.submit(asyncio.run, aiokafka())]
+        try:
+            more_acks("records acked before the move")
+            cluster.broker(leader).stop()
+            wait_until(lambda: describe(cluster, "mv").partition(0).leader not in (leader, -1),
+                       timeout=60, what="a new leader")
+            more_acks("acks from the new leader")
+            cluster.broker(leader).start()
+            more_acks("acks after the restart")
+        finally:
+            stop.set()
+        for r in runs:
+            r.result(timeout=120)
+    assert {v[:2] for v in acked.values()} == {b"kp", b"ai"}
+    read = rd_consume_all(cluster.kafka_bootstrap_servers, "mv", [0])
+    assert_read_back(read, acked, [0])
