@@ -56,6 +56,11 @@ from common.rpc import replog_pb2_grpc
 CLIENT_ID = "Replica"
 
 
+def _stream_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    """A stream failure the unary path would have raised as this status."""
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
 def fetcher_id_for(tp: TopicPartition, num_fetchers: int) -> int:
     return (zlib.crc32(tp.topic.encode()) * 31 + tp.partition) % num_fetchers
 
@@ -86,6 +91,11 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, FetchState] = {}
         self._channel: grpc.aio.Channel | None = None
         self._stub: replog_pb2_grpc.BrokerStub | None = None
+        # The long-lived FetchStream to the leader (opened on first use, dropped on any
+        # failure or abandoned request); a leader that answers UNIMPLEMENTED (an older
+        # broker) is fetched from with unary calls until its address changes.
+        self._stream: grpc.aio.StreamStreamCall | None = None
+        self._unary_only = not manager.fetch_stream_enable
         self._wake = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.held_back = 0  # partitions the follower quota left out of the last fetch
@@ -103,12 +113,53 @@ class ReplicaFetcher:
         if address != self.address:
             self.address = address
             self._close_channel()
+            self._unary_only = not self.manager.fetch_stream_enable
             self._wake.set()
 
     def _close_channel(self) -> None:
+        self._drop_stream()
         if self._channel is not None:
             asyncio.ensure_future(self._channel.close())
         self._channel = self._stub = None
+
+    def _drop_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.cancel()
+            self._stream = None
+
+    async def _fetch_call(self, stub, req: pb.FetchRequest) -> pb.FetchResponse:
+        """One Fetch: a request/answer pair on this fetcher's stream, or a unary call. Any
+        failure raises grpc.aio.AioRpcError as the unary call does, and drops the stream: the
+        request's fate is unknown, so the caller starts the session over (a full fetch)."""
+        timeout = self.manager.max_wait_ms / 1000 + 10
+        if self._unary_only:
+            return await stub.Fetch(req, timeout=timeout)
+        if self._stream is None:
+            self._stream = stub.FetchStream()
+        stream = self._stream
+        try:
+            await stream.write(req)
+            resp = await asyncio.wait_for(stream.read(), timeout)
+        except grpc.aio.AioRpcError as e:
+            self._drop_stream()
+            if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            # An older leader without FetchStream (a rolling upgrade): unary from now on.
+            self._unary_only = True
+            self.manager.events.info("fetch_stream_unsupported", fetcher=self.name,
+                                     leader=self.leader_id)
+            return await stub.Fetch(req, timeout=timeout)
+        except TimeoutError:
+            self._drop_stream()
+            raise _stream_error(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                "no answer on the fetch stream within the fetch timeout")
+        except BaseException:  # cancelled (stop, or the request abandoned): the stream goes
+            self._drop_stream()
+            raise
+        if resp is grpc.aio.EOF:
+            self._drop_stream()
+            raise _stream_error(grpc.StatusCode.UNAVAILABLE, "the leader ended the fetch stream")
+        return resp
 
     async def stop(self) -> None:
         if self.task is not None:
@@ -117,6 +168,7 @@ class ReplicaFetcher:
                 await self.task
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
                 pass
+        self._drop_stream()
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
@@ -173,6 +225,15 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 self.session.on_error()
                 raise
+            except Exception as e:  # noqa: BLE001 - as Kafka's fetcher thread: log, back off
+                # Anything else from the transport (a channel or interceptor failing) must not
+                # end this task silently, leaving its partitions unreplicated.
+                self.session.on_error()
+                m.events.error("fetch_failed", fetcher=self.name, leader=self.leader_id,
+                               error=f"{type(e).__name__}: {e}"[:300])
+                self._close_channel()
+                await asyncio.sleep(backoff)
+                continue
             self.session.on_response(resp.error_code, resp.session_id)
             if resp.error_code != ErrorCode.NONE:
                 # FETCH_SESSION_ID_NOT_FOUND (the leader restarted, or evicted the session)
@@ -213,14 +274,14 @@ class ReplicaFetcher:
                    if tp not in ready and tp not in held]
         timer = loop.call_at(loop.time() + max(0.0, min(delayed) - self.monotonic()),
                              self._wake.set) if delayed else None
-        call = stub.Fetch(req, timeout=self.manager.max_wait_ms / 1000 + 10)
         woken = asyncio.ensure_future(self._wake.wait())
-        fetched = asyncio.ensure_future(call)
+        fetched = asyncio.ensure_future(self._fetch_call(stub, req))
+        # A request given up may still end in an error after it was abandoned: retrieved here.
+        fetched.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             await asyncio.wait({fetched, woken}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            call.cancel()  # stopped: the call in flight goes too
-            fetched.cancel()
+            fetched.cancel()  # stopped: the call in flight goes too
             raise
         finally:
             woken.cancel()
@@ -228,8 +289,7 @@ class ReplicaFetcher:
                 timer.cancel()
         if fetched.done():
             return fetched.result()
-        call.cancel()
-        fetched.cancel()
+        fetched.cancel()  # abandoned: a unary call is cancelled, a stream dropped
         try:
             await fetched
         except grpc.aio.AioRpcError:
@@ -426,6 +486,7 @@ class ReplicaFetcherManager:
         self.partition_max_bytes = config["replica.fetch.max.bytes"]
         self.response_max_bytes = config["replica.fetch.response.max.bytes"]
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
+        self.fetch_stream_enable = config["replica.fetch.stream.enable"]
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.addresses: dict[int, str] = {}
         self.failed_partitions = FailedPartitions()

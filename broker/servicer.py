@@ -149,6 +149,16 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return await self._guard(context, go)
 
     async def Fetch(self, request, context):
+        return await self._fetch(request, context)
+
+    async def FetchStream(self, request_iterator, context):
+        """Fetch over one long-lived stream: each request is answered, in order, exactly as
+        a unary Fetch; a request Fetch would refuse ends the stream with that status (the
+        fetcher reopens it, as after a failed call)."""
+        async for request in request_iterator:
+            yield await self._fetch(request, context)
+
+    async def _fetch(self, request, context):
         replica_id = request.replica_state.broker_id if request.HasField("replica_state") else -1
         broker_epoch = request.replica_state.broker_epoch \
             if request.HasField("replica_state") else -1

@@ -107,6 +107,9 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("max.incremental.fetch.session.cache.slots", _int(0), 1000,
        "incremental fetch sessions a leader keeps (KIP-227; 0: none, every fetch is full)"),
     _k("replica.fetch.backoff.ms", _int(0), 1000, "delay after a fetch error"),
+    # replog's: followers fetch over one long-lived gRPC stream per leader (FetchStream), not
+    # a unary call per fetch; false selects the unary path (A/B, or a debugging aid).
+    _k("replica.fetch.stream.enable", _bool, True, "follower fetch over a gRPC stream"),
     _k("replica.lag.time.max.ms", _int(1), 30000, "ISR lag limit (lastCaughtUpTime rule)"),
     _k("replica.high.watermark.checkpoint.interval.ms", _int(1), 5000, "HW checkpoint period"),
     _k("min.insync.replicas", _int(1), 1, "acks=all needs this many in-sync replicas"),

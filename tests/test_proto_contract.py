@@ -44,6 +44,7 @@ from common.rpc import replog_pb2_grpc as pb_grpc  # noqa: E402
 BROKER_RPCS = {
     "Produce": ("ProduceRequest", "ProduceResponse"),
     "Fetch": ("FetchRequest", "FetchResponse"),
+    "FetchStream": ("FetchRequest", "FetchResponse"),
     "ListOffsets": ("ListOffsetsRequest", "ListOffsetsResponse"),
     "Metadata": ("MetadataRequest", "MetadataResponse"),
     "OffsetForLeaderEpoch": ("OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse"),
@@ -78,6 +79,9 @@ def test_package_is_versioned():
     assert set(pb.DESCRIPTOR.services_by_name) == {"Broker", "Controller"}
 
 
+STREAMING_RPCS = {"FetchStream"}
+
+
 @pytest.mark.parametrize("service,rpcs", [("Broker", BROKER_RPCS), ("Controller", CONTROLLER_RPCS)])
 def test_service_rpcs(service, rpcs):
     svc = pb.DESCRIPTOR.services_by_name[service]
@@ -86,8 +90,10 @@ def test_service_rpcs(service, rpcs):
         method = svc.methods_by_name[name]
         assert method.input_type.full_name == f"replog.v1.{req}", name
         assert method.output_type.full_name == f"replog.v1.{resp}", name
-        # Every RPC is unary (Fetch long-polls inside one call).
-        assert not method.client_streaming and not method.server_streaming, name
+        # Every RPC is unary (Fetch long-polls inside one call) but the follower's fetch
+        # stream, which carries Fetch's messages both ways.
+        streams = name in STREAMING_RPCS
+        assert (method.client_streaming, method.server_streaming) == (streams, streams), name
 
 
 @pytest.mark.parametrize("service,rpcs", [("Broker", BROKER_RPCS), ("Controller", CONTROLLER_RPCS)])

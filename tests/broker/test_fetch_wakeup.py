@@ -28,6 +28,7 @@ from common.names import TopicPartition
 from common.observability import configure_event_log
 from common.records import ProducerRecord, build_batch, decode_all
 from common.rpc import replog_pb2 as pb
+from tests.broker.fetch_stream_fake import stream_stream
 from tests.broker.inprocess import Node, leader_and_isr
 from tests.polling import async_wait_until
 
@@ -171,9 +172,15 @@ class _FetchChannel:
     def unary_unary(self, path, *args, **kwargs):
         def invoke(request, timeout=None, **kw):
             assert path.endswith("/Fetch"), path
-            self.calls.append(_CallSlowToCancel())
-            return self.calls[-1]
+            return self._fetch(request)
         return invoke
+
+    def stream_stream(self, path, *args, **kwargs):
+        return stream_stream(path, self._fetch)
+
+    def _fetch(self, request):
+        self.calls.append(_CallSlowToCancel())
+        return self.calls[-1]
 
     async def close(self):
         pass

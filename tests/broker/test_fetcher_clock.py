@@ -21,6 +21,7 @@ from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.observability import configure_event_log
 from common.rpc import replog_pb2 as pb
+from tests.broker.fetch_stream_fake import stream_stream
 from tests.polling import async_wait_until
 
 TP = TopicPartition("t", 0)
@@ -67,12 +68,18 @@ class _NotLeaderChannel:
     def unary_unary(self, path, *args, **kwargs):
         def invoke(request, timeout=None, **kw):
             assert path.endswith("/Fetch"), path
-            self.fetches += 1
-            return _Answered(pb.FetchResponse(responses=[pb.FetchTopicResponse(
-                topic=TP.topic, partitions=[pb.FetchPartitionResponse(
-                    partition=TP.partition,
-                    error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)])]))
+            return self._fetch(request)
         return invoke
+
+    def stream_stream(self, path, *args, **kwargs):
+        return stream_stream(path, self._fetch)
+
+    def _fetch(self, request):
+        self.fetches += 1
+        return _Answered(pb.FetchResponse(responses=[pb.FetchTopicResponse(
+            topic=TP.topic, partitions=[pb.FetchPartitionResponse(
+                partition=TP.partition,
+                error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)])]))
 
     async def close(self):
         pass
