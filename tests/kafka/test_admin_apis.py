@@ -347,10 +347,21 @@ def test_bad_requests_get_kafkas_errors_at_the_byte_level(cluster_factory):
     assert got["error_code"] == ErrorCode.INVALID_REQUEST
     assert got["replica_election_results"][0]["partition_result"][0]["error_code"] == \
         ErrorCode.INVALID_REQUEST
-    # An empty list elects nothing (null would mean every partition).
+    # An empty list elects nothing; null means every partition; a negative partition is
+    # nobody's (the controller would refuse the whole request for it).
     got = raw(cluster, AdminApiKey.ELECT_LEADERS, 2, {"election_type": 0, "timeout_ms": 1000,
                                                       "topic_partitions": []})
     assert (got["error_code"], got["replica_election_results"]) == (0, [])
+    got = raw(cluster, AdminApiKey.ELECT_LEADERS, 2, {"election_type": 0, "timeout_ms": 1000,
+                                                      "topic_partitions": None})
+    assert [(t["topic"], [(p["partition_id"], p["error_code"]) for p in t["partition_result"]])
+            for t in got["replica_election_results"]] == [
+        ("v0", [(0, ErrorCode.ELECTION_NOT_NEEDED)])]
+    got = raw(cluster, AdminApiKey.ELECT_LEADERS, 0, {"timeout_ms": 1000, "topic_partitions": [
+        {"topic": "v0", "partitions": [-1, 0]}]})
+    assert [(p["partition_id"], p["error_code"])
+            for p in got["replica_election_results"][0]["partition_result"]] == [
+        (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), (0, ErrorCode.ELECTION_NOT_NEEDED)]
 
     # DescribeCluster: only the broker endpoint type is served by a broker (KIP-919).
     got = raw(cluster, AdminApiKey.DESCRIBE_CLUSTER, 1, {"endpoint_type": 2})
