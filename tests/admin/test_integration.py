@@ -131,8 +131,10 @@ def test_cli_produce_consume_and_perf_mode(cluster: LocalCluster):
     assert replog("topics", "create", "--bootstrap-server", b, "--topic", "lines",
                   "--partitions", "1", "--replication-factor", "3").returncode == 0
     lines = b"".join(b"k%d:line %d\n" % (i, i) for i in range(100))
+    # A 30 s request timeout (the console producer's is 1.5 s): a retry on a loaded machine
+    # could store a line twice (no idempotence), and this checks the exact sequence.
     p = replog("produce", "--bootstrap-server", b, "--topic", "lines", "--acks", "all",
-               "--property", "parse.key=true", "--property", "key.separator=:", stdin=lines)
+               "--request-timeout-ms", "30000", "--property", "parse.key=true", "--property", "key.separator=:", stdin=lines)
     assert p.returncode == 0, p.stderr.decode()
     p = replog("consume", "--bootstrap-server", b, "--topic", "lines", "--from-beginning",
                "--max-messages", "100", "--property", "print.key=true",

@@ -73,7 +73,7 @@ def test_each_listener_answers_with_its_endpoints_and_carries_produce_consume(cl
     assert p.returncode == 0, p.stderr.decode()
     records = [f"record-{i}" for i in range(50)]
     p = replog("produce", "--bootstrap-server", external[1], "--topic", "outside",
-               "--acks", "all", stdin="\n".join(records).encode() + b"\n")
+               "--acks", "all", "--request-timeout-ms", "30000", stdin="\n".join(records).encode() + b"\n")
     assert p.returncode == 0, p.stderr.decode()
     p = replog("consume", "--bootstrap-server", external[2], "--topic", "outside",
                "--from-beginning", "--max-messages", str(len(records)), "--timeout-ms", "30000")

@@ -259,7 +259,7 @@ def _produce_replog_cli(cluster, recs) -> None:
     assert all(not h for _, _, h in recs), "replog produce's line reader sends no headers"
     lines = "".join(f"{(k or b'NULL').decode()}|{(v or b'NULL').decode()}\n" for k, v, _ in recs)
     out = replog("produce", "--bootstrap-server", cluster.bootstrap_servers, "--topic", TOPIC,
-                 "--property", "parse.key=true", "--property", "key.separator=|",
+                 "--request-timeout-ms", "30000", "--property", "parse.key=true", "--property", "key.separator=|",
                  "--property", "null.marker=NULL", stdin=lines)
     assert out.returncode == 0, out.stderr
 

@@ -123,7 +123,7 @@ def test_records_cross_between_kafka_python_and_replog_cli(cluster_factory):
         producer.send(TOPIC, value=f"from-kafka-python-{i}".encode(), partition=0).get(timeout=30)
     producer.close()
     produced = replog("produce", "--bootstrap-server", cluster.bootstrap_servers, "--topic",
-                      TOPIC, stdin="".join(f"from-replog-{i}\n" for i in range(3)))
+                      TOPIC, "--request-timeout-ms", "30000", stdin="".join(f"from-replog-{i}\n" for i in range(3)))
     assert produced.returncode == 0, produced.stderr
 
     consumed = replog("consume", "--bootstrap-server", cluster.bootstrap_servers, "--topic",
