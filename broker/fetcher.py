@@ -122,8 +122,9 @@ class ReplicaFetcher:
             asyncio.ensure_future(self._channel.close())
         self._channel = self._stub = None
 
-    def _drop_stream(self) -> None:
-        if self._stream is not None:
+    def _drop_stream(self, stream: grpc.aio.StreamStreamCall | None = None) -> None:
+        """Cancel this fetcher's stream (only if it is still ``stream``, when given)."""
+        if self._stream is not None and (stream is None or self._stream is stream):
             self._stream.cancel()
             self._stream = None
 
@@ -141,7 +142,7 @@ class ReplicaFetcher:
             await stream.write(req)
             resp = await asyncio.wait_for(stream.read(), timeout)
         except grpc.aio.AioRpcError as e:
-            self._drop_stream()
+            self._drop_stream(stream)
             if e.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
             # An older leader without FetchStream (a rolling upgrade): unary from now on.
@@ -150,14 +151,23 @@ class ReplicaFetcher:
                                      leader=self.leader_id)
             return await stub.Fetch(req, timeout=timeout)
         except TimeoutError:
-            self._drop_stream()
+            self._drop_stream(stream)
             raise _stream_error(grpc.StatusCode.DEADLINE_EXCEEDED,
                                 "no answer on the fetch stream within the fetch timeout")
-        except BaseException:  # cancelled (stop, or the request abandoned): the stream goes
-            self._drop_stream()
+        except asyncio.CancelledError:
+            self._drop_stream(stream)
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # stopped, or the request abandoned: the stream goes with it
+            # The stream itself was cancelled under the request (the leader's address or the
+            # transport changed): a failed request, not the end of this fetcher.
+            raise _stream_error(grpc.StatusCode.CANCELLED, "the fetch stream was closed") \
+                from None
+        except BaseException:
+            self._drop_stream(stream)
             raise
         if resp is grpc.aio.EOF:
-            self._drop_stream()
+            self._drop_stream(stream)
             raise _stream_error(grpc.StatusCode.UNAVAILABLE, "the leader ended the fetch stream")
         return resp
 
@@ -499,6 +509,18 @@ class ReplicaFetcherManager:
         metrics.failed_partitions.labels(clientId=CLIENT_ID).set_function(
             lambda: len(self.failed_partitions))
         metrics.registry.register(_PerFetcherLag(self))
+
+    def set_fetch_stream(self, enable: bool) -> None:
+        """replica.fetch.stream.enable changed (a dynamic broker config): each fetcher's next
+        request goes over the new transport."""
+        if enable == self.fetch_stream_enable:
+            return
+        self.fetch_stream_enable = enable
+        for f in list(self.fetchers.values()):
+            f._unary_only = not enable
+            f._drop_stream()
+            f._wake.set()  # a parked request is given up and sent again the new way
+        self.events.info("fetch_transport_changed", stream=enable)
 
     def record_received(self, tp: TopicPartition, p: Partition, nbytes: int) -> None:
         """Bytes appended as a follower: replication, and reassignment when this replica is

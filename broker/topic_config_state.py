@@ -109,6 +109,11 @@ class TopicConfigState:
         bound = rate_from(dynamic, self.config, ALTER_LOG_DIRS_RATE)
         if bound is not None:
             self.alter_log_dirs.quota.update_quota(bound)
+        if self.fetcher_manager is not None:
+            stream = (dynamic or {}).get("replica.fetch.stream.enable")
+            self.fetcher_manager.set_fetch_stream(
+                self.config["replica.fetch.stream.enable"] if stream is None
+                else stream.strip().lower() == "true")
         self._refresh_min_isr(lambda tp: True)
 
     def _refresh_min_isr(self, which) -> None:

@@ -150,6 +150,9 @@ BROKER_DYNAMIC_CONFIGS = frozenset({
     "min.insync.replicas",
     "unclean.leader.election.enable",
     "unclean.recovery.strategy",
+    # replog's: followers' transport (FetchStream or unary Fetch), switchable at runtime so a
+    # benchmark compares both on one cluster in one run.
+    "replica.fetch.stream.enable",
 })
 
 # Keys whose value is a list, the only ones APPEND and SUBTRACT apply to (Kafka's ConfigDef LIST).

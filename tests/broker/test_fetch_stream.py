@@ -152,3 +152,31 @@ async def test_a_stream_broken_mid_request_loses_and_duplicates_nothing(tmp_path
     finally:
         for n in nodes:
             await n.stop()
+
+
+async def test_the_transport_switches_at_runtime_with_a_fetch_in_flight(tmp_path):
+    """replica.fetch.stream.enable is a dynamic broker config (the benchmark's A/B on one
+    cluster): switched while the follower's fetch is parked on the leader, replication goes on
+    over the other transport and nothing is lost or doubled."""
+    counter = _Counter()
+    a, b = Node(1, tmp_path), Node(2, tmp_path, channel_factory=_counted(counter))
+    nodes = [a, b]
+    for n in nodes:
+        await n.start()
+    try:
+        for n in nodes:
+            await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1, 2], [1, 2], nodes))
+        await _replicate(a, b, 2, "stream")
+        for enable, tag in [(False, "unary"), (True, "again")]:
+            b.rm.apply_broker_config({"replica.fetch.stream.enable": str(enable).lower()})
+            await _replicate(a, b, 2, tag)
+        await wait_until(lambda: _same_logs(a, b))
+        assert a.lm.get_log(TP).log_end_offset == 30
+        fetches = [c for c in counter.calls if c.startswith("Fetch")]
+        assert fetches[0] == "FetchStream" and "Fetch" in fetches
+        assert fetches[-1] == "FetchStream" and fetches.count("FetchStream") == 2
+        assert all(t.done() is False for t in (f.task for f in
+                                                b.rm.fetcher_manager.fetchers.values()))
+    finally:
+        for n in nodes:
+            await n.stop()
