@@ -276,6 +276,14 @@ def _text(value) -> str | None:
     return str(value)
 
 
+# A topic key's broker synonyms after its first (TopicKey.broker_synonym), with the factor to
+# the topic key's unit: Kafka's LogConfig.TopicConfigSynonyms lists.
+_MORE_SYNONYMS: Mapping[str, tuple[tuple[str, int], ...]] = {
+    "log.retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "log.roll.ms": (("log.roll.hours", 3_600_000),),
+}
+
+
 def _broker_synonyms(key: str, per_broker: Mapping[str, str], default: Mapping[str, str],
                      static: Config) -> list[Synonym]:
     """Kafka's order: this broker's dynamic value, the cluster-wide dynamic default, the
@@ -316,10 +324,30 @@ def describe_topic(overrides: Mapping[str, str], per_broker: Mapping[str, str],
         if name in overrides:
             syn.append(Synonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
         if spec.broker_synonym is not None:
-            syn += _broker_synonyms(spec.broker_synonym, per_broker, default, static)
+            # Kafka's LogConfig synonyms: retention.ms <- log.retention.ms, .minutes, .hours
+            # (first set wins, each scaled to ms); the built-in default shown is the last
+            # key's with one (log.retention.hours=168, log.roll.hours=168, as Kafka lists).
+            chain = [(spec.broker_synonym, 1), *_MORE_SYNONYMS.get(spec.broker_synonym, ())]
+            found = [x for k, _ in chain
+                     for x in _broker_synonyms(k, per_broker, default, static)
+                     if x.source != ConfigSource.DEFAULT_CONFIG]
+            defaults = [x for k, _ in chain
+                        for x in _broker_synonyms(k, per_broker, default, static)
+                        if x.source == ConfigSource.DEFAULT_CONFIG]
+            syn += found + defaults[-1:]
+            scale = dict(chain)
+        else:
+            scale = {}
         if spec.default is not None and not any(
                 s.source == ConfigSource.DEFAULT_CONFIG for s in syn):
             syn.append(Synonym(name, spec.default, ConfigSource.DEFAULT_CONFIG))
+        if syn and scale.get(syn[0].name, 1) != 1 and syn[0].value is not None:
+            # the topic's value is the synonym's in the topic key's unit (hours -> ms)
+            top = syn[0]
+            value = str(int(top.value) * scale[top.name]) if int(top.value) >= 0 else top.value
+            e = ConfigEntry(name, value, top.source, False, False, tuple(syn))
+            out.append(e)
+            continue
         e = _entry(name, syn)
         if e is not None:
             out.append(e)

@@ -206,3 +206,21 @@ def test_notification_codec_is_kafkas_version_2():
         zl.decode_config_change(b'{"version":1,"entity_path":"topics/orders"}')
     assert zl.config_change_seq("config_change_0000000042") == 42
     assert zl.config_change_seq("config_change_x") is None
+
+
+@pytest.mark.parametrize(("static", "value", "source", "synonyms"), [
+    ([], "604800000", "DEFAULT_CONFIG", [("log.retention.hours", "168")]),
+    ([("log.retention.hours", "24")], "86400000", "STATIC_BROKER_CONFIG",
+     [("log.retention.hours", "24"), ("log.retention.hours", "168")]),
+    ([("log.retention.ms", "5000")], "5000", "STATIC_BROKER_CONFIG",
+     [("log.retention.ms", "5000"), ("log.retention.hours", "168")]),
+])
+def test_retention_ms_follows_kafkas_synonym_chain(static, value, source, synonyms):
+    """Kafka's LogConfig synonyms: retention.ms <- log.retention.ms, log.retention.minutes,
+    log.retention.hours; a broker set in hours gives the topic its value in ms."""
+    from common.config import build_config
+    from common.dynamic_config import describe_topic
+    cfg = build_config([("broker.id", "1", "t"), *((k, v, "t") for k, v in static)])
+    [e] = describe_topic({}, {}, {}, cfg, ["retention.ms"])
+    assert (e.value, e.source.name) == (value, source)
+    assert [(s.name, s.value) for s in e.synonyms] == synonyms
