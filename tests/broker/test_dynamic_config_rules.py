@@ -218,8 +218,6 @@ def test_notification_codec_is_kafkas_version_2():
 def test_retention_ms_follows_kafkas_synonym_chain(static, value, source, synonyms):
     """Kafka's LogConfig synonyms: retention.ms <- log.retention.ms, log.retention.minutes,
     log.retention.hours; a broker set in hours gives the topic its value in ms."""
-    from common.config import build_config
-    from common.dynamic_config import describe_topic
     cfg = build_config([("broker.id", "1", "t"), *((k, v, "t") for k, v in static)])
     [e] = describe_topic({}, {}, {}, cfg, ["retention.ms"])
     assert (e.value, e.source.name) == (value, source)
