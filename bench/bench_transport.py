@@ -7,14 +7,20 @@ replog's processes use (``common.event_loop``), exchange messages of the sizes r
 workloads send:
 
 - ``call``: 100 B each way, 4 calls in flight: the fixed cost of one RPC;
+- ``produce 64 KiB``: one 64 KiB batch answered with 100 B, 5 in flight (the Producer's
+  default max.in.flight.requests.per.connection at batch.size 65536);
 - ``produce 128 KiB``: the lean generator's Produce (2 batches of 64 KiB), 4 in flight;
 - ``produce 1 MiB``: the Producer's largest request (max.request.size), 5 in flight;
 - ``fetch 1 MiB``: a small request answered with 1 MiB, 1 in flight (a replica fetcher has one
   Fetch in flight per leader).
 
-For each shape: calls/s, and CPU per call and per GB moved, split into server and client
-(user + sys; the server's from its own CPU times, the client's from this process's). The
-median of ``--runs`` runs (3 by default).
+Each shape is measured twice in every run, back to back: as unary calls, and as request/answer
+message pairs on one open bidirectional stream (the server answers a stream's requests in
+order; the client keeps the shape's number of requests written ahead of their answers, as
+Kafka's NetworkClient pipelines requests on one connection). For each: calls/s, and CPU per
+call and per GB moved, split into server and client (user + sys; the server's from its own
+CPU times, the client's from this process's). Figures are the median of ``--runs`` runs (3 by
+default); the stream/unary ratio of CPU per call (both ends) is taken per run, then the median.
 
 Then the floor: for each workload of ``bench cluster`` (a) whose run recorded its requests per
 GB (``bench/results/cluster.json``, from the brokers' kafka_network_requestmetrics_requests_total),
@@ -48,7 +54,8 @@ from common import event_loop
 
 NAME = "transport"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SERVICE, METHOD = "bench.Transport", "Call"
+SERVICE, METHOD, STREAM = "bench.Transport", "Call", "Stream"
+MODES = ("unary", "stream")
 OPTIONS = [("grpc.max_send_message_length", 64 << 20),
            ("grpc.max_receive_message_length", 64 << 20)]
 _HEAD = struct.Struct("!I")  # the request's first 4 bytes: how many bytes to answer
@@ -66,6 +73,7 @@ class Shape:
 
 SHAPES = (
     Shape("call", 100, 100, 4, 6000, 1500),
+    Shape("produce 64 KiB", 64 << 10, 100, 5, 3000, 800),
     Shape("produce 128 KiB", 128 << 10, 100, 4, 3000, 800),
     Shape("produce 1 MiB", 1 << 20, 100, 5, 800, 200),
     Shape("fetch 1 MiB", 100, 1 << 20, 1, 800, 200),
@@ -84,9 +92,14 @@ async def _serve(port_file: str) -> None:
             a = answers[n] = os.urandom(n)
         return a
 
+    async def handle_stream(requests, context):
+        async for request in requests:
+            yield await handle(request, context)
+
     server = grpc.aio.server(options=OPTIONS)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {
-        METHOD: grpc.unary_unary_rpc_method_handler(handle)}),))
+        METHOD: grpc.unary_unary_rpc_method_handler(handle),
+        STREAM: grpc.stream_stream_rpc_method_handler(handle_stream)}),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     _write_port(port_file, port)
@@ -106,11 +119,10 @@ def serve(port_file: str) -> None:
 # ============================================================================ client
 
 async def _drive(port: int, shape: Shape, calls: int) -> tuple[float, float]:
-    """(wall s, client CPU s) for ``calls`` calls of ``shape`` after a warm-up."""
+    """(wall s, client CPU s) for ``calls`` unary calls of ``shape`` after a warm-up."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS) as ch:
         call = ch.unary_unary(f"/{SERVICE}/{METHOD}")
-        payload = _HEAD.pack(shape.response_bytes) + os.urandom(max(0, shape.request_bytes
-                                                                     - _HEAD.size))
+        payload = _payload(shape)
 
         async def worker(n: int) -> None:
             for _ in range(n):
@@ -123,9 +135,47 @@ async def _drive(port: int, shape: Shape, calls: int) -> tuple[float, float]:
         return time.perf_counter() - t0, time.process_time() - c0
 
 
-def _measure(shape: Shape, calls: int, port: int, server: psutil.Process) -> dict:
+async def _drive_stream(port: int, shape: Shape, calls: int) -> tuple[float, float]:
+    """(wall s, client CPU s) for ``calls`` request/answer pairs of ``shape`` on one open
+    stream after a warm-up: one task writes, keeping at most ``in_flight`` requests ahead of
+    their answers, another reads (Kafka's NetworkClient: requests pipelined on one
+    connection, max.in.flight.requests.per.connection of them unanswered)."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS) as ch:
+        stream = ch.stream_stream(f"/{SERVICE}/{STREAM}")()
+        payload = _payload(shape)
+        window = asyncio.Semaphore(shape.in_flight)
+
+        async def write(n: int) -> None:
+            for _ in range(n):
+                await window.acquire()
+                await stream.write(payload)
+
+        async def read(n: int) -> None:
+            for _ in range(n):
+                answer = await stream.read()
+                if answer is grpc.aio.EOF:
+                    raise RuntimeError("the bare server ended the stream")
+                window.release()
+
+        await asyncio.gather(write(20 * shape.in_flight), read(20 * shape.in_flight))
+        n = calls // shape.in_flight * shape.in_flight
+        c0, t0 = time.process_time(), time.perf_counter()
+        await asyncio.gather(write(n), read(n))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        await stream.done_writing()
+        return wall, cpu
+
+
+def _payload(shape: Shape) -> bytes:
+    return _HEAD.pack(shape.response_bytes) + os.urandom(max(0, shape.request_bytes
+                                                             - _HEAD.size))
+
+
+def _measure(shape: Shape, calls: int, port: int, server: psutil.Process,
+             mode: str = "unary") -> dict:
     s0 = sum(server.cpu_times()[:2])
-    wall, client_cpu = event_loop.run(_drive(port, shape, calls))
+    drive = _drive_stream if mode == "stream" else _drive
+    wall, client_cpu = event_loop.run(drive(port, shape, calls))
     server_cpu = sum(server.cpu_times()[:2]) - s0
     n = calls // shape.in_flight * shape.in_flight
     moved = n * (shape.request_bytes + shape.response_bytes) / GB
@@ -191,19 +241,29 @@ def main(opts: argparse.Namespace | None = None) -> dict:
         proc, port = _start_server(tmp)
         try:
             server = psutil.Process(proc.pid)
-            raw: dict[str, list[dict]] = {s.name: [] for s in SHAPES}
+            raw: dict[str, dict[str, list[dict]]] = {
+                mode: {s.name: [] for s in SHAPES} for mode in MODES}
             for r in range(runs):
                 for s in SHAPES:
-                    m = _measure(s, s.quick_calls if quick else s.calls, port, server)
-                    raw[s.name].append(m)
-                    log(f"[transport] run {r + 1}/{runs} {s.name}: {m['calls_s']:.0f} calls/s, "
-                        f"server {m['server_us_per_call']:.0f} us/call, "
-                        f"client {m['client_us_per_call']:.0f} us/call")
+                    # Alternate which transport goes first, so a drift in the machine's load
+                    # does not always favour the same one.
+                    for mode in (MODES if r % 2 == 0 else MODES[::-1]):
+                        m = _measure(s, s.quick_calls if quick else s.calls, port, server,
+                                     mode)
+                        raw[mode][s.name].append(m)
+                        log(f"[transport] run {r + 1}/{runs} {s.name} {mode}: "
+                            f"{m['calls_s']:.0f} calls/s, server "
+                            f"{m['server_us_per_call']:.0f} us/call, client "
+                            f"{m['client_us_per_call']:.0f} us/call")
         finally:
             proc.kill()
             proc.wait()
-    shapes = {name: {k: round(median(m[k] for m in ms), 3) for k in ms[0]}
-              for name, ms in raw.items()}
+    by_mode = {mode: {name: {k: round(median(m[k] for m in ms), 3) for k in ms[0]}
+                      for name, ms in raw[mode].items()} for mode in MODES}
+    shapes = by_mode["unary"]
+    ratios = {name: round(median(_both_ends(st) / _both_ends(un) for st, un in
+                                 zip(raw["stream"][name], raw["unary"][name])), 3)
+              for name in shapes}
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     floors = {}
     cluster_json = RESULTS_DIR / "cluster.json"
@@ -217,25 +277,39 @@ def main(opts: argparse.Namespace | None = None) -> dict:
             if f is not None:
                 floors[name] = f
     results = {"bench": NAME, "machine": machine_info(), "quick": quick, "runs": runs,
-               "figures": {"shapes": shapes, "floors": floors}, "raw": raw}
+               "figures": {"shapes": shapes, "streams": by_mode["stream"],
+                           "stream_over_unary_cpu_per_call": ratios, "floors": floors},
+               "raw": raw}
     _print(results, cpus)
     save_results(NAME, results)
     return results
 
 
+def _both_ends(m: dict) -> float:
+    return m["server_us_per_call"] + m["client_us_per_call"]
+
+
 def _print(results: dict, cpus: int) -> None:
-    shapes = results["figures"]["shapes"]
+    figs = results["figures"]
     print(f"\ngRPC alone (grpc.aio, raw bytes, {event_loop.loop_factory() and 'uvloop' or 'asyncio'}"
-          f"), server in a child process, median of {results['runs']} run(s)")
-    print(f"    {'shape':<18}{'calls/s':>9}{'MB/s':>8}{'server us':>11}{'client us':>11}"
-          f"{'server s/GB':>13}{'client s/GB':>13}")
-    for name, m in shapes.items():
-        # Per GB says nothing for a 100-byte call: its cost is the call itself.
-        per_gb = (f"{m['server_s_per_gb']:>13.2f}{m['client_s_per_gb']:>13.2f}"
-                  if m["mb_s"] >= 1 else f"{'-':>13}{'-':>13}")
-        print(f"    {name:<18}{m['calls_s']:>9.0f}{m['mb_s']:>8.1f}"
-              f"{m['server_us_per_call']:>11.0f}{m['client_us_per_call']:>11.0f}{per_gb}")
-        print(json_line(NAME, f"shape {name}", m))
+          f"), server in a child process, median of {results['runs']} run(s); unary calls, "
+          f"then message pairs on one open stream")
+    print(f"    {'shape':<18}{'mode':<8}{'calls/s':>9}{'MB/s':>8}{'server us':>11}"
+          f"{'client us':>11}{'both us':>9}{'server s/GB':>13}{'client s/GB':>13}")
+    for name in figs["shapes"]:
+        for mode, table in (("unary", figs["shapes"]), ("stream", figs["streams"])):
+            m = table[name]
+            # Per GB says nothing for a 100-byte call: its cost is the call itself.
+            per_gb = (f"{m['server_s_per_gb']:>13.2f}{m['client_s_per_gb']:>13.2f}"
+                      if m["mb_s"] >= 1 else f"{'-':>13}{'-':>13}")
+            print(f"    {name:<18}{mode:<8}{m['calls_s']:>9.0f}{m['mb_s']:>8.1f}"
+                  f"{m['server_us_per_call']:>11.0f}{m['client_us_per_call']:>11.0f}"
+                  f"{_both_ends(m):>9.0f}{per_gb}")
+            print(json_line(NAME, f"shape {name}" + (" stream" if mode == "stream" else ""), m))
+        ratio = figs["stream_over_unary_cpu_per_call"][name]
+        print(f"    {'':<18}stream/unary CPU per call (both ends), median of per-run ratios: "
+              f"{ratio:.2f}")
+        print(json_line(NAME, f"stream/unary {name}", {"cpu_per_call_ratio": ratio}))
     floors = results["figures"]["floors"]
     if not floors:
         print("    floor: run `python -m bench cluster` first (it records requests per GB)")
