@@ -1,7 +1,8 @@
 """Registers the subcommands that live in their own modules.
 
 Process subcommands (``broker``, ``controller``) load their config (Kafka property names,
-``--override k=v``) and hand it to the process's ``run(config) -> int``.
+``--override k=v``) and hand it to the process's ``run(config) -> int``. ``zookeeper`` runs one
+ZooKeeper server (an ensemble member) from its ``zoo.cfg``: the process becomes the JVM itself.
 """
 
 from __future__ import annotations
@@ -17,6 +18,22 @@ def _process(module: str, required: tuple[str, ...]):
     return run
 
 
+def _zookeeper(args) -> int:
+    """Replace this process with the ZooKeeper JVM for ``args.config`` (common/zk_server.py's
+    command line, the one ``replog cluster up`` runs): same pid, so signals and the exit status
+    are the server's own, and a supervisor restarts a member as it restarts a broker."""
+    import os
+
+    from common.errors import ReplogError
+    from common.zk_server import ZooKeeperServerError, server_command
+    try:
+        cmd = server_command(args.config)
+    except ZooKeeperServerError as e:
+        raise ReplogError(str(e)) from None
+    os.execv(cmd[0], cmd)
+    return 1  # not reached: execv returns only by raising OSError
+
+
 def register(sub) -> None:
     p = sub.add_parser("broker", help="run a broker process")
     p.add_argument("--config", required=True, help="server.properties-style file")
@@ -29,6 +46,12 @@ def register(sub) -> None:
     p.add_argument("--override", action="append", metavar="KEY=VALUE",
                    help="override a property (repeatable)")
     p.set_defaults(func=_process("controller.server", ("controller.id",)))
+
+    p = sub.add_parser("zookeeper", help="run one ZooKeeper server (an ensemble member) in "
+                                         "the foreground")
+    p.add_argument("--config", required=True,
+                   help="its zoo.cfg (cluster.json lists each member's config_file)")
+    p.set_defaults(func=_zookeeper)
 
     for name in ("admin.cluster_cmd", "admin.topics_cmd", "admin.produce_cmd",
                  "admin.consume_cmd", "admin.e2e_latency_cmd", "analytics.cli", "chaos.cli",

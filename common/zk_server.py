@@ -14,8 +14,14 @@ started as `ZooKeeperServerMain` with a generated standalone `zoo.cfg` on a loop
   client-side fake (kazoo 2.11's harness only injects a local `_SESSION_EXPIRED` event, which
   leaves the session and its ephemerals alive on the server until the timeout).
 - `ensure_chroot` creates a chroot path and returns the chrooted connect string.
+- `ZooKeeperEnsemble` runs 3 or 5 such servers as one quorum (`QuorumPeerMain`, a `server.N`
+  line per member, one data dir and `myid` each): started and waited for until a leader is
+  elected and every member serves, a member killed (SIGKILL) and restarted on its ports, and
+  the current leader read from each member's `mntr` (`zk_server_state`).
+- `server_command(config_file)` is the JVM command line for one server's config file, so
+  `replog zookeeper --config FILE` runs a member in the foreground exactly as the launcher does.
 
-Standalone only: no ensemble, no TLS, no auth. Free of pytest on purpose; `tests/conftest.py`
+No TLS, no auth, no dynamic reconfiguration. Free of pytest on purpose; `tests/conftest.py`
 wraps it in fixtures.
 """
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import signal
 import socket
@@ -31,8 +38,11 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
@@ -41,12 +51,16 @@ from common.ports import free_port, is_free
 
 __all__ = [
     "DEFAULT_ZOOKEEPER_JAR",
+    "QuorumPeer",
+    "ZooKeeperEnsemble",
     "ZooKeeperNotInstalledError",
     "ZooKeeperServer",
     "ZooKeeperServerError",
     "ensure_chroot",
     "expire_session",
     "four_letter_word",
+    "server_command",
+    "server_state",
 ]
 
 # Debian's package layout (`apt-get install zookeeper`); the jar's manifest Class-Path pulls in
@@ -61,6 +75,8 @@ _LOG_BINDING_JARS = (
     Path("/usr/share/java/log4j-1.2.jar"),
 )
 _MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+# An ensemble member runs QuorumPeerMain, which reads the server.N lines and dataDir/myid.
+_QUORUM_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 # Small heap, serial GC and C1-only JIT: the server idles through tests, and these flags cut
 # JVM start-up time and memory when many test sessions or a local cluster run side by side.
@@ -115,6 +131,112 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> s
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
+def _find_java(jar: Path) -> str:
+    """java on PATH, checked together with the ZooKeeper jar it will run."""
+    java = shutil.which("java")
+    if java is None:
+        raise ZooKeeperNotInstalledError(
+            "java not found on PATH: ZooKeeper needs a Java runtime "
+            "(Debian/Ubuntu: apt-get install default-jre-headless zookeeper)"
+        )
+    if not jar.is_file():
+        raise ZooKeeperNotInstalledError(
+            f"ZooKeeper jar not found at {jar} "
+            "(Debian/Ubuntu: apt-get install zookeeper, or run 'make setup' as root)"
+        )
+    return java
+
+
+def server_state(host: str, port: int, timeout: float = 1.0) -> str | None:
+    """The server's role from `mntr` (`zk_server_state`): "leader", "follower" or "standalone"
+    while it serves; None when it does not answer or is not serving (a member without a quorum
+    answers "This ZooKeeper instance is not currently serving requests")."""
+    try:
+        reply = four_letter_word(host, port, "mntr", timeout=timeout)
+    except OSError:
+        return None
+    m = re.search(r"^zk_server_state\s+(\S+)", reply, re.MULTILINE)
+    return m.group(1) if m else None
+
+
+@dataclass(frozen=True)
+class QuorumPeer:
+    """One ensemble member as every member's config names it: `server.<myid>=host:q:e`, plus
+    the client port it serves on (not in the server line: each member's own clientPort)."""
+
+    myid: int
+    host: str
+    client_port: int
+    quorum_port: int  # followers connect to the leader here
+    election_port: int  # leader election (FastLeaderElection) between members
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.client_port}"
+
+
+def _config_values(config_file: Path) -> dict[str, str]:
+    values = {}
+    for line in config_file.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+def server_command(
+    config_file: str | os.PathLike[str],
+    *,
+    java: str | None = None,
+    jar: str | os.PathLike[str] = DEFAULT_ZOOKEEPER_JAR,
+    log4j_file: str | os.PathLike[str] | None = None,
+) -> list[str]:
+    """The JVM command line that runs the server of `config_file`: `QuorumPeerMain` when the
+    file has `server.N` lines (an ensemble member; dataDir/myid must exist), else the standalone
+    `ZooKeeperServerMain`. The log4j file defaults to `log4j.properties` beside the config,
+    as the launcher writes it; without one, logs go to the console with Debian's settings.
+
+    Raises ZooKeeperServerError (one line) for a file that cannot run a server."""
+    config_file = Path(config_file).resolve()
+    if not config_file.is_file():
+        raise ZooKeeperServerError(f"no ZooKeeper config file at {config_file}")
+    values = _config_values(config_file)
+    if "dataDir" not in values:
+        raise ZooKeeperServerError(f"{config_file} sets no dataDir")
+    members = sorted(int(k.split(".", 1)[1]) for k in values
+                     if k.startswith("server.") and k.split(".", 1)[1].isdigit())
+    if members:
+        myid_file = Path(values["dataDir"]) / "myid"
+        try:
+            myid = int(myid_file.read_text(encoding="ascii").strip())
+        except (OSError, ValueError):
+            raise ZooKeeperServerError(
+                f"{config_file} names an ensemble (server.{members[0]}...) but {myid_file} "
+                "does not hold this member's id") from None
+        if myid not in members:
+            raise ZooKeeperServerError(
+                f"{myid_file} says myid {myid}, which no server.N line of {config_file} names "
+                f"(members {members})")
+    if java is None:
+        java = _find_java(Path(jar))
+    if log4j_file is None and (config_file.parent / "log4j.properties").is_file():
+        log4j_file = config_file.parent / "log4j.properties"
+    classpath = [str(DEBIAN_CONF_DIR), str(jar)]
+    classpath += [str(j) for j in _LOG_BINDING_JARS if j.is_file()]
+    log4j = ([f"-Dlog4j.configuration={Path(log4j_file).resolve().as_uri()}"]
+             if log4j_file is not None else ["-Dzookeeper.root.logger=INFO,CONSOLE"])
+    return [
+        java,
+        *_JVM_FLAGS,
+        *log4j,
+        "-cp",
+        os.pathsep.join(classpath),
+        _QUORUM_MAIN_CLASS if members else _MAIN_CLASS,
+        str(config_file),
+    ]
+
+
 # Servers still running when the interpreter exits (e.g. a Ctrl-C through `replog cluster up`)
 # are stopped, so no JVM outlives its owner. A SIGKILLed owner still leaks one: see stop().
 _live_servers: weakref.WeakSet[ZooKeeperServer] = weakref.WeakSet()
@@ -143,6 +265,8 @@ class ZooKeeperServer:
         log_file: str | os.PathLike[str] | None = None,
         *,
         jar: str | os.PathLike[str] = DEFAULT_ZOOKEEPER_JAR,
+        myid: int | None = None,
+        peers: Sequence[QuorumPeer] = (),
     ) -> None:
         if tick_time_ms <= 0:
             raise ValueError(f"tick_time_ms must be positive, got {tick_time_ms}")
@@ -165,6 +289,11 @@ class ZooKeeperServer:
             Path(log_file).resolve() if log_file is not None else self.data_dir / "zookeeper.log"
         )
         self.jar = Path(jar)
+        # An ensemble member: its myid and every member's quorum line (its own included).
+        self.myid = myid
+        self.peers = tuple(peers)
+        if self.peers and (myid is None or myid not in {p.myid for p in self.peers}):
+            raise ValueError(f"myid {myid} is not one of the peers {[p.myid for p in peers]}")
         self.config_file = self.data_dir / "zoo.cfg"
         self._log4j_file = self.data_dir / "log4j.properties"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -210,9 +339,9 @@ class ZooKeeperServer:
                         )
                     self._port = _free_loopback_port()
                 self._launch(java)
+                _live_servers.add(self)
                 try:
                     self._wait_until_serving(timeout)
-                    _live_servers.add(self)
                     return self
                 except ZooKeeperServerError as exc:
                     self._terminate()
@@ -222,13 +351,63 @@ class ZooKeeperServer:
                     raise
             raise AssertionError("unreachable")
 
+    def launch(self) -> ZooKeeperServer:
+        """Start the process on its (pinned) port without waiting: an ensemble member serves
+        only once a quorum of members runs, so the ensemble launches all before waiting."""
+        with self._lock:
+            if not self.is_running():
+                java = self._find_java()
+                mine = [p for p in self.peers if p.myid == self.myid]
+                for port in [self._port] + [q for p in mine
+                                            for q in (p.quorum_port, p.election_port)]:
+                    if not is_free(port):
+                        raise ZooKeeperServerError(
+                            f"port {port} on 127.0.0.1 is already in use; cannot start "
+                            f"ZooKeeper {self._label()} there")
+                self._launch(java)
+                _live_servers.add(self)
+        return self
+
+    def wait_until_serving(self, timeout: float = 30.0) -> None:
+        """Return once the server answers `srvr` with a mode (standalone, leader, follower);
+        raise ZooKeeperServerError if it exits or does not serve within `timeout` seconds."""
+        self._wait_until_serving(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crash: no clean shutdown) and reap it."""
+        with self._lock:
+            proc = self._proc
+            if proc is not None and proc.poll() is None:
+                self._signal_group(proc, signal.SIGKILL)
+                proc.wait()
+
+    def restart(self, timeout: float = 30.0, wait: bool = True) -> ZooKeeperServer:
+        """Stop if running, then start again on the *same* port: every connect string naming
+        this server stays valid. Without `wait`, only launched (see `launch`)."""
+        self.stop()
+        self._port_pinned = True
+        self.launch()
+        if wait:
+            try:
+                self._wait_until_serving(timeout)
+            except ZooKeeperServerError:
+                self.stop()
+                raise
+        return self
+
+    def state(self, timeout: float = 1.0) -> str | None:
+        """"leader", "follower", "standalone" while serving; None otherwise (see server_state)."""
+        if not self.is_running():
+            return None
+        return server_state("127.0.0.1", self._port, timeout)
+
     def stop(self, timeout: float = _STOP_GRACE_S) -> None:
         """SIGTERM the server's process group, then SIGKILL it if still alive after `timeout`."""
         with self._lock:
             self._terminate(timeout)
             _live_servers.discard(self)
 
-    def __enter__(self) -> ZooKeeperServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -254,22 +433,15 @@ class ZooKeeperServer:
     # -- internals -------------------------------------------------------------------------
 
     def _find_java(self) -> str:
-        java = shutil.which("java")
-        if java is None:
-            raise ZooKeeperNotInstalledError(
-                "java not found on PATH: ZooKeeper needs a Java runtime "
-                "(Debian/Ubuntu: apt-get install default-jre-headless zookeeper)"
-            )
-        if not self.jar.is_file():
-            raise ZooKeeperNotInstalledError(
-                f"ZooKeeper jar not found at {self.jar} "
-                "(Debian/Ubuntu: apt-get install zookeeper, or run 'make setup' as root)"
-            )
-        return java
+        return _find_java(self.jar)
+
+    def _label(self) -> str:
+        return f"member {self.myid}" if self.peers else "server"
 
     def _write_config(self) -> None:
+        kind = f"ensemble member {self.myid}" if self.peers else "a standalone server"
         lines = [
-            "# Written by replog's common/zk_server.py: a standalone server for tests and",
+            f"# Written by replog's common/zk_server.py: {kind} for tests and",
             "# `replog cluster up`; rewritten on every start.",
             f"dataDir={self.data_dir}",
             f"clientPort={self._port}",
@@ -286,28 +458,34 @@ class ZooKeeperServer:
             "autopurge.snapRetainCount=3",
             "autopurge.purgeInterval=1",
         ]
+        if self.peers:
+            lines += [
+                # Ticks a follower has to connect and sync to a new leader (initLimit), and to
+                # stay in step with it (syncLimit): ZooKeeper requires both in quorum mode.
+                "initLimit=10",
+                "syncLimit=5",
+                # Each member is one host: a reconfig is out of scope, so the member list is
+                # static and the same in every member's file.
+                "reconfigEnabled=false",
+                *(f"server.{p.myid}={p.host}:{p.quorum_port}:{p.election_port}"
+                  for p in self.peers),
+            ]
+            # QuorumPeerConfig reads the member's identity from dataDir/myid, not the file.
+            (self.data_dir / "myid").write_text(f"{self.myid}\n", encoding="ascii")
         self.config_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
         self._log4j_file.write_text(_LOG4J_PROPERTIES, encoding="utf-8")
 
     def _command(self, java: str) -> list[str]:
-        classpath = [str(DEBIAN_CONF_DIR), str(self.jar)]
-        classpath += [str(jar) for jar in _LOG_BINDING_JARS if jar.is_file()]
-        return [
-            java,
-            *_JVM_FLAGS,
-            f"-Dlog4j.configuration={self._log4j_file.as_uri()}",
-            "-cp",
-            os.pathsep.join(classpath),
-            _MAIN_CLASS,
-            str(self.config_file),
-        ]
+        return server_command(self.config_file, java=java, jar=self.jar,
+                              log4j_file=self._log4j_file)
 
     def _launch(self, java: str) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         self._write_config()
         with self.log_file.open("ab") as log:
-            log.write(f"--- replog: starting ZooKeeper on {self.hosts} ---\n".encode())
+            log.write(f"--- replog: starting ZooKeeper {self._label()} on {self.hosts} "
+                      "---\n".encode())
             log.flush()
             # Own session and process group: a Ctrl-C aimed at the owner's terminal does not
             # reach the JVM directly, and stop() can signal the whole group.
@@ -368,6 +546,157 @@ class ZooKeeperServer:
             os.killpg(proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+class ZooKeeperEnsemble:
+    """`size` ZooKeeper servers on 127.0.0.1 forming one quorum, member i (myid i, from 1) in
+    `base_dir/zookeeper-<i>` with its `zoo.cfg`, `myid` and log (`log_dir/zookeeper-<i>.log`).
+
+    Every port (client, quorum, election) is picked once, outside the ephemeral range
+    (common/ports), and kept across restarts, so `hosts` stays valid for the ensemble's life.
+    ZooKeeper sizes a quorum as a strict majority, so 3 members survive one loss and 5 two."""
+
+    def __init__(
+        self,
+        base_dir: str | os.PathLike[str],
+        size: int = 3,
+        *,
+        tick_time_ms: int = 2000,
+        min_session_timeout_ms: int | None = None,
+        max_session_timeout_ms: int | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        jar: str | os.PathLike[str] = DEFAULT_ZOOKEEPER_JAR,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"an ensemble needs at least one member, got {size}")
+        self.base_dir = Path(base_dir).resolve()
+        log_dir = Path(log_dir).resolve() if log_dir is not None else None
+        used: set[int] = set()
+
+        def port() -> int:
+            p = free_port("127.0.0.1", exclude=used)
+            used.add(p)
+            return p
+
+        self.peers = tuple(QuorumPeer(i, "127.0.0.1", port(), port(), port())
+                           for i in range(1, size + 1))
+        self.members: dict[int, ZooKeeperServer] = {
+            p.myid: ZooKeeperServer(
+                self.base_dir / f"zookeeper-{p.myid}",
+                port=p.client_port,
+                tick_time_ms=tick_time_ms,
+                min_session_timeout_ms=min_session_timeout_ms,
+                max_session_timeout_ms=max_session_timeout_ms,
+                log_file=(log_dir / f"zookeeper-{p.myid}.log") if log_dir else None,
+                jar=jar,
+                myid=p.myid,
+                peers=self.peers,
+            )
+            for p in self.peers
+        }
+
+    # -- facts -----------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    @property
+    def quorum(self) -> int:
+        return self.size // 2 + 1
+
+    @property
+    def hosts(self) -> str:
+        """Every member's client address: the kazoo / `zookeeper.connect` string."""
+        return ",".join(p.address for p in self.peers)
+
+    def member(self, myid: int) -> ZooKeeperServer:
+        try:
+            return self.members[myid]
+        except KeyError:
+            raise ZooKeeperServerError(
+                f"no ZooKeeper member {myid} (members: {sorted(self.members)})") from None
+
+    def states(self) -> dict[int, str | None]:
+        """Each member's `zk_server_state` (None: down or not serving)."""
+        return {i: m.state() for i, m in self.members.items()}
+
+    def leader(self) -> int | None:
+        """The myid of the member that reports itself leader, or None (no quorum)."""
+        leaders = [i for i, st in self.states().items() if st == "leader"]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperEnsemble({self.hosts}, states={self.states()})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> ZooKeeperEnsemble:
+        """Launch every member and return once a leader is elected and every member serves.
+        On failure every member is stopped again."""
+        try:
+            for m in self.members.values():
+                m.launch()
+            self.wait_for_quorum(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_for_quorum(self, timeout: float = 60.0, members: Sequence[int] | None = None
+                        ) -> int:
+        """Wait until every running member (or those in `members`) serves and exactly one is
+        the leader; return the leader's myid."""
+        deadline = time.monotonic() + timeout
+        while True:
+            want = [self.member(i) for i in members] if members is not None else \
+                [m for m in self.members.values() if m.is_running()]
+            for m in want:
+                code = m._proc.poll() if m._proc is not None else None
+                if code is not None:
+                    raise ZooKeeperServerError(
+                        f"ZooKeeper member {m.myid} exited with code {code}; last lines of "
+                        f"{m.log_file}:\n{m.log_tail()}")
+            states = {m.myid: m.state() for m in want}
+            leaders = [i for i, st in self.states().items() if st == "leader"]
+            if want and all(st in ("leader", "follower") for st in states.values()) \
+                    and len(leaders) == 1:
+                return leaders[0]
+            if time.monotonic() >= deadline:
+                tails = "".join(f"--- member {m.myid} ({m.log_file}) ---\n{m.log_tail(10)}"
+                                for m in want)
+                raise ZooKeeperServerError(
+                    f"ZooKeeper ensemble {self.hosts} has no quorum after {timeout:.0f}s "
+                    f"(member states {states})\n{tails}")
+            time.sleep(0.1)
+
+    def kill(self, myid: int) -> None:
+        """SIGKILL one member (a host crash for ZooKeeper: no clean shutdown)."""
+        self.member(myid).kill()
+
+    def restart(self, myid: int, timeout: float = 60.0, wait: bool = True) -> None:
+        """Start a member again on its ports; with `wait`, until it serves - which needs a
+        quorum of running members, so restore a lost majority with `restart_many`."""
+        m = self.member(myid)
+        m.restart(wait=False)
+        if wait:
+            self.wait_for_quorum(timeout, members=[myid])
+
+    def restart_many(self, myids: Sequence[int], timeout: float = 60.0) -> None:
+        """Launch the members together, then wait until each serves (a majority restored)."""
+        for i in myids:
+            self.member(i).restart(wait=False)
+        self.wait_for_quorum(timeout, members=list(myids))
+
+    def stop(self, timeout: float = _STOP_GRACE_S) -> None:
+        for m in self.members.values():
+            m.stop(timeout)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def expire_session(client: KazooClient, hosts: str, timeout: float = 15.0) -> None:

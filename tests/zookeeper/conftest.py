@@ -1,0 +1,1 @@
+from admin.testing import *  # the cluster fixtures (admin/testing.py)
