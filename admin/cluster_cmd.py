@@ -32,13 +32,17 @@ def _up(args) -> int:
         raise ReplogError("--controllers must be at least 1")
     if args.log_dirs_per_broker < 1:
         raise ReplogError("--log-dirs-per-broker must be at least 1")
+    if args.zookeeper_nodes > 1 and args.zookeeper:
+        raise ReplogError("--zookeeper-nodes starts an ensemble here; --zookeeper uses one "
+                          "running elsewhere: give one or the other")
     if args.prometheus:
         from admin.prometheus import prometheus_binary
         prometheus_binary()  # no binary: the install command, before anything is started
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, controllers=args.controllers,
                            log_dirs_per_broker=args.log_dirs_per_broker,
                            zookeeper=args.zookeeper, overrides=_overrides(args.override),
-                           startup_timeout_s=args.startup_timeout)
+                           startup_timeout_s=args.startup_timeout,
+                           zookeeper_nodes=args.zookeeper_nodes)
     stop = threading.Event()
     up = False
     exporter = None
@@ -53,7 +57,9 @@ def _up(args) -> int:
     try:
         print(f"Starting a replog cluster in {cluster.data_dir}: {args.brokers} broker(s) with "
               f"{args.log_dirs_per_broker} log dir(s) each, {args.controllers} controller(s)"
-              + (f", ZooKeeper at {args.zookeeper}" if args.zookeeper else ""), flush=True)
+              + (f", ZooKeeper at {args.zookeeper}" if args.zookeeper else "")
+              + (f", a {args.zookeeper_nodes}-node ZooKeeper ensemble"
+                 if args.zookeeper_nodes > 1 else ""), flush=True)
         cluster.start()
         up = True
         if args.export:
@@ -63,6 +69,9 @@ def _up(args) -> int:
         print(f"Bootstrap servers: {cluster.bootstrap_servers}")
         print(f"Kafka bootstrap servers: {cluster.kafka_bootstrap_servers}")
         print(f"ZooKeeper: {cluster.zookeeper_connect}")
+        if cluster.zookeeper_ensemble is not None:
+            print(f"ZooKeeper leader: member {cluster.zookeeper_leader()}; restart a member "
+                  "with: replog zookeeper --config <its config_file in cluster.json>")
         print(f"Active controller: {cluster.active_controller_id()}")
         print(f"Cluster description: {cluster.cluster_json_path}")
         print(f"Logs: {cluster.data_dir / 'logs'}")
@@ -152,6 +161,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
                    help="use this ZooKeeper instead of starting one (chroot /replog unless "
                         "given)")
+    p.add_argument("--zookeeper-nodes", type=int, choices=(1, 3, 5), default=1,
+                   help="ZooKeeper servers to start: 1 (standalone, the default) or a 3- or "
+                        "5-node ensemble, every member named in zookeeper.connect")
     p.add_argument("--override", action="append", metavar="KEY=VALUE",
                    help="property for every broker and controller, e.g. "
                         "min.insync.replicas=2 (repeatable)")

@@ -3,7 +3,11 @@
 Used by ``replog cluster up`` and by every integration and fault test. Given a data dir it
 
 - starts a real ZooKeeper 3.8 (``common.zk_server.ZooKeeperServer``) unless a connect string is
-  given, and uses a chroot (``/replog`` by default) so several clusters can share an ensemble;
+  given, or with ``zookeeper_nodes=3|5`` a real ensemble (``ZooKeeperEnsemble``: one data dir,
+  ``myid`` and ``zoo.cfg`` per member under ``zookeeper/zookeeper-<myid>``) whose members all go
+  into ``zookeeper.connect``; it uses a chroot (``/replog`` by default) so several clusters can
+  share an ensemble. Members are killed and restarted with ``kill_zookeeper`` /
+  ``restart_zookeeper`` (the same ports), or from outside with ``replog zookeeper --config``;
 - writes ``config/controller-<id>.properties`` and ``config/broker-<id>.properties`` (Kafka
   property names) with free loopback ports for the gRPC listeners and Prometheus endpoints, log
   dirs ``broker-<id>/logdir-<n>`` and event logs ``logs/<role>-<id>.events.jsonl``;
@@ -46,6 +50,7 @@ import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Self
 
 import psutil
 
@@ -353,12 +358,18 @@ class LocalCluster:
                  broker_ids: Sequence[int] | None = None,
                  controller_ids: Sequence[int] | None = None,
                  startup_timeout_s: float = 60.0, zk_tick_time_ms: int = 200,
-                 python: str | None = None):
+                 python: str | None = None, zookeeper_nodes: int = 1):
         if brokers < 0 or controllers < 1 or log_dirs_per_broker < 1:
             raise LocalClusterError("a cluster needs brokers >= 0, controllers >= 1 and "
                                     "log_dirs_per_broker >= 1")
+        if zookeeper_nodes < 1:
+            raise LocalClusterError(f"zookeeper_nodes must be at least 1, got {zookeeper_nodes}")
+        if zookeeper_nodes > 1 and zookeeper is not None:
+            raise LocalClusterError("an external ZooKeeper and zookeeper_nodes > 1 exclude "
+                                    "each other: the ensemble is either started here or given")
         self.data_dir = Path(data_dir).resolve()
         self.num_log_dirs = log_dirs_per_broker
+        self.zookeeper_nodes = zookeeper_nodes
         self.external_zookeeper = zookeeper
         self.chroot = chroot
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
@@ -372,7 +383,8 @@ class LocalCluster:
         # Children run this checkout's code, whatever the venv's editable install points at.
         self.env["PYTHONPATH"] = os.pathsep.join(
             [str(REPO_ROOT)] + [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        self.zookeeper_server = None
+        self.zookeeper_server = None  # the standalone server this cluster started
+        self.zookeeper_ensemble = None  # or the ensemble (zookeeper_nodes > 1)
         self.zookeeper_connect = ""
         self._zk = None
         self._lock_fd: int | None = None
@@ -439,7 +451,7 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> LocalCluster:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -493,6 +505,8 @@ class LocalCluster:
                 self._zk = None
             if self.zookeeper_server is not None:
                 self.zookeeper_server.stop()
+            if self.zookeeper_ensemble is not None:
+                self.zookeeper_ensemble.stop()
         finally:
             self._started = False
             _live_clusters.discard(self)
@@ -516,8 +530,16 @@ class LocalCluster:
     # ------------------------------------------------------------------ ZooKeeper
 
     def _start_zookeeper(self) -> None:
-        from common.zk_server import ZooKeeperServer, ensure_chroot
-        if self.external_zookeeper is None:
+        from common.zk_server import ZooKeeperEnsemble, ZooKeeperServer, ensure_chroot
+        if self.zookeeper_nodes > 1:
+            if self.zookeeper_ensemble is None:  # ports kept across stop/start of the cluster
+                self.zookeeper_ensemble = ZooKeeperEnsemble(
+                    self.data_dir / "zookeeper", self.zookeeper_nodes,
+                    tick_time_ms=self.zk_tick_time_ms, max_session_timeout_ms=60_000,
+                    log_dir=self.data_dir / "logs")
+            self.zookeeper_ensemble.start(self.startup_timeout_s)
+            hosts = self.zookeeper_ensemble.hosts
+        elif self.external_zookeeper is None:
             self.zookeeper_server = ZooKeeperServer(
                 self.data_dir / "zookeeper", tick_time_ms=self.zk_tick_time_ms,
                 max_session_timeout_ms=60_000, log_file=self.data_dir / "logs" / "zookeeper.log")
@@ -533,6 +555,35 @@ class LocalCluster:
         else:
             self.zookeeper_connect = base
         self.zk_client()
+
+    def zookeeper_member(self, myid: int):
+        """Ensemble member ``myid`` (a common.zk_server.ZooKeeperServer)."""
+        if self.zookeeper_ensemble is None:
+            raise LocalClusterError("this cluster runs no ZooKeeper ensemble "
+                                    "(zookeeper_nodes=1 or an external ZooKeeper)")
+        try:
+            return self.zookeeper_ensemble.member(myid)
+        except Exception as e:  # noqa: BLE001 - ZooKeeperServerError: no such member
+            raise LocalClusterError(str(e)) from None
+
+    def zookeeper_leader(self) -> int | None:
+        """The myid of the ensemble's leader (``mntr``), or None while there is no quorum."""
+        self.zookeeper_member(1)  # a clear error without an ensemble
+        return self.zookeeper_ensemble.leader()
+
+    def kill_zookeeper(self, myid: int) -> None:
+        """SIGKILL ensemble member ``myid``."""
+        self.zookeeper_member(myid).kill()
+        self._write_cluster_json()
+
+    def restart_zookeeper(self, *myids: int, wait: bool = True, timeout: float = 60.0) -> None:
+        """Start members ``myids`` again on their ports (together: restoring a lost majority
+        needs them all running before any serves); with ``wait``, until each serves."""
+        for myid in myids:
+            self.zookeeper_member(myid).restart(wait=False)
+        self._write_cluster_json()
+        if wait:
+            self.zookeeper_ensemble.wait_for_quorum(timeout, members=list(myids))
 
     def zk_client(self):
         """A started kazoo client chrooted like the cluster (shared; do not close it)."""
@@ -678,7 +729,30 @@ class LocalCluster:
                               and self.zookeeper_server.is_running() else None),
             "zookeeper_config": (str(self.zookeeper_server.config_file)
                                  if self.zookeeper_server is not None else None),
+            "zookeeper_nodes": self._describe_zookeeper_nodes(),
         }
+
+    def _describe_zookeeper_nodes(self) -> list[dict]:
+        """The ZooKeeper servers this cluster runs (none for an external one): id (myid; None
+        for a standalone server), client address, pid, config and log files. ``namespace``
+        is the network namespace a member runs in: None while every process shares the
+        host's network."""
+        if self.zookeeper_ensemble is not None:
+            servers = list(self.zookeeper_ensemble.members.values())
+        elif self.zookeeper_server is not None:
+            servers = [self.zookeeper_server]
+        else:
+            return []
+        out = []
+        for z in servers:
+            peer = next((p for p in z.peers if p.myid == z.myid), None)
+            out.append({"id": z.myid, "address": z.hosts,
+                        "pid": z.pid if z.is_running() else None,
+                        "config_file": str(z.config_file), "log_file": str(z.log_file),
+                        "quorum_port": peer.quorum_port if peer else None,
+                        "election_port": peer.election_port if peer else None,
+                        "namespace": None})
+        return out
 
     def _write_cluster_json(self) -> None:
         if not self._owns_dir or not self.data_dir.exists():
@@ -739,8 +813,11 @@ def _owned_pids(info: dict) -> list[tuple[str, int, str]]:
         for p in info.get(role, []):
             if p.get("pid") and p.get("config_file"):
                 out.append((role[:-1], int(p["pid"]), p["config_file"]))
-    if info.get("zookeeper_pid") and info.get("zookeeper_config"):
-        out.append(("zookeeper", int(info["zookeeper_pid"]), info["zookeeper_config"]))
+    zk = [(n.get("pid"), n.get("config_file")) for n in info.get("zookeeper_nodes") or ()]
+    zk.append((info.get("zookeeper_pid"), info.get("zookeeper_config")))
+    for pid, config in dict.fromkeys(zk):  # a standalone server is listed both ways
+        if pid and config:
+            out.append(("zookeeper", int(pid), config))
     return out
 
 

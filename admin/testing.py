@@ -11,6 +11,8 @@ Fixtures:
 
 ZooKeeper: when the session's ``zk_server`` fixture exists (tests/conftest.py) each cluster gets
 a fresh chroot on it, so no JVM is started per test; otherwise each cluster starts its own.
+``cluster_factory(..., zookeeper_nodes=3)`` starts the cluster's own ensemble instead (the
+shared server is not used), with ``cluster.kill_zookeeper(myid)`` / ``restart_zookeeper``.
 
 When a test fails, the report gets a section with each process's last log lines and the paths
 of the full logs and event files.
@@ -45,6 +47,10 @@ def pytest_runtest_makereport(item, call):
             for h in [*c.controllers.values(), *c.brokers.values()]:
                 parts.append(f"--- {h.name} ({h.log_file}; events {h.event_log_file}) ---\n"
                              f"{h.log_tail(20)}")
+            if c.zookeeper_ensemble is not None:
+                for m in c.zookeeper_ensemble.members.values():
+                    parts.append(f"--- zookeeper-{m.myid} ({m.log_file}) ---\n"
+                                 f"{m.log_tail(10)}")
         report.sections.append(("replog cluster logs", "\n".join(parts)))
 
 
@@ -64,7 +70,7 @@ def cluster_factory(tmp_path, request) -> Iterator[Callable[..., LocalCluster]]:
 
     def make(brokers: int = 3, controllers: int = 1, log_dirs_per_broker: int = 2, *,
              start: bool = True, zookeeper: str | None = None, **kwargs) -> LocalCluster:
-        if zookeeper is None:
+        if zookeeper is None and kwargs.get("zookeeper_nodes", 1) == 1:
             zookeeper = _zookeeper_for(request)
         c = LocalCluster(tmp_path / f"cluster-{len(made)}", brokers=brokers,
                          controllers=controllers, log_dirs_per_broker=log_dirs_per_broker,
