@@ -5,6 +5,16 @@ asyncio future from kazoo's callback with ``loop.call_soon_threadsafe`` — so n
 blocks the event loop, and no replog code ever runs on (or blocks) kazoo's callback thread.
 Watches and connection-state changes are likewise only *posted* to the loop
 (``call_soon_threadsafe``); the owner (controller event queue, broker) acts on them there.
+
+Connection loss, as Kafka's ZooKeeperClient/KafkaZkClient treat it: reads that fail with
+ConnectionLoss (the connection to one ensemble member dropped: it died, or lost its quorum) are
+asked again once kazoo has moved the *same* session to another member
+(KafkaZkClient.retryRequestsUntilConnected); only SessionExpired ends them. Writes are not
+retried here: their outcome is unknown, and the caller decides (the controller re-reads
+everything rather than trust a retry that may find its own earlier write). kazoo drops every
+watch when the connection drops (it fires each once with a NONE event and sends no SetWatches),
+so an owner re-arms its watches by reading again with the watch - which these retries make
+reliable across the move.
 """
 
 from __future__ import annotations
@@ -28,11 +38,13 @@ class AsyncZk:
         self.client = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state_listeners: list[Callable[[str], None]] = []
+        self._reconnected: asyncio.Event | None = None  # set while CONNECTED (loop side)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._reconnected = asyncio.Event()
         await self._loop.run_in_executor(None, self._ensure_chroot)
         self.client.add_listener(self._on_state)
         await self._loop.run_in_executor(None, self.client.start, self.connection_timeout_s)
@@ -67,8 +79,28 @@ class AsyncZk:
             return
         name = {KazooState.CONNECTED: "CONNECTED", KazooState.SUSPENDED: "SUSPENDED",
                 KazooState.LOST: "LOST"}.get(state, str(state))
+        self._loop.call_soon_threadsafe(self._track_connection)
         for cb in list(self._state_listeners):
             self._loop.call_soon_threadsafe(cb, name)
+
+    def _track_connection(self) -> None:
+        # Read kazoo's state when this runs, not the posted one: posts may overtake each other
+        # in meaning (CONNECTED posted, SUSPENDED already current).
+        if self._reconnected is not None:
+            if self.connected:
+                self._reconnected.set()
+            else:
+                self._reconnected.clear()
+
+    async def _until_reconnected(self) -> None:
+        while not self.connected:
+            if self._reconnected is None:
+                await asyncio.sleep(ZK_RETRY_S)
+                continue
+            try:
+                await asyncio.wait_for(self._reconnected.wait(), ZK_RETRY_S)
+            except TimeoutError:
+                pass  # look at kazoo's state again: a missed post must not hang a read
 
     @property
     def session_id(self) -> int | None:
@@ -107,8 +139,19 @@ class AsyncZk:
 
     # ------------------------------------------------------------------ operations
 
+    async def read(self, request: Callable[[], Any]) -> Any:
+        """``request()`` (a kazoo ``*_async`` read, e.g. a watch-setting get) awaited; after a
+        ConnectionLoss it is sent again once the session is connected again, for as long as
+        the session lives (KafkaZkClient.retryRequestsUntilConnected). SessionExpiredError
+        and every answer from the server (NoNode, ...) reach the caller."""
+        while True:
+            try:
+                return await self._await(request())
+            except ConnectionLoss:
+                await self._until_reconnected()
+
     async def get(self, path: str, watch=None) -> tuple[bytes, Any]:
-        return await self._await(self.client.get_async(path, watch=watch))
+        return await self.read(lambda: self.client.get_async(path, watch=watch))
 
     async def get_or_none(self, path: str, watch=None) -> tuple[bytes, Any] | None:
         try:
@@ -117,10 +160,10 @@ class AsyncZk:
             return None
 
     async def exists(self, path: str, watch=None):
-        return await self._await(self.client.exists_async(path, watch=watch))
+        return await self.read(lambda: self.client.exists_async(path, watch=watch))
 
     async def get_children(self, path: str, watch=None) -> list[str]:
-        return await self._await(self.client.get_children_async(path, watch=watch))
+        return await self.read(lambda: self.client.get_children_async(path, watch=watch))
 
     async def create(self, path: str, value: bytes = b"", ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> str:

@@ -12,13 +12,19 @@ only translates and executes:
   states the rules): store reads and conditional writes through the MetadataStore, whose
   outcome is stepped straight back; requests through the channel manager; replies to the
   waiting RPC; records to the event log and the metrics derived from them; timers.
-- Losing ZooKeeper: on SUSPENDED or LOST the controller resigns *at once* (in the connection
-  callback, before any further event runs): it drops its core and channels, fails pending RPCs
-  with NOT_CONTROLLER and restarts the event processor, so nothing half-done continues. On
-  CONNECTED it re-runs the election; if its /controller survived (same session) it takes a new
-  epoch conditionally on that znode (reclaim). A controller paused past its session (SIGSTOP)
-  that wakes up can change nothing: its transactions fail the /controller_epoch version check
-  (ControllerMovedError -> resign) and brokers refuse its old controller epoch.
+- Losing ZooKeeper, as Kafka's KafkaController: a lost *connection* (SUSPENDED: an ensemble
+  member died or lost its quorum) changes nothing - kazoo moves the same session to another
+  member, reads are retried on it (common/zk_async.py), /controller and the epoch stay, and
+  requests that need ZooKeeper are refused while it is unreachable (one clear error, nothing
+  written). Only a lost *session* (LOST, Kafka's Expire event) resigns, *at once* (in the
+  connection callback, before any further event runs): the core and channels are dropped,
+  pending RPCs fail with NOT_CONTROLLER and the event processor restarts, so nothing half-done
+  continues; on CONNECTED (the new session) it runs the election again (Kafka's
+  RegisterBrokerAndReelect). If /controller is still its own then (an Elect racing the same
+  session) it takes a new epoch conditionally on that znode (reclaim). A controller paused past
+  its session (SIGSTOP) that wakes up can change nothing: its transactions fail the
+  /controller_epoch version check (ControllerMovedError -> resign) and brokers refuse its old
+  controller epoch.
 - A store operation that fails otherwise (its outcome unknown) also ends the core: the
   controller resigns and reclaims /controller with a new epoch, reloading from the store -
   the core's memory is never trusted past a write that may or may not have happened.
@@ -264,10 +270,15 @@ class Controller:
     # ================================================================== ZooKeeper session
 
     def _on_zk_state(self, state: str) -> None:
-        """Runs on the event loop (AsyncZk posts it). Resign at once on SUSPENDED/LOST."""
-        if state in ("SUSPENDED", "LOST"):
+        """Runs on the event loop (AsyncZk posts it). Resign at once on LOST (the session
+        expired: Kafka's Expire event); SUSPENDED keeps the session, so nothing changes
+        (Kafka's controller does not act on Disconnected either)."""
+        if state == "SUSPENDED":
+            self.events.warning("zookeeper_disconnected", controller_id=self.controller_id,
+                                active=self.active is not None)
+        elif state == "LOST":
             if self.active is not None:
-                self._resign(f"ZooKeeper connection {state}")
+                self._resign("ZooKeeper session expired")
                 self._restart_processor()
         elif state == "CONNECTED" and not self._stopping:
             self._post(Elect())
@@ -349,6 +360,18 @@ class Controller:
             self._resign(reason)
             asyncio.get_running_loop().call_later(FAILOVER_RETRY_S, self._post, Elect())
 
+    def _check_zookeeper(self, event: Any) -> None:
+        """Refuse a request that may write ZooKeeper while the session is not connected (a
+        lost quorum, or a move between members): it would wait in kazoo's queue and be
+        written whenever the quorum returns - after its caller gave up, a topic nobody is
+        told about. Kafka's ZooKeeperClient blocks such a request until then; the answer here
+        is immediate and says nothing was written."""
+        if not isinstance(event, E.ListReassignments) and not self.zk.connected:
+            raise RequestError(
+                grpc.StatusCode.UNAVAILABLE, ErrorCode.REQUEST_TIMED_OUT,
+                f"controller {self.controller_id} has no ZooKeeper connection (quorum lost or "
+                f"a member down); nothing was written: retry when ZooKeeper is back")
+
     async def _handle(self, env: _Envelope) -> None:
         ev = env.event
         if isinstance(ev, Elect):
@@ -359,6 +382,14 @@ class Controller:
         if act is None:
             env.fail(NotControllerError(self._not_controller_message()))
             return
+        if env.future is not None:
+            if env.future.done():
+                return  # its caller gave up (deadline passed) while it waited in the queue
+            try:
+                self._check_zookeeper(ev)
+            except RequestError as e:
+                env.fail(e)
+                return
         if env.generation is not None and env.generation != act.generation:
             return  # for an earlier activation (a response or timer of a resigned core)
         await self._run(act, ev, env)
@@ -605,6 +636,7 @@ class Controller:
     async def _request(self, event: E.Event) -> Answer:
         if self.active is None:
             raise NotControllerError(self._not_controller_message())
+        self._check_zookeeper(event)
         fut = asyncio.get_running_loop().create_future()
         rid = next(self._request_ids)
         self._requests[rid] = self._post(dataclasses.replace(event, request_id=rid), future=fut)

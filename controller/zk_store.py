@@ -302,9 +302,12 @@ class ZkStore:
         """(data, stat) or an exception instance per path, in one multiRead request."""
         client = self.zk.client
         prefix = client.chroot or ""
-        result = client.handler.async_result()
-        client._call(_MultiRead([prefix + p for p in paths]), result)
-        return await self.zk._await(result)
+
+        def request():
+            result = client.handler.async_result()
+            client._call(_MultiRead([prefix + p for p in paths]), result)
+            return result
+        return await self.zk.read(request)  # a read: retried after a ConnectionLoss
 
     async def read_topic_config(self, topic: str, watch=None) -> dict[str, str]:
         got = await self.zk.get_or_none(L.topic_config_path(topic), watch=watch)

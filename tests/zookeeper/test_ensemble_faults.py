@@ -1,0 +1,175 @@
+"""A replog cluster on a real 3-node ZooKeeper ensemble, under the ensemble's own faults.
+
+- The ZooKeeper leader is killed under acks=all load: the clients' sessions move to the
+  surviving members (SUSPENDED, then CONNECTED on the same session), so nothing a session owns
+  changes - the controller keeps /controller and its epoch, no broker re-registers - and no
+  acks=all write waits longer than one session timeout. Kafka's ZooKeeper-era controller
+  behaves so: only an expired session (KafkaController's Expire event) makes it resign.
+- A majority is killed (quorum lost): topic creation fails at once with a clear error and
+  leaves nothing behind, produce to leaders whose ISR is intact goes on (replication does not
+  touch ZooKeeper), and a dead leader is not replaced (no election without ZooKeeper); the
+  majority restored, the sessions are still the same (no controller change), the election and
+  topic creation happen, and every acknowledged record is read back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from admin.client.admin_client import AdminClient
+from admin.client.errors import KafkaError
+from common import zk_layout as zl
+from common.errors import ErrorCode
+from tests.cluster.helpers import (
+    LoadProducer,
+    assert_acked_read_back,
+    eventually,
+    partition_state,
+)
+
+pytestmark = pytest.mark.integration
+
+SESSION_TIMEOUT_MS = 6000
+OVERRIDES = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+             "replica.lag.time.max.ms": 10000, "replica.fetch.wait.max.ms": 200}
+
+
+def _events(handle, name: str) -> list[dict]:
+    out = []
+    try:
+        text = handle.event_log_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if ev.get("event") == name or ev.get("name") == name:
+            out.append(ev)
+    return out
+
+
+def _registrations(c) -> dict[int, int]:
+    return {b: c._registration_czxid(b) for b in c.brokers}
+
+
+async def _load_until(load: LoadProducer, acked: int) -> None:
+    await eventually(lambda: _ready(len(load.acked) >= acked), timeout=60,
+                     what=f"{acked} acknowledged records")
+
+
+async def _ready(value):
+    return value or None
+
+
+async def _cluster_under_load(cluster_factory):
+    """A 3-node ensemble, 1 controller, 3 brokers; topic t (3 partitions, RF 3, min ISR 2)
+    under acks=all load from replog's producer, 100 records acknowledged."""
+    c = cluster_factory(brokers=3, controllers=1, zookeeper_nodes=3, overrides=OVERRIDES)
+    async with AdminClient(c.bootstrap_servers) as admin:
+        await admin.create_topic("t", 3, 3, configs={"min.insync.replicas": "2"})
+    load = LoadProducer(c.bootstrap_servers, "t", 3)
+    task = asyncio.create_task(load.run())
+    await _load_until(load, 100)
+    return c, load, task
+
+
+async def test_killing_the_zookeeper_leader_changes_no_controller_and_costs_no_session(
+        cluster_factory):
+    c, load, task = await _cluster_under_load(cluster_factory)
+    controller, epoch = c.active_controller_id(), c.controller_epoch()
+    registrations = _registrations(c)
+    try:
+        since = asyncio.get_running_loop().time()
+        leader = c.zookeeper_leader()
+        assert leader is not None
+        c.kill_zookeeper(leader)
+        assert _member_pid(c, leader) is None
+        new_leader = await asyncio.to_thread(c.zookeeper_ensemble.wait_for_quorum, 30)
+        assert new_leader != leader
+        # Long enough for a session that was not moved to expire, under load all along.
+        await asyncio.sleep(SESSION_TIMEOUT_MS / 1000 + 1)
+        await asyncio.to_thread(c.restart_zookeeper, leader)
+        assert _member_pid(c, leader) == c.zookeeper_member(leader).pid
+        await _load_until(load, len(load.acked) + 100)
+        gap = load.max_gap(since)
+    finally:
+        load.stop.set()
+        await task
+    # the same controller in the same epoch, no broker re-registered: no session ended
+    assert (c.active_controller_id(), c.controller_epoch()) == (controller, epoch)
+    assert _events(c.controller(controller), "controller_resigned") == []
+    assert _registrations(c) == registrations
+    # The behavioural bound of a leader change (the issue's availability rule): no acks=all
+    # write waits for more than one session timeout.
+    assert gap < SESSION_TIMEOUT_MS / 1000, f"no acknowledgement for {gap:.1f}s"
+    await assert_acked_read_back(c.bootstrap_servers, load)
+
+
+def _member_pid(c, myid: int) -> int | None:
+    info = json.loads(c.cluster_json_path.read_text())
+    return next(m["pid"] for m in info["zookeeper_nodes"] if m["id"] == myid)
+
+
+async def test_a_lost_quorum_stops_topic_creation_and_elections_but_not_produce(
+        cluster_factory):
+    c, load, task = await _cluster_under_load(cluster_factory)
+    bs = c.bootstrap_servers
+    controller, epoch = c.active_controller_id(), c.controller_epoch()
+    async with AdminClient(bs) as admin:  # led by broker 1, its follower broker 2
+        await admin.create_topic("e", replica_assignment={0: [1, 2]})
+    await eventually(lambda: _led_by(bs, "e", 1), what="broker 1 leading e")
+    others = ",".join(c.broker(b).address for b in (2, 3))
+    try:
+        leader = c.zookeeper_leader()
+        majority = [leader, next(i for i in (1, 2, 3) if i != leader)]
+        for myid in majority:
+            c.kill_zookeeper(myid)
+        # produce to the leaders goes on: their ISRs are intact and replication needs no
+        # ZooKeeper
+        await _load_until(load, len(load.acked) + 200)
+        # creating a topic needs ZooKeeper's quorum: refused at once, clearly, nothing made
+        async with AdminClient(bs, request_timeout_ms=15000) as admin:
+            with pytest.raises(KafkaError) as refused:
+                await admin.create_topic("during", 1, 3, timeout_ms=10000)
+        assert refused.value.error_code == ErrorCode.REQUEST_TIMED_OUT
+        assert "no ZooKeeper connection" in str(refused.value)
+        # no election without ZooKeeper: e keeps its dead leader until the quorum is back
+        c.broker(1).kill()
+        await asyncio.sleep(3)
+        assert (await partition_state(others, "e")).leader == 1
+        await asyncio.to_thread(c.restart_zookeeper, *majority)
+        await eventually(lambda: _led_by(others, "e", 2), timeout=60,
+                         what="broker 2 elected for e once the quorum is back")
+        async with AdminClient(others) as admin:
+            await eventually(lambda: _created(admin, "after"), timeout=60,
+                             what="topic creation with the quorum back")
+        await _load_until(load, len(load.acked) + 100)
+    finally:
+        load.stop.set()
+        await task
+    # nothing half-made appeared once the quorum came back, and no session ended: the same
+    # controller in the same epoch
+    assert c.zk_client().exists(zl.topic_path("during")) is None
+    assert c.zk_client().exists(zl.topic_config_path("during")) is None
+    assert (c.active_controller_id(), c.controller_epoch()) == (controller, epoch)
+    await assert_acked_read_back(others, load)
+
+
+async def _led_by(bootstrap: str, topic: str, broker_id: int):
+    s = await partition_state(bootstrap, topic)
+    return s if s is not None and s.leader == broker_id else None
+
+
+async def _created(admin: AdminClient, topic: str):
+    try:
+        await admin.create_topic(topic, 1, 2, timeout_ms=10000)
+    except KafkaError as e:
+        if e.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return True
+        return None
+    return True
