@@ -24,7 +24,7 @@ pins=$("$PY" -m pip freeze | grep -iE '^(grpcio|grpcio-health-checking|protobuf|
 # shellcheck disable=SC2086
 "$PY" -m pip download -q --only-binary=:all: -d build/docker-wheels $pins 2>&1 | grep -v "is ignored" || true
 # One build per image: compose would build replog:dev once per service that names it.
-docker-compose build -q zookeeper controller-1 prometheus 2>&1 | grep -v -e DEPRECATED -e buildx -e docs.docker.com -e "^$" || true
+docker-compose build -q zookeeper-1 controller-1 prometheus 2>&1 | grep -v -e DEPRECATED -e buildx -e docs.docker.com -e "^$" || true
 # A rebuild leaves the previous image untagged; vfs keeps each as a full copy (~1 GB), which
 # filled this machine's disk once. Only images of this build's label are pruned.
 docker image prune -f --filter label=org.replog.built-by=build-images.sh >/dev/null || true

@@ -85,7 +85,7 @@ def test_compose_cluster_produce_consume_broker_kill_and_prometheus():
     try:
         compose("up", "-d")
         ids = compose("ps", "-q").split()
-        assert len(ids) == 7, ids  # zookeeper, 2 controllers, 3 brokers, prometheus
+        assert len(ids) == 9, ids  # 3 zookeeper members, 2 controllers, 3 brokers, prometheus
 
         def healthy():
             states = json.loads(run("docker", "inspect", *ids))

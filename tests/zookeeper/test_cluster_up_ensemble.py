@@ -17,22 +17,10 @@ import pytest
 from admin.local_cluster import REPO_ROOT
 from common.config import load_config
 from common.zk_server import server_state
+from tests.admin.test_integration import exited, one_line_error, replog
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def _replog(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    return subprocess.run([sys.executable, "-m", "admin.cli", *args], check=False,
-                          capture_output=True, timeout=120, env=env, cwd=REPO_ROOT)
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def test_cluster_up_runs_an_ensemble_and_lists_each_member(tmp_path):
@@ -67,11 +55,9 @@ def test_cluster_up_runs_an_ensemble_and_lists_each_member(tmp_path):
             assert load_config(p["config_file"])["zookeeper.connect"] == info["zookeeper"]
         pids = [m["pid"] for m in members] + [p["pid"] for p in info["brokers"]
                                               + info["controllers"]]
-        p = _replog("cluster", "down", "--data-dir", str(data))
-        assert p.returncode == 0, p.stderr.decode()
-        assert up.wait(60) == 0
-        for pid in pids:
-            wait_until(lambda pid=pid: _gone(pid), what=f"pid {pid} to exit")
+        down = replog("cluster", "down", "--data-dir", str(data))
+        assert down.returncode == 0 and up.wait(60) == 0, down.stderr.decode()
+        wait_until(lambda: all(exited(pid) for pid in pids), what=f"pids {pids} to exit")
     finally:
         if up.poll() is None:
             up.send_signal(signal.SIGTERM)
@@ -79,9 +65,7 @@ def test_cluster_up_runs_an_ensemble_and_lists_each_member(tmp_path):
 
 
 def test_cluster_up_refuses_an_ensemble_and_an_external_zookeeper(tmp_path):
-    p = _replog("cluster", "up", "--zookeeper-nodes", "3", "--zookeeper", "127.0.0.1:1",
-                "--data-dir", str(tmp_path / "d"))
-    err = p.stderr.decode().strip().splitlines()
-    assert p.returncode == 1 and len(err) == 1 and err[0].startswith("Error: "), err
-    assert "--zookeeper-nodes" in err[0]
+    one_line_error(replog("cluster", "up", "--zookeeper-nodes", "3", "--zookeeper",
+                          "127.0.0.1:1", "--data-dir", str(tmp_path / "d")),
+                   "--zookeeper-nodes starts an ensemble here")
     assert not (tmp_path / "d").exists()
