@@ -267,6 +267,8 @@ class ZooKeeperServer:
         jar: str | os.PathLike[str] = DEFAULT_ZOOKEEPER_JAR,
         myid: int | None = None,
         peers: Sequence[QuorumPeer] = (),
+        host: str = "127.0.0.1",
+        command_prefix: Sequence[str] = (),
     ) -> None:
         if tick_time_ms <= 0:
             raise ValueError(f"tick_time_ms must be positive, got {tick_time_ms}")
@@ -294,6 +296,10 @@ class ZooKeeperServer:
         self.peers = tuple(peers)
         if self.peers and (myid is None or myid not in {p.myid for p in self.peers}):
             raise ValueError(f"myid {myid} is not one of the peers {[p.myid for p in peers]}")
+        # The address served on, and what runs the JVM there: a host of its own under
+        # `replog cluster up --hosts` (common/hosts.py: `ip netns exec <its namespace>`).
+        self.host = host
+        self.command_prefix = list(command_prefix)
         self.config_file = self.data_dir / "zoo.cfg"
         self._log4j_file = self.data_dir / "log4j.properties"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -308,7 +314,7 @@ class ZooKeeperServer:
     @property
     def hosts(self) -> str:
         """The kazoo / `zookeeper.connect` string, without a chroot."""
-        return f"127.0.0.1:{self._port}"
+        return f"{self.host}:{self._port}"
 
     @property
     def pid(self) -> int | None:
@@ -399,7 +405,7 @@ class ZooKeeperServer:
         """"leader", "follower", "standalone" while serving; None otherwise (see server_state)."""
         if not self.is_running():
             return None
-        return server_state("127.0.0.1", self._port, timeout)
+        return server_state(self.host, self._port, timeout)
 
     def stop(self, timeout: float = _STOP_GRACE_S) -> None:
         """SIGTERM the server's process group, then SIGKILL it if still alive after `timeout`."""
@@ -446,7 +452,7 @@ class ZooKeeperServer:
             f"dataDir={self.data_dir}",
             f"clientPort={self._port}",
             # Loopback only: a test or dev server must not be reachable from the network.
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={self.host}",
             f"tickTime={self.tick_time_ms}",
             f"minSessionTimeout={self.min_session_timeout_ms}",
             f"maxSessionTimeout={self.max_session_timeout_ms}",
@@ -476,8 +482,8 @@ class ZooKeeperServer:
         self._log4j_file.write_text(_LOG4J_PROPERTIES, encoding="utf-8")
 
     def _command(self, java: str) -> list[str]:
-        return server_command(self.config_file, java=java, jar=self.jar,
-                              log4j_file=self._log4j_file)
+        return self.command_prefix + server_command(self.config_file, java=java, jar=self.jar,
+                                                    log4j_file=self._log4j_file)
 
     def _launch(self, java: str) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -512,8 +518,8 @@ class ZooKeeperServer:
             try:
                 # ruok only says the JVM's server thread is up; srvr answers "This ZooKeeper
                 # instance is not currently serving requests" until the database is loaded.
-                if four_letter_word("127.0.0.1", self._port, "ruok", timeout=1.0) == "imok":
-                    last_reply = four_letter_word("127.0.0.1", self._port, "srvr", timeout=1.0)
+                if four_letter_word(self.host, self._port, "ruok", timeout=1.0) == "imok":
+                    last_reply = four_letter_word(self.host, self._port, "srvr", timeout=1.0)
                     if "Mode:" in last_reply:
                         return
             except OSError as exc:
@@ -566,7 +572,11 @@ class ZooKeeperEnsemble:
         max_session_timeout_ms: int | None = None,
         log_dir: str | os.PathLike[str] | None = None,
         jar: str | os.PathLike[str] = DEFAULT_ZOOKEEPER_JAR,
+        hosts: Sequence[str] | None = None,
+        command_prefixes: Sequence[Sequence[str]] | None = None,
     ) -> None:
+        """`hosts[i]` and `command_prefixes[i]`: member i+1's own address and what runs it
+        there (`replog cluster up --hosts`); every member on 127.0.0.1 by default."""
         if size < 1:
             raise ValueError(f"an ensemble needs at least one member, got {size}")
         self.base_dir = Path(base_dir).resolve()
@@ -578,7 +588,9 @@ class ZooKeeperEnsemble:
             used.add(p)
             return p
 
-        self.peers = tuple(QuorumPeer(i, "127.0.0.1", port(), port(), port())
+        addrs = list(hosts) if hosts is not None else ["127.0.0.1"] * size
+        prefixes = [list(c) for c in command_prefixes] if command_prefixes else [[]] * size
+        self.peers = tuple(QuorumPeer(i, addrs[i - 1], port(), port(), port())
                            for i in range(1, size + 1))
         self.members: dict[int, ZooKeeperServer] = {
             p.myid: ZooKeeperServer(
@@ -591,6 +603,8 @@ class ZooKeeperEnsemble:
                 jar=jar,
                 myid=p.myid,
                 peers=self.peers,
+                host=p.host,
+                command_prefix=prefixes[p.myid - 1],
             )
             for p in self.peers
         }
