@@ -1,0 +1,476 @@
+"""``replog lab``: each design's claim measured against the behaviour it replaced, A/B over seeds.
+
+An *experiment* (``EXPERIMENTS``) is a fault scenario and a set of *arms*: cluster configs, one
+of them the pre-design behaviour ("baseline"). ``run_lab`` runs every arm on every seed, each
+run on a fresh local cluster, through the chaos runner (chaos/runner.py): the same seed gives
+every arm the same schedule (the faults, their targets and times, drawn from the seed only) and
+the same workload, so arms differ by their config alone. Per run it keeps, under
+``OUT/runs/<arm>/seed-<n>/``:
+
+- ``schedule.json``, ``history.jsonl`` and ``verdict.json`` (the chaos runner's files);
+- ``states.jsonl``: the workload topic's partition states (leader, ISR, ELR) read from
+  ZooKeeper every ``STATE_INTERVAL_S``, the source of the leaderless / under-replicated /
+  ISR-shrink figures (the controller's own record: a dead leader is not there to report it);
+- ``export/``: ``replog metrics export``'s files for the run (``replog analyze --input``
+  reads them);
+- ``result.json``: written last, so a run with it is finished (``--resume`` skips it) and a
+  run dir without it was interrupted (removed and run again).
+
+Runs go seed by seed (every arm of seed 1, then of seed 2, ...), so a stopped lab still holds
+comparable pairs. The analysis (analytics/lab.py, PySpark) then writes ``summary.json``,
+``tables/`` and ``report.html``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from admin.local_cluster import LocalCluster
+from chaos import runner
+from chaos.nemesis import NEMESIS_CLASSES, Nemesis
+from chaos.schedule import Fault, Schedule, Timeouts
+from common import zk_layout
+from common.errors import ReplogError
+
+STATE_INTERVAL_S = 0.25
+EXPORT_INTERVAL_MS = 500
+RESULT = "result.json"
+STATES = "states.jsonl"
+
+
+# ---------------------------------------------------------------------------- nemeses
+
+class _OneProcessFault(Nemesis):
+    """Stops one broker at the fault's start and starts that same broker at the fault's end.
+    The chaos runner's kill and bounce restart every process they hold at any stop, which
+    cannot express "bring back the stale replica first, the last leader later"."""
+
+    clean = False
+
+    def __init__(self, procs, shared):
+        super().__init__(procs, shared)
+        self.down: dict[int, str] = {}  # fault index -> process name
+
+    def unavailable(self):
+        return self.procs.restart_unavailable()
+
+    async def start(self, fault: Fault) -> dict:
+        name = self.procs.resolve(fault.target[0])
+        h = self.procs.handle(name)
+        if self.clean:
+            await h.astop()  # SIGTERM: a broker's controlled shutdown
+        else:
+            await h.akill(signal.SIGKILL)
+        self.down[fault.index] = name
+        return {"stopped" if self.clean else "killed": name}
+
+    async def stop(self, fault: Fault) -> dict:
+        name = self.down.pop(fault.index, None)
+        if name is not None and not self.procs.handle(name).is_running():
+            await self.procs.handle(name).astart()
+        return {"started": name}
+
+    async def heal(self) -> None:
+        for index in sorted(self.down):
+            name = self.down.pop(index)
+            if not self.procs.handle(name).is_running():
+                await self.procs.handle(name).astart()
+
+
+class LabStopNemesis(_OneProcessFault):
+    name = "lab-stop"
+    clean = True
+
+
+class LabKillNemesis(_OneProcessFault):
+    name = "lab-kill"
+
+
+for _cls in (LabStopNemesis, LabKillNemesis):
+    NEMESIS_CLASSES.setdefault(_cls.name, _cls)
+
+
+# ---------------------------------------------------------------------------- experiments
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    description: str
+    overrides: dict[str, str] = field(default_factory=dict)  # every process's config
+    baseline: bool = False  # the pre-design behaviour, for comparison
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    claim: str
+    scenario: str
+    arms: tuple[Arm, ...]
+    schedule: Callable[[int, Timeouts], Schedule] | None  # None: not defined yet
+    partitions: int = 3
+    log_dirs_per_broker: int = 1
+    writers: tuple[str, ...] = ("all", "all", "1")
+    settle_s: float = 3.0
+    not_ready: str = ""  # why ``run`` refuses it, when schedule is None
+
+    def arm(self, name: str) -> Arm:
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise ReplogError(f"experiment {self.name} has no arm {name!r}; its arms: "
+                          f"{', '.join(a.name for a in self.arms)}")
+
+
+_DEFAULT_TIMEOUTS = Timeouts()
+
+
+def _f(index: int, at: float, nemesis: str, target: str, until: float) -> Fault:
+    return Fault(index, round(at, 2), nemesis, (target,), round(until - at, 2))
+
+
+def last_replica_standing(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> Schedule:
+    """KIP-966's "last replica standing", drawn from ``seed``: which broker plays which role
+    and the gaps between the steps (the same for every arm).
+
+    1. S (the stale one) shuts down cleanly: the ISR is {A, B}, still at min.insync.replicas 2,
+       so acks=all writes go on - records S will never have;
+    2. B shuts down cleanly: the ISR is {A}, below min ISR (acks=all refused); with ELR, B
+       joins the ELR (it left an ISR already below min ISR holding every committed record);
+    3. A, the last leader, is SIGKILLed: leaderless everywhere;
+    4. S comes back first (past the session timeout, so A's loss is registered): only an
+       unclean election can pick it, and that loses the records of step 1;
+    5. B comes back: an ELR member, elected cleanly with ELR on; with ELR off it is out of the
+       ISR and cannot lead;
+    6. A comes back last: only now does the ZooKeeper-era clean election find an ISR member.
+
+    B returns 1.5-3 s after S, inside Proactive's 5 s wait for replies (recovery.py
+    PROACTIVE_WAIT_MS), so every ELR strategy meets the clean ELR member before it would
+    recover around it; a longer gap tests Proactive's availability trade instead."""
+    rng = random.Random(seed)
+    stale, follower, leader = (f"broker-{b}" for b in rng.sample([1, 2, 3], 3))
+    t_s = 3.0 + rng.uniform(0.0, 1.0)
+    t_b = t_s + rng.uniform(3.0, 5.0)          # acks=all writes S misses
+    t_a = t_b + rng.uniform(1.5, 2.5)
+    back_s = t_a + timeouts.session_timeout_s + rng.uniform(1.5, 2.5)
+    back_b = back_s + rng.uniform(1.5, 3.0)
+    back_a = back_b + rng.uniform(6.0, 9.0)
+    faults = (_f(0, t_s, "lab-stop", stale, back_s), _f(1, t_b, "lab-stop", follower, back_b),
+              _f(2, t_a, "lab-kill", leader, back_a))
+    return Schedule(seed, round(back_a + 1.0, 2), ("lab-stop", "lab-kill"), faults,
+                    label=f"kip-966 last replica standing, seed {seed}")
+
+
+_NO_ELR = {"eligible.leader.replicas.enable": "false"}
+
+
+def _elr(strategy: str) -> dict[str, str]:
+    return {"eligible.leader.replicas.enable": "true", "unclean.recovery.strategy": strategy,
+            # Balanced's wait for replies: longer than a run, so no choice comes from it
+            "unclean.recovery.timeout.ms": "600000"}
+
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
+    Experiment(
+        "kip-966",
+        "a last-replica-standing failure need not lose committed data or wait forever",
+        "followers S then B shut down cleanly, the leader A is SIGKILLed, then S (stale) comes "
+        "back first, B next, A last (RF 3, min.insync.replicas 2)",
+        (Arm("unclean-election", "ELR off, unclean.leader.election.enable=true (ZooKeeper-era)",
+             {**_NO_ELR, "unclean.leader.election.enable": "true"}, baseline=True),
+         Arm("no-unclean-election", "ELR off, unclean.leader.election.enable=false "
+             "(ZooKeeper-era default)", {**_NO_ELR, "unclean.leader.election.enable": "false"},
+             baseline=True),
+         Arm("elr-balanced", "ELR on, unclean.recovery.strategy=Balanced", _elr("Balanced")),
+         Arm("elr-proactive", "ELR on, unclean.recovery.strategy=Proactive", _elr("Proactive")),
+         Arm("elr-manual", "ELR on, unclean.recovery.strategy=Manual", _elr("Manual"))),
+        last_replica_standing),
+    Experiment(
+        "kip-461", "one bad partition must not stop replication of the others",
+        "a fetch error on one partition of a follower's fetcher",
+        (Arm("fetcher-stops", "replica.fetcher.isolate.partition.failures=false", {
+            "replica.fetcher.isolate.partition.failures": "false"}, baseline=True),
+         Arm("isolated", "replica.fetcher.isolate.partition.failures=true (KIP-461)")),
+        None, not_ready="its fault schedule is not defined yet"),
+    Experiment(
+        "kip-501", "a slow leader must not throw healthy followers out of the ISR",
+        "a leader's reads slowed past replica.lag.time.max.ms",
+        (Arm("pending-reads-off", "follower.fetch.pending.reads.insync.enable=false",
+             {"follower.fetch.pending.reads.insync.enable": "false"}, baseline=True),
+         Arm("pending-reads-on", "follower.fetch.pending.reads.insync.enable=true",
+             {"follower.fetch.pending.reads.insync.enable": "true"})),
+        None, not_ready="its fault schedule is not defined yet"),
+    Experiment(
+        "jbod", "one failed disk must not take the whole broker down",
+        "EIO on one of a broker's two log dirs",
+        (Arm("halt", "log.dir.failure.policy=halt (Kafka before KIP-112)",
+             {"log.dir.failure.policy": "halt"}, baseline=True),
+         Arm("seed-003", "the seed's design: the dir goes offline, the broker stays")),
+        None, not_ready="its fault schedule is not defined yet"),
+    Experiment(
+        "reassignment", "replicas can move under load with bounded impact",
+        "a reassignment under load, unthrottled and throttled, with and without a controller "
+        "failover",
+        (Arm("unthrottled", "no throttle", baseline=True),),
+        None, not_ready="its arms and schedule are not defined yet"),
+)}
+
+
+def experiment(name: str) -> Experiment:
+    e = EXPERIMENTS.get(name)
+    if e is None:
+        raise ReplogError(f"no experiment {name!r}; 'replog lab list' shows them: "
+                          f"{', '.join(EXPERIMENTS)}")
+    return e
+
+
+def parse_arms(exp: Experiment, text: str | None) -> tuple[Arm, ...]:
+    if text is None:
+        return exp.arms
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ReplogError("--arms names no arm")
+    return tuple(exp.arm(n) for n in dict.fromkeys(names))
+
+
+# ---------------------------------------------------------------------------- one run
+
+@dataclass
+class LabRun:
+    experiment: Experiment
+    arm: Arm
+    seed: int
+    dir: Path
+    timeouts: Timeouts = field(default_factory=Timeouts)
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.arm.name}/seed-{self.seed}"
+
+    def finished(self) -> bool:
+        return (self.dir / RESULT).is_file()
+
+
+def run_dir(out: Path, arm: str, seed: int) -> Path:
+    return out / "runs" / arm / f"seed-{seed}"
+
+
+async def _sample_states(cluster: LocalCluster, topic: str, partitions: int, path: Path,
+                         run_id: str, stop: asyncio.Event) -> None:
+    """The topic's partition states from ZooKeeper every STATE_INTERVAL_S, one line each:
+    {run, wall, partition, leader, isr, elr}; a read that fails (ZooKeeper busy) is skipped."""
+    client = cluster.zk_client()
+    with path.open("a", encoding="utf-8") as f:
+        while not stop.is_set():
+            wall = time.time()
+            lines = []
+            for p in range(partitions):
+                try:
+                    data, st = await asyncio.to_thread(
+                        lambda p=p: client.get_async(
+                            zk_layout.partition_state_path(topic, p)).get(timeout=2.0))
+                except Exception:  # noqa: BLE001, S112 - no state yet, or ZooKeeper slow: skip
+                    continue
+                s = zk_layout.decode_partition_state(data, st.version)
+                lines.append(json.dumps({"run": run_id, "wall": round(wall, 4), "partition": p,
+                                         "leader": s.leader, "isr": list(s.isr),
+                                         "elr": list(s.elr)}, separators=(",", ":")))
+            if lines:
+                f.write("\n".join(lines) + "\n")
+                f.flush()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), STATE_INTERVAL_S)
+
+
+def _events(cluster_dir: Path) -> list[dict]:
+    out = []
+    for path in sorted((cluster_dir / "logs").glob("*.events.jsonl")):
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                with contextlib.suppress(ValueError):
+                    out.append(json.loads(line))
+    return out
+
+
+def event_counts(events: list[dict], topic: str) -> dict:
+    """Per run, from the processes' event logs: unclean elections (blind ones and KIP-966
+    recoveries) of the workload topic, the offsets recoveries counted as discarded, and the
+    offsets followers truncated (a truncation below an acknowledged record is data loss; one of
+    an unacknowledged acks=1 tail is not)."""
+    mine = [e for e in events if str(e.get("partition", "")).startswith(f"{topic}-")]
+    elections = [e for e in mine if e.get("event") == "leader_election"]
+    return {
+        "unclean_elections": sum(1 for e in elections if e.get("unclean")),
+        "leader_elections": sum(1 for e in elections if e.get("new_leader", -1) >= 0),
+        "recovery_offsets_discarded": sum(
+            int(e.get("offsets_discarded") or 0) for e in mine
+            if e.get("event") == "unclean_recovery_finished"),
+        "offsets_truncated": sum(
+            max(0, int(e.get("from_offset") or 0) - int(e.get("to_offset") or 0))
+            for e in mine if e.get("event") == "truncated"),
+    }
+
+
+async def run_one(r: LabRun, log=print) -> dict:
+    """One run of one arm on one seed, on a fresh cluster in ``r.dir/cluster``; returns (and
+    writes last) its result."""
+    from analytics.export import Exporter
+    exp = r.experiment
+    if r.dir.exists():
+        shutil.rmtree(r.dir)  # an interrupted run: its files would mix into the new one
+    r.dir.mkdir(parents=True)
+    cluster_dir = r.dir / "cluster"
+    faults_dir = r.dir / "faults"
+    faults_dir.mkdir()
+    started = time.monotonic()
+    cluster = LocalCluster(
+        cluster_dir, brokers=3, controllers=1, log_dirs_per_broker=exp.log_dirs_per_broker,
+        overrides={**runner.cluster_overrides(r.timeouts), **r.arm.overrides},
+        per_broker_overrides={b: {"fault.injection.file": str(faults_dir / f"broker-{b}.json")}
+                              for b in (1, 2, 3)})
+    cfg = runner.RunConfig(seed=r.seed, duration_s=0.0, nemeses=(), data_dir=r.dir,
+                           partitions=exp.partitions, timeouts=r.timeouts,
+                           fixed_schedule=exp.schedule(r.seed, r.timeouts), writers=exp.writers,
+                           topic="lab", settle_s=exp.settle_s, cluster=cluster)
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task] = []
+    try:
+        await asyncio.to_thread(cluster.start)
+        exporter = Exporter(cluster_dir, r.dir / "export", EXPORT_INTERVAL_MS)
+        tasks = [asyncio.create_task(exporter.run(stop)),
+                 asyncio.create_task(_sample_states(cluster, cfg.topic, cfg.partitions,
+                                                    r.dir / STATES, r.run_id, stop))]
+        result = await runner._run(cfg, lambda line: log(f"    {line}"))
+    finally:
+        stop.set()
+        for t in tasks:
+            with contextlib.suppress(Exception):
+                await t
+        await asyncio.to_thread(cluster.stop, False)
+    verdict = result.verdict
+    lost = next((v.count for v in verdict.violations if v.property == "acked-write-lost"), 0)
+    out = {"experiment": exp.name, "arm": r.arm.name, "seed": r.seed, "run": r.run_id,
+           "valid": verdict.valid,
+           "violations": sorted({v.property for v in verdict.violations}),
+           "acked_lost": lost, "acked_all": verdict.stats.get("acked_all", 0),
+           "max_unavailable_s": verdict.stats.get("max_unavailable_s", 0.0),
+           **event_counts(_events(cluster_dir), cfg.topic),
+           "skipped": result.skipped, "wall_s": round(time.monotonic() - started, 1)}
+    # The brokers' segment files are what the checker already read; the history keeps it.
+    for d in cluster_dir.glob("broker-*"):
+        shutil.rmtree(d, ignore_errors=True)
+    tmp = r.dir / (RESULT + ".tmp")
+    tmp.write_text(json.dumps(out, indent=2) + "\n")
+    tmp.replace(r.dir / RESULT)
+    return out
+
+
+# ---------------------------------------------------------------------------- the lab
+
+def plan(exp: Experiment, arms: tuple[Arm, ...], seeds: int, out: Path) -> list[LabRun]:
+    """Seed by seed, every arm: a lab stopped half-way still compares arms on the same seeds."""
+    return [LabRun(exp, a, s, run_dir(out, a.name, s)) for s in range(1, seeds + 1)
+            for a in arms]
+
+
+def check_out_dir(out: Path, exp: Experiment, resume: bool) -> None:
+    manifest = out / "lab.json"
+    if manifest.is_file():
+        old = json.loads(manifest.read_text())
+        if old.get("experiment") != exp.name:
+            raise ReplogError(f"{out} holds the lab of experiment {old.get('experiment')}; "
+                              f"use another --out")
+        if not resume:
+            raise ReplogError(f"{out} already holds runs of {exp.name}: --resume to go on "
+                              f"with them, or another --out")
+    elif out.exists() and any(out.iterdir()):
+        raise ReplogError(f"--out {out} is not empty and holds no lab")
+
+
+def _clock(s: float) -> str:
+    s = max(0, int(s))
+    return f"{s // 3600:d}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def progress_line(done: int, total: int, current: LabRun | None, elapsed: float,
+                  walls: list[float]) -> str:
+    """``[####------] 4/10 elr-balanced seed 2, 0:03:10 elapsed, ~0:04:45 left``: time left
+    from the mean wall time of the runs finished in this invocation."""
+    width = 20
+    filled = width * done // max(1, total)
+    bar = "#" * filled + "-" * (width - filled)
+    what = f" {current.arm.name} seed {current.seed}," if current is not None else ""
+    left = (f"~{_clock(sum(walls) / len(walls) * (total - done))} left" if walls
+            else "time left unknown")
+    return f"[{bar}] {done}/{total}{what} {_clock(elapsed)} elapsed, {left}"
+
+
+def run_lab(exp: Experiment, arms: tuple[Arm, ...], seeds: int, out: Path,
+            resume: bool = False, log=print) -> list[dict]:
+    """Every run not finished yet; returns the results of all finished ones. Ctrl-C ends the
+    run in progress (its cluster stopped, its dir left without a result) and raises
+    KeyboardInterrupt."""
+    check_out_dir(out, exp, resume)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "lab.json").write_text(json.dumps(
+        {"experiment": exp.name, "claim": exp.claim, "scenario": exp.scenario,
+         "arms": {a.name: {"description": a.description, "overrides": a.overrides,
+                           "baseline": a.baseline} for a in arms},
+         "seeds": seeds}, indent=2) + "\n")
+    logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+    runs = plan(exp, arms, seeds, out)
+    done = sum(1 for r in runs if r.finished())
+    if done:
+        log(f"Resuming: {done} of {len(runs)} run(s) already finished")
+    t0, walls = time.monotonic(), []
+    for r in runs:
+        if r.finished():
+            continue
+        log(progress_line(done, len(runs), r, time.monotonic() - t0, walls))
+        t = time.monotonic()
+        res = asyncio.run(run_one(r, log=lambda line: None))
+        walls.append(time.monotonic() - t)
+        done += 1
+        log(f"  {r.run_id}: {'VALID' if res['valid'] else 'INVALID'}; "
+            f"{res['acked_lost']} acked lost, longest acks=all gap "
+            f"{res['max_unavailable_s']:.1f}s, {res['unclean_elections']} unclean "
+            f"election(s), {res['wall_s']:.0f}s")
+    log(progress_line(done, len(runs), None, time.monotonic() - t0, walls))
+    return [json.loads((r.dir / RESULT).read_text()) for r in runs if r.finished()]
+
+
+def finished_runs(out: Path) -> list[Path]:
+    return sorted(p.parent for p in (out / "runs").glob(f"*/seed-*/{RESULT}"))
+
+
+def main_run(name: str, seeds: int, arms_text: str | None, out: Path, master: str | None,
+             resume: bool) -> int:
+    exp = experiment(name)
+    if exp.schedule is None:
+        raise ReplogError(f"experiment {name} cannot run yet: {exp.not_ready}")
+    if seeds < 1:
+        raise ReplogError(f"--seeds must be at least 1, got {seeds}")
+    arms = parse_arms(exp, arms_text)
+    try:
+        run_lab(exp, arms, seeds, out, resume, log=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print(f"\nStopped. Finished runs are kept in {out}; go on with: replog lab run "
+              f"{name} --seeds {seeds} --out {out} --resume", file=sys.stderr, flush=True)
+        return 130
+    from analytics.lab import analyze
+    summary = analyze(out, master)
+    print(f"Report: {out / 'report.html'}")
+    print(f"Summary: {out / 'summary.json'}")
+    for line in summary["table"]:
+        print(line)
+    return 0
