@@ -55,6 +55,15 @@ from common import event_loop
 from common.config import parse_properties_text
 from common.errors import ErrorCode, ReplogError
 
+
+def _kafka_bool(text: str) -> bool:
+    """A boolean config as Kafka's ConfigDef parses one: true or false, any case."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(text)
+    return value == "true"
+
+
 # Producer settings accepted by --producer-property / --producer-props (Kafka's names).
 _PRODUCER_KEYS = {
     "acks": ("acks", str),
@@ -70,6 +79,9 @@ _PRODUCER_KEYS = {
     "max.block.ms": ("max_block_ms", int),
     "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", int),
     "metadata.max.age.ms": ("metadata_max_age_ms", int),
+    # replog's own: false sends each request as a unary Produce call instead of on the
+    # broker's long-lived ProduceStream (the A/B baseline; admin/client/producer.py).
+    "produce.stream.enable": ("produce_stream_enable", _kafka_bool),
     # Accepted and ignored: replog has neither compression nor an idempotent producer.
     "bootstrap.servers": (None, str),
     "compression.type": (None, str),

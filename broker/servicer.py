@@ -11,6 +11,8 @@ with the Kafka code in the trailing metadata key ``replog-error-code``
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 from broker import config_requests, fencing
@@ -113,40 +115,92 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
     # ------------------------------------------------------------------ data plane
 
     async def Produce(self, request, context):
+        return await self._guard(context, lambda: self._produce(request))
+
+    async def ProduceStream(self, request_iterator, context):
+        """Produce over one long-lived stream: each request is served exactly as a unary
+        Produce, from the moment it arrives (a serving task per request, started in arrival
+        order, so the appends of a partition keep the stream's order), and answered with its
+        correlation id as soon as it completes: an acks=all request waiting for the ISR holds
+        up nothing behind it, as unary calls in flight do not. A request Produce would refuse
+        is answered with that error in the message, the stream stays open."""
+        answers: asyncio.Queue = asyncio.Queue()
+        serving: set[asyncio.Task] = set()
+
+        async def serve(msg: pb.ProduceStreamRequest) -> None:
+            out = pb.ProduceStreamResponse(correlation_id=msg.correlation_id)
+            try:
+                out.response.CopyFrom(await self._produce(msg.request))
+            except RequestError as e:
+                out.error_code, out.error_message = int(e.error_code), str(e)
+            except Exception as e:  # noqa: BLE001 - as a unary call's UNKNOWN status: this
+                # request fails, the others on the stream go on
+                self.rm.events.error("produce_failed", error=f"{type(e).__name__}: {e}"[:300])
+                out.error_code = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+                out.error_message = f"{type(e).__name__}: {e}"
+            answers.put_nowait(out)
+
+        def served(task: asyncio.Task) -> None:
+            serving.discard(task)
+
+        async def read() -> None:
+            async for msg in request_iterator:
+                task = asyncio.create_task(serve(msg))
+                serving.add(task)
+                task.add_done_callback(served)
+            while serving:  # the client is done writing: answer what is in flight
+                await asyncio.wait(set(serving))
+            answers.put_nowait(None)
+
+        reader = asyncio.create_task(read())
+        reader.add_done_callback(lambda t: t.cancelled() or t.exception() is None
+                                 or answers.put_nowait(t.exception()))
+        try:
+            while (answer := await answers.get()) is not None:
+                if isinstance(answer, BaseException):
+                    raise answer
+                yield answer
+        finally:
+            # The client went away (or cancelled): what is still being served is abandoned,
+            # as a unary call's handler is cancelled with its call.
+            reader.cancel()
+            for task in list(serving):
+                task.cancel()
+
+    async def _produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+        """One Produce, for the unary call and the stream alike; a refused request raises
+        RequestError (INVALID_REQUEST, INVALID_REQUIRED_ACKS)."""
         self.rm.metrics.produce_api_requests.inc()
         entries = []
         for t in request.topic_data:
             try:
                 validate_topic(t.topic)
             except InvalidTopicError as e:
-                await abort(context, ErrorCode.INVALID_REQUEST, str(e))
+                raise RequestError(ErrorCode.INVALID_REQUEST, str(e)) from None
             for pd in t.partition_data:
                 if pd.partition < 0:
-                    await abort(context, ErrorCode.INVALID_REQUEST,
-                                f"partition {pd.partition} of {t.topic} is negative")
+                    raise RequestError(ErrorCode.INVALID_REQUEST,
+                                       f"partition {pd.partition} of {t.topic} is negative")
                 entries.append((TopicPartition(t.topic, pd.partition), pd.records))
         if request.timeout_ms < 0:
-            await abort(context, ErrorCode.INVALID_REQUEST, "timeout_ms is negative")
-
-        async def go():
-            results = await self.rm.produce(request.acks, request.timeout_ms or 30000, entries)
-            by_topic: dict[str, list] = {}
-            for (tp, _), r in zip(entries, results):
-                pr = pb.ProducePartitionResponse(partition=tp.partition, error_code=int(r.error),
-                                                 error_message=r.message,
-                                                 base_offset=r.base_offset,
-                                                 log_append_time_ms=-1,
-                                                 log_start_offset=r.log_start_offset)
-                if r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                    info = self.rm.metadata.partitions.get(tp)
-                    if info is not None:
-                        pr.current_leader.CopyFrom(pb.LeaderAndEpoch(
-                            leader_id=info.leader, leader_epoch=info.leader_epoch))
-                by_topic.setdefault(tp.topic, []).append(pr)
-            return pb.ProduceResponse(responses=[
-                pb.ProduceTopicResponse(topic=t, partition_responses=ps)
-                for t, ps in by_topic.items()])
-        return await self._guard(context, go)
+            raise RequestError(ErrorCode.INVALID_REQUEST, "timeout_ms is negative")
+        results = await self.rm.produce(request.acks, request.timeout_ms or 30000, entries)
+        by_topic: dict[str, list] = {}
+        for (tp, _), r in zip(entries, results):
+            pr = pb.ProducePartitionResponse(partition=tp.partition, error_code=int(r.error),
+                                             error_message=r.message,
+                                             base_offset=r.base_offset,
+                                             log_append_time_ms=-1,
+                                             log_start_offset=r.log_start_offset)
+            if r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                info = self.rm.metadata.partitions.get(tp)
+                if info is not None:
+                    pr.current_leader.CopyFrom(pb.LeaderAndEpoch(
+                        leader_id=info.leader, leader_epoch=info.leader_epoch))
+            by_topic.setdefault(tp.topic, []).append(pr)
+        return pb.ProduceResponse(responses=[
+            pb.ProduceTopicResponse(topic=t, partition_responses=ps)
+            for t, ps in by_topic.items()])
 
     async def Fetch(self, request, context):
         return await self._fetch(request, context)

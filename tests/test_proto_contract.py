@@ -43,6 +43,7 @@ from common.rpc import replog_pb2_grpc as pb_grpc  # noqa: E402
 
 BROKER_RPCS = {
     "Produce": ("ProduceRequest", "ProduceResponse"),
+    "ProduceStream": ("ProduceStreamRequest", "ProduceStreamResponse"),
     "Fetch": ("FetchRequest", "FetchResponse"),
     "FetchStream": ("FetchRequest", "FetchResponse"),
     "ListOffsets": ("ListOffsetsRequest", "ListOffsetsResponse"),
@@ -79,7 +80,7 @@ def test_package_is_versioned():
     assert set(pb.DESCRIPTOR.services_by_name) == {"Broker", "Controller"}
 
 
-STREAMING_RPCS = {"FetchStream"}
+STREAMING_RPCS = {"FetchStream", "ProduceStream"}
 
 
 @pytest.mark.parametrize("service,rpcs", [("Broker", BROKER_RPCS), ("Controller", CONTROLLER_RPCS)])
@@ -91,7 +92,8 @@ def test_service_rpcs(service, rpcs):
         assert method.input_type.full_name == f"replog.v1.{req}", name
         assert method.output_type.full_name == f"replog.v1.{resp}", name
         # Every RPC is unary (Fetch long-polls inside one call) but the follower's fetch
-        # stream, which carries Fetch's messages both ways.
+        # stream and the producer's produce stream, which carry Fetch's and Produce's
+        # messages both ways.
         streams = name in STREAMING_RPCS
         assert (method.client_streaming, method.server_streaming) == (streams, streams), name
 

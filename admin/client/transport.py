@@ -9,12 +9,19 @@ a metadata refresh.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+
 import grpc
 import grpc.aio
 
-from admin.client.errors import from_rpc_error
-from common.grpc_options import CLIENT_OPTIONS
+from admin.client.errors import KafkaError, TransportError, from_rpc_error
+from common.grpc_options import CLIENT_OPTIONS, ChannelFactory, insecure_channel
+from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+
+_log = logging.getLogger(__name__)
 
 
 def parse_address(text: str) -> str:
@@ -35,9 +42,12 @@ def parse_bootstrap_servers(text: str | list[str] | tuple[str, ...]) -> list[str
 
 
 class ChannelPool:
-    """Lazily opened grpc.aio channels and stubs by address. Close it when done."""
+    """Lazily opened grpc.aio channels and stubs by address. Close it when done.
+    ``channel_factory`` is the transport seam (common.grpc_options.ChannelFactory): tests pass
+    one that adds client interceptors to watch the calls made."""
 
-    def __init__(self) -> None:
+    def __init__(self, channel_factory: ChannelFactory = insecure_channel) -> None:
+        self._channel_factory = channel_factory
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._broker_stubs: dict[str, replog_pb2_grpc.BrokerStub] = {}
         self._controller_stubs: dict[str, replog_pb2_grpc.ControllerStub] = {}
@@ -45,8 +55,7 @@ class ChannelPool:
     def channel(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = grpc.aio.insecure_channel(address,
-                                                                     options=CLIENT_OPTIONS)
+            ch = self._channels[address] = self._channel_factory(address, CLIENT_OPTIONS)
         return ch
 
     def broker(self, address: str) -> replog_pb2_grpc.BrokerStub:
@@ -77,3 +86,175 @@ async def call(method, request, address: str, timeout_s: float):
         return await method(request, timeout=timeout_s)
     except grpc.RpcError as e:
         raise from_rpc_error(e, address) from None
+
+
+def _status(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    """A stream failure as the status a unary call would have ended with."""
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+class _OpenStream:
+    """One opened Broker.ProduceStream call: its requests awaiting an answer, by correlation id
+    (Kafka's InFlightRequests for one connection), and the task reading its answers."""
+
+    __slots__ = ("answered", "call", "reader", "waiting", "write_lock")
+
+    def __init__(self, call: grpc.aio.StreamStreamCall) -> None:
+        self.call = call
+        self.waiting: dict[int, asyncio.Future] = {}
+        self.answered = False  # an answer came: the broker serves the stream
+        # gRPC takes one message write at a time on a call; asyncio's lock is FIFO, so
+        # requests go out in the order their senders asked (the producer's drain order).
+        self.write_lock = asyncio.Lock()
+        self.reader: asyncio.Task | None = None
+
+
+class ProduceStream:
+    """A producer's long-lived Broker.ProduceStream to one broker (Kafka's NetworkClient
+    connection): each request is written with a fresh correlation id while earlier ones are
+    still unanswered (the producer keeps at most max.in.flight.requests.per.connection in
+    flight per broker), and each answer completes the request with its id, in whatever order
+    they come.
+
+    Failures are a unary call's: ``produce`` raises a KafkaError (TransportError when no
+    answer came). A broken stream - the broker gone, the stream reset, an answer missing
+    after the request timeout (NetworkClient then closes the connection) - fails every
+    request in flight on it as a transport error, so the producer's retry rules apply to
+    each; the next request opens a new stream. A broker that answers UNIMPLEMENTED (an older
+    broker in a rolling upgrade) gets unary Produce calls from then on, until a call to it
+    fails for want of a connection: it may come back upgraded, and Kafka's client too asks
+    a broker which APIs it serves on every new connection (ApiVersions)."""
+
+    def __init__(self, pool: ChannelPool, address: str) -> None:
+        self.pool = pool
+        self.address = address
+        self.unary_only = False
+        self._stream: _OpenStream | None = None
+        self._next_id = 0
+
+    async def produce(self, request: pb.ProduceStreamRequest, timeout_s: float
+                      ) -> pb.ProduceResponse:
+        """Send ``request.request`` (the correlation id is set here) and return its answer."""
+        if self.unary_only:
+            return await self._unary(request.request, timeout_s)
+        try:
+            answer = await self._exchange(request, timeout_s)
+        except grpc.aio.AioRpcError as e:
+            if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise from_rpc_error(e, self.address) from None
+            # Method not found: the broker served none of the requests on the stream, so
+            # each goes again as a unary call (no duplicate).
+            if not self.unary_only:
+                self.unary_only = True
+                _log.info("broker %s does not serve ProduceStream: unary Produce calls",
+                          self.address)
+            return await self._unary(request.request, timeout_s)
+        if answer.error_code:
+            # What a unary Produce would have failed with (a status with the Kafka code).
+            raise KafkaError(answer.error_code, answer.error_message)
+        return answer.response
+
+    async def _unary(self, request: pb.ProduceRequest, timeout_s: float) -> pb.ProduceResponse:
+        try:
+            return await call(self.pool.broker(self.address).Produce, request, self.address,
+                              timeout_s)
+        except TransportError as e:
+            if e.status == grpc.StatusCode.UNAVAILABLE:
+                self.unary_only = False  # ask for the stream again on the next connection
+            raise
+
+    def _open(self) -> _OpenStream:
+        s = self._stream = _OpenStream(self.pool.broker(self.address).ProduceStream())
+        s.reader = asyncio.create_task(self._read(s), name=f"produce-stream-{self.address}")
+        return s
+
+    async def _exchange(self, request: pb.ProduceStreamRequest, timeout_s: float
+                        ) -> pb.ProduceStreamResponse:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        s = self._stream or self._open()
+        cid = request.correlation_id = self._next_id
+        self._next_id = (cid + 1) & 0x7FFFFFFF  # Kafka's correlation ids wrap at 2^31
+        answer = loop.create_future()
+        s.waiting[cid] = answer
+        try:
+            async with s.write_lock:
+                if answer.done():  # the stream broke while this request waited to be written
+                    return answer.result()
+                await s.call.write(request)
+                if not s.answered:
+                    # A new stream carries one request until an answer shows the broker
+                    # serves it (Kafka's client asks ApiVersions first on a new connection):
+                    # from an older broker only this request comes back UNIMPLEMENTED, and
+                    # the ones queued behind the lock go unary in their order.
+                    await asyncio.wait((answer,), timeout=timeout_s)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
+            # The call ended under the write: its status says why (UNIMPLEMENTED included).
+            s.waiting.pop(cid, None)
+            err = e if isinstance(e, grpc.aio.AioRpcError) else await self._ended(s)
+            self._break(s, err)
+            raise err from None
+        except BaseException:  # cancelled: gRPC cancels the whole call under a cancelled
+            s.waiting.pop(cid, None)  # write, so the stream goes
+            self._break(s, _status(grpc.StatusCode.CANCELLED, "a request was abandoned "
+                                   "while it was being written"))
+            raise
+        if answer.done():
+            return answer.result()
+        try:
+            return await asyncio.wait_for(answer, max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            # NetworkClient.handleTimedOutRequests: a request unanswered within the request
+            # timeout closes its connection, failing everything in flight on it.
+            self._break(s, _status(grpc.StatusCode.UNAVAILABLE, f"the produce stream was "
+                                   f"closed: request {cid} got no answer in {timeout_s:g} s"))
+            raise _status(grpc.StatusCode.DEADLINE_EXCEEDED, "no answer on the produce "
+                          "stream within the request timeout") from None
+        except asyncio.CancelledError:
+            s.waiting.pop(cid, None)  # its answer, if one comes, is dropped
+            raise
+
+    async def _read(self, s: _OpenStream) -> None:
+        try:
+            while True:
+                msg = await s.call.read()
+                if msg is grpc.aio.EOF:
+                    err = await self._ended(s)
+                    break
+                s.answered = True
+                answer = s.waiting.pop(msg.correlation_id, None)
+                if answer is not None and not answer.done():
+                    answer.set_result(msg)
+        except grpc.aio.AioRpcError as e:
+            err = e
+        except asyncio.CancelledError:
+            self._break(s, _status(grpc.StatusCode.CANCELLED, "the produce stream was closed"))
+            raise
+        self._break(s, err)
+
+    async def _ended(self, s: _OpenStream) -> grpc.aio.AioRpcError:
+        """The status of a stream that ended (an answer stream that ends is a broken
+        stream even with status OK: requests were left unanswered)."""
+        code = await s.call.code()
+        if code == grpc.StatusCode.OK:
+            return _status(grpc.StatusCode.UNAVAILABLE, "the broker ended the produce stream")
+        return _status(code, await s.call.details() or "")
+
+    def _break(self, s: _OpenStream, err: grpc.aio.AioRpcError) -> None:
+        if self._stream is s:
+            self._stream = None
+        waiting, s.waiting = s.waiting, {}
+        for answer in waiting.values():
+            if not answer.done():
+                answer.set_exception(err)
+        s.call.cancel()
+        if s.reader is not None and s.reader is not asyncio.current_task():
+            s.reader.cancel()
+
+    async def close(self) -> None:
+        s = self._stream
+        if s is not None:
+            self._break(s, _status(grpc.StatusCode.CANCELLED, "the producer closed"))
+            if s.reader is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):  # closing
+                    await s.reader
