@@ -54,6 +54,7 @@ from typing import Self
 
 import psutil
 
+from admin import cluster_hosts
 from common import zk_layout
 from common.errors import ReplogError
 from common.ports import free_port  # also imported from here by admin.prometheus and tests
@@ -132,6 +133,8 @@ class ProcessHandle:
         self.proc: subprocess.Popen | None = None
         self.paused = False
         self.starts = 0
+        self.netns: str | None = None  # --hosts: its network namespace (admin/cluster_hosts)
+        self.rack: str | None = None  # --racks: its broker.rack
 
     # ------------------------------------------------------------------ facts
 
@@ -180,6 +183,8 @@ class ProcessHandle:
             props["listeners"] += f",KAFKA://{self.kafka_address}"
         if self.role == "broker":
             props["log.dirs"] = ",".join(str(d) for d in self.log_dirs)
+            if self.rack is not None:
+                props["broker.rack"] = self.rack
         props["zookeeper.connect"] = c.zookeeper_connect
         props["metrics.port"] = self.metrics_port
         props["event.log.file"] = str(self.event_log_file)
@@ -203,8 +208,9 @@ class ProcessHandle:
         before = self.cluster._registration_czxid(self.id) if self.role == "broker" else None
         self.write_config()
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [self.cluster.python, "-m", "admin.cli", self.role, "--config",
-               str(self.config_file)]
+        cmd = cluster_hosts.wrap(self.cluster, self.name, [
+            self.cluster.python, "-m", "admin.cli", self.role, "--config",
+            str(self.config_file)])
         with self.log_file.open("ab") as log:
             log.write(f"--- replog local cluster: starting {self.name}: {' '.join(cmd)} "
                       f"---\n".encode())
@@ -328,6 +334,8 @@ class ProcessHandle:
             d["log_dirs"] = [str(p) for p in self.log_dirs]
             d["kafka_address"] = self.kafka_address
         d["metrics_url"] = self.metrics_url
+        if self.netns is not None:
+            d["namespace"], d["rack"] = self.netns, self.rack
         d["config_file"] = str(self.config_file)
         d["log_file"] = str(self.log_file)
         d["event_log_file"] = str(self.event_log_file)
@@ -358,7 +366,8 @@ class LocalCluster:
                  broker_ids: Sequence[int] | None = None,
                  controller_ids: Sequence[int] | None = None,
                  startup_timeout_s: float = 60.0, zk_tick_time_ms: int = 200,
-                 python: str | None = None, zookeeper_nodes: int = 1):
+                 python: str | None = None, zookeeper_nodes: int = 1,
+                 hosts: cluster_hosts.HostsOptions | None = None):
         if brokers < 0 or controllers < 1 or log_dirs_per_broker < 1:
             raise LocalClusterError("a cluster needs brokers >= 0, controllers >= 1 and "
                                     "log_dirs_per_broker >= 1")
@@ -383,6 +392,9 @@ class LocalCluster:
         # Children run this checkout's code, whatever the venv's editable install points at.
         self.env["PYTHONPATH"] = os.pathsep.join(
             [str(REPO_ROOT)] + [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        # --hosts: every process on a network namespace of its own (admin/cluster_hosts.py)
+        self.hosts_options = hosts
+        self.running_hosts = None
         self.zookeeper_server = None  # the standalone server this cluster started
         self.zookeeper_ensemble = None  # or the ensemble (zookeeper_nodes > 1)
         self.zookeeper_connect = ""
@@ -465,6 +477,8 @@ class LocalCluster:
         self._acquire_lock()
         _live_clusters.add(self)
         try:
+            if self.hosts_options is not None and self.running_hosts is None:
+                cluster_hosts.start_hosts(self)
             self._start_zookeeper()
             for h in self.controllers.values():
                 h.start(wait=False)
@@ -510,6 +524,7 @@ class LocalCluster:
         finally:
             self._started = False
             _live_clusters.discard(self)
+            cluster_hosts.stop_hosts(self)
             with contextlib.suppress(OSError):
                 self._write_cluster_json()
             self._release_lock()
@@ -522,6 +537,9 @@ class LocalCluster:
             broker_id = max(self.brokers, default=0) + 1
         if broker_id in self.brokers:
             raise LocalClusterError(f"broker {broker_id} already exists")
+        if self.running_hosts is not None:
+            raise LocalClusterError("a cluster on --hosts cannot add a broker: its hosts are "
+                                    "made when it starts")
         h = self._add_broker_handle(broker_id, overrides)
         if start:
             h.start()
@@ -536,13 +554,14 @@ class LocalCluster:
                 self.zookeeper_ensemble = ZooKeeperEnsemble(
                     self.data_dir / "zookeeper", self.zookeeper_nodes,
                     tick_time_ms=self.zk_tick_time_ms, max_session_timeout_ms=60_000,
-                    log_dir=self.data_dir / "logs")
+                    log_dir=self.data_dir / "logs", **cluster_hosts.zookeeper_kwargs(self))
             self.zookeeper_ensemble.start(self.startup_timeout_s)
             hosts = self.zookeeper_ensemble.hosts
         elif self.external_zookeeper is None:
             self.zookeeper_server = ZooKeeperServer(
                 self.data_dir / "zookeeper", tick_time_ms=self.zk_tick_time_ms,
-                max_session_timeout_ms=60_000, log_file=self.data_dir / "logs" / "zookeeper.log")
+                max_session_timeout_ms=60_000, log_file=self.data_dir / "logs" / "zookeeper.log",
+                **cluster_hosts.zookeeper_kwargs(self))
             self.zookeeper_server.start()
             hosts = self.zookeeper_server.hosts
         else:
@@ -730,6 +749,7 @@ class LocalCluster:
             "zookeeper_config": (str(self.zookeeper_server.config_file)
                                  if self.zookeeper_server is not None else None),
             "zookeeper_nodes": self._describe_zookeeper_nodes(),
+            "hosts": cluster_hosts.describe(self),
         }
 
     def _describe_zookeeper_nodes(self) -> list[dict]:
@@ -751,7 +771,8 @@ class LocalCluster:
                         "config_file": str(z.config_file), "log_file": str(z.log_file),
                         "quorum_port": peer.quorum_port if peer else None,
                         "election_port": peer.election_port if peer else None,
-                        "namespace": None})
+                        "namespace": cluster_hosts.netns_of(
+                            self, f"zookeeper-{z.myid or 1}")})
         return out
 
     def _write_cluster_json(self) -> None:
@@ -889,4 +910,5 @@ def stop_cluster_in(data_dir: str | os.PathLike[str], timeout: float = 120.0,
                     break
                 time.sleep(0.1)
         stopped_any = stopped_any or bool(pids)
+    cluster_hosts.cleanup_after_down(data_dir, log)
     return stopped_any
