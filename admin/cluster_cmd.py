@@ -38,11 +38,12 @@ def _up(args) -> int:
     if args.prometheus:
         from admin.prometheus import prometheus_binary
         prometheus_binary()  # no binary: the install command, before anything is started
+    hosts = _hosts_options(args)
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, controllers=args.controllers,
                            log_dirs_per_broker=args.log_dirs_per_broker,
                            zookeeper=args.zookeeper, overrides=_overrides(args.override),
                            startup_timeout_s=args.startup_timeout,
-                           zookeeper_nodes=args.zookeeper_nodes)
+                           zookeeper_nodes=args.zookeeper_nodes, hosts=hosts)
     stop = threading.Event()
     up = False
     exporter = None
@@ -72,6 +73,8 @@ def _up(args) -> int:
         if cluster.zookeeper_ensemble is not None:
             print(f"ZooKeeper leader: member {cluster.zookeeper_leader()}; restart a member "
                   "with: replog zookeeper --config <its config_file in cluster.json>")
+        if cluster.running_hosts is not None:
+            _print_hosts(cluster)
         print(f"Active controller: {cluster.active_controller_id()}")
         print(f"Cluster description: {cluster.cluster_json_path}")
         print(f"Logs: {cluster.data_dir / 'logs'}")
@@ -100,6 +103,38 @@ def _up(args) -> int:
             cluster.stop(graceful=False)
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _hosts_options(args):
+    """--hosts and its rack options (admin/cluster_hosts.py), refused in one line before
+    anything starts: without --hosts, when not root, or with bad values."""
+    shaped = args.racks != 1 or args.inter_rack_latency_ms or args.inter_rack_loss_pct
+    if not args.hosts:
+        if shaped:
+            raise ReplogError("--racks, --inter-rack-latency-ms and --inter-rack-loss-pct "
+                              "need --hosts")
+        return None
+    from admin.cluster_hosts import HostsOptions
+    from common import hosts as hostlib
+    why = hostlib.unavailable()
+    if why:
+        raise ReplogError(why)
+    if args.zookeeper:
+        raise ReplogError("--hosts starts ZooKeeper on hosts of its own; --zookeeper (one on "
+                          "this machine's loopback) is not reachable from them")
+    opts = HostsOptions(args.racks, args.inter_rack_latency_ms, args.inter_rack_loss_pct)
+    opts.check()
+    return opts
+
+
+def _print_hosts(cluster: LocalCluster) -> None:
+    plan = cluster.running_hosts.plan
+    print(f"Hosts: {len(plan.hosts)} network namespaces on {plan.switch_netns}'s bridge, "
+          f"this machine at {plan.gateway} ({plan.uplink})"
+          + (f"; {plan.racks} racks, {plan.latency_ms:g} ms / {plan.loss_pct:g}% loss "
+             "between racks (one way)" if plan.racks > 1 else ""))
+    for h in plan.hosts:
+        print(f"  {h.name:<16} {h.address:<15} {h.netns}" + (f"  {h.rack}" if h.rack else ""))
 
 
 def _start_exporter(cluster: LocalCluster, out: str, interval_ms: int) -> subprocess.Popen:
@@ -179,6 +214,16 @@ def add_parsers(sub) -> None:
     p.add_argument("--prometheus-port", type=int, default=9090,
                    help="Prometheus's port on 127.0.0.1 with --prometheus (default 9090; "
                         "0: any free port)")
+    p.add_argument("--hosts", action="store_true",
+                   help="run every process in its own network namespace with its own address "
+                        "on a bridge (as root; docs/hosts-and-racks.md)")
+    p.add_argument("--racks", type=int, default=1,
+                   help="with --hosts: spread brokers (broker.rack), ZooKeeper members and "
+                        "controllers round-robin over this many racks (default 1)")
+    p.add_argument("--inter-rack-latency-ms", type=float, default=0.0,
+                   help="with --racks: one-way delay of every packet between racks")
+    p.add_argument("--inter-rack-loss-pct", type=float, default=0.0,
+                   help="with --racks: percent of packets between racks dropped")
     p.set_defaults(func=_up)
 
     p = actions.add_parser("down", help="stop a cluster started in the background")
