@@ -78,12 +78,14 @@ bench: setup
 # random seeds (SOAK_MINUTES, default 30); the first failure stops it and prints its seed.
 # The long runs, not in CI: 50,000 simulated controller seeds, 20,000 whole-cluster simulation
 # seeds x 60 steps (issue 26), 30 minutes of the replication
-# integration tests on random seeds (SOAK_MINUTES), then replog chaos over SOAK_CHAOS_SEEDS seeds
+# integration tests on random seeds (SOAK_MINUTES), the tests marked soak (ZooKeeper ensemble
+# fault rounds; `make test` deselects them), then replog chaos over SOAK_CHAOS_SEEDS seeds
 # (default 200) x 60 s with every nemesis (about 4.5 h on 2 cores; 0 skips it).
 soak: setup
 	$(PY) -m tests.sim --seeds 10000-59999 --steps 60
 	$(PY) -m tests.sim cluster --seeds 10000-29999 --steps 60
 	$(PY) tools/soak.py
+	$(PY) -m pytest -q -m soak tests/zookeeper
 	test "$${SOAK_CHAOS_SEEDS:-200}" = 0 || \
 		$(PY) -m chaos.sweep --seeds $${SOAK_CHAOS_SEEDS:-200} --duration 60
 

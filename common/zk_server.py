@@ -97,6 +97,9 @@ log4j.rootLogger=INFO, CONSOLE
 log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
 log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+# Every four-letter-word probe (readiness, who leads) logs "Processing mntr command" at INFO:
+# polled every 0.1 s they would bury the lines that matter in the log tails shown on failure.
+log4j.logger.org.apache.zookeeper.server.NIOServerCnxn=WARN
 """
 
 _LOG_TAIL_LINES = 40

@@ -66,10 +66,11 @@ async def _ready(value):
     return value or None
 
 
-async def _cluster_under_load(cluster_factory):
-    """A 3-node ensemble, 1 controller, 3 brokers; topic t (3 partitions, RF 3, min ISR 2)
-    under acks=all load from replog's producer, 100 records acknowledged."""
-    c = cluster_factory(brokers=3, controllers=1, zookeeper_nodes=3, overrides=OVERRIDES)
+async def _cluster_under_load(cluster_factory, zookeeper_nodes: int = 3):
+    """A 3-node ensemble (or 5), 1 controller, 3 brokers; topic t (3 partitions, RF 3, min
+    ISR 2) under acks=all load from replog's producer, 100 records acknowledged."""
+    c = cluster_factory(brokers=3, controllers=1, zookeeper_nodes=zookeeper_nodes,
+                        overrides=OVERRIDES)
     async with AdminClient(c.bootstrap_servers) as admin:
         await admin.create_topic("t", 3, 3, configs={"min.insync.replicas": "2"})
     load = LoadProducer(c.bootstrap_servers, "t", 3)
@@ -173,3 +174,60 @@ async def _created(admin: AdminClient, topic: str):
             return True
         return None
     return True
+
+
+async def test_watches_fire_after_the_session_moved_and_an_expired_session_re_registers(
+        cluster_factory):
+    """After the ZooKeeper leader's death moved every session (kazoo drops every watch then),
+    the watches set before it still work: the active controller sees a broker die (its
+    /brokers/ids watch) and elects; the standby sees /controller go (its /controller watch) and
+    takes over; every broker learns the new controller (theirs). A session that expires on the
+    ensemble ends what it owned: the broker re-registers (a new broker epoch, KIP-380) and the
+    controller that lost its session resigns and is elected again in a new epoch."""
+    c = cluster_factory(brokers=3, controllers=2, zookeeper_nodes=3, overrides=OVERRIDES)
+    bs = c.bootstrap_servers
+    first, epoch = c.active_controller_id(), c.controller_epoch()
+    async with AdminClient(bs) as admin:
+        await admin.create_topic("w", 1, 3)
+    before = await eventually(lambda: partition_state(bs, "w"), what="a leader for w")
+    c.kill_zookeeper(c.zookeeper_leader())
+    await asyncio.to_thread(c.zookeeper_ensemble.wait_for_quorum, 30)
+    assert (c.active_controller_id(), c.controller_epoch()) == (first, epoch)
+
+    c.broker(before.leader).kill()  # its session expires; the controller's watch fires
+    others = ",".join(h.address for b, h in c.brokers.items() if b != before.leader)
+    after = await eventually(lambda: _led_by_other(others, "w", before.leader), timeout=30,
+                             what="a new leader for w")
+    assert after.leader_epoch > before.leader_epoch
+
+    c.controller(first).kill()  # /controller goes with its session: the standby's watch fires
+    second = await asyncio.to_thread(c.wait_for_controller, 30, [first])
+    assert c.controller_epoch() == epoch + 1
+    await asyncio.to_thread(c.wait_for_metadata, [b for b in c.brokers if b != before.leader])
+
+    # an expired broker session: SIGSTOP past the session timeout, then woken
+    paused = next(b for b in c.brokers if b != before.leader)
+    registered = c._registration_czxid(paused)
+    c.broker(paused).pause()
+    try:
+        await eventually(lambda: _ready(c._registration_czxid(paused) is None), timeout=30,
+                         what=f"broker {paused}'s registration gone with its session")
+    finally:
+        c.broker(paused).resume()
+    await eventually(lambda: _ready((c._registration_czxid(paused) or 0) > registered),
+                     timeout=30, what=f"broker {paused} registered again")
+    # an expired controller session: the active one resigns and, alone, is elected again
+    c.controller(second).pause()
+    try:
+        await eventually(lambda: _ready(c.active_controller_id() is None), timeout=30,
+                         what="/controller gone with the paused controller's session")
+    finally:
+        c.controller(second).resume()
+    assert await asyncio.to_thread(c.wait_for_controller, 30) == second
+    assert c.controller_epoch() == epoch + 2
+    assert _events(c.controller(second), "controller_resigned")
+
+
+async def _led_by_other(bootstrap: str, topic: str, old: int):
+    s = await partition_state(bootstrap, topic)
+    return s if s is not None and s.leader not in (-1, old) else None
