@@ -110,3 +110,16 @@ def cleanup_after_down(data_dir: Path, log=print) -> None:
     gone = hostlib.cleanup_stale(data_dir, allow_processes=True)
     if gone:
         log(f"Removed the hosts left behind: {', '.join(gone)}")
+
+
+def on_hosts(cluster) -> bool:
+    """Whether a cluster (a LocalCluster, or a running one attached by its data dir) runs on
+    hosts of its own: asked for, or recorded in its cluster.json."""
+    if getattr(cluster, "hosts_options", None) is not None:
+        return True
+    import json
+    try:
+        info = json.loads(Path(cluster.cluster_json_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, AttributeError):
+        return False
+    return bool(info.get("hosts"))

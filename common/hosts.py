@@ -234,6 +234,61 @@ class HostsPlan:
         """``cmd`` run in process ``name``'s namespace (``ip netns exec`` execs it: same pid)."""
         return ["ip", "netns", "exec", self.host(name).netns, *cmd]
 
+    # -- chaos (chaos/host_nemesis.py) -------------------------------------------------------
+
+    @property
+    def cidr(self) -> str:
+        return f"{SUBNET_PREFIX}.{self.subnet}.0/24"
+
+    def cut_commands(self, src: str, dst: str) -> list[Cmd]:
+        """``src`` stops reaching ``dst``; ``dst``'s packets still reach ``src`` (one
+        direction: an asymmetric partition, as a one-way firewall rule or a broken link
+        direction makes it)."""
+        return nft_drop_commands(self.host(src).netns, CHAOS_TABLE, "output", "ip daddr",
+                                 [self.host(dst).address])
+
+    def rack_cut_commands(self, rack: str) -> list[Cmd]:
+        """Every host of ``rack`` cut off from every host of the other racks, both ways (its
+        uplink gone); this machine (the clients) still reaches it."""
+        members = self.in_rack(rack)
+        if not members:
+            raise HostsError(f"no host in {rack} (racks: {', '.join(self.rack_names())})")
+        others = [h.address for h in self.hosts if h.rack != rack]
+        cmds: list[Cmd] = []
+        for h in members:
+            cmds += nft_drop_commands(h.netns, CHAOS_TABLE, "output", "ip daddr", others)
+            cmds += nft_drop_commands(h.netns, CHAOS_TABLE, "input", "ip saddr", others)
+        return cmds
+
+    def link_loss_commands(self, name: str, loss_pct: float) -> list[Cmd]:
+        """``loss_pct`` percent of what host ``name`` sends and receives on its link dropped."""
+        ns = self.host(name).netns
+        return (nft_drop_commands(ns, CHAOS_TABLE, "output", "ip daddr", [self.cidr], loss_pct)
+                + nft_drop_commands(ns, CHAOS_TABLE, "input", "ip saddr", [self.cidr],
+                                    loss_pct))
+
+    def link_delay_commands(self, name: str) -> list[Cmd]:
+        """What host ``name`` sends and receives queued to SPIKE_QUEUE (its delayer, started
+        with ``delayer_command(h, SPIKE_QUEUE, ms)``, holds each packet). In the mangle table:
+        it comes before the filter table's inter-rack queue, so a spike adds to the racks'
+        delay instead of replacing it."""
+        ns = self.host(name).netns
+        q = ["-j", "NFQUEUE", "--queue-num", str(SPIKE_QUEUE), "--queue-bypass"]
+        return [["ip", "netns", "exec", ns, "iptables", "-w", "-t", "mangle", "-A", "OUTPUT",
+                 "-d", self.cidr, *q],
+                ["ip", "netns", "exec", ns, "iptables", "-w", "-t", "mangle", "-A", "INPUT",
+                 "-s", self.cidr, *q]]
+
+    def chaos_heal_commands(self) -> list[Cmd]:
+        """Remove every chaos rule from every host (each may fail harmlessly: none there)."""
+        cmds: list[Cmd] = []
+        for h in self.hosts:
+            cmds.append(["ip", "netns", "exec", h.netns, "nft", "delete", "table", "inet",
+                         CHAOS_TABLE])
+            cmds += [["ip", "netns", "exec", h.netns, "iptables", "-w", "-t", "mangle", "-F",
+                      chain] for chain in ("OUTPUT", "INPUT")]
+        return cmds
+
     # -- record -----------------------------------------------------------------------------
 
     def to_json(self) -> dict:
@@ -393,7 +448,7 @@ class RunningHosts:
             log = (self.log_dir / f"netdelay-{h.name}.log").open("ab")
             self.delayers[h.name] = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, env={**os.environ, "PYTHONPATH": _repo_path()})
+                start_new_session=True, env=delayer_env())
             log.close()
         # A delayer that is not serving yet lets packets through undelayed (queue bypass):
         # wait until each has bound its queue (it prints one line then).
@@ -424,10 +479,11 @@ class RunningHosts:
             (self.data_dir / HOSTS_JSON).unlink()
 
 
-def _repo_path() -> str:
+def delayer_env() -> dict[str, str]:
+    """A delayer runs this checkout's common.netdelay, whatever the venv points at."""
     root = str(Path(__file__).resolve().parent.parent)
     rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return os.pathsep.join([root, *rest])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([root, *rest])}
 
 
 def apply(data_dir: str | os.PathLike[str], processes: Sequence[str], racks: int = 1,

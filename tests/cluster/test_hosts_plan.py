@@ -153,3 +153,67 @@ def test_hosts_without_root_is_refused_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(ReplogError, match=r"^--hosts needs root \(it creates network"):
         args.func(args)
     assert not (tmp_path / "d").exists()
+
+
+def test_a_host_cut_drops_one_direction_only_inside_the_first_host():
+    p = _plan(racks=2)
+    cmds = _text(p.cut_commands("broker-1", "zookeeper-1"))
+    assert all(c.startswith("ip netns exec replog-abc123-broker1 nft ") for c in cmds)
+    assert cmds[-1].endswith("nft add rule inet replog_chaos output ip daddr { 10.77.7.10 } "
+                             "drop")
+    assert not any("replog-abc123-zookeeper1" in c for c in cmds)
+
+
+def test_a_rack_cut_drops_both_ways_between_the_rack_and_the_others_only():
+    p = _plan(racks=2)
+    cmds = _text(p.rack_cut_commands("rack-2"))
+    rack2 = ["replog-abc123-broker2", "replog-abc123-broker4"]
+    assert {c.split()[3] for c in cmds} == set(rack2)
+    others = "{ 10.77.7.10, 10.77.7.11, 10.77.7.12, 10.77.7.14 }"
+    for ns in rack2:
+        assert (f"ip netns exec {ns} nft add rule inet replog_chaos output ip daddr {others} "
+                "drop") in cmds
+        assert (f"ip netns exec {ns} nft add rule inet replog_chaos input ip saddr {others} "
+                "drop") in cmds
+    with pytest.raises(hosts.HostsError, match="no host in rack-3"):
+        p.rack_cut_commands("rack-3")
+
+
+def test_link_loss_and_delay_cover_the_hosts_link_both_ways():
+    p = _plan(racks=2, latency_ms=5)
+    loss = _text(p.link_loss_commands("controller-100", 12.5))
+    ns = "ip netns exec replog-abc123-controller100"
+    assert (f"{ns} nft add rule inet replog_chaos output ip daddr {{ 10.77.7.0/24 }} numgen "
+            "random mod 10000 < 1250 drop") in loss
+    assert (f"{ns} nft add rule inet replog_chaos input ip saddr {{ 10.77.7.0/24 }} numgen "
+            "random mod 10000 < 1250 drop") in loss
+    delay = _text(p.link_delay_commands("controller-100"))
+    # the mangle table: before the filter table's inter-rack queue, so the spike adds to it
+    assert delay == [(f"{ns} iptables -w -t mangle -A OUTPUT -d 10.77.7.0/24 -j NFQUEUE "
+                     "--queue-num 2 --queue-bypass"),
+                     (f"{ns} iptables -w -t mangle -A INPUT -s 10.77.7.0/24 -j NFQUEUE "
+                     "--queue-num 2 --queue-bypass")]
+    assert p.delayer_command(p.host("controller-100"), hosts.SPIKE_QUEUE, 300)[-4:] == [
+        "--queue", "2", "--delay-ms", "300"]
+    heal = _text(p.chaos_heal_commands())
+    for h in p.hosts:
+        assert f"ip netns exec {h.netns} nft delete table inet replog_chaos" in heal
+        assert f"ip netns exec {h.netns} iptables -w -t mangle -F OUTPUT" in heal
+
+
+def test_host_nemeses_are_chosen_by_name_or_as_hosts_and_all_is_unchanged():
+    from chaos.schedule import HOST_NEMESES, NEMESES, Topology, make_schedule, parse_nemeses
+    assert parse_nemeses("all") == tuple(NEMESES)
+    assert parse_nemeses("hosts") == tuple(HOST_NEMESES)
+    assert parse_nemeses("kill,rack-cut") == ("kill", "rack-cut")
+    s = make_schedule(7, 120, parse_nemeses("hosts"), Topology(racks=3))
+    seen = {f.nemesis for f in s.faults}
+    assert seen == set(HOST_NEMESES), seen
+    for f in s.faults:
+        if f.nemesis == "rack-cut":
+            assert f.target[0] in ("rack-1", "rack-2", "rack-3")
+        if f.nemesis == "link-delay":
+            assert 100 <= int(f.target[1]) <= 800
+        if f.nemesis == "host-cut":
+            assert f.target[0] != f.target[1]
+    assert make_schedule(7, 120, parse_nemeses("hosts"), Topology(racks=3)) == s
