@@ -51,8 +51,18 @@ NEMESES: dict[str, str] = {
     "clock": "move one broker's clock (its fault-injection file's clock rule) forward or back "
              "by 1-3x replica.lag.time.max.ms, then back",
 }
+# Faults of one host's links, for a cluster on hosts of its own (replog cluster up --hosts,
+# chaos/host_nemesis.py). Not in ``all``, which would change every seed's schedule and skip
+# them on a loopback cluster: chosen by name, or all of them as ``hosts``.
+HOST_NEMESES: dict[str, str] = {
+    "host-cut": "one host stops reaching one peer (broker, controller or ZooKeeper) while the "
+                "peer still reaches it: an asymmetric, one-direction partition",
+    "link-delay": "a latency spike of 100-800 ms on one host's link, both ways",
+    "link-loss": "5-30% of one host's packets dropped, both ways",
+    "rack-cut": "every host of one rack cut off from the other racks, both ways",
+}
 MID_FAULT = frozenset({"elect", "reassign", "shutdown"})  # admin operations, duration 0
-NEEDS_ROOT = frozenset({"partition", "expire", "ext4", "enospc"})
+NEEDS_ROOT = frozenset({"partition", "expire", "ext4", "enospc", *HOST_NEMESES})
 WARM_UP_S = 2.0
 
 # The ducktape replication_test matrix ({clean bounce, hard bounce, clean kill, hard kill} x
@@ -77,6 +87,7 @@ class Topology:
     log_dirs_per_broker: int = 2
     own_zookeeper: bool = True
     partitions: int = 6  # of the workload's topic (``reassign`` targets one)
+    racks: int = 1  # of a cluster on hosts (``rack-cut`` targets one)
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,10 @@ class Fault:
 
     def describe(self) -> str:
         target = (f"{self.target[0]} {int(self.target[1]):+d} ms" if self.nemesis == "clock"
-                  else " <-> ".join(self.target))
+                  else f"{self.target[0]} -/-> {self.target[1]}" if self.nemesis == "host-cut"
+                  else f"{self.target[0]} +{self.target[1]} ms" if self.nemesis == "link-delay"
+                  else f"{self.target[0]} {self.target[1]}% loss"
+                  if self.nemesis == "link-loss" else " <-> ".join(self.target))
         return (f"#{self.index:<3} at {self.at_s:7.2f}s  {self.nemesis:<12} "
                 f"{target:<28} for {self.duration_s:5.2f}s")
 
@@ -153,14 +167,16 @@ class Schedule:
 
 
 def parse_nemeses(text: str) -> tuple[str, ...]:
-    """``kill,pause`` -> ("kill", "pause"); ``all`` -> every nemesis. Unknown names raise."""
+    """``kill,pause`` -> ("kill", "pause"); ``all`` -> every nemesis but the host ones;
+    ``hosts`` -> every host nemesis (HOST_NEMESES). Unknown names raise."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if names == ["all"]:
         return tuple(NEMESES)
-    unknown = [n for n in names if n not in NEMESES]
+    names = [x for n in names for x in (HOST_NEMESES if n == "hosts" else [n])]
+    unknown = [n for n in names if n not in NEMESES and n not in HOST_NEMESES]
     if unknown or not names:
         raise ValueError(f"unknown nemesis {','.join(unknown) or '(none)'}; choose from "
-                         f"{','.join(NEMESES)} or all")
+                         f"{','.join([*NEMESES, *HOST_NEMESES])}, all or hosts")
     return tuple(dict.fromkeys(names))  # keep order, drop repeats
 
 
@@ -227,6 +243,20 @@ def _draw(rng: random.Random, nemesis: str, brokers: list[str], processes: list[
         offset_ms = round(rng.choice((1, -1)) * rng.uniform(lag, 3 * lag) * 1000)
         # "leader" (of partition 0) as often as a broker: only a leader's clock moves an ISR
         return (rng.choice([*brokers, "leader"]), str(offset_ms)), lag + rng.uniform(1.0, 3.0)
+    if nemesis == "host-cut":
+        a, b = rng.sample([*processes, "zookeeper"], 2)
+        return (a, b), max(session, lag) + rng.uniform(1.0, 3.0)
+    if nemesis == "rack-cut":
+        rack = f"rack-{rng.randrange(max(1, topology.racks)) + 1}"
+        return (rack,), max(session, lag) + rng.uniform(1.0, 3.0)
+    if nemesis == "link-delay":
+        ms = round(rng.uniform(100, 800))
+        return (rng.choice([*processes, "leader", "zookeeper"]), str(ms)), \
+            lag + rng.uniform(1.0, 3.0)
+    if nemesis == "link-loss":
+        pct = round(rng.uniform(5, 30), 1)
+        return (rng.choice([*processes, "leader", "zookeeper"]), str(pct)), \
+            lag + rng.uniform(1.0, 3.0)
     if nemesis in ("eio", "ext4", "enospc"):
         d = rng.randrange(topology.log_dirs_per_broker)
         return (f"{rng.choice(brokers)}:logdir-{d}",), rng.uniform(2.0, 5.0)
