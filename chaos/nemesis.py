@@ -33,6 +33,7 @@ import os
 import signal
 from pathlib import Path
 
+from admin import cluster_hosts
 from admin.local_cluster import LocalCluster, ProcessHandle
 from chaos import disk, netfilter
 from chaos.schedule import Fault, parse_log_dir
@@ -333,6 +334,10 @@ class PartitionNemesis(Nemesis):
     name = "partition"
 
     def unavailable(self):
+        if cluster_hosts.on_hosts(self.procs.cluster):
+            # Its rules match loopback, which processes on hosts of their own do not use to
+            # reach each other: host-cut and rack-cut (chaos/host_nemesis.py) cut them.
+            return "the cluster runs on hosts of its own: use host-cut or rack-cut"
         return netfilter.unavailable()
 
     @property
