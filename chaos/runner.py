@@ -29,8 +29,9 @@ from pathlib import Path
 
 from admin.client.admin_client import AdminClient
 from admin.client.consumer import Consumer
+from admin.cluster_hosts import HostsOptions
 from admin.local_cluster import LocalCluster
-from chaos import checker
+from chaos import checker, host_nemesis  # host_nemesis registers the host nemeses
 from chaos.attached import AttachedCluster
 from chaos.disk import LoopMountedLogDir
 from chaos.history import History
@@ -68,15 +69,18 @@ class RunConfig:
     # A running cluster, neither started nor stopped here: a LocalCluster shared by tests, or
     # an AttachedCluster (replog chaos --cluster DATA_DIR, chaos/attached.py).
     cluster: LocalCluster | AttachedCluster | None = None
+    # The run's own cluster on hosts of its own (replog chaos --hosts --racks N): host nemeses
+    hosts: HostsOptions | None = None
 
     def topology(self) -> Topology:
         c = self.cluster
         if c is not None:
             return Topology(tuple(sorted(c.brokers)),
                             min(max(1, len(h.log_dirs)) for h in c.brokers.values()),
-                            c.zookeeper_server is not None, self.partitions)
+                            c.zookeeper_server is not None, self.partitions,
+                            host_nemesis.racks_of(c))
         return Topology(tuple(range(1, self.brokers + 1)), self.log_dirs_per_broker, True,
-                        self.partitions)
+                        self.partitions, self.hosts.racks if self.hosts else 1)
 
     def schedule(self) -> Schedule:
         if self.fixed_schedule is not None:
@@ -122,7 +126,7 @@ async def _run(cfg: RunConfig, log) -> RunResult:
             overrides=cluster_overrides(cfg.timeouts),
             per_broker_overrides={
                 b: {"fault.injection.file": str(faults_dir / f"broker-{b}.json")}
-                for b in range(1, cfg.brokers + 1)})
+                for b in range(1, cfg.brokers + 1)}, hosts=cfg.hosts)
     else:
         cluster = cfg.cluster
     shared: dict = {"netfilter": Netfilter(), "mounts": {}}
