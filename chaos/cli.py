@@ -22,6 +22,7 @@ from pathlib import Path
 
 from chaos.schedule import (
     FAILURES,
+    HOST_NEMESES,
     MATRIX_TARGETS,
     NEEDS_ROOT,
     NEMESES,
@@ -44,7 +45,7 @@ def _duration(text: str) -> float:
 
 def add_parsers(sub) -> None:
     nemeses_help = "; ".join(f"{n}: {d}" + (" (root)" if n in NEEDS_ROOT else "")
-                             for n, d in NEMESES.items())
+                             for n, d in {**NEMESES, **HOST_NEMESES}.items())
     p = sub.add_parser("chaos", help="seeded fault schedule against a local cluster, "
                                      "then a Jepsen-style check of the history")
     p.add_argument("--seed", type=int, help="the seed the schedule is drawn from (required "
@@ -53,7 +54,8 @@ def add_parsers(sub) -> None:
                    help="how long faults are injected (e.g. 60, 60s, 2m; default 60 s; a "
                         "--matrix cell has its own)")
     p.add_argument("--nemesis", default="all",
-                   help=f"comma-separated nemeses, or all (default). {nemeses_help}")
+                   help=f"comma-separated nemeses, or all (default; not the host ones), or "
+                        f"hosts (the host ones, with --hosts). {nemeses_help}")
     p.add_argument("--data-dir", help="empty or new dir for the cluster and the history "
                                       "(default: a new temporary dir)")
     p.add_argument("--cluster", metavar="DATA_DIR",
@@ -66,9 +68,37 @@ def add_parsers(sub) -> None:
                    help=f"run one cell of the ducktape matrix instead of a seeded schedule: "
                         f"FAILURE one of {', '.join(FAILURES)}; TARGET one of "
                         f"{', '.join(MATRIX_TARGETS)} (acks=all writers, 2 controllers)")
+    p.add_argument("--hosts", action="store_true",
+                   help="start the run's cluster with every process on a network namespace "
+                        "of its own (root; docs/hosts-and-racks.md); the host nemeses "
+                        "(--nemesis hosts: " + ", ".join(HOST_NEMESES) + ") need it")
+    p.add_argument("--racks", type=int, default=1,
+                   help="with --hosts: racks the brokers are spread over (rack-cut needs 2+)")
+    p.add_argument("--inter-rack-latency-ms", type=float, default=0.0,
+                   help="with --racks: one-way delay between racks")
     p.add_argument("--schedule-only", action="store_true",
                    help="print the schedule and exit (nothing is started)")
     p.set_defaults(func=_chaos)
+
+
+def _hosts(args):
+    """--hosts/--racks/--inter-rack-latency-ms for the run's own cluster, checked before
+    anything starts."""
+    if not args.hosts:
+        if args.racks != 1 or args.inter_rack_latency_ms:
+            raise ReplogError("--racks and --inter-rack-latency-ms need --hosts")
+        return None
+    if args.cluster:
+        raise ReplogError("--hosts starts the run's own cluster; a --cluster is on hosts when "
+                          "it was started with replog cluster up --hosts")
+    from admin.cluster_hosts import HostsOptions
+    from common import hosts as hostlib
+    why = hostlib.unavailable()
+    if why:
+        raise ReplogError(why)
+    opts = HostsOptions(args.racks, args.inter_rack_latency_ms)
+    opts.check()
+    return opts
 
 
 def _chaos(args) -> int:
@@ -99,7 +129,8 @@ def _chaos(args) -> int:
         raise ReplogError(f"--data-dir {data_dir} is not empty: a chaos run needs a fresh one")
     cfg = RunConfig(seed=args.seed or 0, duration_s=args.duration, nemeses=nemeses,
                     data_dir=data_dir or Path(tempfile.mkdtemp(prefix="replog-chaos-")),
-                    brokers=brokers, controllers=args.controllers, timeouts=Timeouts())
+                    brokers=brokers, controllers=args.controllers, timeouts=Timeouts(),
+                    hosts=_hosts(args))
     if attached is not None:
         tag = (args.matrix.replace(":", "-") if args.matrix else str(args.seed)) + \
             time.strftime("-%Y%m%d-%H%M%S")
@@ -135,6 +166,8 @@ def _chaos(args) -> int:
     else:
         print(f"Replay: replog chaos --seed {args.seed} --duration {args.duration:g} "
               f"--nemesis {','.join(nemeses)}"
-              + (f" --cluster {args.cluster}" if args.cluster else ""), flush=True)
+              + (f" --cluster {args.cluster}" if args.cluster else "")
+              + (f" --hosts --racks {args.racks} --inter-rack-latency-ms "
+                 f"{args.inter_rack_latency_ms:g}" if args.hosts else ""), flush=True)
     sys.stdout.flush()
     return 0 if result.verdict.valid else 1
