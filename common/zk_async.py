@@ -15,6 +15,12 @@ everything rather than trust a retry that may find its own earlier write). kazoo
 watch when the connection drops (it fires each once with a NONE event and sends no SetWatches),
 so an owner re-arms its watches by reading again with the watch - which these retries make
 reliable across the move.
+
+Reconnecting: kazoo's default connection retry backs off exponentially up to an hour, so after
+a quorum loss of a few seconds its next attempt came after the restored ensemble had expired
+the session (a new leader gives every session one fresh timeout). Like the Java client
+(ClientCnxn waits under a second between attempts), every member is tried again within about
+a second (RECONNECT_MAX_DELAY_S).
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import KazooState
+from kazoo.retry import KazooRetry
 
 ZK_RETRY_S = 0.5  # between attempts of an operation retried until connected
+RECONNECT_MAX_DELAY_S = 1.0  # kazoo's backoff between rounds over the ensemble's members
 
 
 class AsyncZk:
@@ -35,7 +43,9 @@ class AsyncZk:
                  connection_timeout_ms: int = 18000):
         self.hosts = hosts
         self.connection_timeout_s = connection_timeout_ms / 1000
-        self.client = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
+        self.client = KazooClient(
+            hosts=hosts, timeout=session_timeout_ms / 1000,
+            connection_retry=KazooRetry(max_tries=-1, max_delay=RECONNECT_MAX_DELAY_S))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state_listeners: list[Callable[[str], None]] = []
         self._reconnected: asyncio.Event | None = None  # set while CONNECTED (loop side)

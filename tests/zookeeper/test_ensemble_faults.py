@@ -35,6 +35,10 @@ pytestmark = pytest.mark.integration
 SESSION_TIMEOUT_MS = 6000
 OVERRIDES = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
              "replica.lag.time.max.ms": 10000, "replica.fetch.wait.max.ms": 200}
+# Where sessions must outlive a fault of more than one timeout (a quorum loss) or a fault
+# waits for one to expire: short, so the waits are.
+SHORT_SESSION_MS = 3000
+SHORT = {**OVERRIDES, "zookeeper.session.timeout.ms": SHORT_SESSION_MS}
 
 
 def _events(handle, name: str) -> list[dict]:
@@ -66,11 +70,11 @@ async def _ready(value):
     return value or None
 
 
-async def _cluster_under_load(cluster_factory, zookeeper_nodes: int = 3):
+async def _cluster_under_load(cluster_factory, zookeeper_nodes: int = 3, overrides=None):
     """A 3-node ensemble (or 5), 1 controller, 3 brokers; topic t (3 partitions, RF 3, min
     ISR 2) under acks=all load from replog's producer, 100 records acknowledged."""
     c = cluster_factory(brokers=3, controllers=1, zookeeper_nodes=zookeeper_nodes,
-                        overrides=OVERRIDES)
+                        overrides=overrides or OVERRIDES)
     async with AdminClient(c.bootstrap_servers) as admin:
         await admin.create_topic("t", 3, 3, configs={"min.insync.replicas": "2"})
     load = LoadProducer(c.bootstrap_servers, "t", 3)
@@ -118,9 +122,10 @@ def _member_pid(c, myid: int) -> int | None:
 
 async def test_a_lost_quorum_stops_topic_creation_and_elections_but_not_produce(
         cluster_factory):
-    c, load, task = await _cluster_under_load(cluster_factory)
+    c, load, task = await _cluster_under_load(cluster_factory, overrides=SHORT)
     bs = c.bootstrap_servers
     controller, epoch = c.active_controller_id(), c.controller_epoch()
+    registrations = _registrations(c)
     async with AdminClient(bs) as admin:  # led by broker 1, its follower broker 2
         await admin.create_topic("e", replica_assignment={0: [1, 2]})
     await eventually(lambda: _led_by(bs, "e", 1), what="broker 1 leading e")
@@ -130,6 +135,7 @@ async def test_a_lost_quorum_stops_topic_creation_and_elections_but_not_produce(
         majority = [leader, next(i for i in (1, 2, 3) if i != leader)]
         for myid in majority:
             c.kill_zookeeper(myid)
+        lost_at = asyncio.get_running_loop().time()
         # produce to the leaders goes on: their ISRs are intact and replication needs no
         # ZooKeeper
         await _load_until(load, len(load.acked) + 200)
@@ -143,6 +149,11 @@ async def test_a_lost_quorum_stops_topic_creation_and_elections_but_not_produce(
         c.broker(1).kill()
         await asyncio.sleep(3)
         assert (await partition_state(others, "e")).leader == 1
+        # The quorum is lost for longer than a session timeout: the sessions must still be
+        # there once it returns (the restored ensemble's leader gives each a fresh timeout,
+        # and the clients must come back within it).
+        await asyncio.sleep(max(0.0, 2 * SHORT_SESSION_MS / 1000
+                                - (asyncio.get_running_loop().time() - lost_at)))
         await asyncio.to_thread(c.restart_zookeeper, *majority)
         await eventually(lambda: _led_by(others, "e", 2), timeout=60,
                          what="broker 2 elected for e once the quorum is back")
@@ -154,10 +165,12 @@ async def test_a_lost_quorum_stops_topic_creation_and_elections_but_not_produce(
         load.stop.set()
         await task
     # nothing half-made appeared once the quorum came back, and no session ended: the same
-    # controller in the same epoch
+    # controller in the same epoch, the surviving brokers' registrations unchanged
     assert c.zk_client().exists(zl.topic_path("during")) is None
     assert c.zk_client().exists(zl.topic_config_path("during")) is None
     assert (c.active_controller_id(), c.controller_epoch()) == (controller, epoch)
+    assert {b: z for b, z in _registrations(c).items() if b != 1} == \
+        {b: z for b, z in registrations.items() if b != 1}
     await assert_acked_read_back(others, load)
 
 
@@ -184,7 +197,7 @@ async def test_watches_fire_after_the_session_moved_and_an_expired_session_re_re
     takes over; every broker learns the new controller (theirs). A session that expires on the
     ensemble ends what it owned: the broker re-registers (a new broker epoch, KIP-380) and the
     controller that lost its session resigns and is elected again in a new epoch."""
-    c = cluster_factory(brokers=3, controllers=2, zookeeper_nodes=3, overrides=OVERRIDES)
+    c = cluster_factory(brokers=3, controllers=2, zookeeper_nodes=3, overrides=SHORT)
     bs = c.bootstrap_servers
     first, epoch = c.active_controller_id(), c.controller_epoch()
     async with AdminClient(bs) as admin:
