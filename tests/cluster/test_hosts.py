@@ -44,6 +44,98 @@ def _connect_ms(netns: str, address: str, tries: int = 5) -> float:
     return float(out.stdout)
 
 
+_RECEIVER = """
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((ADDR, 7999))
+s.settimeout(1.5)
+print("ready", flush=True)
+n = 0
+try:
+    while True:
+        s.recv(64)
+        n += 1
+except OSError:
+    pass
+print(n)
+"""
+# A datagram dropped on the sender's own output is refused there (EPERM): not delivered.
+_SENDER = """
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(N):
+    try:
+        s.sendto(b"x", (ADDR, 7999))
+    except OSError:
+        pass
+    time.sleep(0.001)
+"""
+
+
+def _udp_delivered(src_ns: str, dst_ns: str, dst_addr: str, n: int = 200) -> int:
+    """How many of ``n`` datagrams sent from ``src_ns`` arrive at ``dst_addr`` in ``dst_ns``."""
+    recv = subprocess.Popen(["ip", "netns", "exec", dst_ns, sys.executable, "-c",
+                             f"ADDR = {dst_addr!r}\n{_RECEIVER}"],
+                            stdout=subprocess.PIPE, text=True)
+    assert recv.stdout.readline().strip() == "ready"
+    subprocess.run(["ip", "netns", "exec", src_ns, sys.executable, "-c",
+                    f"ADDR = {dst_addr!r}\nN = {n}\n{_SENDER}"], check=True, timeout=30)
+    return int(recv.communicate(timeout=30)[0])
+
+
+def _nemeses(cluster: LocalCluster) -> None:
+    """The host nemeses of chaos/host_nemesis.py on this cluster, each checked on the wire and
+    healed."""
+    import asyncio
+
+    from chaos.host_nemesis import (
+        HostCutNemesis,
+        LinkDelayNemesis,
+        LinkLossNemesis,
+        RackCutNemesis,
+    )
+    from chaos.nemesis import ClusterProcesses
+    from chaos.schedule import Fault
+
+    procs = ClusterProcesses(cluster, "racked")
+    b = {i: cluster.broker(i) for i in range(1, 5)}
+
+    def fault(nem, *target):
+        n = nem(procs, {})
+        assert n.unavailable() is None
+        asyncio.run(n.start(Fault(0, 0.0, n.name, target, 1.0)))
+        return n
+
+    # one direction: broker-1's datagrams to broker-3 are lost, broker-3's to broker-1 arrive
+    n = fault(HostCutNemesis, "broker-1", "broker-3")
+    assert _udp_delivered(b[1].netns, b[3].netns, b[3].host) == 0
+    assert _udp_delivered(b[3].netns, b[1].netns, b[1].host) == 200
+    asyncio.run(n.heal())
+    assert _udp_delivered(b[1].netns, b[3].netns, b[3].host) == 200
+
+    # rack-2 (brokers 2 and 4) cut off from rack-1 both ways; within it and from here: fine
+    n = fault(RackCutNemesis, "rack-2")
+    assert _udp_delivered(b[2].netns, b[1].netns, b[1].host) == 0
+    assert _udp_delivered(b[1].netns, b[2].netns, b[2].host) == 0
+    assert _udp_delivered(b[2].netns, b[4].netns, b[4].host) == 200
+    socket.create_connection((b[2].host, b[2].port), timeout=5).close()
+    asyncio.run(n.heal())
+    assert _udp_delivered(b[1].netns, b[2].netns, b[2].host) == 200
+
+    # half of broker-3's packets lost, both ways (200 tries: 60..140 but for ~1e-8)
+    n = fault(LinkLossNemesis, "broker-3", "50")
+    assert 60 <= _udp_delivered(b[1].netns, b[3].netns, b[3].host) <= 140
+    asyncio.run(n.heal())
+    assert _udp_delivered(b[1].netns, b[3].netns, b[3].host) == 200
+
+    # a 40 ms spike on broker-3's link: within its rack a handshake pays it twice
+    n = fault(LinkDelayNemesis, "broker-3", "40")
+    assert _connect_ms(b[1].netns, b[3].address) >= 80
+    asyncio.run(n.heal())
+    assert _connect_ms(b[1].netns, b[3].address) < LATENCY_MS / 2
+    assert all(p.poll() is not None for p in n.delayers) or not n.delayers
+
+
 def _nothing_left(data_dir) -> None:
     tag = hostlib.cluster_tag(data_dir)
     assert not [n for n in hostlib.netns_list() if tag in n]
@@ -101,6 +193,7 @@ def test_two_racks_five_ms_apart(tmp_path):
                    "--from-beginning", "--max-messages", "50", "--timeout-ms", "30000")
         assert p.returncode == 0, p.stderr.decode()
         assert sorted(p.stdout.decode().splitlines()) == sorted(f"line {i}" for i in range(50))
+        _nemeses(cluster)
     finally:
         cluster.stop(graceful=False)
     _nothing_left(data)
