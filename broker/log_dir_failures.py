@@ -135,4 +135,19 @@ class LogDirFailureHandling:
             self.metrics.log_dir_failures.labels(logDirectory=failure.log_dir).inc()
             self.events.error("log_dir_failure", log_dir=failure.log_dir,
                               partition=failure.partition, error=failure.message[:300])
+            if self._halt_on_any_failure(failure):
+                return
             await self.handle_storage_failure(failure)
+
+    def _halt_on_any_failure(self, failure: LogDirFailure) -> bool:
+        """log.dir.failure.policy=halt, the pre-design behaviour kept for comparison: Kafka
+        before KIP-112 (its LogManager before JBOD support) called Exit.halt on any IOException
+        in a log dir, however many healthy dirs were left."""
+        if self.config.get("log.dir.failure.policy", "offline") != "halt":
+            return False
+        message = (f"broker {self.broker_id} halting: log.dir.failure.policy=halt and log dir "
+                   f"{failure.log_dir} failed: {failure.message}")
+        self.events.critical("broker_halting", reason=message, log_dir=failure.log_dir)
+        if self.halt is not None:
+            self.halt(message)
+        return True

@@ -96,6 +96,10 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "listener for replication and controller->broker requests (default PLAINTEXT, or the "
        "first advertised listener when none is named PLAINTEXT)"),
     _k("log.dirs", _list, ["/tmp/replog-logs"], "comma-separated log directories (JBOD)"),
+    _k("log.dir.failure.policy", _choice("offline", "halt"), "offline",
+       "offline: a failed log dir goes offline and the broker serves the others (seed 003, "
+       "KIP-112); halt: the broker exits on any log-dir failure - pre-design behaviour "
+       "(Kafka before KIP-112), for comparison (replog lab jbod)"),
     _k("zookeeper.connect", _str, "127.0.0.1:2181", "ZooKeeper connection string with chroot"),
     _k("zookeeper.session.timeout.ms", _int(1), 18000, "ZooKeeper session timeout"),
     _k("zookeeper.connection.timeout.ms", _int(1), 18000, "time to wait for a first connection"),
