@@ -236,7 +236,10 @@ class BrokerServer:
             self.broker_id, self.host, self.port, self.config["broker.rack"],
             tuple(zl.LogDirInfo(d.path, d.directory_id or "", d.online) for d in lm.dirs),
             lm.registration_clean,
-            f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None,
+            # where the endpoint is reachable: the broker's registered (advertised) host, not
+            # loopback - a broker on a host of its own (cluster up --hosts) or in a container
+            # is not scraped on 127.0.0.1
+            f"http://{self.host}:{self.metrics_port}/metrics" if self.metrics_port else None,
             wall_ms(), endpoints=self.endpoints)
 
     async def _register(self) -> None:

@@ -1,0 +1,159 @@
+"""``replog lab`` (chaos/lab.py, chaos/lab_cli.py): the experiments' schedules, the command's
+refusals, the progress line, and one real A/B run of kip-966 that is interrupted with SIGINT
+and resumed (its analysis: tests/analytics/test_lab.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from admin.local_cluster import REPO_ROOT
+from chaos import lab
+from chaos.schedule import Timeouts
+from tests.admin.test_cli import replog
+
+
+def test_same_seed_same_schedule_for_every_arm():
+    a = lab.last_replica_standing(7)
+    assert a.to_json() == lab.last_replica_standing(7).to_json()
+    assert a.to_json() != lab.last_replica_standing(8).to_json()
+    stale, follower, leader = (f.target[0] for f in a.faults)
+    assert {stale, follower, leader} == {"broker-1", "broker-2", "broker-3"}
+    assert [f.nemesis for f in a.faults] == ["lab-stop", "lab-stop", "lab-kill"]
+
+
+@pytest.mark.parametrize("seed", range(1, 21))
+def test_last_replica_standing_order(seed):
+    t = Timeouts()
+    s, b, a = lab.last_replica_standing(seed, t).faults
+    # stopped S, then B, then A killed; back: S first (after A's session expired), B, A last
+    assert s.at_s < b.at_s < a.at_s
+    assert a.at_s + t.session_timeout_s < s.end_s < b.end_s < a.end_s
+    # acks=all writes S misses: B stops at least 3 s after S
+    assert b.at_s - s.at_s >= 3.0
+    # B is back within Proactive's 5 s wait for replies after S (controller/decisions/
+    # recovery.py PROACTIVE_WAIT_MS), A long after B
+    assert b.end_s - s.end_s < 5.0 and a.end_s - b.end_s >= 6.0
+
+
+def test_progress_line():
+    r = lab.LabRun(lab.EXPERIMENTS["kip-966"], lab.EXPERIMENTS["kip-966"].arms[2], 2,
+                   Path("x"))
+    assert lab.progress_line(4, 10, r, 190.0, [30.0, 40.0]) == \
+        "[########------------] 4/10 elr-balanced seed 2, 0:03:10 elapsed, ~0:03:30 left"
+    assert lab.progress_line(0, 10, r, 0.0, []).endswith("time left unknown")
+    assert lab.progress_line(10, 10, None, 3700.0, [1.0]) == \
+        "[####################] 10/10 1:01:40 elapsed, ~0:00:00 left"
+
+
+def test_plan_goes_seed_by_seed(tmp_path):
+    exp = lab.EXPERIMENTS["kip-966"]
+    runs = lab.plan(exp, exp.arms[:2], 2, tmp_path)
+    assert [r.run_id for r in runs] == [
+        "unclean-election/seed-1", "no-unclean-election/seed-1",
+        "unclean-election/seed-2", "no-unclean-election/seed-2"]
+    assert runs[0].dir == tmp_path / "runs" / "unclean-election" / "seed-1"
+
+
+async def test_list_names_every_experiment():
+    rc, out, err = await replog("lab", "list")
+    assert rc == 0, err
+    names = [line.split()[0] for line in out.splitlines()]
+    assert names == ["kip-966", "kip-461", "kip-501", "jbod", "reassignment"]
+    assert "unclean-election, no-unclean-election, elr-balanced, elr-proactive, elr-manual" \
+        in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nope"], "no experiment 'nope'"),
+    (["kip-966", "--arms", "elr-balanced,foo"], "experiment kip-966 has no arm 'foo'"),
+    (["kip-966", "--seeds", "0"], "--seeds must be at least 1, got 0"),
+    (["kip-461"], "experiment kip-461 cannot run yet"),
+])
+async def test_run_refuses_in_one_line_and_creates_nothing(tmp_path, args, message):
+    out = tmp_path / "out"
+    rc, stdout, err = await replog("lab", "run", *args, "--out", str(out))
+    assert rc == 1 and err.startswith("Error: ") and message in err, (rc, stdout, err)
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+async def test_run_refuses_a_used_out_dir(tmp_path):
+    (tmp_path / "other").write_text("x")
+    rc, _, err = await replog("lab", "run", "kip-966", "--out", str(tmp_path))
+    assert rc == 1 and "is not empty and holds no lab" in err, err
+    (tmp_path / "other").unlink()
+    (tmp_path / "lab.json").write_text(json.dumps({"experiment": "kip-966"}))
+    rc, _, err = await replog("lab", "run", "kip-966", "--out", str(tmp_path))
+    assert rc == 1 and "--resume" in err, err
+    (tmp_path / "lab.json").write_text(json.dumps({"experiment": "jbod"}))
+    rc, _, err = await replog("lab", "run", "kip-966", "--out", str(tmp_path), "--resume")
+    assert rc == 1 and "holds the lab of experiment jbod" in err, err
+
+
+def _cluster_pids(run_dir: Path) -> list[int]:
+    try:
+        info = json.loads((run_dir / "cluster" / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [p["pid"] for role in ("brokers", "controllers") for p in info.get(role, [])
+            if p.get("pid")]
+
+
+@pytest.mark.integration
+def test_kip_966_ab_interrupted_and_resumed(tmp_path):
+    """unclean-election and elr-balanced on seed 1: SIGINT during the second run stops the
+    command (status 130) with that run's cluster down and no result; --resume runs it again
+    and keeps the first. The blind unclean election loses acknowledged records; ELR, on the
+    same fault timeline, loses none."""
+    out = tmp_path / "lab"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "admin.cli", "lab", "run", "kip-966", "--seeds", "1",
+         "--arms", "unclean-election,elr-balanced", "--out", str(out)],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = lab.run_dir(out, "unclean-election", 1)
+    second = lab.run_dir(out, "elr-balanced", 1)
+    try:
+        deadline = time.monotonic() + 240
+        while not _cluster_pids(second) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.5)
+        pids = _cluster_pids(second)
+        assert pids, "the second run never started its cluster"
+        time.sleep(3)  # its schedule under way
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "--resume" in stderr and "1/2 elr-balanced seed 1" in stdout, (stdout, stderr)
+    assert (first / lab.RESULT).is_file() and not (second / lab.RESULT).is_file()
+    assert not [p for p in pids if psutil.pid_exists(p)
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+    before = (first / lab.RESULT).read_text()
+    exp = lab.EXPERIMENTS["kip-966"]
+    lines: list[str] = []
+    results = lab.run_lab(exp, lab.parse_arms(exp, "unclean-election,elr-balanced"), 1, out,
+                          True, lines.append)
+    assert lines[0] == "Resuming: 1 of 2 run(s) already finished", lines
+    assert (first / lab.RESULT).read_text() == before  # not run again
+    by_arm = {r["arm"]: r for r in results}
+    assert (first / "schedule.json").read_text() == (second / "schedule.json").read_text()
+    unclean, elr = by_arm["unclean-election"], by_arm["elr-balanced"]
+    assert unclean["acked_lost"] > 0 and unclean["unclean_elections"] > 0, unclean
+    assert elr["acked_lost"] == 0 and elr["unclean_elections"] == 0 and elr["valid"], elr
+    for d in (first, second):
+        assert (d / "history.jsonl").is_file() and (d / "verdict.json").is_file()
+        assert (d / "states.jsonl").stat().st_size > 0
+        assert any((d / "export" / "events").glob("*.events.jsonl"))
