@@ -114,3 +114,15 @@ lint: setup
 
 clean:
 	rm -rf $(VENV) common/rpc/*_pb2*.py data
+
+# replog lab (docs/lab.md): the lab's own end-to-end test (a kip-966 A/B run interrupted and
+# resumed), then every runnable experiment (replog lab list) with LAB_SEEDS seeds per arm
+# (default 10) into LAB_OUT/<experiment> (default lab-results/); a stopped 'make lab' goes on
+# where it stopped (--resume). About 35 s per run here: kip-966 (5 arms x 10 seeds) ~30 min.
+.PHONY: lab
+lab: setup
+	REPLOG_LAB_TESTS=1 $(PY) -m pytest -q tests/chaos/test_lab.py
+	for e in $$($(VENV)/bin/replog lab list | awk '!/not runnable/ {print $$1}'); do \
+	  $(VENV)/bin/replog lab run $$e --seeds $${LAB_SEEDS:-10} \
+	    --out $${LAB_OUT:-lab-results}/$$e --resume || exit 1; \
+	done

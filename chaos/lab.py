@@ -154,9 +154,12 @@ def last_replica_standing(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> 
        ISR and cannot lead;
     6. A comes back last: only now does the ZooKeeper-era clean election find an ISR member.
 
-    B returns 1.5-3 s after S, inside Proactive's 5 s wait for replies (recovery.py
-    PROACTIVE_WAIT_MS), so every ELR strategy meets the clean ELR member before it would
-    recover around it; a longer gap tests Proactive's availability trade instead."""
+    B returns 1.5-3 s after S. Balanced and Manual wait for a fenced ELR member (seed 001's
+    election order, controller/selectors.py elr_leader), so B leads cleanly. Proactive does
+    not: its recovery starts when A's loss is registered and takes the replies of the first
+    5 s (controller/decisions/recovery.py PROACTIVE_WAIT_MS), or the first one after; when
+    only S has answered by then it elects S and loses what S missed - KIP-966's
+    availability-first trade, which this scenario measures rather than avoids."""
     rng = random.Random(seed)
     stale, follower, leader = (f"broker-{b}" for b in rng.sample([1, 2, 3], 3))
     t_s = 3.0 + rng.uniform(0.0, 1.0)

@@ -39,8 +39,7 @@ def test_last_replica_standing_order(seed):
     assert a.at_s + t.session_timeout_s < s.end_s < b.end_s < a.end_s
     # acks=all writes S misses: B stops at least 3 s after S
     assert b.at_s - s.at_s >= 3.0
-    # B is back within Proactive's 5 s wait for replies after S (controller/decisions/
-    # recovery.py PROACTIVE_WAIT_MS), A long after B
+    # B soon after S (a fenced ELR member worth waiting for), A long after B
     assert b.end_s - s.end_s < 5.0 and a.end_s - b.end_s >= 6.0
 
 
@@ -109,6 +108,8 @@ def _cluster_pids(run_dir: Path) -> list[int]:
 
 
 @pytest.mark.integration
+@pytest.mark.skipif(os.environ.get("REPLOG_LAB_TESTS") != "1",
+                    reason="about 70 s of real runs: 'make lab' runs it (REPLOG_LAB_TESTS=1)")
 def test_kip_966_ab_interrupted_and_resumed(tmp_path):
     """unclean-election and elr-balanced on seed 1: SIGINT during the second run stops the
     command (status 130) with that run's cluster down and no result; --resume runs it again
