@@ -497,6 +497,7 @@ class ReplicaFetcherManager:
         self.response_max_bytes = config["replica.fetch.response.max.bytes"]
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
         self.fetch_stream_enable = config["replica.fetch.stream.enable"]
+        self.isolate_failures = config["replica.fetcher.isolate.partition.failures"]
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.addresses: dict[int, str] = {}
         self.failed_partitions = FailedPartitions()
@@ -541,6 +542,20 @@ class ReplicaFetcherManager:
         self.events.error("fetcher_partition_failed", partition=str(tp), fetcher=f.name,
                           leader=f.leader_id, leader_epoch=s.leader_epoch, log_dir=log_dir,
                           error=error, failed_partitions=len(self.failed_partitions))
+        if not self.isolate_failures:
+            # replica.fetcher.isolate.partition.failures=false, the pre-design behaviour kept
+            # for comparison: before KIP-461 an error in one partition ended the whole
+            # AbstractFetcherThread, and every partition it fetched stopped replicating. Each
+            # is left failed at its epoch, so the same ways out (a higher leader epoch,
+            # StopReplica, its log dir offline) bring it back.
+            for other, st in list(f.partitions.items()):
+                f.partitions.pop(other)
+                self.failed_partitions.fail(other, st.leader_epoch)
+                self.events.error("fetcher_partition_failed", partition=str(other),
+                                  fetcher=f.name, leader=f.leader_id,
+                                  leader_epoch=st.leader_epoch, log_dir=None,
+                                  error=f"fetcher stopped by {tp}'s failure: {error}"[:300],
+                                  failed_partitions=len(self.failed_partitions))
 
     def on_leader_and_isr(self, tp: TopicPartition, leader_epoch: int) -> None:
         if self.failed_partitions.on_leader_and_isr(tp, leader_epoch):

@@ -111,6 +111,10 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("max.incremental.fetch.session.cache.slots", _int(0), 1000,
        "incremental fetch sessions a leader keeps (KIP-227; 0: none, every fetch is full)"),
     _k("replica.fetch.backoff.ms", _int(0), 1000, "delay after a fetch error"),
+    _k("replica.fetcher.isolate.partition.failures", _bool, True,
+       "true: a partition whose fetch fails is marked failed and its fetcher goes on with the "
+       "others (seed 000, KIP-461); false: the whole fetcher stops - pre-design behaviour "
+       "(Kafka before KIP-461), for comparison (replog lab kip-461)"),
     # replog's: followers fetch over one long-lived gRPC stream per leader (FetchStream), not
     # a unary call per fetch; false selects the unary path (A/B, or a debugging aid).
     _k("replica.fetch.stream.enable", _bool, True, "follower fetch over a gRPC stream"),
