@@ -97,7 +97,60 @@ class LabKillNemesis(_OneProcessFault):
     name = "lab-kill"
 
 
-for _cls in (LabStopNemesis, LabKillNemesis):
+class LabPartitionEioNemesis(Nemesis):
+    """EIO on writes under one partition's log on one of its followers (the fault-injection
+    file's rule names the partition dir, as tests/cluster/test_fetcher_isolation.py does): the
+    follower's append fails, which is a partition failure for its fetcher (seed 000, KIP-461)
+    and, the dir passing the availability probe, that one log goes offline (seed 003). The
+    fault ends with the rule cleared and a clean bounce of the follower, for every arm alike:
+    the pre-KIP-461 fetcher stays stopped until its broker restarts."""
+
+    name = "lab-eio-partition"
+
+    def __init__(self, procs, shared):
+        super().__init__(procs, shared)
+        self.active: dict[int, int] = {}  # fault index -> broker
+
+    def unavailable(self):
+        if any(self.procs.fault_file(b) is None for b in self.procs.cluster.brokers):
+            return "the brokers were started without fault.injection.file"
+        return self.procs.restart_unavailable()
+
+    def _rules(self, broker: int, rules: list[dict]) -> None:
+        path = self.procs.fault_file(broker)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rules))
+        tmp.replace(path)
+
+    async def start(self, fault: Fault) -> dict:
+        p = int(fault.target[0].removeprefix("partition-"))
+        data, st = await asyncio.to_thread(
+            self.procs._zk_read, "get", zk_layout.partition_state_path(self.procs.topic, p))
+        state = zk_layout.decode_partition_state(data, st.version)
+        # the first in-sync follower in broker id order: the same broker for every arm
+        follower = min(b for b in state.isr if b != state.leader)
+        h = self.procs.cluster.broker(follower)
+        path = next(str(Path(d) / f"{self.procs.topic}-{p}") for d in h.log_dirs
+                    if (Path(d) / f"{self.procs.topic}-{p}").is_dir())
+        self._rules(follower, [{"path": path, "errno": "EIO", "ops": ["write"]}])
+        self.active[fault.index] = follower
+        return {"broker": follower, "partition_dir": path}
+
+    async def stop(self, fault: Fault) -> dict:
+        b = self.active.pop(fault.index, None)
+        if b is not None:
+            self._rules(b, [])
+            await self.procs.cluster.broker(b).arestart()
+        return {"restarted": b}
+
+    async def heal(self) -> None:
+        for index in sorted(self.active):
+            b = self.active.pop(index)
+            self._rules(b, [])
+            await self.procs.cluster.broker(b).arestart()
+
+
+for _cls in (LabStopNemesis, LabKillNemesis, LabPartitionEioNemesis):
     NEMESIS_CLASSES.setdefault(_cls.name, _cls)
 
 
@@ -174,6 +227,42 @@ def last_replica_standing(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> 
                     label=f"kip-966 last replica standing, seed {seed}")
 
 
+def one_bad_partition(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> Schedule:
+    """KIP-461: EIO on writes to one partition's log on one of its followers, for long enough
+    (past replica.lag.time.max.ms several times) that a stopped fetcher shows in the ISRs of
+    the other partitions it fetched; then the rule is cleared and that follower bounced."""
+    rng = random.Random(seed)
+    at = 3.0 + rng.uniform(0.0, 1.0)
+    until = at + 4 * timeouts.lag_time_max_s + rng.uniform(2.0, 4.0)
+    return Schedule(seed, round(until + 1.0, 2), ("lab-eio-partition",),
+                    (_f(0, at, "lab-eio-partition", f"partition-{rng.randrange(6)}", until),),
+                    label=f"kip-461 one bad partition, seed {seed}")
+
+
+def one_failed_disk(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> Schedule:
+    """Seed 003: EIO on every write and fsync of one of a broker's two log dirs (the chaos
+    runner's eio nemesis), then the rule cleared and the broker bounced (an offline dir stays
+    offline until the broker restarts, as in Kafka)."""
+    rng = random.Random(seed)
+    at = 3.0 + rng.uniform(0.0, 1.0)
+    until = at + 3 * timeouts.lag_time_max_s + rng.uniform(3.0, 5.0)
+    target = f"broker-{rng.randint(1, 3)}:logdir-{rng.randrange(2)}"
+    return Schedule(seed, round(until + 1.0, 2), ("eio",), (_f(0, at, "eio", target, until),),
+                    label=f"jbod one failed disk, seed {seed}")
+
+
+def slow_leader(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> Schedule:
+    """Seed 002 / KIP-501: every read of one broker's log dirs takes 1.5 s (the chaos
+    runner's slow nemesis, past replica.lag.time.max.ms) for several lag periods: the broker
+    leads some partitions, and its followers' fetches wait on its slow reads."""
+    rng = random.Random(seed)
+    at = 3.0 + rng.uniform(0.0, 1.0)
+    until = at + 4 * timeouts.lag_time_max_s + rng.uniform(2.0, 4.0)
+    return Schedule(seed, round(until + 1.0, 2), ("slow",),
+                    (_f(0, at, "slow", f"broker-{rng.randint(1, 3)}", until),),
+                    label=f"kip-501 slow leader, seed {seed}")
+
+
 _NO_ELR = {"eligible.leader.replicas.enable": "false"}
 
 
@@ -200,26 +289,34 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         last_replica_standing),
     Experiment(
         "kip-461", "one bad partition must not stop replication of the others",
-        "a fetch error on one partition of a follower's fetcher",
-        (Arm("fetcher-stops", "replica.fetcher.isolate.partition.failures=false", {
-            "replica.fetcher.isolate.partition.failures": "false"}, baseline=True),
-         Arm("isolated", "replica.fetcher.isolate.partition.failures=true (KIP-461)")),
-        None, not_ready="its fault schedule is not defined yet"),
+        "EIO on writes to one partition's log on one follower (6 partitions, 2 log dirs per "
+        "broker, one fetcher per leader), then that follower bounced",
+        (Arm("fetcher-stops", "replica.fetcher.isolate.partition.failures=false (Kafka "
+             "before KIP-461)", {"replica.fetcher.isolate.partition.failures": "false"},
+             baseline=True),
+         Arm("isolated", "replica.fetcher.isolate.partition.failures=true (KIP-461, seed 000)",
+             {"replica.fetcher.isolate.partition.failures": "true"})),
+        one_bad_partition, partitions=6, log_dirs_per_broker=2),
     Experiment(
         "kip-501", "a slow leader must not throw healthy followers out of the ISR",
-        "a leader's reads slowed past replica.lag.time.max.ms",
-        (Arm("pending-reads-off", "follower.fetch.pending.reads.insync.enable=false",
-             {"follower.fetch.pending.reads.insync.enable": "false"}, baseline=True),
-         Arm("pending-reads-on", "follower.fetch.pending.reads.insync.enable=true",
+        "every read of one broker's log dirs slowed to 1.5 s (past replica.lag.time.max.ms) "
+        "for about 10-12 s; it leads a third of the 6 partitions",
+        (Arm("pending-reads-off", "follower.fetch.pending.reads.insync.enable=false (Kafka "
+             "before KIP-501)", {"follower.fetch.pending.reads.insync.enable": "false"},
+             baseline=True),
+         Arm("pending-reads-on", "follower.fetch.pending.reads.insync.enable=true (seed 002, "
+             "KIP-501; a leader slower than follower.fetch.process.time.max.ms relinquishes)",
              {"follower.fetch.pending.reads.insync.enable": "true"})),
-        None, not_ready="its fault schedule is not defined yet"),
+        slow_leader, partitions=6),
     Experiment(
         "jbod", "one failed disk must not take the whole broker down",
-        "EIO on one of a broker's two log dirs",
+        "EIO on every write of one of a broker's two log dirs (6 partitions), then the broker "
+        "bounced",
         (Arm("halt", "log.dir.failure.policy=halt (Kafka before KIP-112)",
              {"log.dir.failure.policy": "halt"}, baseline=True),
-         Arm("seed-003", "the seed's design: the dir goes offline, the broker stays")),
-        None, not_ready="its fault schedule is not defined yet"),
+         Arm("seed-003", "log.dir.failure.policy=offline: the dir goes offline, the broker "
+             "serves the other (seed 003, KIP-112)", {"log.dir.failure.policy": "offline"})),
+        one_failed_disk, partitions=6, log_dirs_per_broker=2),
     Experiment(
         "reassignment", "replicas can move under load with bounded impact",
         "a reassignment under load, unthrottled and throttled, with and without a controller "

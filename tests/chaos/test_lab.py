@@ -43,6 +43,22 @@ def test_last_replica_standing_order(seed):
     assert b.end_s - s.end_s < 5.0 and a.end_s - b.end_s >= 6.0
 
 
+@pytest.mark.parametrize("name", ["kip-461", "jbod", "kip-501"])
+def test_one_fault_experiments(name):
+    exp = lab.EXPERIMENTS[name]
+    t = Timeouts()
+    for seed in range(1, 11):
+        s = exp.schedule(seed, t)
+        assert s.to_json() == exp.schedule(seed, t).to_json()
+        (f,) = s.faults
+        # the fault outlasts several lag periods: long enough for an ISR to show it
+        assert f.at_s >= 3.0 and f.duration_s > 3 * t.lag_time_max_s
+    assert len({exp.schedule(seed, t).to_json() for seed in range(1, 11)}) == 10
+    # every arm names its switch explicitly, so a changed default changes no arm
+    keys = [set(a.overrides) for a in exp.arms]
+    assert all(k and k == keys[0] for k in keys), keys
+
+
 def test_progress_line():
     r = lab.LabRun(lab.EXPERIMENTS["kip-966"], lab.EXPERIMENTS["kip-966"].arms[2], 2,
                    Path("x"))
@@ -67,6 +83,7 @@ async def test_list_names_every_experiment():
     assert rc == 0, err
     names = [line.split()[0] for line in out.splitlines()]
     assert names == ["kip-966", "kip-461", "kip-501", "jbod", "reassignment"]
+    assert "not runnable yet" in out.splitlines()[-1]
     assert "unclean-election, no-unclean-election, elr-balanced, elr-proactive, elr-manual" \
         in out
 
@@ -75,7 +92,7 @@ async def test_list_names_every_experiment():
     (["nope"], "no experiment 'nope'"),
     (["kip-966", "--arms", "elr-balanced,foo"], "experiment kip-966 has no arm 'foo'"),
     (["kip-966", "--seeds", "0"], "--seeds must be at least 1, got 0"),
-    (["kip-461"], "experiment kip-461 cannot run yet"),
+    (["reassignment"], "experiment reassignment cannot run yet"),
 ])
 async def test_run_refuses_in_one_line_and_creates_nothing(tmp_path, args, message):
     out = tmp_path / "out"
