@@ -85,7 +85,7 @@ soak: setup
 	$(PY) -m tests.sim --seeds 10000-59999 --steps 60
 	$(PY) -m tests.sim cluster --seeds 10000-29999 --steps 60
 	$(PY) tools/soak.py
-	REPLOG_FUZZ_EXAMPLES=$${REPLOG_FUZZ_EXAMPLES:-20000} $(PY) -m pytest -q tests/kafka/test_kafka_fuzz.py
+	REPLOG_FUZZ_EXAMPLES=$${REPLOG_FUZZ_EXAMPLES:-5000} $(PY) -m pytest -q tests/kafka/test_kafka_fuzz.py
 	$(PY) -m pytest -q -m soak tests/zookeeper
 	test "$${SOAK_CHAOS_SEEDS:-200}" = 0 || \
 		$(PY) -m chaos.sweep --seeds $${SOAK_CHAOS_SEEDS:-200} --duration 60
