@@ -26,6 +26,7 @@ from chaos.schedule import (
     MATRIX_TARGETS,
     NEEDS_ROOT,
     NEMESES,
+    ZOOKEEPER_NEMESES,
     Timeouts,
     matrix_schedule,
     parse_nemeses,
@@ -45,7 +46,8 @@ def _duration(text: str) -> float:
 
 def add_parsers(sub) -> None:
     nemeses_help = "; ".join(f"{n}: {d}" + (" (root)" if n in NEEDS_ROOT else "")
-                             for n, d in {**NEMESES, **HOST_NEMESES}.items())
+                             for n, d in {**NEMESES, **HOST_NEMESES,
+                                          **ZOOKEEPER_NEMESES}.items())
     p = sub.add_parser("chaos", help="seeded fault schedule against a local cluster, "
                                      "then a Jepsen-style check of the history")
     p.add_argument("--seed", type=int, help="the seed the schedule is drawn from (required "
@@ -54,8 +56,10 @@ def add_parsers(sub) -> None:
                    help="how long faults are injected (e.g. 60, 60s, 2m; default 60 s; a "
                         "--matrix cell has its own)")
     p.add_argument("--nemesis", default="all",
-                   help=f"comma-separated nemeses, or all (default; not the host ones), or "
-                        f"hosts (the host ones, with --hosts). {nemeses_help}")
+                   help=f"comma-separated nemeses, or all (default; not the host nor the "
+                        f"ZooKeeper ensemble ones), or hosts (the host ones, with --hosts), or "
+                        f"zookeeper (the ensemble ones, with --zookeeper-nodes). "
+                        f"{nemeses_help}")
     p.add_argument("--data-dir", help="empty or new dir for the cluster and the history "
                                       "(default: a new temporary dir)")
     p.add_argument("--cluster", metavar="DATA_DIR",
@@ -76,6 +80,11 @@ def add_parsers(sub) -> None:
                    help="with --hosts: racks the brokers are spread over (rack-cut needs 2+)")
     p.add_argument("--inter-rack-latency-ms", type=float, default=0.0,
                    help="with --racks: one-way delay between racks")
+    p.add_argument("--zookeeper-nodes", type=int, choices=(1, 3, 5), default=1,
+                   help="start the run's cluster with a ZooKeeper ensemble of 3 or 5 members "
+                        "(docs/zookeeper-ensemble.md; 1, the default, is a standalone "
+                        "server); the ensemble nemeses (--nemesis zookeeper: "
+                        + ", ".join(ZOOKEEPER_NEMESES) + ") need it")
     p.add_argument("--schedule-only", action="store_true",
                    help="print the schedule and exit (nothing is started)")
     p.set_defaults(func=_chaos)
@@ -101,6 +110,19 @@ def _hosts(args):
     return opts
 
 
+def _zookeeper_nodes(args, nemeses: tuple[str, ...]) -> int:
+    """--zookeeper-nodes for the run's own cluster, checked before anything starts."""
+    if args.zookeeper_nodes > 1 and args.cluster:
+        raise ReplogError("--zookeeper-nodes starts the run's own ensemble; a --cluster runs "
+                          "the ZooKeeper it was started with (replog cluster up "
+                          "--zookeeper-nodes N)")
+    named = [n for n in nemeses if n in ZOOKEEPER_NEMESES]
+    if named and args.zookeeper_nodes == 1 and not args.cluster:
+        raise ReplogError(f"{','.join(named)} need a ZooKeeper ensemble: add "
+                          f"--zookeeper-nodes 3 (or 5)")
+    return args.zookeeper_nodes
+
+
 def _chaos(args) -> int:
     from chaos.runner import RunConfig
     schedule = None
@@ -115,6 +137,7 @@ def _chaos(args) -> int:
         raise ReplogError("--seed N is required (or --matrix FAILURE:TARGET)")
     else:
         nemeses = parse_nemeses(args.nemesis)
+    zookeeper_nodes = _zookeeper_nodes(args, nemeses)
     attached = None
     if args.cluster:
         from chaos.attached import AttachedCluster
@@ -130,7 +153,7 @@ def _chaos(args) -> int:
     cfg = RunConfig(seed=args.seed or 0, duration_s=args.duration, nemeses=nemeses,
                     data_dir=data_dir or Path(tempfile.mkdtemp(prefix="replog-chaos-")),
                     brokers=brokers, controllers=args.controllers, timeouts=Timeouts(),
-                    hosts=_hosts(args))
+                    hosts=_hosts(args), zookeeper_nodes=zookeeper_nodes)
     if attached is not None:
         tag = (args.matrix.replace(":", "-") if args.matrix else str(args.seed)) + \
             time.strftime("-%Y%m%d-%H%M%S")
@@ -168,6 +191,8 @@ def _chaos(args) -> int:
               f"--nemesis {','.join(nemeses)}"
               + (f" --cluster {args.cluster}" if args.cluster else "")
               + (f" --hosts --racks {args.racks} --inter-rack-latency-ms "
-                 f"{args.inter_rack_latency_ms:g}" if args.hosts else ""), flush=True)
+                 f"{args.inter_rack_latency_ms:g}" if args.hosts else "")
+              + (f" --zookeeper-nodes {args.zookeeper_nodes}" if args.zookeeper_nodes > 1
+                 else ""), flush=True)
     sys.stdout.flush()
     return 0 if result.verdict.valid else 1

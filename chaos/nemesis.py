@@ -31,6 +31,7 @@ import errno as errno_mod
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 from admin import cluster_hosts
@@ -65,11 +66,39 @@ class ClusterProcesses:
         return getattr(client, f"{op}_async")(path).get(timeout=ZK_READ_TIMEOUT_S)
 
     def zookeeper_down(self) -> bool:
-        """The cluster's own ZooKeeper is not running (a kill nemesis took it). Anything
-        that registers a broker waits for it: LocalCluster's start reads the broker's
-        registration before it even spawns the process."""
+        """The cluster's own ZooKeeper is not running (a kill nemesis took it), or its
+        ensemble has fewer members running than a quorum. Anything that registers a broker
+        waits for it: LocalCluster's start reads the broker's registration before it even
+        spawns the process."""
         zk = self.cluster.zookeeper_server
-        return zk is not None and not zk.is_running()
+        if zk is not None:
+            return not zk.is_running()
+        ens = self.ensemble()
+        return ens is not None and \
+            sum(m.is_running() for m in ens.members.values()) < ens.quorum
+
+    def ensemble(self):
+        """The cluster's own ZooKeeper ensemble (common.zk_server.ZooKeeperEnsemble), or None:
+        a standalone server, an external one, or an attached cluster's (never the run's)."""
+        return getattr(self.cluster, "zookeeper_ensemble", None)
+
+    def zookeeper_leader(self, timeout_s: float = 10.0) -> int:
+        """The myid of the ensemble's leader, waiting (bounded) while it elects one."""
+        deadline = time.monotonic() + timeout_s
+        while (leader := self.ensemble().leader()) is None:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"the ZooKeeper ensemble has no leader after {timeout_s:g}s "
+                                   f"(member states {self.ensemble().states()})")
+            time.sleep(0.1)
+        return leader
+
+    def controller_epoch(self) -> int | None:
+        """/controller_epoch; None when ZooKeeper does not answer in time (a lost quorum)."""
+        try:
+            data, _ = self._zk_read("get", zk_layout.CONTROLLER_EPOCH)
+            return zk_layout.decode_controller_epoch(data)
+        except Exception:  # noqa: BLE001 - a timeout, a lost connection: unknown
+            return None
 
     def active_controller_id(self) -> int | None:
         """The id in /controller; None while no controller is active or ZooKeeper does not
@@ -195,16 +224,30 @@ class ClusterProcesses:
         path = self.cluster.broker(broker_id).properties().get("fault.injection.file")
         return Path(str(path)) if path else None
 
-    # ZooKeeper has no ProcessHandle: LocalCluster runs it as a ZooKeeperServer.
-    def kill_zookeeper(self) -> None:
+    # ZooKeeper has no ProcessHandle: LocalCluster runs it as a ZooKeeperServer, or as the
+    # members of a ZooKeeperEnsemble.
+    def kill_zookeeper(self) -> str:
+        """SIGKILL the cluster's own ZooKeeper and return what was killed: the standalone
+        server (``zookeeper``) or, in an ensemble, its leader (``zookeeper-<myid>``: the
+        member whose loss every client notices, as the standalone server's is)."""
+        if self.ensemble() is not None:
+            myid = self.zookeeper_leader()
+            self.cluster.kill_zookeeper(myid)
+            return f"zookeeper-{myid}"
         zk = self.cluster.zookeeper_server
         if zk is None or zk.pid is None:
             raise RuntimeError("the cluster does not run its own ZooKeeper")
         with contextlib.suppress(ProcessLookupError):
             os.killpg(zk.pid, signal.SIGKILL)  # the JVM runs in its own process group
         zk._proc.wait()
+        return "zookeeper"
 
-    def start_zookeeper(self) -> None:
+    def start_zookeeper(self, name: str = "zookeeper") -> None:
+        """Start again what kill_zookeeper returned (an ensemble member on its own ports,
+        waiting until it serves)."""
+        if name != "zookeeper":
+            self.cluster.restart_zookeeper(int(name.removeprefix("zookeeper-")))
+            return
         zk = self.cluster.zookeeper_server
         # Same port as before, or every connect string in the cluster goes stale: the
         # server would otherwise pick a new one if the old were briefly taken (hook wanted:
@@ -263,7 +306,7 @@ class KillNemesis(Nemesis):
     async def start(self, fault):
         name = self.procs.resolve(fault.target[0])
         if name == "zookeeper":
-            await asyncio.to_thread(self.procs.kill_zookeeper)
+            name = await asyncio.to_thread(self.procs.kill_zookeeper)
         else:
             await self.procs.handle(name).akill(signal.SIGKILL)
         self.down.add(name)
@@ -272,14 +315,14 @@ class KillNemesis(Nemesis):
     undone = "started"
 
     def holds_zookeeper(self) -> bool:
-        return "zookeeper" in self.down
+        return any(n.startswith("zookeeper") for n in self.down)
 
     async def undo(self) -> list[str]:
         started = []
         # ZooKeeper first: a broker's start waits for its registration in ZooKeeper.
-        for name in sorted(self.down, key=lambda n: (n != "zookeeper", n)):
-            if name == "zookeeper":
-                await asyncio.to_thread(self.procs.start_zookeeper)
+        for name in sorted(self.down, key=lambda n: (not n.startswith("zookeeper"), n)):
+            if name.startswith("zookeeper"):
+                await asyncio.to_thread(self.procs.start_zookeeper, name)
             else:
                 h = self.procs.handle(name)
                 if not h.is_running():
@@ -738,10 +781,88 @@ class HardKillNemesis(MatrixNemesis):
     hard = True
 
 
+class _EnsembleNemesis(Nemesis):
+    """Members of the run's own ZooKeeper ensemble SIGKILLed (a host crash for ZooKeeper: no
+    clean shutdown) and started again together, on their ports, when the fault ends.
+
+    Each start and stop records ``/controller_epoch`` (None when ZooKeeper does not answer):
+    the checker holds a leader change and a minority loss to no controller election, as
+    Kafka's KafkaController acts only on a new session (its Expire), never on a Disconnected.
+    """
+
+    def __init__(self, procs, shared):
+        super().__init__(procs, shared)
+        self.down: list[int] = []  # myids killed and not started again
+
+    def unavailable(self):
+        # Asked before the run's cluster starts, when its ensemble is not made yet: a
+        # LocalCluster's zookeeper_nodes says whether it will be (an attached cluster has none).
+        if getattr(self.procs.cluster, "zookeeper_nodes", 1) < 3:
+            return "needs the run's own ZooKeeper ensemble (replog chaos --zookeeper-nodes 3|5)"
+        return self.procs.restart_unavailable()
+
+    def targets(self, fault: Fault) -> list[int]:
+        ens = self.procs.ensemble()
+        myids = [int(t.removeprefix("zookeeper-")) for t in fault.target]
+        missing = [i for i in myids if i not in ens.members]
+        if missing:
+            raise RuntimeError(f"the ensemble has members {sorted(ens.members)}, not {missing}")
+        return myids
+
+    async def start(self, fault):
+        myids = await asyncio.to_thread(self.targets, fault)
+        leader = await asyncio.to_thread(self.procs.ensemble().leader)
+        epoch = await asyncio.to_thread(self.procs.controller_epoch)  # before: it answers
+        for myid in myids:
+            await asyncio.to_thread(self.procs.cluster.kill_zookeeper, myid)
+            self.down.append(myid)
+        ens = self.procs.ensemble()
+        return {"killed": [f"zookeeper-{i}" for i in myids], "leader_before": leader,
+                "quorum_lost": len(ens.members) - len(myids) < ens.quorum,
+                "controller_epoch": epoch}
+
+    undone = "started"
+
+    def holds_zookeeper(self) -> bool:
+        return bool(self.down)
+
+    async def undo(self) -> list[str]:
+        myids = sorted(self.down)
+        if myids:
+            # Together: a lost majority serves only once enough of its members run.
+            await asyncio.to_thread(self.procs.cluster.restart_zookeeper, *myids)
+            self.down.clear()
+        return [f"zookeeper-{i}" for i in myids]
+
+    async def stop(self, fault):
+        started = await self.undo()
+        return {self.undone: started,
+                "leader_after": await asyncio.to_thread(self.procs.ensemble().leader),
+                "controller_epoch": await asyncio.to_thread(self.procs.controller_epoch)}
+
+
+class ZkLeaderKillNemesis(_EnsembleNemesis):
+    """The ensemble's leader, resolved when the fault starts (the target ``zookeeper``)."""
+
+    name = "zk-leader-kill"
+
+    def targets(self, fault):
+        return [self.procs.zookeeper_leader()]
+
+
+class ZkMinorityNemesis(_EnsembleNemesis):
+    name = "zk-minority"
+
+
+class ZkMajorityNemesis(_EnsembleNemesis):
+    name = "zk-majority"
+
+
 NEMESIS_CLASSES: dict[str, type[Nemesis]] = {
     c.name: c for c in (KillNemesis, BounceNemesis, PauseNemesis, PartitionNemesis,
                         ExpireNemesis, EioNemesis, SlowDiskNemesis, ClockNemesis,
                         Ext4ErrorNemesis,
                         DiskFullNemesis, PreferredElectionNemesis, ReassignNemesis,
                         ShutdownNemesis, CleanBounceNemesis,
-                        HardBounceNemesis, CleanKillNemesis, HardKillNemesis)}
+                        HardBounceNemesis, CleanKillNemesis, HardKillNemesis,
+                        ZkLeaderKillNemesis, ZkMinorityNemesis, ZkMajorityNemesis)}

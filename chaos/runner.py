@@ -71,6 +71,9 @@ class RunConfig:
     cluster: LocalCluster | AttachedCluster | None = None
     # The run's own cluster on hosts of its own (replog chaos --hosts --racks N): host nemeses
     hosts: HostsOptions | None = None
+    # The run's own cluster's ZooKeeper: 1 standalone server, or a 3|5-member ensemble
+    # (replog chaos --zookeeper-nodes N): the zk-* nemeses
+    zookeeper_nodes: int = 1
 
     def topology(self) -> Topology:
         c = self.cluster
@@ -78,9 +81,10 @@ class RunConfig:
             return Topology(tuple(sorted(c.brokers)),
                             min(max(1, len(h.log_dirs)) for h in c.brokers.values()),
                             c.zookeeper_server is not None, self.partitions,
-                            host_nemesis.racks_of(c))
+                            host_nemesis.racks_of(c), getattr(c, "zookeeper_nodes", 1))
         return Topology(tuple(range(1, self.brokers + 1)), self.log_dirs_per_broker, True,
-                        self.partitions, self.hosts.racks if self.hosts else 1)
+                        self.partitions, self.hosts.racks if self.hosts else 1,
+                        self.zookeeper_nodes)
 
     def schedule(self) -> Schedule:
         if self.fixed_schedule is not None:
@@ -126,7 +130,8 @@ async def _run(cfg: RunConfig, log) -> RunResult:
             overrides=cluster_overrides(cfg.timeouts),
             per_broker_overrides={
                 b: {"fault.injection.file": str(faults_dir / f"broker-{b}.json")}
-                for b in range(1, cfg.brokers + 1)}, hosts=cfg.hosts)
+                for b in range(1, cfg.brokers + 1)}, hosts=cfg.hosts,
+            zookeeper_nodes=cfg.zookeeper_nodes)
     else:
         cluster = cfg.cluster
     shared: dict = {"netfilter": Netfilter(), "mounts": {}}

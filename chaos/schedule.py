@@ -61,6 +61,20 @@ HOST_NEMESES: dict[str, str] = {
     "link-loss": "5-30% of one host's packets dropped, both ways",
     "rack-cut": "every host of one rack cut off from the other racks, both ways",
 }
+# Faults of a ZooKeeper ensemble (replog chaos --zookeeper-nodes 3|5): members SIGKILLed and
+# started again on their ports when the fault ends. Not in ``all`` either (every seed's
+# schedule would move, and a standalone ZooKeeper has no leader nor minority): chosen by name,
+# or all three as ``zookeeper``.
+ZOOKEEPER_NEMESES: dict[str, str] = {
+    "zk-leader-kill": "kill -9 the ZooKeeper ensemble's leader, start it again after the fault "
+                      "(the ensemble elects another; sessions move to the members left)",
+    "zk-minority": "kill -9 a minority of the ensemble (1 of 3, 1-2 of 5): the quorum holds",
+    "zk-majority": "kill -9 a majority of the ensemble past the session timeout (quorum "
+                   "lost: no elections, no ISR changes), then start them again together",
+}
+# ``--nemesis NAME`` for each group of nemeses that ``all`` leaves out.
+GROUPS: dict[str, tuple[str, ...]] = {"hosts": tuple(HOST_NEMESES),
+                                      "zookeeper": tuple(ZOOKEEPER_NEMESES)}
 MID_FAULT = frozenset({"elect", "reassign", "shutdown"})  # admin operations, duration 0
 NEEDS_ROOT = frozenset({"partition", "expire", "ext4", "enospc", *HOST_NEMESES})
 WARM_UP_S = 2.0
@@ -88,6 +102,7 @@ class Topology:
     own_zookeeper: bool = True
     partitions: int = 6  # of the workload's topic (``reassign`` targets one)
     racks: int = 1  # of a cluster on hosts (``rack-cut`` targets one)
+    zookeeper_nodes: int = 1  # of the cluster's own ensemble (the zk-* nemeses target members)
 
 
 @dataclass(frozen=True)
@@ -122,7 +137,9 @@ class Fault:
                   else f"{self.target[0]} -/-> {self.target[1]}" if self.nemesis == "host-cut"
                   else f"{self.target[0]} +{self.target[1]} ms" if self.nemesis == "link-delay"
                   else f"{self.target[0]} {self.target[1]}% loss"
-                  if self.nemesis == "link-loss" else " <-> ".join(self.target))
+                  if self.nemesis == "link-loss"
+                  else ", ".join(self.target) if self.nemesis in ZOOKEEPER_NEMESES
+                  else " <-> ".join(self.target))
         return (f"#{self.index:<3} at {self.at_s:7.2f}s  {self.nemesis:<12} "
                 f"{target:<28} for {self.duration_s:5.2f}s")
 
@@ -167,16 +184,18 @@ class Schedule:
 
 
 def parse_nemeses(text: str) -> tuple[str, ...]:
-    """``kill,pause`` -> ("kill", "pause"); ``all`` -> every nemesis but the host ones;
-    ``hosts`` -> every host nemesis (HOST_NEMESES). Unknown names raise."""
+    """``kill,pause`` -> ("kill", "pause"); ``all`` -> every nemesis but the host and
+    ZooKeeper ensemble ones; ``hosts`` -> every host nemesis (HOST_NEMESES), ``zookeeper`` ->
+    every ensemble nemesis (ZOOKEEPER_NEMESES). Unknown names raise."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if names == ["all"]:
         return tuple(NEMESES)
-    names = [x for n in names for x in (HOST_NEMESES if n == "hosts" else [n])]
-    unknown = [n for n in names if n not in NEMESES and n not in HOST_NEMESES]
+    names = [x for n in names for x in GROUPS.get(n, [n])]
+    known = {**NEMESES, **HOST_NEMESES, **ZOOKEEPER_NEMESES}
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise ValueError(f"unknown nemesis {','.join(unknown) or '(none)'}; choose from "
-                         f"{','.join([*NEMESES, *HOST_NEMESES])}, all or hosts")
+                         f"{','.join(known)}, all, {' or '.join(GROUPS)}")
     return tuple(dict.fromkeys(names))  # keep order, drop repeats
 
 
@@ -257,10 +276,36 @@ def _draw(rng: random.Random, nemesis: str, brokers: list[str], processes: list[
         pct = round(rng.uniform(5, 30), 1)
         return (rng.choice([*processes, "leader", "zookeeper"]), str(pct)), \
             lag + rng.uniform(1.0, 3.0)
+    if nemesis in ZOOKEEPER_NEMESES:
+        return _draw_zookeeper(rng, nemesis, topology, session)
     if nemesis in ("eio", "ext4", "enospc"):
         d = rng.randrange(topology.log_dirs_per_broker)
         return (f"{rng.choice(brokers)}:logdir-{d}",), rng.uniform(2.0, 5.0)
     raise ValueError(f"unknown nemesis {nemesis!r}")
+
+
+def _draw_zookeeper(rng: random.Random, nemesis: str, topology: Topology, session: float
+                    ) -> tuple[tuple[str, ...], float]:
+    """Targets are members by myid (``zookeeper-2``), or ``zookeeper`` (the ensemble's leader
+    when the fault starts). Drawn against 3 members when the topology has no ensemble, so the
+    schedule is defined anyway; such a run reports these nemeses skipped."""
+    n = max(topology.zookeeper_nodes, 3)
+    if nemesis == "zk-leader-kill":
+        # A leader change costs the ensemble under a second (tickTime 200 ms): the fault lasts
+        # a few seconds, below the session timeout, as a crashed host rebooting would.
+        return ("zookeeper",), rng.uniform(1.0, 4.0)
+    quorum = n // 2 + 1
+    if nemesis == "zk-minority":
+        k = rng.randint(1, n - quorum)
+        dur = rng.uniform(2.0, 6.0)
+    else:
+        # Past the session timeout: the sessions must outlive a quorum loss longer than their
+        # own timeout (the restored ensemble's new leader gives each one a fresh timeout, as
+        # ZooKeeper's SessionTrackerImpl does on a leader's start).
+        k = rng.randint(quorum, n)
+        dur = session + rng.uniform(1.0, 3.0)
+    myids = sorted(rng.sample(range(1, n + 1), k))
+    return tuple(f"zookeeper-{i}" for i in myids), dur
 
 
 def matrix_schedule(failure: str, target: str, repeats: int | None = None,
