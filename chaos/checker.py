@@ -32,6 +32,18 @@ is noticed once its ZooKeeper session expires, a dead follower holds acks=all ba
 leaves the ISR, and the election and the clients' metadata refresh take the slack. Faults
 whose gap exceeds it are counted in the summary and listed with ``exceeds`` in
 ``verdict.json``.
+
+One availability bound is a property, because Kafka's ZooKeeper-era design promises it:
+
+- ``zookeeper-fault-bound``: a ZooKeeper leader change or the loss of a minority of the
+  ensemble (``zk-leader-kill``, ``zk-minority``; the quorum holds) costs no controller
+  election (``/controller_epoch`` the same at the fault's start and after its members are
+  back: KafkaController acts on a new session only, never on a Disconnected) and no acks=all
+  write gap longer than the ZooKeeper session timeout after the fault started (produce does
+  not touch ZooKeeper; the sessions move to the members left, as ZooKeeper's ClientCnxn
+  does, within the timeout). Judged only for a window no other fault overlaps (an admin
+  operation mid-fault has gaps of its own), and only for gaps that began at most
+  ``ELECTION_SLACK_S`` before the fault (an earlier gap belongs to the fault before).
 """
 
 from __future__ import annotations
@@ -42,6 +54,8 @@ from dataclasses import dataclass, field
 
 MAX_EVIDENCE = 5
 ELECTION_SLACK_S = 1.0
+# The ensemble keeps its quorum through these: check_zookeeper_faults holds them to a bound.
+ZK_QUORUM_KEPT = frozenset({"zk-leader-kill", "zk-minority"})
 
 
 @dataclass
@@ -88,6 +102,10 @@ def _stats_line(s: dict) -> str:
             f"acknowledged, {s.get('unknown', 0)} unknown, {s.get('failed', 0)} failed; "
             f"{s.get('records_read', 0)} records read; longest acks=all write gap "
             f"{s.get('max_unavailable_s', 0):.1f}s")
+    if s.get("zookeeper_faults"):
+        zk = s["zookeeper_faults"]
+        line += (f"; {sum(1 for f in zk if f['judged'])} of {len(zk)} ZooKeeper leader/"
+                 f"minority fault(s) held to the {zk[0]['bound_s']:.1f}s session bound")
     if "detection_bound_s" in s:
         line += (f"; {s['faults_past_bound']} of {len(s['availability'])} fault window(s) past "
                  f"the {s['detection_bound_s']:.1f}s detection bound")
@@ -183,8 +201,13 @@ def check(history: list[dict], session_timeout_s: float | None = None,
         violations.append(Violation("incomplete-history", "no replica states after the heal"))
     else:
         violations += check_replicas(replicas["value"]["partitions"])
-    return Verdict([v for v in violations if v.count],
-                   stats(history, ws, session_timeout_s, lag_time_max_s))
+    st = stats(history, ws, session_timeout_s, lag_time_max_s)
+    if session_timeout_s is not None:
+        judged = zookeeper_fault_bounds(history, ws, session_timeout_s)
+        if judged:
+            st["zookeeper_faults"] = judged
+        violations += check_zookeeper_faults(judged)
+    return Verdict([v for v in violations if v.count], st)
 
 
 def _grouped(prop: str, message: str, evidence: list[dict]) -> list[Violation]:
@@ -419,3 +442,72 @@ def unavailability(history: list[dict], ws: list[Write]) -> dict[int, float]:
         times.sort()
         out[p] = round(max((b - a for a, b in itertools.pairwise(times)), default=0.0), 3)
     return out
+
+
+# ---------------------------------------------------------------------------- ZooKeeper faults
+
+def _fault_results(history: list[dict]) -> dict[tuple[int, str], dict]:
+    """(fault index, ``start``/``stop``) -> the nemesis's result, for faults that ran."""
+    out = {}
+    for op in history:
+        if op["process"] == "nemesis" and op["type"] == "ok" and op["f"] in ("start", "stop") \
+                and "fault" in op["value"]:
+            out[(op["value"]["fault"]["index"], op["f"])] = op["value"].get("result") or {}
+    return out
+
+
+def zookeeper_fault_bounds(history: list[dict], ws: list[Write], bound_s: float
+                           ) -> list[dict]:
+    """Per zk-leader-kill / zk-minority window: whether it is judged (no other fault overlaps
+    it), the longest acks=all write gap after its start (of the gaps that began at most
+    ELECTION_SLACK_S before it), and the controller epoch at its start and after its stop."""
+    windows = fault_windows(history)
+    results = _fault_results(history)
+    acks: dict[int, list[float]] = defaultdict(list)
+    for w in ws:
+        if w.outcome == "ok" and w.acks == "all":
+            acks[w.partition].append(w.complete["time"])
+    # The workload's last completion: a partition with no acknowledgement after the fault
+    # until then was without acks=all writes all that time.
+    end = max((w.complete["time"] for w in ws if w.complete is not None), default=0.0)
+    out = []
+    for w in windows:
+        if w["nemesis"] not in ZK_QUORUM_KEPT:
+            continue
+        others = [o["index"] for o in windows if o["index"] != w["index"]
+                  and o["from_s"] <= w["to_s"] and o["to_s"] >= w["from_s"]]
+        longest, partition = 0.0, None
+        for p, times in acks.items():
+            times = sorted(times)
+            for a, b in [*itertools.pairwise(times), (times[-1], end)]:
+                if a > w["to_s"] or b < w["from_s"] or a < w["from_s"] - ELECTION_SLACK_S:
+                    continue
+                if b - max(a, w["from_s"]) > longest:
+                    longest, partition = b - max(a, w["from_s"]), p
+        before = results.get((w["index"], "start"), {}).get("controller_epoch")
+        after = results.get((w["index"], "stop"), {}).get("controller_epoch")
+        out.append({"index": w["index"], "nemesis": w["nemesis"], "target": w["target"],
+                    "from_s": w["from_s"], "to_s": w["to_s"], "judged": not others,
+                    "overlapped_by": others, "longest_gap_s": round(longest, 3),
+                    "partition": partition, "bound_s": bound_s,
+                    "controller_epoch": [before, after]})
+    return out
+
+
+def check_zookeeper_faults(judged: list[dict]) -> list[Violation]:
+    bad = []
+    for f in judged:
+        if not f["judged"]:
+            continue
+        before, after = f["controller_epoch"]
+        if f["longest_gap_s"] > f["bound_s"]:
+            bad.append({"fault": f["index"], "nemesis": f["nemesis"], "what": "write gap",
+                        "longest_gap_s": f["longest_gap_s"], "partition": f["partition"],
+                        "bound_s": f["bound_s"], "from_s": f["from_s"]})
+        if before is not None and after is not None and before != after:
+            bad.append({"fault": f["index"], "nemesis": f["nemesis"],
+                        "what": "controller election", "controller_epoch": [before, after],
+                        "from_s": f["from_s"]})
+    return _grouped("zookeeper-fault-bound", "a ZooKeeper leader change or minority loss "
+                    "cost a controller election or an acks=all write gap past the session "
+                    "timeout", bad)
