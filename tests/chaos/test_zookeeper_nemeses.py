@@ -91,6 +91,28 @@ def test_the_cli_refuses_ensemble_options_where_they_cannot_apply(tmp_path):
     assert "zk-" in ok.stdout
 
 
+def test_the_sweep_passes_the_cluster_options_to_every_run_and_refuses_once(tmp_path):
+    from chaos import sweep
+
+    def options(*argv):
+        return sweep.cluster_options(sweep.parser().parse_args(argv))
+
+    assert options() == []
+    assert options("--zookeeper-nodes", "3") == ["--zookeeper-nodes", "3"]
+    assert options("--hosts", "--racks", "2", "--inter-rack-latency-ms", "2.5") == [
+        "--hosts", "--racks", "2", "--inter-rack-latency-ms", "2.5"]
+    # Rack options without --hosts go through, for replog chaos to refuse them in its words.
+    assert options("--racks", "2") == ["--racks", "2", "--inter-rack-latency-ms", "0"]
+    proc = subprocess.run([sys.executable, "-m", "chaos.sweep", "--seeds", "3", "--nemesis",
+                           "zookeeper", "--base-dir", str(tmp_path / "sweep")],
+                          cwd=REPO, capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        ("chaos sweep: Error: zk-leader-kill,zk-minority,zk-majority need a ZooKeeper "
+         "ensemble: add --zookeeper-nodes 3 (or 5)")]
+    assert not (tmp_path / "sweep").exists()  # no run started
+
+
 # ---------------------------------------------------------------------------- the checker
 
 def _fault(index, nemesis, target, duration):
