@@ -21,7 +21,8 @@ Figures per run (``run_table``):
   state holding until the next sample, between the workload's start and the heal;
 - ``isr_shrinks``: replicas removed from an ISR (one per replica and change) in that span;
 - ``time_to_full_s``: from the last fault's end until every partition's ISR is full again;
-- ``unclean_elections``, ``offsets_truncated`` (from the event logs).
+- ``unclean_elections``, ``offsets_truncated`` (from the event logs);
+- ``wall_s``: the run's wall time, what a full lab costs per arm.
 
 Per arm (``summarize``): runs, sums of the losses, and for each figure in METRICS the median
 over runs and, with at least MIN_RUNS_FOR_CI runs, a 95% percentile-bootstrap interval of the
@@ -88,6 +89,7 @@ METRICS = {
     "time_to_full_s": "last fault's end to every ISR full (s)",
     "p99_send_ms": "acks=all send latency p99 during the faults (ms)",
     "offsets_truncated": "offsets truncated by followers",
+    "wall_s": "the run's wall time, cluster start to stop (s)",
 }
 SUMMARY_KEYS = ("runs", "acked_lost", "clean_lost", "runs_with_loss", "unclean_elections")
 
