@@ -68,11 +68,16 @@ def timeline(data: dict, arms: list[str], seed: int) -> str:
             ax2.step(ts, urp, where="post", color="tab:orange", ls="--",
                      label="under-replicated")
         ax2.set_ylim(bottom=0)
-        for f in (f for f in data["faults"] if f["run"] == run):
+        for i, f in enumerate(f for f in data["faults"] if f["run"] == run):
             ax.axvspan(f["from_s"], f["to_s"], color=FAULT_COLORS.get(f["nemesis"], "grey"),
                        alpha=0.08)
-            ax.annotate(f"{f['nemesis']} {f['target']}", (f["from_s"], 1),
-                        xycoords=("data", "axes fraction"), fontsize=6, va="top")
+            # one line per fault, from its start to its end: overlapping faults stay readable
+            y = 0.95 - 0.13 * (i % 6)
+            ax.annotate("", (f["to_s"], y), (f["from_s"], y), xycoords=("data", "axes fraction"),
+                        arrowprops={"arrowstyle": "-|>", "color": FAULT_COLORS.get(
+                            f["nemesis"], "grey"), "lw": 0.8})
+            ax.annotate(f"{f['nemesis']} {f['target']}", (f["from_s"], y + 0.01),
+                        xycoords=("data", "axes fraction"), fontsize=6, va="bottom")
         ax.set_ylabel(arm, fontsize=7)
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=6, loc="upper right")
