@@ -532,13 +532,19 @@ def run_lab(exp: Experiment, arms: tuple[Arm, ...], seeds: int, out: Path,
     done = sum(1 for r in runs if r.finished())
     if done:
         log(f"Resuming: {done} of {len(runs)} run(s) already finished")
-    t0, walls = time.monotonic(), []
+    t0, walls, failed = time.monotonic(), [], 0
     for r in runs:
         if r.finished():
             continue
         log(progress_line(done, len(runs), r, time.monotonic() - t0, walls))
         t = time.monotonic()
-        res = asyncio.run(run_one(r, log=lambda line: None))
+        try:
+            res = asyncio.run(run_one(r, log=lambda line: None))
+        except Exception as e:  # noqa: BLE001 - one broken run (a cluster that did not
+            # start on a loaded machine) must not cost the others; --resume runs it again
+            failed += 1
+            log(f"  {r.run_id}: FAILED, no result ({type(e).__name__}: {e})"[:300])
+            continue
         walls.append(time.monotonic() - t)
         done += 1
         log(f"  {r.run_id}: {'VALID' if res['valid'] else 'INVALID'}; "
@@ -546,6 +552,8 @@ def run_lab(exp: Experiment, arms: tuple[Arm, ...], seeds: int, out: Path,
             f"{res['max_unavailable_s']:.1f}s, {res['unclean_elections']} unclean "
             f"election(s), {res['wall_s']:.0f}s")
     log(progress_line(done, len(runs), None, time.monotonic() - t0, walls))
+    if failed:
+        log(f"{failed} run(s) failed without a result: --resume runs them again")
     return [json.loads((r.dir / RESULT).read_text()) for r in runs if r.finished()]
 
 

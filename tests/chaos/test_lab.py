@@ -175,3 +175,26 @@ def test_kip_966_ab_interrupted_and_resumed(tmp_path):
         assert (d / "history.jsonl").is_file() and (d / "verdict.json").is_file()
         assert (d / "states.jsonl").stat().st_size > 0
         assert any((d / "export" / "events").glob("*.events.jsonl"))
+
+
+def test_a_run_that_breaks_costs_only_itself(tmp_path, monkeypatch):
+    # A cluster that fails to start cannot be had at will: run_one is replaced by one that
+    # raises for one run and finishes the others.
+    async def fake_run_one(r, log=print):
+        if r.run_id == "no-unclean-election/seed-1":
+            raise RuntimeError("cluster did not start")
+        r.dir.mkdir(parents=True, exist_ok=True)
+        (r.dir / lab.RESULT).write_text(json.dumps({"run": r.run_id, "valid": True,
+                                                    "acked_lost": 0, "unclean_elections": 0,
+                                                    "max_unavailable_s": 1.0, "wall_s": 1.0}))
+        return json.loads((r.dir / lab.RESULT).read_text())
+    monkeypatch.setattr(lab, "run_one", fake_run_one)
+    exp = lab.EXPERIMENTS["kip-966"]
+    lines: list[str] = []
+    results = lab.run_lab(exp, exp.arms[:2], 2, tmp_path / "out", log=lines.append)
+    assert [r["run"] for r in results] == ["unclean-election/seed-1",
+                                           "unclean-election/seed-2",
+                                           "no-unclean-election/seed-2"]
+    assert any("no-unclean-election/seed-1: FAILED, no result (RuntimeError: cluster did "
+               "not start)" in x for x in lines), lines
+    assert lines[-1] == "1 run(s) failed without a result: --resume runs them again"
