@@ -124,6 +124,10 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         correlation id as soon as it completes: an acks=all request waiting for the ISR holds
         up nothing behind it, as unary calls in flight do not. A request Produce would refuse
         is answered with that error in the message, the stream stays open."""
+        # The response headers go at once: they tell the client this broker serves the stream
+        # (an older one answers UNIMPLEMENTED), before it writes any request
+        # (admin/client/transport.py ProduceStream._handshake).
+        await context.send_initial_metadata(())
         answers: asyncio.Queue = asyncio.Queue()
         serving: set[asyncio.Task] = set()
 

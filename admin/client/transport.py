@@ -97,16 +97,25 @@ class _OpenStream:
     """One opened Broker.ProduceStream call: its requests awaiting an answer, by correlation id
     (Kafka's InFlightRequests for one connection), and the task reading its answers."""
 
-    __slots__ = ("answered", "call", "reader", "waiting", "write_lock")
+    __slots__ = ("call", "reader", "serving", "waiting", "write_lock")
 
     def __init__(self, call: grpc.aio.StreamStreamCall) -> None:
         self.call = call
         self.waiting: dict[int, asyncio.Future] = {}
-        self.answered = False  # an answer came: the broker serves the stream
+        self.serving = False  # the broker's headers came: it serves the stream
         # gRPC takes one message write at a time on a call; asyncio's lock is FIFO, so
         # requests go out in the order their senders asked (the producer's drain order).
         self.write_lock = asyncio.Lock()
         self.reader: asyncio.Task | None = None
+
+
+def _forget(s: _OpenStream, cid: int, answer: asyncio.Future) -> None:
+    """Stop waiting for request ``cid``'s ``answer`` (a failure is raised otherwise): a
+    failure already set on it (a broken stream fails every request on it) is marked seen, or
+    asyncio would log it as never retrieved."""
+    s.waiting.pop(cid, None)
+    if answer.done() and not answer.cancelled():
+        answer.exception()
 
 
 class ProduceStream:
@@ -181,21 +190,30 @@ class ProduceStream:
             async with s.write_lock:
                 if answer.done():  # the stream broke while this request waited to be written
                     return answer.result()
+                if not s.serving:
+                    await self._handshake(s, deadline - loop.time())
                 await s.call.write(request)
-                if not s.answered:
-                    # A new stream carries one request until an answer shows the broker
-                    # serves it (Kafka's client asks ApiVersions first on a new connection):
-                    # from an older broker only this request comes back UNIMPLEMENTED, and
-                    # the ones queued behind the lock go unary in their order.
-                    await asyncio.wait((answer,), timeout=timeout_s)
+        except TimeoutError:
+            _forget(s, cid, answer)
+            self._break(s, _status(grpc.StatusCode.UNAVAILABLE, "the produce stream was "
+                                   "closed: the broker did not answer its opening"))
+            raise _status(grpc.StatusCode.DEADLINE_EXCEEDED, "no answer to the produce "
+                          "stream's opening within the request timeout") from None
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
-            # The call ended under the write: its status says why (UNIMPLEMENTED included).
-            s.waiting.pop(cid, None)
-            err = e if isinstance(e, grpc.aio.AioRpcError) else await self._ended(s)
+            _forget(s, cid, answer)
+            if isinstance(e, asyncio.InvalidStateError):
+                err = await self._ended(s)
+            elif e.code() == grpc.StatusCode.INTERNAL:
+                # grpc.aio reports a write to a call that has just ended as INTERNAL ("from
+                # Core"), the real status lost: a broken stream, as a transport error.
+                err = _status(grpc.StatusCode.UNAVAILABLE, f"the produce stream ended under "
+                              f"a write ({e.details()})")
+            else:
+                err = e
             self._break(s, err)
             raise err from None
         except BaseException:  # cancelled: gRPC cancels the whole call under a cancelled
-            s.waiting.pop(cid, None)  # write, so the stream goes
+            _forget(s, cid, answer)  # write, so the stream goes
             self._break(s, _status(grpc.StatusCode.CANCELLED, "a request was abandoned "
                                    "while it was being written"))
             raise
@@ -211,8 +229,20 @@ class ProduceStream:
             raise _status(grpc.StatusCode.DEADLINE_EXCEEDED, "no answer on the produce "
                           "stream within the request timeout") from None
         except asyncio.CancelledError:
-            s.waiting.pop(cid, None)  # its answer, if one comes, is dropped
+            _forget(s, cid, answer)  # its answer, if one comes, is dropped
             raise
+
+    async def _handshake(self, s: _OpenStream, timeout_s: float) -> None:
+        """Wait for the broker's response headers before the first write. A broker that serves
+        the stream sends them at once (BrokerServicer.ProduceStream); one that does not answers
+        the call UNIMPLEMENTED instead, so no request is written to it - a write racing with
+        that answer would fail with the status lost (see _exchange) - and the requests queued
+        behind this one go unary in their order. Kafka's client likewise asks a broker which
+        APIs it serves (ApiVersions) on a new connection before sending it anything else."""
+        await asyncio.wait_for(s.call.initial_metadata(), max(0.0, timeout_s))
+        if s.call.done():
+            raise await self._ended(s)  # the caller breaks the stream with it
+        s.serving = True
 
     async def _read(self, s: _OpenStream) -> None:
         try:
@@ -221,7 +251,6 @@ class ProduceStream:
                 if msg is grpc.aio.EOF:
                     err = await self._ended(s)
                     break
-                s.answered = True
                 answer = s.waiting.pop(msg.correlation_id, None)
                 if answer is not None and not answer.done():
                     answer.set_result(msg)
