@@ -142,13 +142,14 @@ def startup_cpu(c: LocalCluster, topic: str) -> float:
 
 
 def produce_run(c: LocalCluster, topic: str, acks: str, batch_size: int, n: int,
-                baseline: float) -> dict:
+                baseline: float, props: tuple[str, ...] = ()) -> dict:
+    """One ``replog produce`` perf run; ``props``: more ``--producer-props`` (key=value)."""
     roles = Roles(c)
     roles.start()
     out, wall = replog_cli("produce", "--bootstrap-server", c.bootstrap_servers, "--topic",
                            topic, "--num-records", str(n), "--record-size", str(RECORD_BYTES),
                            "--throughput", "-1", "--producer-props", f"acks={acks}",
-                           f"batch.size={batch_size}")
+                           f"batch.size={batch_size}", *props)
     cpu = roles.stop()
     cpu["client"] = max(cpu["client"] - baseline, 0.0)
     m = _PERF_LINE.search(out)
