@@ -109,6 +109,15 @@ class _OpenStream:
         self.reader: asyncio.Task | None = None
 
 
+def _broken(e: grpc.aio.AioRpcError) -> grpc.aio.AioRpcError:
+    """The failure a stream's requests see. grpc.aio reports a message op on a call that has
+    just ended as INTERNAL ("Internal error from Core"), the real status lost: that is a
+    broken stream, so a transport error (retried), not a server error."""
+    if e.code() == grpc.StatusCode.INTERNAL:
+        return _status(grpc.StatusCode.UNAVAILABLE, f"the produce stream broke ({e.details()})")
+    return e
+
+
 def _forget(s: _OpenStream, cid: int, answer: asyncio.Future) -> None:
     """Stop waiting for request ``cid``'s ``answer`` (a failure is raised otherwise): a
     failure already set on it (a broken stream fails every request on it) is marked seen, or
@@ -201,15 +210,8 @@ class ProduceStream:
                           "stream's opening within the request timeout") from None
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
             _forget(s, cid, answer)
-            if isinstance(e, asyncio.InvalidStateError):
-                err = await self._ended(s)
-            elif e.code() == grpc.StatusCode.INTERNAL:
-                # grpc.aio reports a write to a call that has just ended as INTERNAL ("from
-                # Core"), the real status lost: a broken stream, as a transport error.
-                err = _status(grpc.StatusCode.UNAVAILABLE, f"the produce stream ended under "
-                              f"a write ({e.details()})")
-            else:
-                err = e
+            err = await self._ended(s) if isinstance(e, asyncio.InvalidStateError) \
+                else _broken(e)
             self._break(s, err)
             raise err from None
         except BaseException:  # cancelled: gRPC cancels the whole call under a cancelled
@@ -255,7 +257,7 @@ class ProduceStream:
                 if answer is not None and not answer.done():
                     answer.set_result(msg)
         except grpc.aio.AioRpcError as e:
-            err = e
+            err = _broken(e)
         except asyncio.CancelledError:
             self._break(s, _status(grpc.StatusCode.CANCELLED, "the produce stream was closed"))
             raise
