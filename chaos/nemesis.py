@@ -92,13 +92,29 @@ class ClusterProcesses:
             time.sleep(0.1)
         return leader
 
-    def controller_epoch(self) -> int | None:
-        """/controller_epoch; None when ZooKeeper does not answer in time (a lost quorum)."""
+    def controller_epoch(self, fresh: bool = False) -> int | None:
+        """/controller_epoch; None when ZooKeeper does not answer in time (a lost quorum).
+        ``fresh``: through a session of its own to the ensemble rather than the cluster's
+        shared client, which may still be backing off after the whole ensemble was down
+        (kazoo's default connection retry doubles its delay, and its session may be gone)."""
+        if not fresh:
+            try:
+                data, _ = self._zk_read("get", zk_layout.CONTROLLER_EPOCH)
+                return zk_layout.decode_controller_epoch(data)
+            except Exception:  # noqa: BLE001 - a timeout, a lost connection: unknown
+                return None
+        from kazoo.client import KazooClient
+        client = KazooClient(self.cluster.zookeeper_connect, timeout=ZK_READ_TIMEOUT_S)
         try:
-            data, _ = self._zk_read("get", zk_layout.CONTROLLER_EPOCH)
+            client.start(timeout=ZK_READ_TIMEOUT_S)
+            data, _ = client.get_async(zk_layout.CONTROLLER_EPOCH).get(timeout=ZK_READ_TIMEOUT_S)
             return zk_layout.decode_controller_epoch(data)
-        except Exception:  # noqa: BLE001 - a timeout, a lost connection: unknown
+        except Exception:  # noqa: BLE001 - still no quorum, or no such znode: unknown
             return None
+        finally:
+            with contextlib.suppress(Exception):
+                client.stop()
+                client.close()
 
     def active_controller_id(self) -> int | None:
         """The id in /controller; None while no controller is active or ZooKeeper does not
@@ -812,7 +828,7 @@ class _EnsembleNemesis(Nemesis):
     async def start(self, fault):
         myids = await asyncio.to_thread(self.targets, fault)
         leader = await asyncio.to_thread(self.procs.ensemble().leader)
-        epoch = await asyncio.to_thread(self.procs.controller_epoch)  # before: it answers
+        epoch = await asyncio.to_thread(self.procs.controller_epoch, True)  # before the kill
         for myid in myids:
             await asyncio.to_thread(self.procs.cluster.kill_zookeeper, myid)
             self.down.append(myid)
@@ -838,7 +854,7 @@ class _EnsembleNemesis(Nemesis):
         started = await self.undo()
         return {self.undone: started,
                 "leader_after": await asyncio.to_thread(self.procs.ensemble().leader),
-                "controller_epoch": await asyncio.to_thread(self.procs.controller_epoch)}
+                "controller_epoch": await asyncio.to_thread(self.procs.controller_epoch, True)}
 
 
 class ZkLeaderKillNemesis(_EnsembleNemesis):
