@@ -135,10 +135,21 @@ class ReplicaFetcher:
         timeout = self.manager.max_wait_ms / 1000 + 10
         if self._unary_only:
             return await stub.Fetch(req, timeout=timeout)
-        if self._stream is None:
+        fresh = self._stream is None
+        if fresh:
             self._stream = stub.FetchStream()
         stream = self._stream
         try:
+            if fresh:
+                # The leader's response headers first (BrokerServicer.FetchStream sends them at
+                # once): an older leader answers UNIMPLEMENTED instead, and a write racing with
+                # that answer would fail as INTERNAL with the real status lost, never falling
+                # back to unary.
+                await asyncio.wait_for(stream.initial_metadata(), timeout)
+                if stream.done():
+                    await stream.read()  # raises the call's status (UNIMPLEMENTED below)
+                    raise _stream_error(grpc.StatusCode.UNAVAILABLE,
+                                        "the leader ended the fetch stream")
             await stream.write(req)
             resp = await asyncio.wait_for(stream.read(), timeout)
         except grpc.aio.AioRpcError as e:

@@ -213,6 +213,10 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         """Fetch over one long-lived stream: each request is answered, in order, exactly as
         a unary Fetch; a request Fetch would refuse ends the stream with that status (the
         fetcher reopens it, as after a failed call)."""
+        # Response headers at once: they tell the fetcher this broker serves the stream before
+        # it writes a request (an older broker answers UNIMPLEMENTED instead; a write racing
+        # with that answer loses the status, see ReplicaFetcher._fetch_call).
+        await context.send_initial_metadata(())
         async for request in request_iterator:
             yield await self._fetch(request, context)
 

@@ -10,6 +10,12 @@ class FakeFetchStream:
         self.invoke = invoke  # request -> an awaitable answer (the unary fake's call)
         self.pending: list = []
 
+    async def initial_metadata(self):
+        return ()  # a leader that serves the stream sends its headers at once
+
+    def done(self) -> bool:
+        return False
+
     async def write(self, request) -> None:
         self.pending.append(self.invoke(request))
 
