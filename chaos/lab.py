@@ -150,6 +150,7 @@ class LabPartitionEioNemesis(Nemesis):
             await self.procs.cluster.broker(b).arestart()
 
 
+# The chaos runner builds a schedule's nemeses from NEMESIS_CLASSES by name.
 for _cls in (LabStopNemesis, LabKillNemesis, LabPartitionEioNemesis):
     NEMESIS_CLASSES.setdefault(_cls.name, _cls)
 
@@ -433,6 +434,8 @@ async def run_one(r: LabRun, log=print) -> dict:
     faults_dir = r.dir / "faults"
     faults_dir.mkdir()
     started = time.monotonic()
+    # Started here and handed to the runner (its ``cluster``), not started by the runner: the
+    # runner's own cluster has fixed overrides, and an arm is its config.
     cluster = LocalCluster(
         cluster_dir, brokers=3, controllers=1, log_dirs_per_broker=exp.log_dirs_per_broker,
         overrides={**runner.cluster_overrides(r.timeouts), **r.arm.overrides},
