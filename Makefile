@@ -89,7 +89,7 @@ soak: setup
 	$(PY) -m tests.sim cluster --seeds 10000-29999 --steps 60
 	$(PY) tools/soak.py
 	REPLOG_FUZZ_EXAMPLES=$${REPLOG_FUZZ_EXAMPLES:-5000} $(PY) -m pytest -q tests/kafka/test_kafka_fuzz.py
-	$(PY) -m pytest -q -m soak tests/zookeeper
+	$(PY) -m pytest -q -m soak tests
 	test "$${SOAK_CHAOS_SEEDS:-200}" = 0 || \
 		$(PY) -m chaos.sweep --seeds $${SOAK_CHAOS_SEEDS:-200} --duration 60
 	test "$${SOAK_ZK_SEEDS:-200}" = 0 || $(PY) -m chaos.sweep --seeds $${SOAK_ZK_SEEDS:-200} \

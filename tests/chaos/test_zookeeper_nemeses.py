@@ -199,6 +199,8 @@ def test_a_gap_that_began_before_the_fault_belongs_to_the_fault_before():
 # ---------------------------------------------------------------------------- a real run
 
 @pytest.mark.integration
+@pytest.mark.soak  # ~31 s; make soak runs it and the ensemble sweep (the schedule and checker
+# tests above run in make test)
 def test_ensemble_nemeses_on_a_three_member_ensemble_are_valid(tmp_path):
     # Seed 150 x 18 s: member 2 killed at 2 s for 2.75 s, the ensemble's leader at 8.4 s for
     # 1.5 s (both held to the bound), then all three members at 12 s for 5.7 s (the quorum

@@ -222,6 +222,7 @@ def _pids(data) -> list[int]:
     return [p["pid"] for p in info["brokers"] + info["controllers"] + info["zookeeper_nodes"]]
 
 
+@pytest.mark.soak  # ~28 s; make soak (make test keeps the 2-rack test and its cleanup check)
 def test_a_killed_cluster_up_leaves_nothing_after_down_or_a_new_up(tmp_path):
     data = tmp_path / "data"
     tag = hostlib.cluster_tag(data)

@@ -189,6 +189,9 @@ async def _created(admin: AdminClient, topic: str):
     return True
 
 
+# make soak: ~17 s of wall time, and what it checks (watches re-armed, re-registration on
+# expiry) the two tests above already exercise in passing; make test stays near 20 minutes.
+@pytest.mark.soak
 async def test_watches_fire_after_the_session_moved_and_an_expired_session_re_registers(
         cluster_factory):
     """After the ZooKeeper leader's death moved every session (kazoo drops every watch then),
