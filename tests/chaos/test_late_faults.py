@@ -119,9 +119,13 @@ class FakeProcesses(ClusterProcesses):
         return None
 
     def kill_zookeeper(self):
+        # chaos.nemesis.Processes: what was killed, handed back to start_zookeeper (the
+        # standalone server here; an ensemble's leader is "zookeeper-<myid>")
         self.cluster.zookeeper_server.running = False
+        return "zookeeper"
 
-    def start_zookeeper(self):
+    def start_zookeeper(self, name="zookeeper"):
+        assert name == "zookeeper", name
         self.cluster.zookeeper_server.running = True
 
 
