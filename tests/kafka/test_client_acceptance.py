@@ -10,7 +10,6 @@ import json
 import shutil
 import subprocess
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import confluent_kafka
@@ -29,7 +28,7 @@ from tests.kafka.test_clients import (
     read,
     replog,
 )
-from tests.polling import wait_until
+from tests.polling import async_wait_until, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -50,14 +49,11 @@ def create(cluster, name: str, partitions: int, rf: int, configs=None, assignmen
             await admin.create_topic(name, None if assignment else partitions,
                                      None if assignment else rf, configs=configs,
                                      replica_assignment=assignment)
-            deadline = time.monotonic() + 30
-            while True:
+            async def replicated() -> bool:
                 t = (await admin.describe_topics([name]))[name]
-                if len(t.partitions) == partitions and all(
-                        p.leader >= 0 and len(p.isr) == rf for p in t.partitions):
-                    return
-                assert time.monotonic() < deadline, f"{name} not fully replicated: {t}"
-                await asyncio.sleep(0.1)
+                return len(t.partitions) == partitions and all(
+                    p.leader >= 0 and len(p.isr) == rf for p in t.partitions)
+            await async_wait_until(replicated, 30, f"{name} fully replicated", interval=0.1)
     asyncio.run(go())
 
 def rd_consume_all(bootstrap: str, topic: str, partitions, timeout: float = 60.0
@@ -75,10 +71,8 @@ def rd_consume_all(bootstrap: str, topic: str, partitions, timeout: float = 60.0
                          for p in partitions if ends[p] > 0])
         out: dict[tuple[int, int], bytes] = {}
         pos = {p: 0 for p in partitions}
-        deadline = time.monotonic() + timeout
-        while any(pos[p] < ends[p] for p in partitions):
-            assert time.monotonic() < deadline, \
-                f"read stopped at {pos} of the high watermarks {ends}"
+
+        def read_some() -> bool:  # one consume round; True once every partition is read
             for m in consumer.consume(10000, 1.0):
                 if m.error() is not None:
                     if m.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
@@ -87,6 +81,10 @@ def rd_consume_all(bootstrap: str, topic: str, partitions, timeout: float = 60.0
                 if m.offset() < ends[m.partition()]:
                     out[(m.partition(), m.offset())] = m.value()
                     pos[m.partition()] = max(pos[m.partition()], m.offset() + 1)
+            return not any(pos[p] < ends[p] for p in partitions)
+        if any(pos[p] < ends[p] for p in partitions):
+            wait_until(read_some, timeout, f"the read up to the high watermarks {ends}",
+                       interval=0)
         return out
     finally:
         consumer.close()
@@ -189,10 +187,9 @@ def test_librdkafka_100k_records_through_a_leader_kill(cluster_factory):
             producer.poll(0)
         if not killed and i == kill_at + records // 10:
             # mid-stream: a third delivered, a tenth more queued or in flight, the rest to come
-            deadline = time.monotonic() + 60
-            while len(delivered) + len(failed) < kill_at:
-                assert time.monotonic() < deadline, f"{len(delivered)} delivered after 60 s"
-                producer.poll(0.1)
+            wait_until(lambda: producer.poll(0.1) is not None
+                       and len(delivered) + len(failed) >= kill_at,
+                       60, f"{kill_at} delivery reports", interval=0)
             cluster.broker(leader0).kill()
             killed = True
     assert producer.flush(180) == 0, "records still queued after 180 s"
@@ -295,12 +292,13 @@ def _consume_aiokafka(cluster, n: int) -> list[tuple]:
             c.assign([tp])
             await c.seek_to_beginning(tp)
             out: list[tuple] = []
-            deadline = asyncio.get_running_loop().time() + 30
-            while len(out) < n:
-                assert asyncio.get_running_loop().time() < deadline, out
+
+            async def read_some() -> bool:
                 batches = await c.getmany(timeout_ms=1000)
-                out += [(m.offset, m.key, m.value, list(m.headers or []))
-                        for ms in batches.values() for m in ms]
+                out.extend((m.offset, m.key, m.value, list(m.headers or []))
+                           for ms in batches.values() for m in ms)
+                return len(out) >= n
+            await async_wait_until(read_some, 30, f"aiokafka reading {n} records", interval=0)
             return out
         finally:
             await c.stop()
@@ -438,11 +436,14 @@ def _read_all_kafka_python(cluster, topic: str, parts: int) -> dict[tuple[int, i
         consumer.seek_to_beginning()
         ends = consumer.end_offsets(tps)
         out: dict[tuple[int, int], bytes] = {}
-        deadline = time.monotonic() + 60
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            assert time.monotonic() < deadline, f"kafka-python read {len(out)} records"
+
+        def read_some() -> bool:
+            if all(consumer.position(tp) >= ends[tp] for tp in tps):
+                return True
             for ms in consumer.poll(timeout_ms=1000).values():
                 out.update({(m.partition, m.offset): m.value for m in ms})
+            return False
+        wait_until(read_some, 60, "kafka-python reading to the end offsets", interval=0)
         return out
     finally:
         consumer.close()
@@ -462,13 +463,15 @@ def _read_all_aiokafka(cluster, topic: str, parts: int) -> dict[tuple[int, int],
             await c.seek_to_beginning(*tps)
             ends = await c.end_offsets(tps)
             out: dict[tuple[int, int], bytes] = {}
-            deadline = asyncio.get_running_loop().time() + 60
-            while any(pos < ends[tp] for tp, pos in
-                      zip(tps, [await c.position(tp) for tp in tps])):
-                assert asyncio.get_running_loop().time() < deadline, \
-                    f"aiokafka read {len(out)} records"
+
+            async def read_some() -> bool:
+                if all([await c.position(tp) >= ends[tp] for tp in tps]):
+                    return True
                 for ms in (await c.getmany(timeout_ms=1000)).values():
                     out.update({(m.partition, m.offset): m.value for m in ms})
+                return False
+            await async_wait_until(read_some, 60, "aiokafka reading to the end offsets",
+                                   interval=0)
             return out
         finally:
             await c.stop()
@@ -767,16 +770,17 @@ def _storage_error_scenario(c, victim: int, mounts, rules) -> None:
     # One record at a time, no retries: each delivery report is the broker's answer (or, once
     # the client sees no leader, its own timeout), until one lands on the new leader.
     errors: list[int] = []
-    deadline = time.monotonic() + 60
-    for i in itertools.count():
-        assert time.monotonic() < deadline, f"no send succeeded after 60 s: {errors}"
+    sends = itertools.count()
+
+    def one_send_succeeds() -> bool:
         before = len(strict.delivered)
-        strict.send(f"after-{i}", 1)
+        strict.send(f"after-{next(sends)}", 1)
         strict.flush()
         if len(strict.delivered) > before:
-            break
+            return True
         errors.append(strict.failed[-1][0])
-        time.sleep(0.1)
+        return False
+    wait_until(one_send_succeeds, 60, "a send on the new leader", interval=0.1)
     assert errors and errors[0] == confluent_kafka.KafkaError.KAFKA_STORAGE_ERROR, errors
     assert set(errors) <= {confluent_kafka.KafkaError.KAFKA_STORAGE_ERROR,
                            confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION,
