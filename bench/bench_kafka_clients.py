@@ -1,4 +1,4 @@
-"""Kafka clients against replog's own (issue 29): librdkafka through the brokers' Kafka
+"""Kafka clients against replog's own: librdkafka through the brokers' Kafka
 listener and the ``replog`` CLI through gRPC, in the same run on the same cluster.
 
 One ``LocalCluster`` of real processes (ZooKeeper, one controller, three brokers with two log

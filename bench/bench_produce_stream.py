@@ -7,7 +7,7 @@ The cluster and the figures are bench/bench_client.py's (the real ``replog`` CLI
 process; idle RF 3 topics beside the measured ones; CPU split into client, leader = broker 1,
 followers = brokers 2 + 3): ``replog produce`` perf mode, 1 KiB records, batch.size 65536,
 acks=all to a 60-partition RF 3 topic led by broker 1, and acks=1 to a 60-partition RF 1 topic,
-and their ratio - issue 30's first two rows. Figures are medians over rounds; stream/unary
+and their ratio - the stream targets' first two figures. Figures are medians over rounds; stream/unary
 ratios are per round, then the median. On a shared machine the figures are noisy: read the
 same-round ratios rather than absolute MB/s.
 Run: ``python -m bench produce_stream [--quick] [--runs N] [--data-dir DIR]``.
@@ -29,7 +29,7 @@ from bench.harness import start_cluster
 NAME = "produce_stream"
 BATCH = 65536
 MODES = ("stream", "unary")
-# issue 30's table (the last round's figures were unary)
+# the targets for the gRPC streams (the figures they replace were measured on unary calls)
 TARGETS = {"rf3_64k_mb_s": 100.0, "ratio_rf3_rf1": 0.65}
 
 

@@ -39,7 +39,7 @@ from bench.harness import start_cluster
 NAME = "replication_transport"
 BATCH = 65536
 MODES = ("stream", "unary")
-# issue 30's table (the last round's figures were unary)
+# the targets for the gRPC streams (the figures they replace were measured on unary calls)
 TARGETS = {"rf3_64k_mb_s": 100.0, "ratio_rf3_rf1": 0.65, "e2e_p99_ms": 8.0,
            "broker_cpu_s_per_gb": 8.0}
 

@@ -152,8 +152,8 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                 task = asyncio.create_task(serve(msg))
                 serving.add(task)
                 task.add_done_callback(served)
-            while serving:  # the client is done writing: answer what is in flight
-                await asyncio.wait(set(serving))
+            if serving:  # the client is done writing: answer every request still in flight
+                await asyncio.wait(set(serving), return_when=asyncio.ALL_COMPLETED)
             answers.put_nowait(None)
 
         reader = asyncio.create_task(read())
