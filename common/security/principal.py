@@ -9,6 +9,7 @@ meet only here.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 USER_TYPE = "User"
@@ -35,3 +36,23 @@ class KafkaPrincipal:
 
 # What Kafka calls every sender on a PLAINTEXT listener (KafkaPrincipal.ANONYMOUS).
 ANONYMOUS = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
+
+
+class PrincipalBuilder:
+    """Builds the principal of a gRPC request from its ``grpc.aio.ServicerContext``.
+
+    This default is a PLAINTEXT listener's: every sender is ``User:ANONYMOUS`` (Kafka's
+    DefaultKafkaPrincipalBuilder on PLAINTEXT). The TLS transport supplies one that reads the
+    client certificate's distinguished name and applies ``ssl.principal.mapping.rules``; servicers
+    take a builder as a constructor parameter and never look at the transport themselves.
+    """
+
+    def from_grpc(self, context: object) -> KafkaPrincipal:
+        return ANONYMOUS
+
+
+# The principal of the Kafka-protocol connection a request arrived on. The Kafka listener serves
+# each connection in a task of its own and sets this once per connection, so every handler the
+# connection's requests reach reads its sender here without a parameter threaded through.
+current_kafka_principal: ContextVar[KafkaPrincipal] = ContextVar(
+    "current_kafka_principal", default=ANONYMOUS)
