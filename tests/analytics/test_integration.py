@@ -217,6 +217,9 @@ def _wait_log(path: Path, text: str, proc: subprocess.Popen, timeout: float = 24
                          f"{path.read_text(errors='replace')[-3000:]}")
 
 
+# A standalone master and worker take about 90 s to start and run the job: make soak runs it.
+# make test keeps the same tables computed in local mode (test_failover_in_report_matches_the_client).
+@pytest.mark.soak
 def test_standalone_spark_cluster_gives_the_same_tables(failover_run):
     root = failover_run["root"]
     import pyspark

@@ -15,16 +15,32 @@ from tests.chaos.test_chaos_cli import _chaos
 SEEDS_FILE = Path(__file__).with_name("regression_seeds.txt")
 
 
-def regression_runs(path: Path = SEEDS_FILE) -> list[tuple[int, float, str, str]]:
-    """(seed, duration, nemeses, why) for each line that is not a comment."""
+def regression_lines(path: Path = SEEDS_FILE) -> list[tuple[int, float, str, str, bool]]:
+    """(seed, duration, nemeses, why, soak) for each line that is not a comment. A line may end
+    its run with the word ``soak``: make soak replays it, make test does not (a run whose faults
+    keep it waiting for a minute and more, with a fast sibling in make test that says which)."""
     runs = []
     for line in path.read_text().splitlines():
         text, _, why = line.partition("#")
         if not text.strip():
             continue
-        seed, duration, nemeses = text.split()
-        runs.append((int(seed), float(duration), nemeses, why.strip()))
+        seed, duration, nemeses, *rest = text.split()
+        if rest not in ([], ["soak"]):
+            raise ValueError(f"{path.name}: {line!r} is not `seed duration nemeses [soak]  # why`")
+        runs.append((int(seed), float(duration), nemeses, why.strip(), rest == ["soak"]))
     return runs
+
+
+def regression_runs(path: Path = SEEDS_FILE) -> list[tuple[int, float, str, str]]:
+    """(seed, duration, nemeses, why) for each line that is not a comment."""
+    return [run[:4] for run in regression_lines(path)]
+
+
+def _params() -> list:
+    return [pytest.param(seed, duration, nemeses, why,
+                         id=f"seed{seed}-{duration:g}s-{nemeses}",
+                         marks=[pytest.mark.soak] if soak else [])
+            for seed, duration, nemeses, why, soak in regression_lines()]
 
 
 def test_the_list_is_well_formed():
@@ -44,8 +60,7 @@ def _unavailable(nemeses: str) -> str | None:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("seed", "duration", "nemeses", "why"), regression_runs(),
-                         ids=[f"seed{r[0]}-{r[1]:g}s-{r[2]}" for r in regression_runs()])
+@pytest.mark.parametrize(("seed", "duration", "nemeses", "why"), _params())
 def test_regression_seed_is_valid(tmp_path, seed, duration, nemeses, why):
     # A nemesis that cannot run here keeps its slot and is reported skipped (the run still
     # replays the others); the verdict must hold either way.

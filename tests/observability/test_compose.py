@@ -76,6 +76,10 @@ def leaders(topic: str) -> dict[int, int]:
             for m in re.finditer(r"Partition: (\d+)\tLeader: (-?\d+)", out)}
 
 
+# About 2.5 minutes of containers (images, three brokers, a kill, Prometheus): make soak runs it.
+# make test keeps the compose file's fast checks (tests/test_compose_kafka_listener.py and the
+# shipped-config tests), which read what this run starts.
+@pytest.mark.soak
 def test_compose_cluster_produce_consume_broker_kill_and_prometheus():
     reason = docker_unusable()
     if reason:
