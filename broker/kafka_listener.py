@@ -19,6 +19,13 @@ Connection rules, as Kafka's SocketServer/Processor:
   UNSUPPORTED_VERSION listing the ApiVersions versions served, so the client steps down;
 - Produce with acks=0 gets no answer; if it failed, the connection is closed so the producer
   refreshes its metadata (Kafka's KafkaApis.handleProduceRequest).
+
+TLS (a listener mapped to SSL in ``listener.security.protocol.map``): the server is started with
+an ``ssl.SSLContext`` (common/security/tls.py builds it, client auth per ``ssl.client.auth``);
+each connection's principal is built once from its peer certificate and set in
+``current_kafka_principal`` for every request the connection sends. Fetch answers are read
+into memory instead of sent with ``sendfile``: the bytes must pass through TLS, and Kafka too
+gives up zero-copy on an SSL channel (SslTransportLayer.transferFrom).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -41,6 +49,7 @@ from common.kafka_protocol.headers import RequestHeader, read_request_header, re
 from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
 from common.names import TopicPartition, validate_topic
+from common.security.principal import PrincipalBuilder, current_kafka_principal
 
 UNSUPPORTED_VERSION = 35  # Kafka's Errors.UNSUPPORTED_VERSION
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
@@ -60,8 +69,13 @@ class KafkaListener:
     def __init__(self, rm: ReplicaManager, broker_id: int, listener: str, host: str, port: int,
                  events: Any, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, *,
                  controller: ControllerClient | None = None,
-                 configs: ConfigManager | None = None):
+                 configs: ConfigManager | None = None,
+                 ssl_context: ssl.SSLContext | None = None,
+                 principal_builder: PrincipalBuilder | None = None):
         self.rm = rm
+        self.ssl_context = ssl_context  # None: PLAINTEXT
+        # the principal of each connection, from its peer certificate (ANONYMOUS without one)
+        self.principal_builder = principal_builder or PrincipalBuilder()
         self.controller = controller  # admin APIs are forwarded to the active controller
         self.configs = configs  # DescribeConfigs / IncrementalAlterConfigs
         self.broker_id = broker_id
@@ -90,7 +104,7 @@ class KafkaListener:
     async def start(self) -> int:
         """Bind and serve; the bound port (the configured one, or one picked for port 0)."""
         self._server = await asyncio.start_server(self._serve, self.host, self.port,
-                                                  reuse_address=True)
+                                                  reuse_address=True, ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -110,6 +124,10 @@ class KafkaListener:
         task = asyncio.current_task()
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        # The TLS handshake is done before this is called: the peer certificate is known.
+        ssl_object = writer.get_extra_info("ssl_object")
+        current_kafka_principal.set(self.principal_builder.from_peer_certificate(
+            ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None))
         try:
             while True:
                 try:
@@ -317,11 +335,12 @@ class KafkaListener:
             return {"throttle_time_ms": 0, "error_code": int(ctx[0]),
                     "session_id": req["session_id"], "responses": []}
         max_bytes = max(1, min(req["max_bytes"], _MAX_FETCH_BYTES))
-        # replica id -1: a consumer, served up to the HW; replication stays on gRPC. Zero-copy:
-        # the records are file regions, sent with sendfile by _send.
+        # replica id -1: a consumer, served up to the HW; replication stays on gRPC. Zero-copy
+        # on a plaintext listener: the records are file regions, sent with sendfile by _send;
+        # under TLS they are read in (no sendfile through TLS, as in Kafka).
         results = await self.rm.fetch(-1, -1, max(0, min(req["max_wait_ms"], _MAX_WAIT_MS)),
                                       max(req["min_bytes"], 0), max_bytes, ctx.parts,
-                                      zero_copy=True)
+                                      zero_copy=self.ssl_context is None)
         m = self.rm.metrics
         m.fetch_consumer_requests.inc()
         m.bytes_out.inc(sum(len(r.records) for r in results))

@@ -50,6 +50,11 @@ class PrincipalBuilder:
     def from_grpc(self, context: object) -> KafkaPrincipal:
         return ANONYMOUS
 
+    def from_peer_certificate(self, der: bytes | None) -> KafkaPrincipal:
+        """The principal of a connection whose peer sent certificate ``der`` (DER bytes, None
+        when it sent none): the Kafka listener's form, built once per connection."""
+        return ANONYMOUS
+
 
 # The principal of the Kafka-protocol connection a request arrived on. The Kafka listener serves
 # each connection in a task of its own and sets this once per connection, so every handler the
