@@ -23,9 +23,10 @@ Per round, 1 KiB records, the same number of records in every produce:
     page cache holds it): librdkafka's Consumer with assign() (group.id set only because it is
     required, enable.auto.commit=false) through the Kafka listener, whose Fetch sends the
     segment bytes with sendfile, once with librdkafka's defaults and once with
-    fetch.queue.backoff.ms=10 (``TUNED_CONSUMER`` says why); and ``replog consume --messages N``
-    (kafka-consumer-perf-test) through gRPC; order rotated per round. Target: librdkafka >= 4x
-    replog's MB/s.
+    fetch.queue.backoff.ms=10 (``TUNED_CONSUMER`` says why); Debian's ``kcat -C`` (librdkafka
+    in C, no Python in the client: what the listener serves when the client costs little);
+    and ``replog consume --messages N`` (kafka-consumer-perf-test) through gRPC; order rotated
+    per round. Target: librdkafka >= 4x replog's MB/s.
 
 CPU seconds per GB (decimal; GB of acknowledged or consumed record values) for every phase and
 process: the client child (``getrusage(RUSAGE_CHILDREN)`` around it, net of a one-record run of
@@ -77,7 +78,7 @@ TARGET_PRODUCE_RATIO = 1.0  # librdkafka acks=all RF 3 / replog produce acks=all
 TARGET_CONSUME_RATIO = 4.0  # librdkafka consumer / replog consume
 
 PRODUCERS = ("rd_rf3", "rd_rf1", "rl_rf3_b16k", "rl_rf3_b64k")
-CONSUMERS = ("rd_consume", "rd_consume_tuned", "rl_consume")
+CONSUMERS = ("rd_consume", "rd_consume_tuned", "kcat_consume", "rl_consume")
 # librdkafka's consumer stops fetching a partition while its queue holds queued.min.messages
 # (100000) records - one queue for all partitions under assign() - and then waits
 # fetch.queue.backoff.ms (1000 ms) before asking again ("Fetch backoff for 1000ms: Local: Queue
@@ -93,6 +94,7 @@ LABELS = {
     "rl_rf3_b64k": "replog produce acks=all RF 3, 64 KiB",
     "rd_consume": "librdkafka Consumer, assign(), defaults",
     "rd_consume_tuned": "librdkafka Consumer, backoff 10 ms",
+    "kcat_consume": "kcat -C (librdkafka, C client)",
     "rl_consume": "replog consume --messages (gRPC)",
 }
 
@@ -183,6 +185,26 @@ def rl_consume_args(c: LocalCluster, topic: str, n: int) -> list[str]:
 RD, RL = "bench.rdkafka_load", "admin.cli"
 
 
+def kcat_consume_args(c: LocalCluster, topic: str, n: int) -> list[str]:
+    # -f '%S\n': one line per record giving its value's size, so the run's bytes are counted
+    # without the records themselves crossing the pipe.
+    return ["kcat", "-C", "-b", c.kafka_bootstrap_servers, "-t", topic, "-o", "beginning",
+            "-c", str(n), "-e", "-q", "-f", "%S\n"]
+
+
+def run_kcat(meters: Meters, args: list[str], timeout: float = 900.0
+             ) -> tuple[str, float, dict[str, float]]:
+    """kcat as a child process: (stdout, wall seconds, CPU by process)."""
+    meters.start()
+    t = time.perf_counter()
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+    wall = time.perf_counter() - t
+    cpu = meters.stop()
+    if p.returncode != 0:
+        raise RuntimeError(f"kcat failed ({p.returncode}): {p.stderr.strip()[-500:]}")
+    return p.stdout, wall, cpu
+
+
 def startup_cpu(c: LocalCluster, meters: Meters) -> dict[str, float]:
     """Client CPU seconds of a one-record run of each tool and mode (interpreter start-up,
     imports, connections, metadata), subtracted from that tool's phases in the round."""
@@ -193,6 +215,8 @@ def startup_cpu(c: LocalCluster, meters: Meters) -> dict[str, float]:
             ("rd_consume", RD, rd_consume_args(c, BASELINE_TOPIC, 1)),
             ("rl_consume", RL, rl_consume_args(c, BASELINE_TOPIC, 1))):
         out[key] = round(measured(meters, module, *args)[2]["client"], 3)
+    out["kcat_consume"] = round(
+        run_kcat(meters, kcat_consume_args(c, BASELINE_TOPIC, 1))[2]["client"], 3)
     return out
 
 
@@ -251,6 +275,18 @@ def rl_consume(c: LocalCluster, meters: Meters, topic: str, n: int, baseline: fl
                   seconds=fetch_s, wall_s=wall)
 
 
+def kcat_consume(c: LocalCluster, meters: Meters, topic: str, n: int, baseline: float) -> dict:
+    """MB/s over kcat's wall time (its start-up and metadata included: tens of milliseconds
+    against seconds of reading)."""
+    out, wall, cpu = run_kcat(meters, kcat_consume_args(c, topic, n))
+    sizes = [int(x) for x in out.split()]
+    if len(sizes) < n:
+        raise RuntimeError(f"kcat read {len(sizes)} of {n} records of {topic}")
+    nbytes = sum(sizes)
+    return finish(cpu, baseline, nbytes, records=len(sizes), mb_s=nbytes / wall / MB,
+                  seconds=wall, wall_s=wall)
+
+
 async def create_topics(c: LocalCluster, rounds: int) -> None:
     rf3 = {"min.insync.replicas": "2"}
     specs: list[tuple[str, dict, dict]] = [
@@ -304,6 +340,8 @@ def run_rounds(c: LocalCluster, plan: Plan) -> dict:
             settle_writeback()
             if key == "rl_consume":
                 s = rl_consume(c, meters, source, consumed, base["rl_consume"])
+            elif key == "kcat_consume":
+                s = kcat_consume(c, meters, source, consumed, base["kcat_consume"])
             else:
                 s = rd_consume(c, meters, source, consumed, base["rd_consume"],
                                tuned=key == "rd_consume_tuned")
@@ -338,6 +376,7 @@ def summarize(raw: dict) -> dict:
         "rd_consume_over_rl_consume": _paired(raw["rd_consume"], raw["rl_consume"]),
         "rd_consume_tuned_over_rl_consume": _paired(raw["rd_consume_tuned"],
                                                     raw["rl_consume"]),
+        "kcat_consume_over_rl_consume": _paired(raw["kcat_consume"], raw["rl_consume"]),
     }
     out["startup_cpu_s"] = {k: round(median(b[k] for b in raw["startup_cpu_s"]), 3)
                             for k in raw["startup_cpu_s"][0]}
@@ -365,7 +404,8 @@ def main(opts: argparse.Namespace | None = None) -> dict:
                      "targets": {"rd_rf3_over_rl_rf3_b64k": TARGET_PRODUCE_RATIO,
                                  "client_cpu_rd_rf3_over_rl_rf3_b64k": 1.0,
                                  "rd_consume_over_rl_consume": TARGET_CONSUME_RATIO,
-                                 "rd_consume_tuned_over_rl_consume": TARGET_CONSUME_RATIO},
+                                 "rd_consume_tuned_over_rl_consume": TARGET_CONSUME_RATIO,
+                                 "kcat_consume_over_rl_consume": TARGET_CONSUME_RATIO},
                      "tuned_consumer": list(TUNED_CONSUMER)}
     c = start_cluster(root, "kafka-clients")
     try:
@@ -424,7 +464,8 @@ def _print(results: dict, plan: Plan) -> None:
     print(f"    client CPU s/GB, librdkafka / replog produce 64 KiB: {x:.2f}   target < 1 "
           f"{_verdict(x < 1.0)}")
     for k, label in (("rd_consume_over_rl_consume", "defaults"),
-                     ("rd_consume_tuned_over_rl_consume", ", ".join(TUNED_CONSUMER))):
+                     ("rd_consume_tuned_over_rl_consume", ", ".join(TUNED_CONSUMER)),
+                     ("kcat_consume_over_rl_consume", "kcat -C")):
         x = r[k]
         print(f"    librdkafka consumer ({label}) / replog consume: {x:.2f}   target >= "
               f"{TARGET_CONSUME_RATIO:.0f} {_verdict(x >= TARGET_CONSUME_RATIO)}")
