@@ -103,6 +103,13 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("zookeeper.connect", _str, "127.0.0.1:2181", "ZooKeeper connection string with chroot"),
     _k("zookeeper.session.timeout.ms", _int(1), 18000, "ZooKeeper session timeout"),
     _k("zookeeper.connection.timeout.ms", _int(1), 18000, "time to wait for a first connection"),
+    _k("zookeeper.set.acl", _bool, False,
+       "create znodes with ACLs: creator-all, world-read except sensitive paths (needs "
+       "ZooKeeper credentials)"),
+    _k("zookeeper.auth.digest", _str, None,
+       "replog: ZooKeeper digest credentials user:password (Kafka uses a JAAS file)"),
+    _k("zookeeper.auth.digest.file", _str, None,
+       "replog: a file holding the ZooKeeper digest credentials user:password"),
     _k("num.replica.fetchers", _int(1), 1, "fetcher tasks per source broker"),
     _k("replica.fetch.wait.max.ms", _int(0), 500, "follower fetch long-poll wait"),
     _k("replica.fetch.min.bytes", _int(1), 1, "follower fetch min bytes"),
