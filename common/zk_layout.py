@@ -48,10 +48,14 @@ Choices replog makes where Kafka's layout has no answer:
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from dataclasses import dataclass, field
 
+from common.errors import InvalidTopicError
 from common.listeners import PLAINTEXT, EndPoint, decode_endpoints, encode_endpoints
+from common.names import validate_topic
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -107,14 +111,89 @@ def _dumps(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
 
+class MalformedZnode(ValueError):
+    """A znode replog cannot read: the one error every decoder here raises (a ValueError, as
+    callers written before it catch)."""
+
+
 def _loads(data: bytes, what: str) -> dict:
     try:
-        obj = json.loads(data.decode("utf-8"))
+        obj = json.loads(bytes(data).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{what}: not JSON ({e})") from None
+        raise MalformedZnode(f"{what}: not JSON ({e})") from None
+    except RecursionError:  # nesting deeper than the interpreter's stack (a hostile znode)
+        raise MalformedZnode(f"{what}: JSON nested too deeply") from None
     if not isinstance(obj, dict):
-        raise ValueError(f"{what}: expected a JSON object")
+        raise MalformedZnode(f"{what}: expected a JSON object")
     return obj
+
+
+# Every decoder below raises MalformedZnode, and only that, for a znode it cannot read: the
+# controller and the brokers log such a znode and skip or refuse it (a hostile or corrupt znode
+# never stops a process). Kafka's ints are int32 (broker ids, partitions, epochs) or int64
+# (timestamps): a larger number would only fail later, when it is put in a request.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def _decoder(what: str):
+    """Turn the KeyError/TypeError/AttributeError/OverflowError of reading a JSON value of the
+    wrong shape into ValueError naming ``what`` (the znode)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def decode(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except MalformedZnode:
+                raise
+            except ValueError as e:  # int(), endpoint parsing, ...
+                raise MalformedZnode(f"{what}: {e}") from None
+            except KeyError as e:
+                raise MalformedZnode(f"{what}: missing field {e}") from None
+            except (TypeError, AttributeError, OverflowError, RecursionError) as e:
+                raise MalformedZnode(f"{what}: malformed ({type(e).__name__}: {e})") from None
+        return decode
+    return wrap
+
+
+def _int(x: object, what: str, lo: int = 0, hi: int = INT32_MAX) -> int:
+    """A JSON integer (or a string of decimal digits, as Kafka writes timestamps and versions)
+    in [lo, hi]; ValueError otherwise (a bool, a float, null, out of range)."""
+    if isinstance(x, str) and re.fullmatch(r"-?[0-9]{1,19}", x.strip()):
+        x = int(x)
+    if not isinstance(x, int) or isinstance(x, bool):
+        raise MalformedZnode(f"{what} must be an integer, not {_short(x)}")
+    if not lo <= x <= hi:
+        raise MalformedZnode(f"{what} {x} is out of range [{lo}, {hi}]")
+    return x
+
+
+def _ids(xs: object, what: str, lo: int = 0) -> tuple[int, ...]:
+    """A list of distinct int32 ids >= lo (replicas, an ISR, an ELR)."""
+    if not isinstance(xs, list):
+        raise MalformedZnode(f"{what} must be a list, not {_short(xs)}")
+    out = tuple(_int(x, what, lo) for x in xs)
+    if len(set(out)) != len(out):
+        raise MalformedZnode(f"{what} {list(out)} names a broker twice")
+    return out
+
+
+def _str(x: object, what: str) -> str:
+    if not isinstance(x, str):
+        raise MalformedZnode(f"{what} must be a string, not {_short(x)}")
+    return x
+
+
+def _short(x: object) -> str:
+    text = repr(x)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _topic_name(topic: object, what: str) -> str:
+    try:
+        return validate_topic(topic)  # type: ignore[arg-type]
+    except InvalidTopicError as e:
+        raise MalformedZnode(f"{what}: {e}") from None
 
 
 # ----------------------------------------------------------------------------- cluster / controller
@@ -123,8 +202,12 @@ def encode_cluster_id(cluster_id: str) -> bytes:
     return _dumps({"version": "1", "id": cluster_id})
 
 
+@_decoder(CLUSTER_ID)
 def decode_cluster_id(data: bytes) -> str:
-    return str(_loads(data, CLUSTER_ID)["id"])
+    cluster_id = _str(_loads(data, CLUSTER_ID)["id"], f"{CLUSTER_ID} id")
+    if not cluster_id:
+        raise MalformedZnode(f"{CLUSTER_ID}: empty id")
+    return cluster_id
 
 
 @dataclass(frozen=True)
@@ -149,18 +232,34 @@ def encode_controller(info: ControllerInfo) -> bytes:
     return _dumps(o)
 
 
+@_decoder(CONTROLLER)
 def decode_controller(data: bytes) -> ControllerInfo:
     o = _loads(data, CONTROLLER)
-    return ControllerInfo(int(o["brokerid"]), str(o.get("host", "")), int(o.get("port", -1)),
-                          int(o.get("timestamp", 0)), decode_endpoints(o.get("endpoints") or ()))
+    return ControllerInfo(_int(o["brokerid"], "brokerid"), _str(o.get("host", ""), "host"),
+                          _int(o.get("port", -1), "port", -1, 65535),
+                          _int(o.get("timestamp", 0), "timestamp", -1, INT64_MAX),
+                          _endpoints(o.get("endpoints")))
+
+
+def _endpoints(items: object) -> tuple[EndPoint, ...]:
+    if items is None:
+        return ()
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise MalformedZnode(f"endpoints must be a list of strings, not {_short(items)}")
+    return decode_endpoints(items)
 
 
 def encode_controller_epoch(epoch: int) -> bytes:
     return str(epoch).encode()
 
 
+@_decoder(CONTROLLER_EPOCH)
 def decode_controller_epoch(data: bytes) -> int:
-    return int(data.decode().strip())
+    try:
+        text = bytes(data).decode("ascii")
+    except UnicodeDecodeError:
+        raise MalformedZnode(f"{CONTROLLER_EPOCH}: not a number") from None
+    return _int(text, CONTROLLER_EPOCH)
 
 
 # ----------------------------------------------------------------------------- brokers
@@ -220,21 +319,37 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
 
 
 def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistration:
+    return _decoder(broker_path(broker_id))(_decode_broker)(broker_id, data, epoch)
+
+
+def _decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerRegistration:
     o = _loads(data, broker_path(broker_id))
-    offline = set(o.get("offline_log_dirs") or ())  # absent in registrations before seed 003
-    endpoints = decode_endpoints(o.get("endpoints") or ())
+    # absent in registrations before seed 003
+    offline = set(_strs(o.get("offline_log_dirs") or [], "offline_log_dirs"))
+    endpoints = _endpoints(o.get("endpoints"))
     if o.get("host") is None and endpoints:
         # Kafka writes host null / port -1 when no listener is PLAINTEXT: use the first one.
         host, port = endpoints[0].host, endpoints[0].port
     else:
-        host, port = o["host"], o["port"]
+        host, port = _str(o["host"], "host"), _int(o["port"], "port", 0, 65535)
+    log_dirs = o.get("log_dirs", [])
+    if not isinstance(log_dirs, list):
+        raise MalformedZnode(f"log_dirs must be a list, not {_short(log_dirs)}")
+    rack, url = o.get("rack"), o.get("metrics_url")
     return BrokerRegistration(
-        broker_id, str(host), int(port), o.get("rack"),
-        tuple(LogDirInfo(d["path"], d.get("directory_id", ""),
+        broker_id, host, port, None if rack is None else _str(rack, "rack"),
+        tuple(LogDirInfo(_str(d["path"], "log dir path"),
+                         _str(d.get("directory_id", ""), "directory_id"),
                          bool(d.get("online", True)) and d["path"] not in offline)
-              for d in o.get("log_dirs", [])),
-        bool(o.get("clean_shutdown", True)), o.get("metrics_url"), int(o.get("timestamp", 0)),
-        epoch, endpoints)
+              for d in log_dirs),
+        bool(o.get("clean_shutdown", True)), None if url is None else _str(url, "metrics_url"),
+        _int(o.get("timestamp", 0), "timestamp", -1, INT64_MAX), epoch, endpoints)
+
+
+def _strs(xs: object, what: str) -> list[str]:
+    if not isinstance(xs, list) or not all(isinstance(x, str) for x in xs):
+        raise MalformedZnode(f"{what} must be a list of strings, not {_short(xs)}")
+    return xs
 
 
 # ----------------------------------------------------------------------------- topics
@@ -260,13 +375,33 @@ def encode_topic(t: TopicAssignment) -> bytes:
 
 
 def decode_topic(topic: str, data: bytes) -> TopicAssignment:
-    o = _loads(data, topic_path(topic))
+    """ValueError for an illegal topic name (a znode child any ZooKeeper client can create),
+    partition ids that are not int32s >= 0, or replica lists that are empty or name a broker
+    twice (Kafka's AdminZkClient refuses both when it writes an assignment)."""
+    what = topic_path(topic)
+    return _decoder(what)(_decode_topic)(_topic_name(topic, what), data, what)
 
-    def ints(m) -> dict[int, list[int]]:
-        return {int(p): [int(b) for b in r] for p, r in (m or {}).items()}
 
-    return TopicAssignment(topic, str(o.get("topic_id", "")), ints(o["partitions"]),
-                           ints(o.get("adding_replicas")), ints(o.get("removing_replicas")))
+def _decode_topic(topic: str, data: bytes, what: str) -> TopicAssignment:
+    o = _loads(data, what)
+
+    def ints(m: object, key: str, required: bool = False) -> dict[int, list[int]]:
+        if m is None and not required:
+            return {}
+        if not isinstance(m, dict):
+            raise MalformedZnode(f"{what}: {key} must be an object, not {_short(m)}")
+        out = {}
+        for p, r in m.items():
+            replicas = _ids(r, f"{key}[{p}]")
+            if required and not replicas:
+                raise MalformedZnode(f"{what}: partition {p} has no replicas")
+            out[_int(p, f"{what}: partition")] = list(replicas)
+        return out
+
+    partitions = ints(o["partitions"], "partitions", required=True)
+    return TopicAssignment(topic, _str(o.get("topic_id", ""), "topic_id"), partitions,
+                           ints(o.get("adding_replicas"), "adding_replicas"),
+                           ints(o.get("removing_replicas"), "removing_replicas"))
 
 
 # ----------------------------------------------------------------------------- partition state
@@ -294,12 +429,18 @@ def encode_partition_state(s: LeaderAndIsr) -> bytes:
 
 def decode_partition_state(data: bytes, version: int, what: str = "partition state"
                            ) -> LeaderAndIsr:
+    return _decoder(what)(_decode_partition_state)(data, version, what)
+
+
+def _decode_partition_state(data: bytes, version: int, what: str) -> LeaderAndIsr:
     o = _loads(data, what)
-    return LeaderAndIsr(int(o["leader"]), int(o["leader_epoch"]),
-                        tuple(int(b) for b in o["isr"]), int(o["controller_epoch"]), version,
-                        tuple(int(b) for b in o.get("elr", ())),
-                        tuple(int(b) for b in o.get("last_known_elr", ())),
-                        int(o.get("leader_recovery_state", LEADER_RECOVERED)))
+    return LeaderAndIsr(_int(o["leader"], "leader", NO_LEADER),
+                        _int(o["leader_epoch"], "leader_epoch"), _ids(o["isr"], "isr"),
+                        _int(o["controller_epoch"], "controller_epoch"), version,
+                        _ids(o.get("elr", []), "elr"),
+                        _ids(o.get("last_known_elr", []), "last_known_elr"),
+                        _int(o.get("leader_recovery_state", LEADER_RECOVERED),
+                             "leader_recovery_state", LEADER_RECOVERED, LEADER_RECOVERING))
 
 
 # ----------------------------------------------------------------------------- configs
@@ -308,8 +449,15 @@ def encode_topic_config(config: dict[str, str]) -> bytes:
     return _dumps({"version": 1, "config": dict(config)})
 
 
+@_decoder("config")
 def decode_topic_config(data: bytes) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _loads(data, "topic config").get("config", {}).items()}
+    """The ``config`` map; ValueError unless it is an object of strings (Kafka writes every
+    value as a string)."""
+    config = _loads(data, "config").get("config", {})
+    if not isinstance(config, dict) or not all(
+            isinstance(v, (str, int, float, bool)) for v in config.values()):
+        raise MalformedZnode(f"config: expected an object of strings, not {_short(config)}")
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
 
 
 # Kafka's ConfigType names: the first part of a change notification's entity path.
@@ -331,12 +479,13 @@ def encode_config_change(entity_type: str, name: str) -> bytes:
     return _dumps({"version": 2, "entity_path": f"{entity_type}/{name}"})
 
 
+@_decoder(CONFIG_CHANGES)
 def decode_config_change(data: bytes) -> tuple[str, str]:
     """(entity type, entity name) of a change notification; ValueError if malformed."""
     o = _loads(data, CONFIG_CHANGES)
     entity_type, sep, name = str(o.get("entity_path", "")).partition("/")
     if o.get("version") != 2 or not sep or not name or entity_type not in CONFIG_TYPE_PATHS:
-        raise ValueError(f"{CONFIG_CHANGES}: unsupported notification {o}")
+        raise MalformedZnode(f"{CONFIG_CHANGES}: unsupported notification {o}")
     return entity_type, name
 
 
@@ -359,6 +508,7 @@ def encode_reassignment(entries) -> bytes:
             entries, key=lambda e: (e[0], e[1]))]})
 
 
+@_decoder(REASSIGN_PARTITIONS)
 def decode_reassignment(data: bytes) -> list[tuple[str, int, list[int]]]:
     """The (topic, partition, replicas) entries; ValueError naming the first thing wrong
     (Kafka's parsePartitionReassignmentData rejects the whole document, and so does replog:
@@ -366,24 +516,30 @@ def decode_reassignment(data: bytes) -> list[tuple[str, int, list[int]]]:
     o = _loads(data, REASSIGN_PARTITIONS)
     parts = o.get("partitions")
     if not isinstance(parts, list):
-        raise ValueError(f'{REASSIGN_PARTITIONS}: "partitions" must be a list')
+        raise MalformedZnode(f'{REASSIGN_PARTITIONS}: "partitions" must be a list')
     out: list[tuple[str, int, list[int]]] = []
     seen: set[tuple[str, int]] = set()
     for i, e in enumerate(parts):
         if not isinstance(e, dict):
-            raise ValueError(f"{REASSIGN_PARTITIONS}: entry {i} is not an object")
+            raise MalformedZnode(f"{REASSIGN_PARTITIONS}: entry {i} is not an object")
         topic, partition, replicas = e.get("topic"), e.get("partition"), e.get("replicas")
         if not isinstance(topic, str) or not topic:
-            raise ValueError(f'{REASSIGN_PARTITIONS}: entry {i} has no "topic"')
-        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-            raise ValueError(f'{REASSIGN_PARTITIONS}: entry {i} ({topic}) has no valid '
-                             f'"partition"')
+            raise MalformedZnode(f'{REASSIGN_PARTITIONS}: entry {i} has no "topic"')
+        topic = _topic_name(topic, f"{REASSIGN_PARTITIONS}: entry {i}")
+        if not isinstance(partition, int) or isinstance(partition, bool) or \
+                not 0 <= partition <= INT32_MAX:
+            raise MalformedZnode(f'{REASSIGN_PARTITIONS}: entry {i} ({topic}) has no valid '
+                                 f'"partition"')
         if not isinstance(replicas, list) or not all(
-                isinstance(r, int) and not isinstance(r, bool) for r in replicas):
-            raise ValueError(f'{REASSIGN_PARTITIONS}: {topic}-{partition}: "replicas" must be '
-                             f"a list of broker ids")
+                isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= INT32_MAX
+                for r in replicas):
+            # empty or repeated replicas are the controller's to refuse per partition
+            # (INVALID_REPLICA_ASSIGNMENT), as KIP-455's API does
+            raise MalformedZnode(f'{REASSIGN_PARTITIONS}: {topic}-{partition}: "replicas" must '
+                                 f"be a list of broker ids")
         if (topic, partition) in seen:
-            raise ValueError(f"{REASSIGN_PARTITIONS}: duplicate partition {topic}-{partition}")
+            raise MalformedZnode(f"{REASSIGN_PARTITIONS}: duplicate partition "
+                                 f"{topic}-{partition}")
         seen.add((topic, partition))
         out.append((topic, partition, list(replicas)))
     return out
@@ -458,6 +614,7 @@ def encode_restart_entry(e: RestartEntry) -> bytes:
                    "broker_epoch": e.broker_epoch, "partitions": groups})
 
 
+@_decoder(RESTART_PARTITIONS)
 def decode_restart_entry(data: bytes) -> RestartEntry:
     """ValueError naming what is wrong (the controller logs and deletes an unreadable entry:
     nothing can ever make it readable)."""
@@ -465,20 +622,22 @@ def decode_restart_entry(data: bytes) -> RestartEntry:
     broker, log_dir = o.get("broker"), o.get("log_dir", "")
     if isinstance(broker, str) and broker.isdigit():  # the seed's example quotes numbers
         broker = int(broker)
-    if not isinstance(broker, int) or isinstance(broker, bool) or broker < 0:
-        raise ValueError(f'{RESTART_PARTITIONS}: no valid "broker"')
+    if not isinstance(broker, int) or isinstance(broker, bool) or not 0 <= broker <= INT32_MAX:
+        raise MalformedZnode(f'{RESTART_PARTITIONS}: no valid "broker"')
     if not isinstance(log_dir, str):
-        raise ValueError(f'{RESTART_PARTITIONS}: "log_dir" must be a string')
+        raise MalformedZnode(f'{RESTART_PARTITIONS}: "log_dir" must be a string')
     groups = o.get("partitions")
     if not isinstance(groups, list):
-        raise ValueError(f'{RESTART_PARTITIONS}: "partitions" must be a list')
+        raise MalformedZnode(f'{RESTART_PARTITIONS}: "partitions" must be a list')
     out: dict[tuple[str, int], int] = {}
     fenced = False
     for g in groups:
         topic = g.get("topic") if isinstance(g, dict) else None
         ps = g.get("partitions") if isinstance(g, dict) else None
         if not isinstance(topic, str) or not topic or not isinstance(ps, list):
-            raise ValueError(f'{RESTART_PARTITIONS}: each entry needs "topic" and "partitions"')
+            raise MalformedZnode(f'{RESTART_PARTITIONS}: each entry needs "topic" and '
+                                 f'"partitions"')
+        topic = _topic_name(topic, RESTART_PARTITIONS)
         # An entry without epochs (a broker before the fence), or with an unreadable list, is
         # read as unfenced but valid (-1): applying a late duplicate costs availability (the
         # replica rejoins the ISR again), dropping a real loss could leave an empty replica
@@ -490,8 +649,8 @@ def decode_restart_entry(data: bytes) -> RestartEntry:
         for p, pe in zip(ps, pes, strict=True):
             if isinstance(p, str) and p.isdigit():
                 p = int(p)
-            if not isinstance(p, int) or isinstance(p, bool) or p < 0:
-                raise ValueError(f"{RESTART_PARTITIONS}: {topic}: bad partition {p!r}")
+            if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p <= INT32_MAX:
+                raise MalformedZnode(f"{RESTART_PARTITIONS}: {topic}: bad partition {p!r}")
             pe = _int_or(pe, -1)
             # named twice: the higher epoch is the later report of the same lost replica
             out[(topic, p)] = max(out.get((topic, p), -1), pe)
@@ -501,7 +660,8 @@ def decode_restart_entry(data: bytes) -> RestartEntry:
 
 
 def _int_or(x: object, default: int) -> int:
-    return x if isinstance(x, int) and not isinstance(x, bool) else default
+    ok = isinstance(x, int) and not isinstance(x, bool) and -1 <= x <= INT64_MAX
+    return x if ok else default  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------- lost replicas
@@ -523,22 +683,23 @@ def encode_lost_replicas(lost: dict[str, set[tuple[str, int]]]) -> bytes:
     return json.dumps({"version": 1, "log_dirs": out}, separators=(",", ":")).encode()
 
 
+@_decoder(LOST_REPLICAS)
 def decode_lost_replicas(data: bytes) -> dict[str, set[tuple[str, int]]]:
     """ValueError naming what is wrong."""
     o = _loads(data, LOST_REPLICAS)
     dirs = o.get("log_dirs")
     if not isinstance(dirs, dict):
-        raise ValueError(f'{LOST_REPLICAS}: "log_dirs" must be an object')
+        raise MalformedZnode(f'{LOST_REPLICAS}: "log_dirs" must be an object')
     out: dict[str, set[tuple[str, int]]] = {}
     for d, groups in dirs.items():
         if not isinstance(groups, list):
-            raise ValueError(f"{LOST_REPLICAS}: {d}: expected a list")
+            raise MalformedZnode(f"{LOST_REPLICAS}: {d}: expected a list")
         tps = out.setdefault(d, set())
         for g in groups:
             topic = g.get("topic") if isinstance(g, dict) else None
             ps = g.get("partitions") if isinstance(g, dict) else None
             if not isinstance(topic, str) or not isinstance(ps, list) or not all(
                     isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in ps):
-                raise ValueError(f"{LOST_REPLICAS}: {d}: bad entry {g!r}")
+                raise MalformedZnode(f"{LOST_REPLICAS}: {d}: bad entry {g!r}")
             tps.update((topic, p) for p in ps)
     return out
