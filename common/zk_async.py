@@ -21,6 +21,12 @@ a quorum loss of a few seconds its next attempt came after the restored ensemble
 the session (a new leader gives every session one fresh timeout). Like the Java client
 (ClientCnxn waits under a second between attempts), every member is tried again within about
 a second (RECONNECT_MAX_DELAY_S).
+
+Security (``zookeeper.set.acl``, common/security/zk_auth.py): the client sends its digest
+credentials on every connection - kazoo re-sends ``auth_data`` after each reconnect, a new
+session's included - and every znode created here (``create``, ``ensure_path``, the chroot,
+creates inside ``transaction()``) carries ``ZkSecurity.acls(path)``, Kafka's defaultAcls. Parents
+made on the way get their own path's ACL, not the child's (Kafka's createRecursive).
 """
 
 from __future__ import annotations
@@ -34,18 +40,22 @@ from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, Sessi
 from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 
+from common.security.zk_auth import ZkSecurity
+
 ZK_RETRY_S = 0.5  # between attempts of an operation retried until connected
 RECONNECT_MAX_DELAY_S = 1.0  # kazoo's backoff between rounds over the ensemble's members
 
 
 class AsyncZk:
     def __init__(self, hosts: str, session_timeout_ms: int = 18000,
-                 connection_timeout_ms: int = 18000):
+                 connection_timeout_ms: int = 18000, security: ZkSecurity | None = None):
         self.hosts = hosts
         self.connection_timeout_s = connection_timeout_ms / 1000
+        self.security = security or ZkSecurity()
         self.client = KazooClient(
             hosts=hosts, timeout=session_timeout_ms / 1000,
-            connection_retry=KazooRetry(max_tries=-1, max_delay=RECONNECT_MAX_DELAY_S))
+            connection_retry=KazooRetry(max_tries=-1, max_delay=RECONNECT_MAX_DELAY_S),
+            **self.security.kazoo_args())
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state_listeners: list[Callable[[str], None]] = []
         self._reconnected: asyncio.Event | None = None  # set while CONNECTED (loop side)
@@ -61,14 +71,15 @@ class AsyncZk:
 
     def _ensure_chroot(self) -> None:
         """Create the connect string's chroot (``host:port/replog``) if it is missing, as
-        Kafka's zookeeper.connect expects an existing one but a fresh ensemble has none."""
+        Kafka's zookeeper.connect expects an existing one but a fresh ensemble has none.
+        Each level gets the chroot's ACL (Kafka's makeSurePersistentPathExists(chroot))."""
         servers, sep, chroot = self.hosts.partition("/")
         if not sep or not chroot.strip("/"):
             return
-        bootstrap = KazooClient(hosts=servers)
+        bootstrap = KazooClient(hosts=servers, **self.security.kazoo_args())
         bootstrap.start(self.connection_timeout_s)
         try:
-            bootstrap.ensure_path("/" + chroot.strip("/"))
+            bootstrap.ensure_path("/" + chroot.strip("/"), acl=self.security.chroot_acls())
         finally:
             bootstrap.stop()
             bootstrap.close()
@@ -177,8 +188,35 @@ class AsyncZk:
 
     async def create(self, path: str, value: bytes = b"", ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> str:
-        return await self._await(self.client.create_async(
-            path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath))
+        def request():
+            return self._await(self.client.create_async(
+                path, value, acl=self.security.acls(path), ephemeral=ephemeral,
+                sequence=sequence))
+        try:
+            return await request()
+        except NoNodeError:
+            if not makepath:
+                raise
+        await self._make_path(path.rstrip("/").rsplit("/", 1)[0])
+        return await request()
+
+    async def _make_path(self, path: str) -> None:
+        """Create ``path`` and missing parents, each with its own ACL (Kafka's
+        createRecursive: try the node, on NoNode make the parent first)."""
+        if path in ("", "/"):
+            return
+        try:
+            await self._create_empty(path)
+        except NoNodeError:
+            await self._make_path(path.rsplit("/", 1)[0])
+            await self._create_empty(path)
+
+    async def _create_empty(self, path: str) -> None:
+        try:
+            await self._await(self.client.create_async(path, b"",
+                                                       acl=self.security.acls(path)))
+        except NodeExistsError:
+            pass
 
     async def until_connected(self, op: Callable[[], Any]) -> Any:
         """``await op()``, asked again after a lost connection or session until it gets an
@@ -194,12 +232,7 @@ class AsyncZk:
 
     async def ensure_path(self, path: str) -> None:
         """Create ``path`` and its parents if missing; retried until connected."""
-        async def create() -> None:
-            try:
-                await self.create(path, b"", makepath=True)
-            except NodeExistsError:
-                pass
-        await self.until_connected(create)
+        await self.until_connected(lambda: self._make_path(path))
 
     async def set(self, path: str, value: bytes, version: int = -1):
         return await self._await(self.client.set_async(path, value, version))
@@ -212,12 +245,29 @@ class AsyncZk:
         await self._await(self.client.delete_async(path, version))
 
     def transaction(self):
-        return self.client.transaction()
+        """A kazoo transaction whose creates carry this client's ACLs."""
+        return _AclTransaction(self.client.transaction(), self.security.acls)
 
     async def commit(self, transaction) -> list:
         """Commit a kazoo transaction; returns its per-operation results (an exception object
         in place of each failed operation, as kazoo reports them)."""
         return await self._await(transaction.commit_async())
+
+
+class _AclTransaction:
+    """kazoo's TransactionRequest with ``create`` given ``acls(path)``; the rest passes through."""
+
+    def __init__(self, transaction, acls: Callable[[str], list]):
+        self._transaction = transaction
+        self._acls = acls
+
+    def create(self, path: str, value: bytes = b"", acl=None, ephemeral: bool = False,
+               sequence: bool = False) -> None:
+        self._transaction.create(path, value, acl if acl is not None else self._acls(path),
+                                 ephemeral, sequence)
+
+    def __getattr__(self, name: str):
+        return getattr(self._transaction, name)
 
 
 def _settle(fut: asyncio.Future, value, error) -> None:
