@@ -66,6 +66,7 @@ from common.observability import (
 )
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from common.security.zk_auth import zk_security
 from common.supervise import supervised
 from common.zk_async import AsyncZk
 
@@ -82,7 +83,7 @@ class BrokerServer:
                                           broker=self.broker_id)
         self.metrics = BrokerMetrics(self.broker_id)
         self.zk = AsyncZk(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
-                          config["zookeeper.connection.timeout.ms"])
+                          config["zookeeper.connection.timeout.ms"], security=zk_security(config))
         self.metadata = MetadataCache()
         self.controller = ControllerClient()
         self.stopping = asyncio.Event()
