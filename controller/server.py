@@ -40,21 +40,15 @@ from common.observability import (
     start_metrics_endpoint,
 )
 from common.rpc import replog_pb2_grpc
+from common.security.zk_auth import zk_security
 from common.zk_async import AsyncZk
 from common.zk_layout import ControllerInfo
-from common.zk_server import ensure_chroot
 from controller.controller import Controller
 from controller.elr import config_warnings
 from controller.metrics import ControllerMetrics
 from controller.servicer import ControllerServicer
 
 SERVICE_NAME = "replog.v1.Controller"
-
-
-def split_chroot(connect: str) -> tuple[str, str | None]:
-    """"h1:2181,h2:2181/replog" -> ("h1:2181,h2:2181", "/replog")."""
-    hosts, sep, chroot = connect.partition("/")
-    return hosts, (("/" + chroot).rstrip("/") or None) if sep else None
 
 
 class ControllerServer:
@@ -76,15 +70,11 @@ class ControllerServer:
 
     async def start(self) -> None:
         cfg = self.config
-        hosts, chroot = split_chroot(cfg["zookeeper.connect"])
-        if chroot:
-            # Kafka creates its chroot; kazoo would fail every call on a missing one.
-            await asyncio.get_running_loop().run_in_executor(
-                None, ensure_chroot, hosts, chroot,
-                cfg["zookeeper.connection.timeout.ms"] / 1000)
+        # AsyncZk.start creates a missing chroot (with its ACL under zookeeper.set.acl).
         self.zk = AsyncZk(cfg["zookeeper.connect"],
                           session_timeout_ms=cfg["zookeeper.session.timeout.ms"],
-                          connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"])
+                          connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"],
+                          security=zk_security(cfg))
         await self.zk.start()
 
         # KIP-103: one gRPC server per listener, each with its own servicer, so DescribeCluster
