@@ -25,7 +25,22 @@ module call instead - the next step of the issue):
     - LogManager's load (checkpoints, clean-shutdown marker, Log.open with the checkpointed
       recovery point, and its KIP-966 content: LogManager.registration_handled), checkpoint()
       and shutdown();
-    - ReplicaManager._write_epoch_checkpoints (run a few ticks after the LeaderAndIsr).
+    - ReplicaManager._write_epoch_checkpoints (run a few ticks after the LeaderAndIsr);
+    - JBOD (KIP-112, seed 003): LogManager's per-dir loading, checkpoints and clean-shutdown
+      markers, its placement of a new log (the online dir with the fewest partitions),
+      mark_offline, the set-aside of copies /brokers/lost_replicas/<id> names
+      (_set_aside_lost_copy; that znode is World.lost_replicas) and forget_lost_replicas;
+      ReplicaManager._leader_and_isr's refusal of a missing log (missing_log's REFUSE, the
+      offline_replicas bookkeeping) and its KAFKA_STORAGE_ERROR answers for a lost replica;
+      RestartNotifier.run's write loop (World._write_restart_entries: record_lost_copies and
+      the sequential entry in one ZooKeeper round trip, retried until it lands, sometimes
+      twice). Called as they are: broker.log_dir_failures' handle_log_dir_failure, _lose and
+      _refuse_lost_replicas (over the facade ``_SimLogManager``), RestartNotifier.request and
+      restart_entry, and placement's records (written for a log created while a dir is
+      offline; newer_copy decides between two copies found at a start). Not modelled:
+      a single log's failure (handle_log_failure), KIP-113 moves between dirs, preferred
+      dirs, and the registration rewrite that lists offline dirs (no controller rule reads
+      it).
 """
 
 from __future__ import annotations
@@ -40,8 +55,11 @@ from broker import fencing, partition_state
 from broker.alter_partition import AlterPartitionManager, Proposal
 from broker.delayed_produce import ProduceWait, produce_wait
 from broker.fetch_failures import Outcome, Problem, classify
-from broker.metadata_cache import LEADER_DURING_DELETE, PartitionInfo
+from broker.log_dir_failures import LogDirFailureHandling
+from broker.metadata_cache import LEADER_DURING_DELETE
 from broker.partition import Partition
+from broker.restart_notifier import RestartNotifier
+from broker.storage import placement
 from broker.storage.checkpoints import OffsetCheckpointFile
 from broker.storage.log import Log, LogConfig
 from broker.storage.log_manager import UNHANDLED_UNCLEAN_START
@@ -67,7 +85,7 @@ if TYPE_CHECKING:
     )
 
 LOG_DIR = "/data"
-CLEAN_SHUTDOWN = posixpath.join(LOG_DIR, ".kafka_cleanshutdown")
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
                "log-start-offset-checkpoint")
 FETCH_MAX_BYTES = 1 << 20
@@ -89,6 +107,72 @@ class _Quiet:
     def __getattr__(self, _name):
         return _Counter() if not _name.startswith(("info", "warning", "error", "critical")) \
             else (lambda *a, **k: None)
+
+
+class _Metadata(dict):
+    """The broker's metadata cache: partition -> PartitionInfo (``.partitions`` as in
+    broker.metadata_cache.MetadataCache, which log_dir_failures reads)."""
+
+    @property
+    def partitions(self) -> _Metadata:
+        return self
+
+
+@dataclass
+class _Dir:
+    path: str
+    index: int
+    online: bool = True
+    error: str | None = None
+
+
+class _SimLogManager:
+    """The part of LogManager that broker.log_dir_failures calls: the dirs, and
+    mark_offline (its logs are closed without a flush and forgotten)."""
+
+    def __init__(self, broker: SimBroker):
+        self.b = broker
+
+    @property
+    def dirs(self) -> list[_Dir]:
+        return self.b.dirs
+
+    @property
+    def online_dirs(self) -> list[_Dir]:
+        return [d for d in self.b.dirs if d.online]
+
+    @property
+    def offline_dirs(self) -> list[_Dir]:
+        return [d for d in self.b.dirs if not d.online]
+
+    def dir_by_path(self, path: str) -> _Dir | None:
+        return next((d for d in self.b.dirs if d.path == path), None)
+
+    def mark_offline(self, path: str, reason: str) -> list[TopicPartition]:
+        d = self.dir_by_path(path)
+        if d is None or not d.online:
+            return []
+        d.online, d.error = False, reason
+        b = self.b
+        lost = sorted(tp for tp, at in b.dir_of.items() if at == path)
+        for tp in lost:
+            log = b.logs.pop(tp)
+            del b.dir_of[tp]
+            log._close_fds()
+            log.closed = True
+            log.failed = log.failed or reason
+            b._touched(tp)
+        return lost
+
+
+class _NoMoves:
+    """broker.alter_log_dirs.AlterLogDirs: no KIP-113 move is modelled."""
+
+    def cancel(self, tp, reason) -> None:
+        pass
+
+    def log_dir_offline(self, path) -> None:
+        pass
 
 
 @dataclass
@@ -149,16 +233,31 @@ class SimBroker:
     world: object  # tests.sim.cluster.world.World (clock, tree, configs)
     fs: MemFileOps = field(default_factory=MemFileOps)
     alive: bool = False
+    log_dirs: tuple[str, ...] = (LOG_DIR,)
 
     def __post_init__(self) -> None:
-        self.fs.mkdir(LOG_DIR)
+        for d in self.log_dirs:
+            self.fs.mkdir(d)
         self.fs.fsync_dir("/")
+        self.events = _Quiet()
+        self.fetcher_manager = None
+        self.alter_log_dirs = _NoMoves()
+        self.log_manager = _SimLogManager(self)
         self._reset_process()
 
     def _reset_process(self) -> None:
         self.logs: dict[TopicPartition, Log] = {}
+        self.dir_of: dict[TopicPartition, str] = {}
+        self.placements: dict[TopicPartition, placement.Placement | None] = {}
+        # a restart brings every dir back (the disk was replaced or came back readable)
+        self.dirs = [_Dir(d, i) for i, d in enumerate(self.log_dirs)]
+        self.offline_replicas: dict[TopicPartition, str] = {}
+        self.restart_notifier = RestartNotifier(self.broker_id, lambda: self.broker_epoch,
+                                                None, _Quiet())
+        self.restart_in_flight = False
+        self.halted: str | None = None
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.metadata: dict[TopicPartition, PartitionInfo] = {}
+        self.metadata: _Metadata = _Metadata()
         self.fetching: dict[TopicPartition, FetchState] = {}
         self.failed_fetches: dict[TopicPartition, int] = {}
         self.produces: list[PendingProduce] = []
@@ -188,60 +287,150 @@ class SimBroker:
 
     # ------------------------------------------------------------------ process life
 
-    def start(self) -> None:
-        """A broker process starts: LogManager._load_dir over this broker's disk."""
+    def start(self) -> bool:
+        """A broker process starts: LogManager._load_dir over each of this broker's dirs
+        (every one readable again), the lost copies /brokers/lost_replicas/<id> names set
+        aside, then that record forgotten for the dirs read (BrokerServer's startup)."""
         self._reset_process()
         fo = self.fs
-        marker = fo.exists(CLEAN_SHUTDOWN)
-        clean = marker and fo.read_file(CLEAN_SHUTDOWN) == b""
-        rp, hw, start = (OffsetCheckpointFile(LOG_DIR, n, fo).read() for n in CHECKPOINTS)
-        for name in fo.listdir(LOG_DIR):
-            full = posixpath.join(LOG_DIR, name)
-            if not fo.isdir(full):
-                continue
-            try:
-                tp = TopicPartition.parse(name)
-            except ValueError:
-                continue
-            self._adopt(tp, Log.open(LOG_DIR, tp, self.log_config, fileops=fo,
-                                     clock=self.now, recovery_point=rp.get(tp, 0),
-                                     log_start_offset=start.get(tp, 0),
-                                     high_watermark=hw.get(tp, 0), needs_recovery=not marker))
-        if marker:
-            fo.unlink(CLEAN_SHUTDOWN)
-            fo.fsync_dir(LOG_DIR)
+        lost = self.world.lost_replicas.get(self.broker_id, {})
+        clean = True
+        set_aside: list[tuple[TopicPartition, str]] = []
+        for d in self.log_dirs:
+            marker_path = posixpath.join(d, CLEAN_SHUTDOWN_FILE)
+            marker = fo.exists(marker_path)
+            clean = clean and marker and fo.read_file(marker_path) == b""
+            rp, hw, start = (OffsetCheckpointFile(d, n, fo).read() for n in CHECKPOINTS)
+            for name in fo.listdir(d):
+                full = posixpath.join(d, name)
+                if not fo.isdir(full) or name.endswith("-stray"):
+                    continue
+                try:
+                    tp = TopicPartition.parse(name)
+                except ValueError:
+                    continue
+                if tp in lost.get(d, ()):  # LogManager._set_aside_lost_copy
+                    fo.replace(full, f"{full}.{self.world.incarnation[self.broker_id]}-stray")
+                    set_aside.append((tp, d))
+                    continue
+                record = placement.read(full, fo)
+                if tp in self.logs and not self._resolve_duplicate(tp, d, full, record):
+                    continue
+                self.placements[tp] = record
+                self._adopt(tp, Log.open(d, tp, self.log_config, fileops=fo,
+                                         clock=self.now, recovery_point=rp.get(tp, 0),
+                                         log_start_offset=start.get(tp, 0),
+                                         high_watermark=hw.get(tp, 0),
+                                         needs_recovery=not marker), d)
+            if marker:
+                fo.unlink(marker_path)
+                fo.fsync_dir(d)
+        for tp, d in set_aside:  # ReplicaManager.__init__: lost until re-created
+            if tp not in self.logs:
+                self.offline_replicas[tp] = d
+        self.world.forget_lost_replicas(self.broker_id, self.log_dirs)
         self.broker_dynamic = dict(self.world.broker_default_config)
         self.alive = True
         self.started_clean = clean
         return clean
 
-    def _adopt(self, tp: TopicPartition, log: Log) -> None:
+    def _resolve_duplicate(self, tp: TopicPartition, d: str, full: str,
+                           record: placement.Placement | None) -> bool:
+        """LogManager._resolve_duplicate: two copies of ``tp`` found at a start; the stale
+        one (placement.newer_copy) is deleted. True when the copy in ``d`` is loaded. With
+        no rule to decide, production refuses the dir; the model reports it."""
+        kept = self.dir_of[tp]
+        winner = placement.newer_copy(placement.Copy(kept, self.placements.get(tp)),
+                                      placement.Copy(d, record))
+        if winner is placement.Winner.UNDECIDED:
+            self.world.inv.fail(f"broker {self.broker_id} found two copies of {tp} at its "
+                                f"start, in {kept} and {d}, and no placement record decides")
+        if winner is placement.Winner.EXISTING:
+            self.fs.rmtree(full)
+            self.fs.fsync_dir(d)
+            return False
+        old = self.logs.pop(tp)
+        del self.dir_of[tp]
+        old._close_fds()
+        old.closed = True
+        self.fs.rmtree(old.dir)
+        self.fs.fsync_dir(kept)
+        return True
+
+    def _adopt(self, tp: TopicPartition, log: Log, d: str) -> None:
         """LogManager._adopt: the log is this broker's; a truncation checkpoints the dir at
         once (Kafka's LogManager.truncateTo, issue 26 defect 5), where the Log offers it."""
         if hasattr(log, "on_truncation"):
             log.on_truncation = self.checkpoint
         self.logs[tp] = log
+        self.dir_of[tp] = d
         self._touched(tp)
 
+    def _new_log_dir(self) -> str:
+        """LogManager's placement of a new log: the online dir with the fewest partitions,
+        ties to the earlier one in log.dirs."""
+        online = [d for d in self.dirs if d.online]
+        counts = {d.path: 0 for d in online}
+        for at in self.dir_of.values():
+            if at in counts:
+                counts[at] += 1
+        return min(online, key=lambda d: (counts[d.path], d.index)).path
+
     def checkpoint(self) -> None:
-        """LogManager.checkpoint: recovery points, HWs and log starts of every log."""
-        logs = sorted(self.logs.items())
+        """LogManager.checkpoint: recovery points, HWs and log starts of every log, per
+        online dir."""
+        for d in self.dirs:
+            if d.online:
+                self._checkpoint_dir(d.path)
+
+    def _checkpoint_dir(self, d: str) -> None:
+        logs = sorted((tp, log) for tp, log in self.logs.items() if self.dir_of[tp] == d)
         for name, value in zip(CHECKPOINTS, ("recovery_point", "high_watermark",
                                              "log_start_offset")):
-            OffsetCheckpointFile(LOG_DIR, name, self.fs).write(
+            OffsetCheckpointFile(d, name, self.fs).write(
                 {tp: getattr(log, value) for tp, log in logs})
 
     def shutdown(self) -> None:
-        """A clean shutdown (LogManager.shutdown): close (flush) every log, checkpoint, and
-        write the clean-shutdown marker - one that still registers unclean after an unclean
-        start no controller handled (seeds 425, 1225)."""
-        for _tp, log in sorted(self.logs.items()):
-            log.close()
-        self.checkpoint()
-        self.fs.write_file_atomically(CLEAN_SHUTDOWN, b"" if self.started_clean
-                                      or self.registration_handled else UNHANDLED_UNCLEAN_START)
+        """A clean shutdown (LogManager.shutdown): per online dir, close (flush) its logs,
+        checkpoint, and write the clean-shutdown marker - one that still registers unclean
+        after an unclean start no controller handled (seeds 425, 1225). An offline dir gets
+        nothing: the next start finds no marker there and registers unclean."""
+        content = b"" if self.started_clean or self.registration_handled \
+            else UNHANDLED_UNCLEAN_START
+        for d in self.dirs:
+            if not d.online:
+                continue
+            for tp in sorted(tp for tp, at in self.dir_of.items() if at == d.path):
+                self.logs[tp].close()
+            self._checkpoint_dir(d.path)
+            self.fs.write_file_atomically(posixpath.join(d.path, CLEAN_SHUTDOWN_FILE), content)
         self.alive = False
         self._reset_process()
+
+    # ------------------------------------------------------------------ log-dir failure
+
+    def fail_log_dir(self, path: str, reason: str) -> list[TopicPartition]:
+        """An I/O error in ``path`` (seed 003 step 2): the real
+        ReplicaManager.handle_log_dir_failure - the dir's logs closed and forgotten, their
+        replicas out of ``partitions`` into ``offline_replicas``, a restart of them asked
+        of the controller (RestartNotifier.request), a halt if no dir is left. The fetcher
+        forgets them (FetcherManager.remove_partitions)."""
+        lost = LogDirFailureHandling.handle_log_dir_failure(self, path, reason)
+        for tp in lost:
+            self.fetching.pop(tp, None)
+            self.failed_fetches.pop(tp, None)
+        self.deferred_epoch_writes = [e for e in self.deferred_epoch_writes
+                                      if not e[1].closed]
+        return lost
+
+    def _lose(self, tps, log_dir):
+        return LogDirFailureHandling._lose(self, tps, log_dir)
+
+    def halt(self, message: str) -> None:
+        """Every log dir is offline: the process exits (World stops it after the call)."""
+        self.halted = message
+
+    on_log_dir_offline = None  # the registration rewrite: no controller rule reads it
 
     def power_loss(self) -> None:
         """An unclean stop: what was not fsynced is gone (memfs.crash)."""
@@ -312,15 +501,35 @@ class SimBroker:
                 continue
             self._topic_config(s.topic)
             todo.append(s)
+        refused: dict[TopicPartition, str] = {}
+        some_dir_offline = any(not d.online for d in self.dirs)
         for s in todo:
-            if s.tp not in self.logs and partition_state.missing_log(
-                    s.is_new, False, False) is partition_state.MissingLog.CREATE:
-                self._adopt(s.tp, Log.open(LOG_DIR, s.tp, self.log_config, fileops=self.fs,
-                                           clock=self.now))
+            if s.tp in self.logs:
+                continue
+            if partition_state.missing_log(s.is_new, s.tp in self.offline_replicas,
+                                           some_dir_offline) is partition_state.MissingLog.CREATE:
+                d = self._new_log_dir()
+                log = Log.open(d, s.tp, self.log_config, fileops=self.fs, clock=self.now)
+                # LogManager.get_or_create_log: created while a dir is offline (a copy may
+                # be there), the new one supersedes it
+                supersedes = tuple(sorted(x.path for x in self.dirs if not x.online))
+                if supersedes:
+                    placement.write(log.dir, placement.Placement(
+                        supersedes, self.broker_epoch, self.now()), self.fs)
+                self._adopt(s.tp, log, d)
+                self.offline_replicas.pop(s.tp, None)  # re-created (replica_recreated)
+            else:
+                refused[s.tp] = self.offline_replicas.get(s.tp) or ",".join(
+                    d.path for d in self.dirs if not d.online)
+        LogDirFailureHandling._refuse_lost_replicas(
+            self, refused, {s.tp: s.partition_epoch for s in todo})
         now = self.now()
         epoch_starts = []
         for s in todo:
             tp = s.tp
+            if tp in refused:
+                results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             p = self.partitions.get(tp)
             if p is None:
                 p = self.partitions[tp] = Partition(tp, self.broker_id)
@@ -369,8 +578,12 @@ class SimBroker:
             self.fetching.pop(tp, None)
             self.failed_fetches.pop(tp, None)
             if s.delete_partition:
+                # an offline replica's files are in an offline dir: nothing to delete now
+                # (offline_replica_forgotten); set aside if the dir comes back
+                self.offline_replicas.pop(tp, None)
                 self.partitions.pop(tp, None)
                 log = self.logs.pop(tp, None)
+                self.dir_of.pop(tp, None)
                 if log is not None:
                     log.delete()
                     self._touched(tp)
@@ -401,7 +614,9 @@ class SimBroker:
         for tp in tps:
             p = self.partitions.get(tp)
             log = p.log if p is not None else self.logs.get(tp)
-            if log is None:
+            if tp in self.offline_replicas:
+                out[tp] = ReplicaLogInfo(-1, -1, ErrorCode.KAFKA_STORAGE_ERROR)
+            elif log is None:
                 out[tp] = ReplicaLogInfo(-1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
                 out[tp] = ReplicaLogInfo(log.latest_epoch, log.log_end_offset)
@@ -412,6 +627,8 @@ class SimBroker:
     def produce(self, tp: TopicPartition, value: bytes, acks: int, timeout_ms: int
                 ) -> tuple[ErrorCode, int]:
         """_append; for acks=all the batch then waits in ``produces``. Returns (error, offset)."""
+        if tp in self.offline_replicas:
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
         p = self.partitions.get(tp)
         p = p if p is not None and p.log is not None else None
         refused = fencing.produce_error(p, tp in self.metadata, acks)
@@ -444,6 +661,8 @@ class SimBroker:
     def serve_fetch(self, replica_id: int, broker_epoch: int, fp: FetchRequest) -> FetchAnswer:
         """_prepare_read + the read + _read_result, for a follower."""
         tp = fp.tp
+        if tp in self.offline_replicas:
+            return FetchAnswer(ErrorCode.KAFKA_STORAGE_ERROR)
         p = self.partitions.get(tp)
         p = p if p is not None and p.log is not None else None
         refused = fencing.leader_request_error(p, tp in self.metadata, fp.current_leader_epoch)

@@ -13,6 +13,12 @@
   every partition a broker leads at the controller's current partition epoch, once no config
   change notification is in flight.
 - A replica the controller's ISR names is never deleted (its data is what the ISR vouches for).
+- JBOD (seed 003): a replica lost with its log dir counts as unreadable (as a dead broker's)
+  until re-created; losing the last live in-sync copy that way is a recovery (the disk died).
+  Once nothing is in flight that would act on a loss (no report queued or being written, no
+  /restart_partitions entry, no LeaderAndIsr or refusal on its way), a live broker whose
+  replica is offline is neither the controller's leader of it nor in its ISR or ELR: an
+  offline replica is never elected, and none is left where a clean election could pick it.
 - Liveness (World.heal): after the faults heal, every partition has a live leader and every
   replica is in the ISR within a bounded number of ticks.
 """
@@ -45,6 +51,7 @@ class Invariants:
         self.leader_hw: dict[tuple, int] = {}
         self.leader_of_epoch: dict[tuple[TopicPartition, int], int] = {}
         self.unclean_asked: set[TopicPartition] = set()
+        self.lost_with_dir: set[TopicPartition] = set()  # its last in-sync copy was
         self.pending: list[str] = []
         self._contents: dict[tuple[int, TopicPartition], tuple[int, dict[int, bytes]]] = {}
         self._batch_epochs: dict[tuple[int, TopicPartition], list[tuple[int, int]]] = {}
@@ -190,6 +197,48 @@ class Invariants:
                 self._reset(tp, s.leader_epoch + 1, f"power loss of broker {bid}, the last "
                                                     f"in-sync copy")
 
+    def before_log_dir_failure(self, b: SimBroker, path: str) -> None:
+        """``b``'s dir ``path`` is about to fail: as for a power loss, if no other live,
+        readable ISR/ELR member holds everything committed of a partition whose copy is lost
+        there, the configuration let it be lost (one disk held it). Logged as a recovery."""
+        tree = self.w.d.tree
+        for tp in sorted(tp for tp, d in b.dir_of.items() if d == path):
+            s = tree.states.get(tp)
+            if s is None:
+                continue
+            others = (set(s.isr) | set(getattr(s, "elr", ()))) - {b.broker_id}
+            if not others:
+                self.lost_with_dir.add(tp)  # offline until an operator accepts the loss
+            if not self.committed.get(tp):
+                continue
+            if not any(self.w.brokers[o].alive and not self._missing(self.w.brokers[o], tp)
+                       for o in others):
+                self._reset(tp, s.leader_epoch + 1, f"log dir {path} of broker "
+                                                    f"{b.broker_id}, the last in-sync copy")
+
+    def _offline_replicas_out(self, live: set[int]) -> None:
+        """A replica lost with its log dir is not left where it can be elected cleanly, once
+        nothing in flight would still act on its loss."""
+        w = self.w
+        tree = w.d.tree
+        if tree.restart_entries or any(m.what in ("RestartEntry", "LeaderAndIsr", "answer")
+                                       for m in w.net.heap):
+            return
+        for bid in sorted(live):
+            b = w.brokers[bid]
+            if not b.offline_replicas or b.restart_notifier._queue or bid in w.sessionless:
+                continue
+            for tp in sorted(b.offline_replicas):
+                s = tree.states.get(tp)
+                if s is None or tp.topic in tree.delete_topics:
+                    continue
+                if bid == s.leader or bid in s.isr or bid in getattr(s, "elr", ()):
+                    self.fail(f"{tp}: broker {bid}'s replica is offline (lost with "
+                              f"{b.offline_replicas[tp]}) yet the controller's state "
+                              f"(leader {s.leader} isr={list(s.isr)} "
+                              f"elr={list(getattr(s, 'elr', ()))}) names it, and nothing "
+                              f"in flight will change that")
+
     def observe_brokers(self) -> None:
         """After each tick: HW monotonic per leader epoch, one leader per epoch, and what
         each leader exposes below its HW joins the ledger."""
@@ -240,6 +289,8 @@ class Invariants:
                 continue
             if settled:
                 for b in sorted((set(s.isr) | set(getattr(s, "elr", ()))) & live):
+                    if tp in w.brokers[b].offline_replicas:
+                        continue  # unreadable, as a dead broker's: _offline_replicas_out
                     missing = self._missing(w.brokers[b], tp)
                     if missing:
                         where = "ISR" if b in s.isr else "ELR"
@@ -262,6 +313,8 @@ class Invariants:
         # delay later - seed 1688; meanwhile the leader's min ISR is the higher one, safe).
         if settled and not any(m.what in ("ConfigChange", "LeaderAndIsr") for m in w.net.heap):
             self._min_isr_agrees(live)
+        if settled:
+            self._offline_replicas_out(live)
 
     def _replicas_agree(self, tp: TopicPartition) -> None:
         w = self.w

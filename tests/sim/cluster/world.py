@@ -10,7 +10,8 @@ loss, process kill (kill -9: the page cache survives), clean (controlled) shutdo
 a ZooKeeper session loss, a slow replica, a controller crash after a chosen number of effects,
 min ISR moved up or down through a topic override or the dynamic broker default
 (/config/brokers/<default>), ELR switched on (the controller restarts with it), a
-reassignment or its cancel, a preferred or an unclean election - followed by one tick: the
+reassignment or its cancel, a preferred or an unclean election, and (profile "jbod", brokers
+with two log dirs) a log dir's failure - followed by one tick: the
 clock moves 100 ms, due messages are delivered, the brokers run their fetchers, ISR
 expiration, AlterPartition sender, deferred epoch writes and checkpoints, and the controller
 handles what arrived. The network delays, reorders, duplicates and drops follower Fetch and
@@ -33,10 +34,13 @@ from dataclasses import dataclass, field, replace
 
 from broker.controller_requests import LeaderAndIsrRequest
 from broker.delayed_produce import ProduceWait
+from broker.restart_notifier import restart_entry
 from broker.servicer import leader_and_isr_request, stop_replica_request, update_metadata_request
 from broker.storage.log import LogConfig
+from common import zk_layout as zl
 from common.errors import ErrorCode
 from common.names import TopicPartition
+from common.zk_layout import NO_LEADER
 from controller import decisions as D
 from controller import effects as X
 from controller import events as E
@@ -135,6 +139,12 @@ PROFILES: dict[str, dict] = {
                                                "cancel": 1, "power_loss": 0,
                                                "topic_min_isr": 0, "default_min_isr": 0,
                                                "leader_churn": 0}},
+    # JBOD (KIP-112, seed 003): two log dirs a broker, partitions placed across them; a dir
+    # fails (its replicas go offline, /restart_partitions entries - sometimes written twice -
+    # re-create them in the other dir, or the broker halts with its last dir) and comes back
+    # at the broker's next start, its lost copies set aside
+    "jbod": {"log_dirs": ("/data0", "/data1"), "rf": (2, 3),
+             "weights": {"log_dir_failure": 3, "bounce": 1.5, "restart": 5}},
 }
 
 
@@ -164,8 +174,11 @@ class World:
                                                                  (300, 600, 4096))),
                                flush_interval_messages=flush)
         self.broker_ids = tuple(range(1, rng.choice((3, 4, 4, 5)) + 1))
-        self.brokers = {b: SimBroker(b, self.static_min_isr, log_config, self)
+        dirs = prof.get("log_dirs", ("/data",))
+        self.brokers = {b: SimBroker(b, self.static_min_isr, log_config, self, log_dirs=dirs)
                         for b in self.broker_ids}
+        # /brokers/lost_replicas/<id>: broker -> log dir -> the copies it lost there
+        self.lost_replicas: dict[int, dict[str, set[TopicPartition]]] = {}
         self.incarnation = dict.fromkeys(self.broker_ids, 0)
         self.slow_until = dict.fromkeys(self.broker_ids, 0)
         self.sessionless: dict[int, int] = {}  # broker -> when it re-registers
@@ -220,13 +233,31 @@ class World:
         for b in self.broker_ids:
             if not self.brokers[b].alive:
                 self._start_broker(b)
-        for _ in range(HEAL_TICKS):
+        for i in range(HEAL_TICKS):
             self.tick()
             self.inv.check()
             if self.inv.healthy():
                 return
+            if i == HEAL_TICKS // 3:
+                self._operator_unclean_elections()
         self.inv.fail(f"liveness: {HEAL_TICKS} ticks after the faults healed, "
                       f"{self.inv.unhealthy()}")
+
+    def _operator_unclean_elections(self) -> None:
+        """A partition whose last in-sync copy died with its log dir stays offline (seed 003,
+        as Kafka) until an operator accepts the loss: kafka-leader-election
+        --election-type unclean, asked once the rest of the cluster has healed."""
+        tree = self.d.tree
+        for tp in sorted(self.inv.lost_with_dir):
+            s = tree.states.get(tp)
+            if s is not None and tp.topic not in tree.delete_topics and \
+                    s.leader == NO_LEADER and not s.isr and not getattr(s, "elr", ()) and \
+                    self.d.core is not None:
+                self.say(f"operator: unclean election for {tp}, lost with a log dir")
+                self.inv.unclean_asked.add(tp)
+                self.d.request(E.ElectLeaders(election_type=D.ElectionType.UNCLEAN,
+                                              partitions=(tp,)))
+                self._settle()
 
     def _pick(self) -> Callable[[], None]:
         actions = [
@@ -237,7 +268,7 @@ class World:
             (self._flaky_controller, 0.7), (self._bounce, 1), (self._leader_churn, 0.3),
             (self._reassign, 1.5), (self._cancel, 0.5), (self._elect_preferred, 0.5),
             (self._elect_unclean, 0.3), (self._create_topic, 0.3),
-            (self._lead_after_truncation, 0),
+            (self._lead_after_truncation, 0), (self._log_dir_failure, 0),
         ]
         weights = self.profile.get("weights", {})
         actions = [(a, weights.get(a.__name__.lstrip("_"), w)) for a, w in actions]
@@ -391,6 +422,7 @@ class World:
             if shrink:
                 b.maybe_shrink_isr()
             self._send_alter_partition(b)
+            self._write_restart_entries(b)
             b.write_due_epochs()
             if self.now_ms >= self.next_checkpoint[bid]:
                 self.next_checkpoint[bid] = self.now_ms + self.checkpoint_ms
@@ -473,6 +505,48 @@ class World:
             b.apply_alter_answers(batch, answers)
         self.net.send("AlterPartition", at_controller)
 
+    def _write_restart_entries(self, b: SimBroker) -> None:
+        """RestartNotifier.run: the oldest queued report is written - its copies added to
+        /brokers/lost_replicas/<id> under every dir offline now (record_lost_copies), then
+        the sequential /restart_partitions entry - one ZooKeeper round trip later, retried
+        while the broker has no session. A write may time out and land anyway: the retry
+        then writes the entry a second time (what the entries' partition-epoch fence is
+        for)."""
+        n = b.restart_notifier
+        if b.restart_in_flight or not n._queue or b.broker_id in self.sessionless \
+                or not b.registered:
+            return
+        report = n._queue[0]
+        entry = restart_entry(b.broker_id, b.broker_epoch, report.log_dir, report.partitions)
+        offline = [d.path for d in b.dirs if not d.online]
+        n._writing = b.restart_in_flight = True
+        inc = self.incarnation[b.broker_id]
+        twice = self.rng.random() < 0.1
+
+        def landed() -> None:
+            lost = self.lost_replicas.setdefault(b.broker_id, {})
+            for d in offline:
+                lost.setdefault(d, set()).update(TopicPartition(t, p) for t, p in entry.partitions)
+            name = self.d.tree.add_restart_entry(zl.encode_restart_entry(entry))
+            self.say(f"broker {b.broker_id} wrote {name}: {report.log_dir} "
+                     f"{sorted(report.partitions.items())}")
+            self._settle()
+            if self.incarnation[b.broker_id] != inc or not n._queue or n._queue[0] is not report:
+                return  # a process gone, or the network's duplicate of a write that landed
+            n._writing = b.restart_in_flight = False
+            if not twice:
+                n._queue.pop(0)  # else: timed out, retried as it is (a second entry)
+        self.net.send("RestartEntry", landed, lossy=False)
+
+    def forget_lost_replicas(self, bid: int, log_dirs) -> None:
+        """forget_lost_replicas: the dirs a start read drop out of the broker's record."""
+        lost = self.lost_replicas.get(bid)
+        if lost is not None:
+            for d in log_dirs:
+                lost.pop(d, None)
+            if not lost:
+                del self.lost_replicas[bid]
+
     # ------------------------------------------------------------------ brokers
 
     def _register(self, bid: int, clean: bool) -> None:
@@ -517,7 +591,7 @@ class World:
         if how == "power loss":
             self.inv.before_power_loss(bid)
             b.power_loss()
-        elif how == "kill -9":
+        elif how in ("kill -9", "halt"):
             b.alive = False
             b._reset_process()
         else:
@@ -740,6 +814,33 @@ class World:
             self._stop_broker(lid, "kill -9")
             self._ticks((0, 1, 2))
             self._start_broker(lid)
+
+    def _log_dir_failure(self) -> None:
+        """One log dir of one broker fails (seed 003 step 2): its replicas go offline there
+        and are reported for a restart; with no dir left the broker halts. Sometimes the
+        broker is then stopped and started again, its dir back."""
+        live = [b for b in self._live() if any(d.online for d in self.brokers[b].dirs)]
+        if not live:
+            return
+        bid = self.rng.choice(live)
+        b = self.brokers[bid]
+        online = [d.path for d in b.dirs if d.online]
+        path = self.rng.choice(online)
+        if len(online) == 1 and len(self._live()) <= 1:
+            return
+        self.inv.before_log_dir_failure(b, path)
+        lost = b.fail_log_dir(path, "Input/output error (simulated)")
+        self.say(f"broker {bid}: log dir {path} fails, replicas offline: "
+                 f"{[str(tp) for tp in lost]}")
+        if b.halted is not None:
+            self._stop_broker(bid, "halt")
+            return
+        self._ticks((0, 1, 3, 8))
+        if self.rng.random() < 0.3 and b.alive:
+            how = self.rng.choice(("kill -9", "clean shutdown"))
+            self._stop_broker(bid, how)
+            self._ticks((0, 1, 3))
+            self._start_broker(bid)
 
     def _bounce(self) -> None:
         """A broker dies and comes straight back (before or after the controller saw it)."""
