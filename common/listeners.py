@@ -7,8 +7,10 @@ EXTERNAL://0.0.0.0:19092``) and advertise a different address for each
 - a client is answered with the endpoints of the listener its request arrived on, so a client
   outside a container network is given addresses it can reach (KIP-103);
 - replication and controller->broker traffic use ``inter.broker.listener.name``;
-- ``listener.security.protocol.map`` names each listener's security protocol; replog speaks
-  plaintext only, so every listener must map to PLAINTEXT;
+- ``listener.security.protocol.map`` names each listener's security protocol: PLAINTEXT or SSL
+  (TLS, mutual with ``ssl.client.auth=required``: common/security/tls.py); SASL is not served;
+- ``control.plane.listener.name`` (KIP-291) is the broker listener the controller sends its
+  requests to; unset, the inter-broker listener;
 - a listener named in ``kafka.listener.names`` (default ``KAFKA``) speaks Kafka's wire protocol
   to unmodified Kafka clients (broker/kafka_listener.py); every other listener speaks gRPC.
   Replication and controller traffic stay on gRPC, so the inter-broker listener is never one.
@@ -27,8 +29,10 @@ from typing import Any
 from common.errors import ConfigError
 
 PLAINTEXT = "PLAINTEXT"
-# Kafka's SecurityProtocol names; only PLAINTEXT is served.
+SSL = "SSL"
+# Kafka's SecurityProtocol names; PLAINTEXT and SSL are served.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SERVED_PROTOCOLS = (PLAINTEXT, SSL)
 # Kafka's default listener.security.protocol.map: each protocol name maps to itself; replog
 # adds its Kafka-protocol listener's default name, so ``listeners=PLAINTEXT://:9092,
 # KAFKA://:9093`` needs no map, as ``PLAINTEXT://`` needs none in Kafka.
@@ -39,8 +43,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 @dataclass(frozen=True)
 class EndPoint:
-    """One listener's name and address (Kafka's EndPoint, without the security protocol: it
-    is always PLAINTEXT here)."""
+    """One listener's name and address (Kafka's EndPoint, without the security protocol: the
+    listener's, from ``listener.security.protocol.map``)."""
 
     listener: str
     host: str
@@ -83,7 +87,7 @@ def parse_endpoints(text: str) -> list[EndPoint]:
 
 
 def parse_protocol_map(text: str) -> dict[str, str]:
-    """``listener.security.protocol.map``: ``NAME:PROTOCOL,...``; only PLAINTEXT is served."""
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL,...``; PLAINTEXT and SSL are served."""
     out: dict[str, str] = {}
     for item in (x.strip() for x in text.split(",") if x.strip()):
         name, sep, proto = item.partition(":")
@@ -92,9 +96,9 @@ def parse_protocol_map(text: str) -> dict[str, str]:
             raise ValueError(f"entry {item!r} is not of the form NAME:PROTOCOL")
         if proto not in SECURITY_PROTOCOLS:
             raise ValueError(f"unknown security protocol {proto!r} for listener {name}")
-        if proto != PLAINTEXT:
+        if proto not in SERVED_PROTOCOLS:
             raise ValueError(f"listener {name}: security protocol {proto} is not supported "
-                             f"(replog serves PLAINTEXT only)")
+                             f"(replog serves PLAINTEXT and SSL)")
         if name in out:
             raise ValueError(f"listener {name} is mapped more than once")
         out[name] = proto
@@ -112,6 +116,18 @@ class ListenerConfig:
     protocol_map: Mapping[str, str]
     inter_broker_listener_name: str
     kafka_listener_names: frozenset[str] = frozenset()  # these speak Kafka's protocol
+    control_plane_listener_name: str | None = None  # KIP-291; None: the inter-broker one
+
+    def protocol(self, name: str) -> str:
+        return self.protocol_map.get(name, PLAINTEXT)
+
+    def is_ssl(self, name: str) -> bool:
+        return self.protocol(name) == SSL
+
+    @property
+    def controller_to_broker_listener(self) -> str:
+        """The broker listener the controller's requests go to (KIP-291)."""
+        return self.control_plane_listener_name or self.inter_broker_listener_name
 
     def is_kafka(self, name: str) -> bool:
         return name in self.kafka_listener_names
@@ -145,10 +161,13 @@ def listener_config(cfg: Mapping[str, Any]) -> ListenerConfig:
                 f"configuration key 'listener.security.protocol.map'"
                 f"{_origin(cfg, 'listener.security.protocol.map')} has no security protocol "
                 f"for listener {name} (e.g. {name}:PLAINTEXT)")
-        if proto != PLAINTEXT:  # a listener named SSL under the default map
+        if proto not in SERVED_PROTOCOLS:  # a listener named SASL_SSL under the default map
             raise ConfigError(
                 f"configuration key 'listener.security.protocol.map': listener {name} uses "
-                f"security protocol {proto}; replog serves PLAINTEXT only")
+                f"security protocol {proto}; replog serves PLAINTEXT and SSL")
+        if proto == SSL:
+            from common.security.tls import SslSettings  # the listener's keystore must load
+            SslSettings.from_properties(cfg, name).check_server(name)
     # KIP-103: advertised listener names must be among the listeners (a subset is allowed:
     # a listener left out is bound but not registered).
     for e in advertised:
@@ -184,7 +203,15 @@ def listener_config(cfg: Mapping[str, Any]) -> ListenerConfig:
                 f"configuration key 'inter.broker.listener.name'"
                 f"{_origin(cfg, 'inter.broker.listener.name')}: {inter} speaks Kafka's "
                 f"protocol (kafka.listener.names); replication stays on gRPC")
-    return ListenerConfig(listeners, advertised, dict(protocols), inter, kafka_names)
+    control = cfg.get("control.plane.listener.name")
+    if control is not None:
+        control = control.upper()
+        if all(e.listener != control for e in advertised) or control in kafka_names:
+            raise ConfigError(
+                f"configuration key 'control.plane.listener.name'"
+                f"{_origin(cfg, 'control.plane.listener.name')}: {control} is not a gRPC "
+                f"listener in advertised.listeners ({', '.join(e.listener for e in advertised)})")
+    return ListenerConfig(listeners, advertised, dict(protocols), inter, kafka_names, control)
 
 
 def encode_endpoints(endpoints: Iterable[EndPoint]) -> list[str]:
