@@ -19,6 +19,8 @@ from common.listeners import (
     parse_endpoints,
     parse_protocol_map,
 )
+from common.security.ssl_principal_mapper import parse_mapping_rules
+from common.security.tls import LISTENER_PREFIXED
 
 LONG_MAX = (1 << 63) - 1
 
@@ -53,6 +55,12 @@ def _list(text: str) -> list[str]:
     return items
 
 
+def _super_users(text: str) -> str:
+    from common.security.acl import parse_super_users
+    parse_super_users(text)  # a malformed principal is refused at startup
+    return text.strip()
+
+
 def _choice(*options: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         for o in options:
@@ -85,8 +93,27 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("advertised.listeners", parse_endpoints, None,
        "per listener, the address registered for clients and peers, if not listeners"),
     _k("listener.security.protocol.map", parse_protocol_map, None,
-       "NAME:PROTOCOL,... (Kafka's default maps PLAINTEXT to PLAINTEXT; only PLAINTEXT is "
-       "served)"),
+       "NAME:PROTOCOL,... (Kafka's default maps PLAINTEXT to PLAINTEXT and SSL to SSL; "
+       "PLAINTEXT and SSL are served)"),
+    _k("control.plane.listener.name", _str, None,
+       "KIP-291: the broker listener the controller's requests go to (default: "
+       "inter.broker.listener.name)"),
+    # TLS (common/security/tls.py; PEM as KIP-651). Each may also be set per listener as
+    # listener.name.<name>.<key>, which wins for that listener, as in Kafka.
+    _k("ssl.client.auth", _choice("none", "requested", "required"), "none",
+       "SSL listeners: whether clients must present a certificate (mutual TLS)"),
+    _k("ssl.keystore.type", _choice("PEM"), "PEM", "PEM only (KIP-651)"),
+    _k("ssl.keystore.location", _str, None, "PEM file: private key and certificate chain"),
+    _k("ssl.keystore.certificate.chain", _str, None, "inline PEM certificate chain"),
+    _k("ssl.keystore.key", _str, None, "inline PEM private key"),
+    _k("ssl.key.password", _str, None, "password of an encrypted PEM private key"),
+    _k("ssl.truststore.type", _choice("PEM"), "PEM", "PEM only (KIP-651)"),
+    _k("ssl.truststore.location", _str, None, "PEM file of trusted CA certificates"),
+    _k("ssl.truststore.certificates", _str, None, "inline PEM trusted certificates"),
+    _k("ssl.principal.mapping.rules", parse_mapping_rules, "DEFAULT",
+       "KIP-371: RULE:pattern/replacement/[LU],...,DEFAULT - certificate DN to principal name"),
+    _k("ssl.endpoint.identification.algorithm", _choice("https"), "https",
+       "the server's name is checked against its certificate (https only)"),
     _k("kafka.listener.names", _list, None,
        "replog: listeners that speak Kafka's wire protocol to Kafka clients instead of gRPC "
        "(default KAFKA; broker/kafka_listener.py)"),
@@ -110,6 +137,14 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "replog: ZooKeeper digest credentials user:password (Kafka uses a JAAS file)"),
     _k("zookeeper.auth.digest.file", _str, None,
        "replog: a file holding the ZooKeeper digest credentials user:password"),
+    # Authorization (common/security/authorizer.py): Kafka's AclAuthorizer on ZooKeeper.
+    _k("authorizer.class.name", _str, "",
+       "kafka.security.authorizer.AclAuthorizer (or kafka.security.auth.SimpleAclAuthorizer) "
+       "checks every request against the ACLs in /kafka-acl; empty: no authorization"),
+    _k("super.users", _super_users, "",
+       "principals allowed everything, separated by semicolons (User:admin;User:CN=broker)"),
+    _k("allow.everyone.if.no.acl.found", _bool, False,
+       "allow every principal on a resource that has no ACL at all"),
     _k("num.replica.fetchers", _int(1), 1, "fetcher tasks per source broker"),
     _k("replica.fetch.wait.max.ms", _int(0), 500, "follower fetch long-poll wait"),
     _k("replica.fetch.min.bytes", _int(1), 1, "follower fetch min bytes"),
@@ -189,6 +224,17 @@ KEYS: dict[str, Key] = {k.name: k for k in [
 ]}
 
 
+def key_spec(key: str) -> Key | None:
+    """A key's declaration; ``listener.name.<name>.ssl.*`` is its ssl.* key's (Kafka's
+    listener-prefixed configs), stored under the prefixed name with the listener lower-cased."""
+    spec = KEYS.get(key)
+    if spec is None:
+        m = LISTENER_PREFIXED.match(key)
+        if m is not None and m.group(2) in KEYS:
+            return KEYS[m.group(2)]
+    return spec
+
+
 class Config(Mapping[str, Any]):
     """Typed, validated configuration; unset keys read as their defaults."""
 
@@ -253,10 +299,13 @@ def build_config(entries: Iterable[tuple[str, str, str]], required: Iterable[str
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for key, raw, where in entries:
-        spec = KEYS.get(key)
+        spec = key_spec(key)
         if spec is None:
             raise ConfigError(f"unknown configuration key '{key}' ({where})")
         try:
+            m = LISTENER_PREFIXED.match(key)
+            if m is not None:
+                key = f"listener.name.{m.group(1).lower()}.{m.group(2)}"
             values[key] = spec.parse(raw)
         except ValueError as e:
             raise ConfigError(f"invalid value {raw!r} for configuration key '{key}' ({where}): "
