@@ -1,0 +1,213 @@
+"""The authorizer a broker and the controller run: Kafka's AclAuthorizer on ZooKeeper.
+
+Configured as Kafka configures it: ``authorizer.class.name`` names
+``kafka.security.authorizer.AclAuthorizer`` (or its pre-2.4 name
+``kafka.security.auth.SimpleAclAuthorizer``); empty means no authorization (every request is
+allowed, replog's behaviour before ACLs). ``super.users`` (``User:a;User:b``) are allowed
+everything; ``allow.everyone.if.no.acl.found`` (default false) decides for resources without a
+single ACL.
+
+At start it loads every ACL from ``/kafka-acl`` and ``/kafka-acl-extended`` and watches
+``/kafka-acl-changes`` and ``/kafka-acl-extended-changes``: each new notification names one
+resource, whose znode is read again into the cache (AclAuthorizer's AclChangedNotificationHandler
+through ZkNodeChangeNotificationListener). Decisions read the cache only (common/security/acl.py
+``authorize``), never ZooKeeper, so a request never waits on ZooKeeper.
+
+Servicers take an ``authorizer`` (None: allow everything) and ask ``authorize(who, operation,
+resource)`` with the ``Requester`` a principal builder made for the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.exceptions import NoNodeError
+
+from common.errors import ConfigError
+from common.security.acl import (
+    CHANGE_PREFIX,
+    EXTENDED_CHANGES_PATH,
+    LITERAL_CHANGES_PATH,
+    AccessControlEntry,
+    AclError,
+    AclOperation,
+    ResourcePattern,
+    authorize,
+    decode_change,
+    parse_super_users,
+)
+from common.security.acl_store import AclStore
+from common.security.principal import KafkaPrincipal, PrincipalBuilder
+
+ACL_AUTHORIZER_CLASSES = frozenset({"kafka.security.authorizer.AclAuthorizer",
+                                    "kafka.security.auth.SimpleAclAuthorizer"})
+CHANGE_PATHS = (LITERAL_CHANGES_PATH, EXTENDED_CHANGES_PATH)
+
+
+@dataclass(frozen=True)
+class Requester:
+    """Who sent a request and from where: Kafka's RequestContext principal and clientAddress."""
+
+    principal: KafkaPrincipal
+    host: str
+
+
+def peer_host(peer: str | None) -> str:
+    """The client address of a gRPC peer string (``ipv4:10.0.0.1:5000``,
+    ``ipv6:[::1]:5000``, ``unix:/path``), as Kafka's clientAddress.getHostAddress."""
+    if not peer:
+        return ""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6" and rest.startswith("["):
+        return rest[1:rest.find("]")] if "]" in rest else rest
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or rest
+    return rest
+
+
+def grpc_requester(builder: PrincipalBuilder, context) -> Requester:
+    peer = context.peer() if hasattr(context, "peer") else None
+    return Requester(builder.from_grpc(context), peer_host(peer))
+
+
+def enabled(class_name: str | None) -> bool:
+    """Whether ``authorizer.class.name`` turns authorization on; an unknown class is refused
+    (one line), as Kafka fails to start on a class it cannot load."""
+    name = (class_name or "").strip()
+    if not name:
+        return False
+    if name not in ACL_AUTHORIZER_CLASSES:
+        raise ConfigError(f"authorizer.class.name: {name} is not supported (one of "
+                          f"{', '.join(sorted(ACL_AUTHORIZER_CLASSES))}, or empty)")
+    return True
+
+
+class AclAuthorizer:
+    """The ACL cache, filled from ZooKeeper and kept current by change notifications."""
+
+    def __init__(self, zk, super_users: frozenset[KafkaPrincipal] = frozenset(),
+                 allow_everyone_if_no_acl_found: bool = False, events=None):
+        self.zk = zk
+        self.super_users = frozenset(super_users)
+        self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        self.events = events
+        self.store = AclStore(zk, on_corrupt=self._corrupt)
+        self.acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        self._last_change: dict[str, int] = {path: -1 for path in CHANGE_PATHS}
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task] = set()
+        self._stopped = False
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], zk, events=None) -> AclAuthorizer | None:
+        """The configured authorizer, or None when ``authorizer.class.name`` is empty."""
+        if not enabled(config.get("authorizer.class.name")):
+            return None
+        try:
+            supers = parse_super_users(config.get("super.users"))
+        except AclError as e:
+            raise ConfigError(str(e)) from None
+        return cls(zk, supers, bool(config.get("allow.everyone.if.no.acl.found")), events)
+
+    # ------------------------------------------------------------------ decisions
+
+    def authorize(self, who: Requester, operation: AclOperation,
+                  resource: ResourcePattern) -> bool:
+        ok = authorize(who.principal, who.host, operation, resource, self.acls,
+                       self.super_users, self.allow_everyone_if_no_acl_found)
+        if not ok and self.events is not None:
+            # Kafka's kafka.authorizer.logger audit line for a denial
+            self.events.info("authorization_denied", principal=str(who.principal),
+                             host=who.host, operation=operation.name,
+                             resource=str(resource))
+        return ok
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        await self.store.ensure_paths()
+        async with self._lock:
+            self.acls = await self.store.load_all()
+        # Notifications already there name resources loaded just now; reading them again is
+        # harmless, and the watches they arm catch every later one.
+        for path in CHANGE_PATHS:
+            await self.process_changes(path)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ change notifications
+
+    def _on_watch(self, path: str):
+        def fire(_event) -> None:  # on the loop (AsyncZk.watcher)
+            if self._stopped:
+                return
+            task = asyncio.get_running_loop().create_task(self._process_safely(path))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return self.zk.watcher(fire)
+
+    async def _process_safely(self, path: str) -> None:
+        try:
+            await self.process_changes(path)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a lost session etc.: the next watch retries
+            if self.events is not None:
+                self.events.warning("acl_change_processing_failed", path=path,
+                                    error=f"{type(e).__name__}: {e}"[:300])
+
+    async def process_changes(self, changes_path: str) -> None:
+        """Read the notifications under ``changes_path`` not yet processed (re-arming the
+        watch) and reload each resource they name."""
+        async with self._lock:
+            try:
+                children = await self.zk.get_children(changes_path,
+                                                      watch=self._on_watch(changes_path))
+            except NoNodeError:
+                return
+            seqs = sorted((int(c[len(CHANGE_PREFIX):]), c) for c in children
+                          if c.startswith(CHANGE_PREFIX) and c[len(CHANGE_PREFIX):].isdigit())
+            for seq, child in seqs:
+                if seq <= self._last_change[changes_path]:
+                    continue
+                got = await self.zk.get_or_none(f"{changes_path}/{child}")
+                self._last_change[changes_path] = seq
+                if got is None:
+                    continue  # purged meanwhile
+                try:
+                    pattern = decode_change(changes_path, got[0])
+                except AclError as e:
+                    self._corrupt(f"{changes_path}/{child}", str(e))
+                    continue
+                entries, _ = await self.store.read(pattern)
+                if entries:
+                    self.acls[pattern] = entries
+                else:
+                    self.acls.pop(pattern, None)
+                if self.events is not None:
+                    self.events.info("acls_changed", resource=str(pattern),
+                                     acls=sorted(str(e) for e in entries))
+            await self.store.purge_changes(changes_path, [c for _, c in seqs])
+
+    def _corrupt(self, path: str, error: str) -> None:
+        if self.events is not None:
+            self.events.warning("acl_znode_skipped", path=path, error=error[:300])
+
+
+class _AllowAll:
+    """No ``authorizer.class.name``: every request is allowed."""
+
+    def authorize(self, who: Requester, operation: AclOperation,
+                  resource: ResourcePattern) -> bool:
+        return True
+
+
+ALLOW_ALL = _AllowAll()

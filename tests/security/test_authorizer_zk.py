@@ -1,0 +1,161 @@
+"""The AclAuthorizer shell against a real ZooKeeper: ACLs stored in Kafka's znodes, loaded at
+start, and an ACL written by another client reaching the cache through /kafka-acl-changes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from common.errors import ConfigError
+from common.security.acl import (
+    CLUSTER_RESOURCE,
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    topic,
+)
+from common.security.acl_store import CHANGE_EXPIRATION_MS, AclStore
+from common.security.authorizer import AclAuthorizer, Requester, enabled, peer_host
+from common.security.principal import ANONYMOUS, KafkaPrincipal
+from common.zk_async import AsyncZk
+from tests.polling import async_wait_until
+
+WRITE = AccessControlEntry("User:ANONYMOUS", "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+ANON = Requester(ANONYMOUS, "127.0.0.1")
+
+
+class Events:
+    def __init__(self):
+        self.seen: list[tuple[str, dict]] = []
+
+    def info(self, name, **kw):
+        self.seen.append((name, kw))
+
+    warning = error = info
+
+
+@pytest.fixture
+async def zks(zk_hosts):
+    clients = [AsyncZk(zk_hosts, session_timeout_ms=6000) for _ in range(2)]
+    for c in clients:
+        await c.start()
+    yield clients
+    for c in clients:
+        await c.stop()
+
+
+async def test_update_writes_kafkas_znode_and_a_change_notification(zks, zk):
+    store = AclStore(zks[0])
+    await store.ensure_paths()
+    await store.update(topic("t"), lambda acls: acls | {WRITE})
+    data, _ = zk.get("/kafka-acl/Topic/t")
+    assert json.loads(data) == {"version": 1, "acls": [
+        {"principal": "User:ANONYMOUS", "permissionType": "Allow", "operation": "Write",
+         "host": "*"}]}
+    [change] = zk.get_children("/kafka-acl-changes")
+    assert change.startswith("acl_changes_")
+    assert zk.get(f"/kafka-acl-changes/{change}")[0] == b"TOPIC:t"
+    # removing the last entry deletes the znode, and is announced too
+    await store.update(topic("t"), lambda acls: acls - {WRITE})
+    assert zk.exists("/kafka-acl/Topic/t") is None
+    assert len(zk.get_children("/kafka-acl-changes")) == 2
+
+
+async def test_prefixed_acls_go_to_the_extended_store(zks, zk):
+    store = AclStore(zks[0])
+    await store.ensure_paths()
+    pattern = ResourcePattern(ResourceType.TOPIC, "ord", PatternType.PREFIXED)
+    await store.update(pattern, lambda acls: acls | {WRITE})
+    assert zk.exists("/kafka-acl-extended/prefixed/Topic/ord") is not None
+    [change] = zk.get_children("/kafka-acl-extended-changes")
+    assert json.loads(zk.get(f"/kafka-acl-extended-changes/{change}")[0])["patternType"] \
+        == "PREFIXED"
+    assert await store.load_all() == {pattern: frozenset({WRITE})}
+
+
+async def test_acl_added_by_another_client_reaches_the_cache_through_notifications(zks):
+    authorizer = AclAuthorizer(zks[0])
+    await authorizer.start()
+    try:
+        assert not authorizer.authorize(ANON, AclOperation.WRITE, topic("t"))
+        await AclStore(zks[1]).update(topic("t"), lambda acls: acls | {WRITE})
+        await async_wait_until(
+            lambda: authorizer.authorize(ANON, AclOperation.WRITE, topic("t")), timeout=10,
+            what="the ACL written by the other client to reach the cache")
+        await AclStore(zks[1]).update(topic("t"), lambda acls: frozenset())
+        await async_wait_until(
+            lambda: topic("t") not in authorizer.acls, timeout=10,
+            what="the removal to reach the cache")
+    finally:
+        await authorizer.stop()
+
+
+async def test_start_loads_what_is_stored_and_skips_a_corrupt_znode(zks, zk):
+    await AclStore(zks[1]).update(CLUSTER_RESOURCE, lambda acls: acls | {AccessControlEntry(
+        "User:ANONYMOUS", "*", AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW)})
+    zk.create("/kafka-acl/Topic/bad", b"{not json", makepath=True)
+    events = Events()
+    authorizer = AclAuthorizer(zks[0], events=events)
+    await authorizer.start()
+    try:
+        assert authorizer.authorize(ANON, AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE)
+        assert list(authorizer.acls) == [CLUSTER_RESOURCE]
+        assert any(name == "acl_znode_skipped" and kw["path"] == "/kafka-acl/Topic/bad"
+                   for name, kw in events.seen)
+    finally:
+        await authorizer.stop()
+
+
+async def test_a_hostile_change_notification_is_skipped(zks, zk):
+    authorizer = AclAuthorizer(zks[0], events=Events())
+    await authorizer.start()
+    try:
+        zk.create("/kafka-acl-changes/acl_changes_", b"garbage", sequence=True)
+        await AclStore(zks[1]).update(topic("t"), lambda acls: acls | {WRITE})
+        await async_wait_until(lambda: topic("t") in authorizer.acls, timeout=10,
+                               what="the good notification after the bad one")
+    finally:
+        await authorizer.stop()
+
+
+async def test_old_notifications_are_purged(zks, zk):
+    store = AclStore(zks[0])
+    await store.ensure_paths()
+    await store.update(topic("t"), lambda acls: acls | {WRITE})
+    children = zk.get_children("/kafka-acl-changes")
+    ctime = zk.exists(f"/kafka-acl-changes/{children[0]}").ctime
+    await store.purge_changes("/kafka-acl-changes", children, now_ms=ctime + 1000)
+    assert zk.get_children("/kafka-acl-changes") == children
+    await store.purge_changes("/kafka-acl-changes", children,
+                              now_ms=ctime + CHANGE_EXPIRATION_MS + 1)
+    assert zk.get_children("/kafka-acl-changes") == []
+
+
+async def test_super_users_and_allow_everyone_from_config(zks):
+    config = {"authorizer.class.name": "kafka.security.auth.SimpleAclAuthorizer",
+              "super.users": "User:admin;User:broker", "allow.everyone.if.no.acl.found": True}
+    authorizer = AclAuthorizer.from_config(config, zks[0])
+    assert authorizer.super_users == {KafkaPrincipal("User", "admin"),
+                                      KafkaPrincipal("User", "broker")}
+    assert authorizer.allow_everyone_if_no_acl_found
+    assert AclAuthorizer.from_config({"authorizer.class.name": ""}, zks[0]) is None
+
+
+def test_authorizer_class_names():
+    assert enabled("kafka.security.authorizer.AclAuthorizer")
+    assert enabled(" kafka.security.auth.SimpleAclAuthorizer ")
+    assert not enabled("")
+    assert not enabled(None)
+    with pytest.raises(ConfigError, match="authorizer.class.name"):
+        enabled("org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+
+@pytest.mark.parametrize("peer,host", [("ipv4:10.1.2.3:5000", "10.1.2.3"),
+                                       ("ipv6:[::1]:5000", "::1"),
+                                       ("unix:/tmp/s", "/tmp/s"), ("", ""), (None, "")])
+def test_peer_host(peer, host):
+    assert peer_host(peer) == host
