@@ -30,6 +30,8 @@ class ErrorCode(IntEnum):
     NOT_ENOUGH_REPLICAS = 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
+    TOPIC_AUTHORIZATION_FAILED = 29  # the principal lacks the ACL the topic operation needs
+    CLUSTER_AUTHORIZATION_FAILED = 31  # ... the cluster operation needs (ClusterAction, Alter)
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
     INVALID_REPLICATION_FACTOR = 38
