@@ -770,18 +770,21 @@ def expire_session(client: KazooClient, hosts: str, timeout: float = 15.0) -> No
         )
 
 
-def ensure_chroot(hosts: str, path: str, timeout: float = 15.0) -> str:
+def ensure_chroot(hosts: str, path: str, timeout: float = 15.0, *,
+                  auth_data: Sequence[tuple[str, str]] = (), acl=None) -> str:
     """Create `path` (and its parents) on the ensemble at `hosts`; return `hosts` + `path`.
+    `auth_data` and `acl`: the credentials to send and the ACL of the levels created
+    (kazoo's; zookeeper.set.acl's chroot ACL, common/security/zk_auth.py).
 
     kazoo does not create a chroot itself, and a client chrooted to a missing path fails its
     first operation, so tests and `replog cluster up` create it first with an unchrooted client.
     """
     if not path.startswith("/") or path == "/" or path.endswith("/"):
         raise ValueError(f"chroot must be an absolute znode path like /replog, got {path!r}")
-    client = KazooClient(hosts, timeout=timeout)
+    client = KazooClient(hosts, timeout=timeout, auth_data=list(auth_data))
     try:
         client.start(timeout=timeout)
-        client.ensure_path(path)
+        client.ensure_path(path, acl=acl)
         client.stop()
     finally:
         client.close()
