@@ -58,6 +58,7 @@ from admin import cluster_hosts
 from common import zk_layout
 from common.errors import ReplogError
 from common.ports import free_port  # also imported from here by admin.prometheus and tests
+from common.security.zk_auth import zk_security
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_FILE = ".cluster.lock"
@@ -384,6 +385,9 @@ class LocalCluster:
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
         self.broker_overrides = {k: str(v) for k, v in (broker_overrides or {}).items()}
         self.controller_overrides = {k: str(v) for k, v in (controller_overrides or {}).items()}
+        # zookeeper.set.acl and the credentials (cluster-wide overrides): the chroot is made
+        # with its ACL and this process's own kazoo client authenticates like the nodes.
+        self.zk_security = zk_security(self.overrides)
         self.startup_timeout_s = startup_timeout_s
         self.zk_tick_time_ms = zk_tick_time_ms
         self.python = python or sys.executable
@@ -568,12 +572,16 @@ class LocalCluster:
             hosts = self.external_zookeeper
         base, slash, existing_chroot = hosts.partition("/")
         if slash:  # the connect string already carries a chroot: use it as given
-            self.zookeeper_connect = ensure_chroot(base, "/" + existing_chroot.rstrip("/"))
+            self.zookeeper_connect = ensure_chroot(base, "/" + existing_chroot.rstrip("/"),
+                                                   **self._chroot_security())
         elif self.chroot:
-            self.zookeeper_connect = ensure_chroot(base, self.chroot)
+            self.zookeeper_connect = ensure_chroot(base, self.chroot, **self._chroot_security())
         else:
             self.zookeeper_connect = base
         self.zk_client()
+
+    def _chroot_security(self) -> dict:
+        return {"auth_data": self.zk_security.auth_data, "acl": self.zk_security.chroot_acls()}
 
     def zookeeper_member(self, myid: int):
         """Ensemble member ``myid`` (a common.zk_server.ZooKeeperServer)."""
@@ -608,7 +616,8 @@ class LocalCluster:
         """A started kazoo client chrooted like the cluster (shared; do not close it)."""
         if self._zk is None:
             from kazoo.client import KazooClient
-            client = KazooClient(self.zookeeper_connect, timeout=10.0)
+            client = KazooClient(self.zookeeper_connect, timeout=10.0,
+                                 **self.zk_security.kazoo_args())
             client.start(timeout=15)
             self._zk = client
         return self._zk
