@@ -104,7 +104,9 @@ class ClusterProcesses:
             except Exception:  # noqa: BLE001 - a timeout, a lost connection: unknown
                 return None
         from kazoo.client import KazooClient
-        client = KazooClient(self.cluster.zookeeper_connect, timeout=ZK_READ_TIMEOUT_S)
+        security = getattr(self.cluster, "zk_security", None)  # a secure LocalCluster's
+        client = KazooClient(self.cluster.zookeeper_connect, timeout=ZK_READ_TIMEOUT_S,
+                             **(security.kazoo_args() if security is not None else {}))
         try:
             client.start(timeout=ZK_READ_TIMEOUT_S)
             data, _ = client.get_async(zk_layout.CONTROLLER_EPOCH).get(timeout=ZK_READ_TIMEOUT_S)
