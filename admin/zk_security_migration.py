@@ -101,7 +101,7 @@ def set_acls_recursively(client: KazooClient, roots: list[str], secure: bool,
 
 def migrate(connect: str, mode: str, security: ZkSecurity,
             session_timeout_ms: int = 30000, connection_timeout_ms: int = 30000,
-            enable_path_check: bool = False, out=sys.stdout) -> MigrationResult:
+            enable_path_check: bool = False, out=None) -> MigrationResult:
     if mode not in (SECURE, UNSECURE):
         raise ReplogError("--zookeeper.acl: value must be either secure or unsecure")
     secure = mode == SECURE
@@ -137,7 +137,8 @@ def migrate(connect: str, mode: str, security: ZkSecurity,
         client.stop()
         client.close()
     print(f"Set {mode} ACLs on {result.updated} znodes under {connect}"
-          + (f" ({result.vanished} deleted meanwhile)" if result.vanished else ""), file=out)
+          + (f" ({result.vanished} deleted meanwhile)" if result.vanished else ""),
+          file=out or sys.stdout)
     return result
 
 

@@ -77,8 +77,14 @@ def read_digest_file(path: str) -> str:
 
 
 def zk_security(config: Mapping[str, Any]) -> ZkSecurity:
-    """The ZooKeeper security of a broker, controller or tool config (missing keys: off).
-    Raises ConfigError (one line, naming the key) for a bad combination."""
+    """The ZooKeeper security of a broker, controller or tool config (missing keys: off), typed
+    (common/config.py) or raw property strings (a local cluster's overrides). Raises
+    ConfigError (one line, naming the key) for a bad combination."""
+    set_acl = config.get(SET_ACL, False)
+    if isinstance(set_acl, str):
+        if set_acl.strip().lower() not in ("true", "false"):
+            raise ConfigError(f"{SET_ACL}: must be true or false")
+        set_acl = set_acl.strip().lower() == "true"
     digest = config.get(DIGEST)
     digest_file = config.get(DIGEST_FILE)
     if digest and digest_file:
@@ -86,7 +92,7 @@ def zk_security(config: Mapping[str, Any]) -> ZkSecurity:
     if digest_file:
         digest = read_digest_file(digest_file)
     try:
-        return ZkSecurity(bool(config.get(SET_ACL, False)), digest or None)
+        return ZkSecurity(bool(set_acl), digest or None)
     except ValueError as e:
         key = DIGEST_FILE if digest_file else DIGEST
         msg = str(e) if "set.acl" in str(e) else f"{key}: {e}"
