@@ -32,6 +32,7 @@ made on the way get their own path's ACL, not the child's (Kafka's createRecursi
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,8 @@ from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 
 from common.security.zk_auth import ZkSecurity
+
+log = logging.getLogger(__name__)
 
 ZK_RETRY_S = 0.5  # between attempts of an operation retried until connected
 RECONNECT_MAX_DELAY_S = 1.0  # kazoo's backoff between rounds over the ensemble's members
@@ -75,6 +78,11 @@ class AsyncZk:
         Each level gets the chroot's ACL (Kafka's makeSurePersistentPathExists(chroot))."""
         servers, sep, chroot = self.hosts.partition("/")
         if not sep or not chroot.strip("/"):
+            if self.security.set_acl:
+                # ZooKeeper checks a delete against the parent's ACL: ZooKeeper's own / is
+                # open, so its children (/controller, /controller_epoch) stay deletable.
+                log.warning("zookeeper.set.acl without a chroot in zookeeper.connect: anyone "
+                            "may still delete top-level znodes such as /controller")
             return
         bootstrap = KazooClient(hosts=servers, **self.security.kazoo_args())
         bootstrap.start(self.connection_timeout_s)
