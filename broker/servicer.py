@@ -7,6 +7,18 @@ broker/metadata_cache.py, broker/log_dirs.py). Input is validated (C11: sizes, n
 per-partition outcomes carry Kafka error codes; whole-request failures become gRPC status codes
 with the Kafka code in the trailing metadata key ``replog-error-code``
 (proto/replog/v1/replog.proto, conventions).
+
+Authorization is Kafka's KafkaApis checks against the configured authorizer
+(common/security/authorizer.py; None allows everything): Produce needs Write on each topic,
+a consumer's Fetch Read, ListOffsets and Metadata Describe, configs DescribeConfigs /
+AlterConfigs on the topic or the cluster; an unauthorized topic answers
+TOPIC_AUTHORIZATION_FAILED whether or not it exists, and Metadata for all topics lists only
+those the principal may Describe. Everything only brokers and the controller send (a follower
+Fetch, LeaderAndIsr, StopReplica, UpdateMetadata, GetReplicaLogInfo) needs ClusterAction on the
+cluster and is refused whole, before it touches any state, with CLUSTER_AUTHORIZATION_FAILED.
+Kafka answers an unauthorized follower Fetch per partition with TOPIC_AUTHORIZATION_FAILED;
+here it is refused whole with CLUSTER_AUTHORIZATION_FAILED, before a fetch session or a
+follower's fetch state is touched.
 """
 
 from __future__ import annotations
@@ -26,13 +38,17 @@ from broker.controller_requests import (
 )
 from broker.metadata_cache import Endpoint, PartitionInfo, offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
-from broker.replica_types import FetchPartitionRequest, RequestError
+from broker.replica_types import FetchPartitionRequest, FetchResult, RequestError
 from common import rpc_status
 from common.errors import ErrorCode, InvalidTopicError
 from common.listeners import PLAINTEXT, EndPoint
 from common.names import TopicPartition, validate_topic
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from common.security.acl import CLUSTER_RESOURCE, AclOperation
+from common.security.acl import topic as topic_resource
+from common.security.authorizer import ALLOW_ALL, Requester, grpc_requester
+from common.security.principal import PrincipalBuilder
 
 _STATUS = {
     ErrorCode.STALE_CONTROLLER_EPOCH: grpc.StatusCode.FAILED_PRECONDITION,
@@ -40,7 +56,10 @@ _STATUS = {
     ErrorCode.NOT_CONTROLLER: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.INVALID_REQUIRED_ACKS: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: grpc.StatusCode.PERMISSION_DENIED,
 }
+_CONFIG_TOPIC = config_requests.ResourceType.TOPIC
 
 
 async def abort(context, code: ErrorCode, message: str):
@@ -100,11 +119,39 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
     listener a request arrived on decides the endpoints its Metadata answer gives (KIP-103)."""
 
     def __init__(self, rm: ReplicaManager, broker_id: int, configs: ConfigManager | None = None,
-                 listener: str = PLAINTEXT):
+                 listener: str = PLAINTEXT, principal_builder: PrincipalBuilder | None = None,
+                 authorizer=None):
         self.rm = rm
         self.broker_id = broker_id
         self.configs = configs
         self.listener = listener
+        self.principal_builder = principal_builder or PrincipalBuilder()
+        self.authorizer = authorizer or ALLOW_ALL
+
+    # ------------------------------------------------------------------ authorization
+
+    def _who(self, context) -> Requester:
+        return grpc_requester(self.principal_builder, context)
+
+    def _denied_topics(self, who: Requester, operation: AclOperation,
+                       topics) -> frozenset[str]:
+        """The topics of ``topics`` ``who`` may not ``operation`` (empty without an
+        authorizer, without asking it per topic)."""
+        if self.authorizer is ALLOW_ALL:
+            return frozenset()
+        # An empty name is no resource: refused as no ACL can allow it.
+        return frozenset(t for t in set(topics) if not t or not self.authorizer.authorize(
+            who, operation, topic_resource(t)))
+
+    async def _require_cluster(self, context, operation: AclOperation = AclOperation.CLUSTER_ACTION,
+                               what: str = "") -> None:
+        """Refuse the whole request unless its principal may ``operation`` on the cluster
+        (Kafka's authorizeClusterOperation)."""
+        who = self._who(context)
+        if not self.authorizer.authorize(who, operation, CLUSTER_RESOURCE):
+            await abort(context, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        f"{who.principal} is not authorized to {operation.value} on the "
+                        f"cluster{what}")
 
     async def _guard(self, context, fn):
         try:
@@ -115,7 +162,8 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
     # ------------------------------------------------------------------ data plane
 
     async def Produce(self, request, context):
-        return await self._guard(context, lambda: self._produce(request))
+        who = self._who(context)
+        return await self._guard(context, lambda: self._produce(request, who))
 
     async def ProduceStream(self, request_iterator, context):
         """Produce over one long-lived stream: each request is served exactly as a unary
@@ -128,13 +176,14 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         # (an older one answers UNIMPLEMENTED), before it writes any request
         # (admin/client/transport.py ProduceStream._handshake).
         await context.send_initial_metadata(())
+        who = self._who(context)
         answers: asyncio.Queue = asyncio.Queue()
         serving: set[asyncio.Task] = set()
 
         async def serve(msg: pb.ProduceStreamRequest) -> None:
             out = pb.ProduceStreamResponse(correlation_id=msg.correlation_id)
             try:
-                out.response.CopyFrom(await self._produce(msg.request))
+                out.response.CopyFrom(await self._produce(msg.request, who))
             except RequestError as e:
                 out.error_code, out.error_message = int(e.error_code), str(e)
             except Exception as e:  # noqa: BLE001 - as a unary call's UNKNOWN status: this
@@ -171,10 +220,14 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             for task in list(serving):
                 task.cancel()
 
-    async def _produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+    async def _produce(self, request: pb.ProduceRequest, who: Requester) -> pb.ProduceResponse:
         """One Produce, for the unary call and the stream alike; a refused request raises
-        RequestError (INVALID_REQUEST, INVALID_REQUIRED_ACKS)."""
+        RequestError (INVALID_REQUEST, INVALID_REQUIRED_ACKS). A topic ``who`` may not Write
+        is answered TOPIC_AUTHORIZATION_FAILED and nothing of it is appended."""
         self.rm.metrics.produce_api_requests.inc()
+        denied = self._denied_topics(who, AclOperation.WRITE,
+                                     (t.topic for t in request.topic_data))
+        refused: list[TopicPartition] = []
         entries = []
         for t in request.topic_data:
             try:
@@ -185,11 +238,19 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                 if pd.partition < 0:
                     raise RequestError(ErrorCode.INVALID_REQUEST,
                                        f"partition {pd.partition} of {t.topic} is negative")
-                entries.append((TopicPartition(t.topic, pd.partition), pd.records))
+                if t.topic in denied:
+                    refused.append(TopicPartition(t.topic, pd.partition))
+                else:
+                    entries.append((TopicPartition(t.topic, pd.partition), pd.records))
         if request.timeout_ms < 0:
             raise RequestError(ErrorCode.INVALID_REQUEST, "timeout_ms is negative")
-        results = await self.rm.produce(request.acks, request.timeout_ms or 30000, entries)
-        by_topic: dict[str, list] = {}
+        results = await self.rm.produce(request.acks, request.timeout_ms or 30000, entries) \
+            if entries else []
+        by_topic: dict[str, list] = {t.topic: [] for t in request.topic_data}
+        for tp in refused:
+            by_topic[tp.topic].append(pb.ProducePartitionResponse(
+                partition=tp.partition, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                base_offset=-1, log_append_time_ms=-1, log_start_offset=-1))
         for (tp, _), r in zip(entries, results):
             pr = pb.ProducePartitionResponse(partition=tp.partition, error_code=int(r.error),
                                              error_message=r.message,
@@ -201,10 +262,10 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                 if info is not None:
                     pr.current_leader.CopyFrom(pb.LeaderAndEpoch(
                         leader_id=info.leader, leader_epoch=info.leader_epoch))
-            by_topic.setdefault(tp.topic, []).append(pr)
+            by_topic[tp.topic].append(pr)
         return pb.ProduceResponse(responses=[
             pb.ProduceTopicResponse(topic=t, partition_responses=ps)
-            for t, ps in by_topic.items()])
+            for t, ps in by_topic.items() if ps])
 
     async def Fetch(self, request, context):
         return await self._fetch(request, context)
@@ -224,6 +285,8 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         replica_id = request.replica_state.broker_id if request.HasField("replica_state") else -1
         broker_epoch = request.replica_state.broker_epoch \
             if request.HasField("replica_state") else -1
+        if replica_id >= 0:  # a follower: replication traffic, only brokers may send it
+            await self._require_cluster(context, what=f" (a follower Fetch as replica {replica_id})")
         if request.max_wait_ms < 0 or request.max_wait_ms > 60000:
             await abort(context, ErrorCode.INVALID_REQUEST, "max_wait_ms must be 0..60000")
         parts = []
@@ -248,8 +311,21 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
              for p in t.partitions])
         if isinstance(ctx, tuple):
             return pb.FetchResponse(error_code=int(ctx[0]), session_id=request.session_id)
-        results = await self.rm.fetch(replica_id, broker_epoch, request.max_wait_ms,
-                                      max(request.min_bytes, 0), max_bytes, ctx.parts)
+        # A consumer's session may hold topics it is no longer allowed to Read: each fetch
+        # checks every partition it serves (KafkaApis.handleFetchRequest).
+        denied = self._denied_topics(self._who(context), AclOperation.READ,
+                                     (fp.tp.topic for fp in ctx.parts)) \
+            if replica_id < 0 else frozenset()
+        serve = [fp for fp in ctx.parts if fp.tp.topic not in denied]
+        served = await self.rm.fetch(replica_id, broker_epoch, request.max_wait_ms,
+                                     max(request.min_bytes, 0), max_bytes, serve) \
+            if serve or not ctx.parts else []
+        if denied:
+            it = iter(served)
+            results = [FetchResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                       if fp.tp.topic in denied else next(it) for fp in ctx.parts]
+        else:
+            results = served
         # Kafka's KafkaApis: a follower's fetch is replication traffic, not bytes out.
         m = self.rm.metrics
         (m.fetch_follower_requests if replica_id >= 0 else m.fetch_consumer_requests).inc()
@@ -280,10 +356,18 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     async def ListOffsets(self, request, context):
         replica_id = request.replica_id if request.HasField("replica_id") else -1
+        denied = self._denied_topics(self._who(context), AclOperation.DESCRIBE,
+                                     (t.topic for t in request.topics))
         out = []
         for t in request.topics:
             ps = []
             for p in t.partitions:
+                if t.topic in denied:
+                    ps.append(pb.ListOffsetsPartitionResponse(
+                        partition=p.partition,
+                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), timestamp=-1,
+                        offset=-1, leader_epoch=-1))
+                    continue
                 code, ts, offset, epoch = self.rm.list_offset_and_timestamp(
                     TopicPartition(t.topic, p.partition), p.timestamp,
                     p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
@@ -295,10 +379,21 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return pb.ListOffsetsResponse(topics=out)
 
     async def OffsetForLeaderEpoch(self, request, context):
+        # KafkaApis: ClusterAction (a follower) covers every topic, else Describe per topic.
+        who = self._who(context)
+        denied = frozenset() if self.authorizer.authorize(
+            who, AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE) else self._denied_topics(
+            who, AclOperation.DESCRIBE, (t.topic for t in request.topics))
         out = []
         for t in request.topics:
             ps = []
             for p in t.partitions:
+                if t.topic in denied:
+                    ps.append(pb.OffsetForLeaderPartitionResult(
+                        partition=p.partition,
+                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), leader_epoch=-1,
+                        end_offset=-1))
+                    continue
                 code, epoch, end = self.rm.offset_for_leader_epoch(
                     TopicPartition(t.topic, p.partition),
                     p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
@@ -311,10 +406,17 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     async def Metadata(self, request, context):
         md = self.rm.metadata
+        who = self._who(context)
         if request.all_topics:
-            topics = md.topics()
+            # Every topic: those the principal may not Describe are left out, silently.
+            everything = md.topics()
+            hidden = self._denied_topics(who, AclOperation.DESCRIBE, everything)
+            topics = [t for t in everything if t not in hidden]
+            denied: frozenset[str] = frozenset()
         else:
+            # Named topics: unauthorized ones are answered so, whether or not they exist.
             topics = list(dict.fromkeys(request.topics))
+            denied = self._denied_topics(who, AclOperation.DESCRIBE, topics)
         # KIP-103: every endpoint is the one of the listener this request came in on; a
         # broker without that listener is left out, as Kafka's MetadataCache does.
         reachable = {b: e for b, e in ((b, e.for_listener(self.listener))
@@ -330,6 +432,10 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                                        listener=self.listener))
         live = set(md.brokers)
         for topic in topics:
+            if topic in denied:
+                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+                continue
             try:
                 validate_topic(topic)
             except InvalidTopicError:
@@ -362,6 +468,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return resp
 
     async def GetReplicaLogInfo(self, request, context):
+        await self._require_cluster(context)
         refused = fencing.replica_log_info_error(request.broker_id, request.broker_epoch,
                                                  self.broker_id, self.rm.broker_epoch)
         if refused is not None:
@@ -381,6 +488,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                             topic_partition_log_info=out)
 
     async def DescribeLogDirs(self, request, context):
+        await self._require_cluster(context, AclOperation.DESCRIBE)
         wanted = frozenset((t.topic, p) for t in request.topics for p in t.partitions)
         results = []
         for d in await self.rm.describe_log_dirs(wanted):
@@ -398,6 +506,13 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return pb.DescribeLogDirsResponse(results=results)
 
     async def AlterReplicaLogDirs(self, request, context):
+        if not self.authorizer.authorize(self._who(context), AclOperation.ALTER,
+                                         CLUSTER_RESOURCE):
+            # Kafka: every partition answers CLUSTER_AUTHORIZATION_FAILED, nothing moves.
+            return pb.AlterReplicaLogDirsResponse(results=[
+                pb.PartitionResult(topic=t.topic, partition=p,
+                                   error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+                for d in request.dirs for t in d.topics for p in t.partitions])
         moves: dict[str, list[TopicPartition]] = {}
         for d in request.dirs:
             moves.setdefault(d.path, []).extend(
@@ -411,6 +526,8 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
     # ------------------------------------------------------------------ controller requests
 
     async def LeaderAndIsr(self, request, context):
+        await self._require_cluster(context)
+
         async def go():
             results = await self.rm.leader_and_isr(leader_and_isr_request(request))
             return pb.LeaderAndIsrResponse(partition_errors=[
@@ -419,6 +536,8 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return await self._guard(context, go)
 
     async def StopReplica(self, request, context):
+        await self._require_cluster(context)
+
         async def go():
             results = await self.rm.stop_replica(stop_replica_request(request))
             return pb.StopReplicaResponse(partition_errors=[
@@ -427,6 +546,8 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return await self._guard(context, go)
 
     async def UpdateMetadata(self, request, context):
+        await self._require_cluster(context)
+
         async def go():
             self.rm.update_metadata(update_metadata_request(request))
             return pb.UpdateMetadataResponse()
@@ -442,9 +563,15 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     async def DescribeConfigs(self, request, context):
         configs = await self._config_manager(context)
+        who = self._who(context)
         resp = pb.DescribeConfigsResponse()
         for r in request.resources:
             out = resp.results.add(resource_type=r.resource_type, resource_name=r.resource_name)
+            refused = self._config_refusal(who, AclOperation.DESCRIBE_CONFIGS, r.resource_type,
+                                           r.resource_name)
+            if refused is not None:
+                out.error_code, out.error_message = refused
+                continue
             o = await config_requests.describe(configs, r.resource_type, r.resource_name,
                                                r.configuration_keys)
             if o.error_code:
@@ -464,14 +591,39 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     async def IncrementalAlterConfigs(self, request, context):
         configs = await self._config_manager(context)
-        outcomes = await config_requests.alter(configs, [
+        who = self._who(context)
+        refusals = [self._config_refusal(who, AclOperation.ALTER_CONFIGS, r.resource_type,
+                                         r.resource_name) for r in request.resources]
+        allowed = [r for r, refused in zip(request.resources, refusals) if refused is None]
+        outcomes = iter(await config_requests.alter(configs, [
             config_requests.AlterResource(
                 r.resource_type, r.resource_name,
                 tuple((c.name, c.config_operation, c.value if c.HasField("value") else None)
                       for c in r.configs))
-            for r in request.resources], request.validate_only)
+            for r in allowed], request.validate_only) if allowed else [])
         resp = pb.IncrementalAlterConfigsResponse()
-        for r, o in zip(request.resources, outcomes):
+        for r, refused in zip(request.resources, refusals):
+            if refused is None:
+                o = next(outcomes)
+                code, message = o.error_code, o.error_message or ""
+            else:
+                code, message = refused
             resp.responses.add(resource_type=r.resource_type, resource_name=r.resource_name,
-                               error_code=o.error_code, error_message=o.error_message or "")
+                               error_code=code, error_message=message)
         return resp
+
+    def _config_refusal(self, who: Requester, operation: AclOperation, resource_type: int,
+                        name: str) -> tuple[int, str] | None:
+        """KafkaApis' config checks: ``operation`` on the topic (TOPIC_AUTHORIZATION_FAILED)
+        or, for broker resources, on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+        if self.authorizer is ALLOW_ALL:
+            return None
+        if resource_type == _CONFIG_TOPIC:
+            if not name:
+                return int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "a topic name is required"
+            resource, code = topic_resource(name), ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        else:
+            resource, code = CLUSTER_RESOURCE, ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if self.authorizer.authorize(who, operation, resource):
+            return None
+        return int(code), f"{who.principal} is not authorized to {operation.value} {name!r}"
