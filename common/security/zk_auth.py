@@ -2,7 +2,7 @@
 
 Kafka's ZooKeeper-era brokers authenticate by SASL (a JAAS file's ``Client`` section, named by
 ``-Djava.security.auth.login.config``) and set ACLs when ``zookeeper.set.acl=true``. replog uses
-ZooKeeper's *digest* scheme instead (docs/security.md, "ZooKeeper ACLs", says why: it needs
+ZooKeeper's *digest* scheme instead (docs/security-zookeeper.md says why: it needs
 nothing configured on the ZooKeeper server, and kazoo sends it again on every (re)connection).
 Its credentials are replog's own properties:
 
