@@ -5,6 +5,9 @@ the credentials are sent again on a new session after an expiry."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
@@ -146,6 +149,31 @@ async def test_credentials_are_sent_again_on_a_new_session_after_expiry(
         assert await zk.exists(zl.broker_path(1)) is None
         await zk.create(zl.broker_path(1), b"{}", ephemeral=True)
         await zk.delete(zl.broker_path(1))
+    finally:
+        await zk.stop()
+
+
+async def test_credentials_are_sent_again_on_a_new_connection_of_the_same_session(
+        secure_hosts):
+    # ZooKeeper keeps a client's identity per connection, not per session: after a dropped
+    # connection the session goes on but the new connection must authenticate again.
+    zk = await started(secure_hosts, SECURE)
+    states: list[str] = []
+    reconnected = asyncio.Event()
+
+    def on_state(state: str) -> None:
+        states.append(state)
+        if state == "CONNECTED" and "SUSPENDED" in states:
+            reconnected.set()
+    zk.on_state_change(on_state)
+    try:
+        await zk.ensure_path(zl.BROKER_IDS)
+        before = zk.session_id
+        zk.client._connection._socket.shutdown(socket.SHUT_RDWR)  # the TCP connection drops
+        await asyncio.wait_for(reconnected.wait(), 20)
+        assert zk.session_id == before  # same session, new connection
+        await zk.create(zl.broker_path(1), b"{}", ephemeral=True)
+        await zk.set(zl.broker_path(1), b"{}")
     finally:
         await zk.stop()
 
