@@ -2,7 +2,8 @@
 
 The controller's address comes from ``/controller`` in ZooKeeper (watched by the server) and
 from UpdateMetadata. A call to a controller that is not active fails with NOT_CONTROLLER; the
-caller retries once the address changes.
+caller retries once the address changes. The channel is opened by ``channel_factory``: TLS
+when the broker's inter-broker listener is SSL (common/security/tls.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 
 import grpc
 
+from common.grpc_options import ChannelFactory, insecure_channel
 from common.rpc import replog_pb2_grpc
 
 
@@ -19,7 +21,8 @@ class ControllerUnavailable(Exception):
 
 
 class ControllerClient:
-    def __init__(self) -> None:
+    def __init__(self, channel_factory: ChannelFactory = insecure_channel) -> None:
+        self.channel_factory = channel_factory
         self.address: str | None = None
         self.controller_id = -1
         self._channel: grpc.aio.Channel | None = None
@@ -48,7 +51,7 @@ class ControllerClient:
         if not self.address:
             raise ControllerUnavailable("no active controller is known")
         if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(self.address)
+            self._channel = self.channel_factory(self.address, ())
             self._stub = replog_pb2_grpc.ControllerStub(self._channel)
         return self._stub
 

@@ -1,15 +1,21 @@
 """One gRPC server per listener (KIP-103): a servicer instance per listener is how a handler
 knows which listener its request arrived on - grpc.aio does not tell a handler the local
-address of its connection - and so which endpoints a Metadata answer gives."""
+address of its connection - and so which endpoints a Metadata answer gives.
+
+A listener mapped to SSL in ``listener.security.protocol.map`` is bound with TLS credentials
+built from its ``ssl.*`` properties (common/security/tls.py: client auth per
+``ssl.client.auth``, certificate files reloaded when they change); the others in plaintext."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
 from common.grpc_options import SERVER_OPTIONS
-from common.listeners import EndPoint
+from common.listeners import EndPoint, listener_config
 
 
 @dataclass(frozen=True)
@@ -19,13 +25,21 @@ class ListenerServer:
     port: int  # as bound: the configured port, or the one picked for port 0
 
 
-def bind_listeners(listeners: tuple[EndPoint, ...]) -> list[ListenerServer]:
+def bind_listeners(listeners: tuple[EndPoint, ...],
+                   config: Mapping[str, Any] | None = None) -> list[ListenerServer]:
     """A server bound to each listener's address, not started: the caller adds its services
-    (one servicer per listener) and then starts them."""
+    (one servicer per listener) and then starts them. Without ``config`` every listener is
+    plaintext."""
+    lc = listener_config(config) if config is not None else None
     out = []
     for listener in listeners:
         server = grpc.aio.server(options=SERVER_OPTIONS)
-        port = server.add_insecure_port(listener.address)
+        if lc is not None and lc.is_ssl(listener.listener):
+            from common.security.tls import SslSettings, grpc_server_credentials
+            settings = SslSettings.from_properties(config, listener.listener)
+            port = server.add_secure_port(listener.address, grpc_server_credentials(settings))
+        else:
+            port = server.add_insecure_port(listener.address)
         if port == 0:
             raise OSError(f"cannot listen on {listener}")
         out.append(ListenerServer(listener.listener, server, port))

@@ -429,6 +429,15 @@ def principal_builder_for(cfg: Mapping[str, Any], listener: str) -> PrincipalBui
                                .principal_mapping_rules)
 
 
+def kafka_listener_tls(cfg: Mapping[str, Any], listener: str) -> dict[str, Any]:
+    """KafkaListener's TLS arguments for ``listener``: its SSLContext and principal builder
+    when the listener is SSL, none otherwise (plaintext, ``User:ANONYMOUS``)."""
+    if listener_protocol(cfg, listener) != SSL:
+        return {}
+    return {"ssl_context": kafka_server_context(SslSettings.from_properties(cfg, listener)),
+            "principal_builder": principal_builder_for(cfg, listener)}
+
+
 # ---------------------------------------------------------------------------- client files
 
 
