@@ -66,6 +66,7 @@ from common.observability import (
 )
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from common.security.tls import channel_factory_for, kafka_listener_tls
 from common.security.zk_auth import zk_security
 from common.supervise import supervised
 from common.zk_async import AsyncZk
@@ -85,7 +86,10 @@ class BrokerServer:
         self.zk = AsyncZk(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
                           config["zookeeper.connection.timeout.ms"], security=zk_security(config))
         self.metadata = MetadataCache()
-        self.controller = ControllerClient()
+        # TLS to the controller and to leaders when the inter-broker listener is SSL
+        self.inter_broker_channels = channel_factory_for(
+            config, listener_config(config).inter_broker_listener_name)
+        self.controller = ControllerClient(self.inter_broker_channels)
         self.stopping = asyncio.Event()
         self.log_manager: LogManager | None = None
         self.rm: ReplicaManager | None = None
@@ -148,7 +152,7 @@ class BrokerServer:
         # (set at each registration); the lambdas read it when they send, not now.
         fetchers = ReplicaFetcherManager(
             self.broker_id, lambda: self.rm.broker_epoch, self.config, self.log_manager,
-            self.metrics, self.events)
+            self.metrics, self.events, channel_factory=self.inter_broker_channels)
         alter_partition = AlterPartitionManager(
             self.broker_id, lambda: self.rm.broker_epoch, self.controller, self.metrics,
             self.events)
@@ -169,13 +173,14 @@ class BrokerServer:
         listeners = listener_config(self.config)
         self.health = health.aio.HealthServicer()
         bound = bind_listeners(tuple(e for e in listeners.listeners
-                                     if not listeners.is_kafka(e.listener)))
+                                     if not listeners.is_kafka(e.listener)), self.config)
         kafka_ports = {}
         for e in listeners.listeners:
             if listeners.is_kafka(e.listener):
                 k = KafkaListener(self.rm, self.broker_id, e.listener, e.host, e.port,
                                   self.events, self.config["socket.request.max.bytes"],
-                                  controller=self.controller, configs=self.configs)
+                                  controller=self.controller, configs=self.configs,
+                                  **kafka_listener_tls(self.config, e.listener))
                 kafka_ports[e.listener] = await k.start()
                 self.kafka_listeners.append(k)
         for b in bound:
