@@ -40,6 +40,7 @@ from common.observability import (
     start_metrics_endpoint,
 )
 from common.rpc import replog_pb2_grpc
+from common.security.tls import channel_factory_for
 from common.security.zk_auth import zk_security
 from common.zk_async import AsyncZk
 from common.zk_layout import ControllerInfo
@@ -80,7 +81,7 @@ class ControllerServer:
         # KIP-103: one gRPC server per listener, each with its own servicer, so DescribeCluster
         # answers with the brokers' endpoints on the listener the request came in on.
         listeners = listener_config(cfg)
-        bound = bind_listeners(listeners.listeners)
+        bound = bind_listeners(listeners.listeners, cfg)
         self.servers = [b.server for b in bound]
         endpoints = advertised_endpoints(listeners, {b.listener: b.port for b in bound},
                                          socket.gethostname())
@@ -93,7 +94,9 @@ class ControllerServer:
 
         self.controller = Controller(
             controller_id=self.controller_id, zk=self.zk, endpoint=endpoint, config=cfg,
-            metrics=self.metrics, events=self.events, on_active_change=self._on_active_change)
+            metrics=self.metrics, events=self.events, on_active_change=self._on_active_change,
+            # TLS to the brokers when the listener they are reached on is SSL
+            channel_factory=channel_factory_for(cfg, listeners.controller_to_broker_listener))
         for b in bound:
             replog_pb2_grpc.add_ControllerServicer_to_server(
                 ControllerServicer(self.controller, listener=b.listener), b.server)
