@@ -4,6 +4,11 @@ Each subcommand lives in its own module with ``add_parser(subparsers)`` register
 setting ``func``; a user mistake (bad option value, unknown topic, malformed JSON, dead broker)
 is raised as ReplogError / ValueError / OSError and printed as a single ``Error: ...`` line
 with exit status 1 — never a traceback.
+
+Every subcommand takes ``--command-config FILE`` (Kafka's client properties, as kafka-topics
+and the console clients take it): ``security.protocol=SSL`` with ``ssl.truststore.*`` and, for
+mutual TLS, ``ssl.keystore.*`` makes every channel the command opens a TLS one. A file that
+cannot be read or used is one ``Error:`` line.
 """
 
 from __future__ import annotations
@@ -39,7 +44,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     from admin import commands
     commands.register(sub)
+    _add_command_config(parser)
     return parser
+
+
+def _leaf_parsers(parser: argparse.ArgumentParser):
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+    for action in subs:
+        for p in dict.fromkeys(action.choices.values()):
+            yield from _leaf_parsers(p)
+
+
+def _add_command_config(parser: argparse.ArgumentParser) -> None:
+    for p in _leaf_parsers(parser):
+        if p is parser or any("--command-config" in a.option_strings for a in p._actions):
+            continue
+        p.add_argument("--command-config", metavar="FILE",
+                       help="Kafka client properties (security.protocol=SSL, ssl.truststore.*, "
+                            "ssl.keystore.*) for every connection this command opens")
+
+
+def _apply_command_config(path: str | None) -> None:
+    if not path:
+        return
+    from admin.client.transport import set_default_channel_factory
+    from common.security.tls import client_channel_factory
+    set_default_channel_factory(client_channel_factory(path))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()  # what the imports allocated is never garbage
     gc.set_threshold(50_000, 20, 100)
     try:
+        _apply_command_config(getattr(args, "command_config", None))
         return args.func(args) or 0
     except KeyboardInterrupt:
         return 130

@@ -5,6 +5,11 @@ default reconnect backoff grows to 120 s, so a client that saw a broker die woul
 coming back for minutes; it is capped at 1 s. Calls never use wait_for_ready: a dead broker
 fails the call at once (UNAVAILABLE), and the producer/consumer move on to another leader after
 a metadata refresh.
+
+Security: a pool opens its channels with the ChannelFactory it is given, or else with the
+process's default one - plaintext, or TLS once ``set_default_channel_factory`` was called
+(``replog ... --command-config FILE`` with ``security.protocol=SSL``: admin/cli.py), so every
+client a command builds speaks TLS without each command knowing of it.
 """
 
 from __future__ import annotations
@@ -41,13 +46,26 @@ def parse_bootstrap_servers(text: str | list[str] | tuple[str, ...]) -> list[str
     return out
 
 
+_default_channel_factory: ChannelFactory = insecure_channel
+
+
+def set_default_channel_factory(factory: ChannelFactory | None) -> None:
+    """The factory of pools made without one from now on (None: plaintext again)."""
+    global _default_channel_factory
+    _default_channel_factory = factory or insecure_channel
+
+
+def default_channel_factory() -> ChannelFactory:
+    return _default_channel_factory
+
+
 class ChannelPool:
     """Lazily opened grpc.aio channels and stubs by address. Close it when done.
     ``channel_factory`` is the transport seam (common.grpc_options.ChannelFactory): tests pass
     one that adds client interceptors to watch the calls made."""
 
-    def __init__(self, channel_factory: ChannelFactory = insecure_channel) -> None:
-        self._channel_factory = channel_factory
+    def __init__(self, channel_factory: ChannelFactory | None = None) -> None:
+        self._channel_factory = channel_factory or _default_channel_factory
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._broker_stubs: dict[str, replog_pb2_grpc.BrokerStub] = {}
         self._controller_stubs: dict[str, replog_pb2_grpc.ControllerStub] = {}
