@@ -5,6 +5,11 @@ does a controlled shutdown), the controllers and ZooKeeper, in that order. Run i
 background (``replog cluster up --data-dir d &``) and ``replog cluster down --data-dir d`` stops
 it the same way; if the supervisor itself was killed, ``down`` stops the processes listed in
 ``d/cluster.json``.
+
+``up --security mtls`` starts a secure cluster (admin/cluster_security.py): TLS with client
+certificates on every listener and ``client.properties`` for the admin principal beside
+cluster.json; ``cluster certs --data-dir d --cn NAME`` issues another client's certificate from
+the cluster's CA and writes its properties file.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ def _up(args) -> int:
                            log_dirs_per_broker=args.log_dirs_per_broker,
                            zookeeper=args.zookeeper, overrides=_overrides(args.override),
                            startup_timeout_s=args.startup_timeout,
-                           zookeeper_nodes=args.zookeeper_nodes, hosts=hosts)
+                           zookeeper_nodes=args.zookeeper_nodes, hosts=hosts,
+                           security=args.security)
     stop = threading.Event()
     up = False
     exporter = None
@@ -60,7 +66,8 @@ def _up(args) -> int:
               f"{args.log_dirs_per_broker} log dir(s) each, {args.controllers} controller(s)"
               + (f", ZooKeeper at {args.zookeeper}" if args.zookeeper else "")
               + (f", a {args.zookeeper_nodes}-node ZooKeeper ensemble"
-                 if args.zookeeper_nodes > 1 else ""), flush=True)
+                 if args.zookeeper_nodes > 1 else "")
+              + (f", security {args.security}" if args.security else ""), flush=True)
         cluster.start()
         up = True
         if args.export:
@@ -76,6 +83,9 @@ def _up(args) -> int:
         if cluster.running_hosts is not None:
             _print_hosts(cluster)
         print(f"Active controller: {cluster.active_controller_id()}")
+        if cluster.client_properties_path is not None:
+            print(f"Admin client properties (User:admin): {cluster.client_properties_path}; "
+                  f"pass --command-config {cluster.client_properties_path}")
         print(f"Cluster description: {cluster.cluster_json_path}")
         print(f"Logs: {cluster.data_dir / 'logs'}")
         print("Press Ctrl-C to stop.", flush=True)
@@ -179,6 +189,13 @@ def _down(args) -> int:
     return 0
 
 
+def _certs(args) -> int:
+    from admin.cluster_security import issue_client
+    path = issue_client(args.data_dir, args.cn, args.out)
+    print(f"Issued a client certificate for User:{args.cn}; client properties: {path}")
+    return 0
+
+
 def add_parsers(sub) -> None:
     cluster = sub.add_parser("cluster", help="run a local cluster of real processes")
     actions = cluster.add_subparsers(dest="cluster_command", metavar="ACTION")
@@ -224,7 +241,20 @@ def add_parsers(sub) -> None:
                    help="with --racks: one-way delay of every packet between racks")
     p.add_argument("--inter-rack-loss-pct", type=float, default=0.0,
                    help="with --racks: percent of packets between racks dropped")
+    p.add_argument("--security", choices=("mtls",),
+                   help="mtls: TLS with client certificates on every listener, a CA and "
+                        "certificates under DATA_DIR/ssl, client.properties for the admin "
+                        "principal beside cluster.json")
     p.set_defaults(func=_up)
+
+    p = actions.add_parser("certs", help="issue a client certificate from a secure cluster's "
+                                         "CA and write its client properties")
+    p.add_argument("--data-dir", default="data", help="the cluster's data dir (default ./data)")
+    p.add_argument("--cn", required=True, help="the certificate's common name; its principal "
+                                               "is User:CN")
+    p.add_argument("--out", metavar="FILE",
+                   help="where to write the properties (default DATA_DIR/ssl/CN.properties)")
+    p.set_defaults(func=_certs)
 
     p = actions.add_parser("down", help="stop a cluster started in the background")
     p.add_argument("--data-dir", default="data", help="the cluster's data dir (default ./data)")

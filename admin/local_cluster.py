@@ -19,7 +19,12 @@ Used by ``replog cluster up`` and by every integration and fault test. Given a d
 - writes ``cluster.json`` (bootstrap servers, ZooKeeper, pids, addresses, log dirs, metrics URLs)
   and rewrites it whenever a process is restarted;
 - gives each broker a Kafka-protocol listener too (``KAFKA://127.0.0.1:<port>``, docs/
-  kafka-protocol.md): ``kafka_bootstrap_servers`` in cluster.json is for Kafka clients.
+  kafka-protocol.md): ``kafka_bootstrap_servers`` in cluster.json is for Kafka clients;
+- with ``security="mtls"`` (``replog cluster up --security mtls``) turns every listener to TLS
+  with client certificates required: a CA and a certificate per process under ``ssl/``, the
+  gRPC listeners named SSL, and ``client.properties`` (the admin principal's Kafka client
+  properties) beside cluster.json (admin/cluster_security.py). The cluster's own health
+  checks connect with the admin certificate.
 
 Fault injection goes through :class:`ProcessHandle`: ``kill()`` (SIGKILL), ``pause()``
 (SIGSTOP), ``resume()`` (SIGCONT), ``stop()`` (SIGTERM and wait: a broker does a controlled
@@ -54,7 +59,7 @@ from typing import Self
 
 import psutil
 
-from admin import cluster_hosts
+from admin import cluster_hosts, cluster_security
 from common import zk_layout
 from common.errors import ReplogError
 from common.ports import free_port  # also imported from here by admin.prometheus and tests
@@ -179,7 +184,7 @@ class ProcessHandle:
     def properties(self) -> dict[str, object]:
         c = self.cluster
         props: dict[str, object] = {f"{self.role}.id": self.id,
-                                    "listeners": f"PLAINTEXT://{self.address}"}
+                                    "listeners": f"{c.grpc_listener}://{self.address}"}
         if self.kafka_address:  # KAFKA: in kafka.listener.names and the protocol map by default
             props["listeners"] += f",KAFKA://{self.kafka_address}"
         if self.role == "broker":
@@ -189,6 +194,9 @@ class ProcessHandle:
         props["zookeeper.connect"] = c.zookeeper_connect
         props["metrics.port"] = self.metrics_port
         props["event.log.file"] = str(self.event_log_file)
+        if c.security is not None:
+            props.update(cluster_security.security_overrides(c.data_dir, c.security, self.name,
+                                                             self.host))
         props.update(c.overrides)
         props.update(c.broker_overrides if self.role == "broker" else c.controller_overrides)
         props.update(self.overrides)
@@ -368,7 +376,8 @@ class LocalCluster:
                  controller_ids: Sequence[int] | None = None,
                  startup_timeout_s: float = 60.0, zk_tick_time_ms: int = 200,
                  python: str | None = None, zookeeper_nodes: int = 1,
-                 hosts: cluster_hosts.HostsOptions | None = None):
+                 hosts: cluster_hosts.HostsOptions | None = None,
+                 security: str | None = None):
         if brokers < 0 or controllers < 1 or log_dirs_per_broker < 1:
             raise LocalClusterError("a cluster needs brokers >= 0, controllers >= 1 and "
                                     "log_dirs_per_broker >= 1")
@@ -377,6 +386,11 @@ class LocalCluster:
         if zookeeper_nodes > 1 and zookeeper is not None:
             raise LocalClusterError("an external ZooKeeper and zookeeper_nodes > 1 exclude "
                                     "each other: the ensemble is either started here or given")
+        if security is not None and security not in cluster_security.SECURITY_MODES:
+            raise LocalClusterError(f"unknown security mode {security!r} (expected one of "
+                                    f"{', '.join(cluster_security.SECURITY_MODES)})")
+        self.security = security  # "mtls": TLS with client certificates on every listener
+        self._client_channels = None  # channel_factory(), made once client.properties exists
         self.data_dir = Path(data_dir).resolve()
         self.num_log_dirs = log_dirs_per_broker
         self.zookeeper_nodes = zookeeper_nodes
@@ -462,6 +476,27 @@ class LocalCluster:
         return ",".join(h.kafka_address for h in self.brokers.values() if h.kafka_address)
 
     @property
+    def grpc_listener(self) -> str:
+        """The name of each process's gRPC listener."""
+        return cluster_security.SSL_LISTENER if self.security else "PLAINTEXT"
+
+    @property
+    def client_properties_path(self) -> Path | None:
+        """The admin principal's ``--command-config`` file (None on a plaintext cluster)."""
+        return self.data_dir / cluster_security.CLIENT_PROPERTIES if self.security else None
+
+    def channel_factory(self):
+        """The ChannelFactory of a client of this cluster: TLS with the admin certificate on
+        a secure cluster, plaintext otherwise (pass it to ChannelPool)."""
+        if self.security is None:
+            from common.grpc_options import insecure_channel
+            return insecure_channel
+        if self._client_channels is None:
+            from common.security.tls import client_channel_factory
+            self._client_channels = client_channel_factory(str(self.client_properties_path))
+        return self._client_channels
+
+    @property
     def cluster_json_path(self) -> Path:
         return self.data_dir / CLUSTER_JSON
 
@@ -483,6 +518,8 @@ class LocalCluster:
         try:
             if self.hosts_options is not None and self.running_hosts is None:
                 cluster_hosts.start_hosts(self)
+            if self.security is not None:
+                cluster_security.write_admin_properties(self.data_dir)
             self._start_zookeeper()
             for h in self.controllers.values():
                 h.start(wait=False)
@@ -736,11 +773,17 @@ class LocalCluster:
 
         from common.rpc import replog_pb2, replog_pb2_grpc
         try:
-            with grpc.insecure_channel(h.address) as ch:
+            with self._blocking_channel(h.address) as ch:
                 return replog_pb2_grpc.BrokerStub(ch).Metadata(replog_pb2.MetadataRequest(),
                                                                timeout=2.0)
         except grpc.RpcError:
             return None
+
+    def _blocking_channel(self, address: str):
+        import grpc
+        if self.security is None:
+            return grpc.insecure_channel(address)
+        return self.channel_factory().blocking(address)
 
     # ------------------------------------------------------------------ cluster.json and lock
 
@@ -759,6 +802,9 @@ class LocalCluster:
                                  if self.zookeeper_server is not None else None),
             "zookeeper_nodes": self._describe_zookeeper_nodes(),
             "hosts": cluster_hosts.describe(self),
+            "security": self.security,
+            "client_properties": (str(self.client_properties_path)
+                                  if self.client_properties_path else None),
         }
 
     def _describe_zookeeper_nodes(self) -> list[dict]:

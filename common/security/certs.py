@@ -48,15 +48,16 @@ class CertificateAuthority:
         return cert, key
 
 
-def subject_for(cn: str) -> x509.Name:
+def subject_for(cn: str, ou: str | None = None) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, ORGANIZATION),
+                      *([x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou)] if ou else []),
                       x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def distinguished_name(cn: str) -> str:
-    """The RFC 2253 name a certificate issued for ``cn`` carries: its principal under the
-    DEFAULT mapping rule is ``User:`` + this."""
-    return subject_for(cn).rfc4514_string()
+def distinguished_name(cn: str, ou: str | None = None) -> str:
+    """The RFC 2253 name a certificate issued for ``cn`` carries (``CN=cn[,OU=ou],O=replog``):
+    its principal under the DEFAULT mapping rule is ``User:`` + this."""
+    return subject_for(cn, ou).rfc4514_string()
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:
@@ -123,13 +124,13 @@ def _san(hosts: Iterable[str]) -> x509.SubjectAlternativeName:
 
 
 def issue(ca: CertificateAuthority, cn: str, keystore_path: str | os.PathLike,
-          hosts: Iterable[str] = ()) -> Path:
+          hosts: Iterable[str] = (), ou: str | None = None) -> Path:
     """A key and a certificate for ``cn`` signed by ``ca``, written as one PEM keystore (key,
     certificate, CA certificate) at ``keystore_path``; usable as server and as client."""
     ca_cert, ca_key = ca.load()
     key = _new_key()
     now = _now()
-    cert = (x509.CertificateBuilder().subject_name(subject_for(cn))
+    cert = (x509.CertificateBuilder().subject_name(subject_for(cn, ou))
             .issuer_name(ca_cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
