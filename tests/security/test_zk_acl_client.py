@@ -193,3 +193,13 @@ async def test_without_set_acl_znodes_stay_open_even_with_credentials(secure_hos
 
 def test_world_read_is_readonly() -> None:
     assert list(READ_ACL_UNSAFE) == [(Permissions.READ, WORLD)]
+
+
+@pytest.mark.parametrize("role,id_key", [("broker", "broker.id"), ("controller", "controller.id")])
+def test_a_process_with_set_acl_and_no_credentials_refuses_to_start(role, id_key, tmp_path,
+                                                                     zk_hosts):
+    from tests.admin.test_integration import one_line_error, replog
+    cfg = tmp_path / f"{role}.properties"
+    cfg.write_text(f"{id_key}=1\nzookeeper.set.acl=true\nzookeeper.connect={zk_hosts}\n")
+    one_line_error(replog(role, "--config", str(cfg), timeout=60),
+                   "zookeeper.set.acl is true but no ZooKeeper credentials")
