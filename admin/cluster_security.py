@@ -22,6 +22,7 @@ ZooKeeper ACL settings go here too.
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 from common.security import certs
@@ -38,6 +39,8 @@ MAPPING_RULES = (f"RULE:^CN=[^,]+,OU={CLUSTER_OU},O={certs.ORGANIZATION}$/replog
                  f"RULE:^CN=([^,]+),O={certs.ORGANIZATION}$/$1/,DEFAULT")
 # The listener name of every gRPC listener of a secure cluster (the Kafka one stays KAFKA).
 SSL_LISTENER = "SSL"
+# The cluster's ZooKeeper digest credentials (replog-cluster:<random>), made once per data dir.
+ZOOKEEPER_DIGEST_FILE = "zookeeper.digest"
 
 
 def ssl_dir(data_dir: str | os.PathLike) -> Path:
@@ -66,6 +69,18 @@ def ensure_process_certificate(data_dir: str | os.PathLike, name: str,
     return path
 
 
+def zookeeper_overrides(data_dir: str | os.PathLike) -> dict[str, str]:
+    """ZooKeeper ACLs (docs/security-zookeeper.md): every process and the cluster's own kazoo
+    clients authenticate with one digest identity, kept in ``ssl/zookeeper.digest`` (0600)."""
+    path = ssl_dir(data_dir) / ZOOKEEPER_DIGEST_FILE
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"{CLUSTER_OU}:{secrets.token_urlsafe(24)}\n")
+    return {"zookeeper.set.acl": "true", "zookeeper.auth.digest.file": str(path.resolve())}
+
+
 def security_overrides(data_dir: str | os.PathLike, security: str, name: str,
                        host: str) -> dict[str, str]:
     """A broker's or controller's configuration on a ``security`` cluster (process ``name``
@@ -82,6 +97,7 @@ def security_overrides(data_dir: str | os.PathLike, security: str, name: str,
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(ssl_dir(data_dir) / certs.CA_CERT),
         "ssl.principal.mapping.rules": MAPPING_RULES,
+        **zookeeper_overrides(data_dir),
     }
 
 
