@@ -399,9 +399,6 @@ class LocalCluster:
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
         self.broker_overrides = {k: str(v) for k, v in (broker_overrides or {}).items()}
         self.controller_overrides = {k: str(v) for k, v in (controller_overrides or {}).items()}
-        # zookeeper.set.acl and the credentials (cluster-wide overrides): the chroot is made
-        # with its ACL and this process's own kazoo client authenticates like the nodes.
-        self.zk_security = zk_security(self.overrides)
         self.startup_timeout_s = startup_timeout_s
         self.zk_tick_time_ms = zk_tick_time_ms
         self.python = python or sys.executable
@@ -616,6 +613,14 @@ class LocalCluster:
         else:
             self.zookeeper_connect = base
         self.zk_client()
+
+    @property
+    def zk_security(self):
+        """zookeeper.set.acl and the credentials (a secure cluster's, or cluster-wide overrides):
+        the chroot is made with its ACL and this process's kazoo clients authenticate like the
+        nodes."""
+        secure = cluster_security.zookeeper_overrides(self.data_dir) if self.security else {}
+        return zk_security({**secure, **self.overrides})
 
     def _chroot_security(self) -> dict:
         return {"auth_data": self.zk_security.auth_data, "acl": self.zk_security.chroot_acls()}
