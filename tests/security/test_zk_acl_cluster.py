@@ -128,3 +128,28 @@ def test_migration_secures_a_running_cluster(cluster_factory, tmp_path):
     _refused_everything(cluster, "t")
     # the cluster, authenticated as the znodes' creator, goes on: a new topic, records
     asyncio.run(_produce_consume(b, "u"))
+
+
+def test_a_secure_local_cluster_runs_with_zookeeper_acls(cluster_factory):
+    """``replog cluster up --security mtls``: ZooKeeper ACLs with the cluster's own digest
+    identity (ssl/zookeeper.digest, owner-only), the cluster's own kazoo client included."""
+    cluster: LocalCluster = cluster_factory(brokers=3, controllers=1, security="mtls")
+    digest = cluster.data_dir / "ssl" / "zookeeper.digest"
+    assert digest.stat().st_mode & 0o077 == 0
+    user = digest.read_text().strip().split(":")[0]
+    assert user == "replog-cluster"
+    for h in [*cluster.brokers.values(), *cluster.controllers.values()]:
+        props = h.properties()
+        assert props["zookeeper.set.acl"] == "true"
+        assert props["zookeeper.auth.digest.file"] == str(digest)
+    assert sorted(cluster.registered_brokers()) == [1, 2, 3]  # through the credentials
+    anon = _anonymous(cluster)
+    try:
+        assert anon.get(zl.CONTROLLER)[0]
+        with pytest.raises(NoAuthError):
+            anon.delete(zl.CONTROLLER)
+        with pytest.raises(NoAuthError):
+            anon.create(zl.broker_path(9), b"{}", ephemeral=True)
+    finally:
+        anon.stop()
+        anon.close()
