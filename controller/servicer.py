@@ -7,6 +7,16 @@ every RPC with FAILED_PRECONDITION + 41 (NOT_CONTROLLER); clients re-resolve the
 through /controller or broker Metadata. Input is checked before it reaches the event queue
 (C11: bounded sizes, sane numbers) and refused with INVALID_ARGUMENT + 42 (INVALID_REQUEST).
 
+Authorization is KafkaApis' against the configured authorizer (common/security/authorizer.py;
+None allows everything): CreateTopics needs Create on the cluster or on the topic,
+CreatePartitions Alter and DeleteTopics Delete on the topic (an unauthorized topic answers
+TOPIC_AUTHORIZATION_FAILED, existing or not, and is not passed on); ElectLeaders and
+AlterPartitionReassignments need Alter on the cluster, ListPartitionReassignments Describe;
+AlterPartition and ControlledShutdown, which only brokers send, ClusterAction. A refused
+cluster operation fails the whole request with PERMISSION_DENIED + 31
+(CLUSTER_AUTHORIZATION_FAILED) before it reaches the event queue. Brokers register through
+ZooKeeper (/brokers/ids), not an RPC: ZooKeeper's ACLs guard that path.
+
 AlterPartitionReassignments' `throttle_bytes_per_sec` is refused (INVALID_REQUEST): throttles
 are dynamic configs, set through IncrementalAlterConfigs as Kafka's reassignment tool does
 (`replog reassign --throttle`).
@@ -14,6 +24,7 @@ are dynamic configs, set through IncrementalAlterConfigs as Kafka's reassignment
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import grpc
@@ -24,6 +35,10 @@ from common.listeners import PLAINTEXT
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from common.security.acl import CLUSTER_RESOURCE, AclOperation
+from common.security.acl import topic as topic_resource
+from common.security.authorizer import ALLOW_ALL, Requester, grpc_requester
+from common.security.principal import PrincipalBuilder
 from controller import decisions as D
 from controller import events as E
 from controller.controller import Controller, NotControllerError, RequestError
@@ -236,14 +251,37 @@ class ControllerServicer(replog_pb2_grpc.ControllerServicer):
     """One instance per listener (controller/server.py binds one gRPC server per listener):
     DescribeCluster answers with the endpoints of the listener it arrived on (KIP-103)."""
 
-    def __init__(self, controller: Controller, listener: str = PLAINTEXT):
+    def __init__(self, controller: Controller, listener: str = PLAINTEXT,
+                 principal_builder: PrincipalBuilder | None = None, authorizer=None):
         self.controller = controller
         self.listener = listener
+        self.principal_builder = principal_builder or PrincipalBuilder()
+        self.authorizer = authorizer or ALLOW_ALL
 
-    async def _call(self, context, fn, request, validate=None):
+    def _denied(self, who: Requester, operation: AclOperation, names,
+                cluster_too: bool = False) -> frozenset[str]:
+        """Names of topics ``who`` may not ``operation``; ``cluster_too``: the operation on
+        the cluster covers every topic (CreateTopics' Create)."""
+        if self.authorizer is ALLOW_ALL or (cluster_too and self.authorizer.authorize(
+                who, operation, CLUSTER_RESOURCE)):
+            return frozenset()
+        return frozenset(n for n in set(names) if not n or not self.authorizer.authorize(
+            who, operation, topic_resource(n)))
+
+    async def _call(self, context, fn, request, validate=None,
+                    cluster: AclOperation | None = None):
+        """``fn(request)`` with its errors as statuses; ``cluster``: the operation the
+        principal needs on the cluster, or the request is refused whole."""
         try:
             if validate is not None:
                 validate(request)
+            if cluster is not None:
+                who = grpc_requester(self.principal_builder, context)
+                if not self.authorizer.authorize(who, cluster, CLUSTER_RESOURCE):
+                    await _abort(context, grpc.StatusCode.PERMISSION_DENIED,
+                                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                 f"{who.principal} is not authorized to {cluster.value} on "
+                                 "the cluster")
             return await fn(request)
         except _Invalid as e:
             await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, ErrorCode.INVALID_REQUEST,
@@ -254,27 +292,69 @@ class ControllerServicer(replog_pb2_grpc.ControllerServicer):
         except RequestError as e:
             await _abort(context, e.status, e.error_code, e.message)
 
+    async def _per_topic(self, who: Requester, operation: AclOperation, names: list[str],
+                         run, refused, cluster_too: bool = False) -> list:
+        """KafkaApis' per-topic filter: ``run(keep)`` serves the topics ``keep(name)`` admits
+        and returns their results (each with ``name``); a topic ``who`` may not ``operation``
+        is not passed on and answers ``refused(...)`` with TOPIC_AUTHORIZATION_FAILED, in the
+        request's order."""
+        denied = self._denied(who, operation, names, cluster_too)
+        if not denied:
+            return await run(lambda name: True)
+        done = await run(lambda name: name not in denied) \
+            if any(n not in denied for n in names) else []
+        by_name = {r.name: r for r in done}
+        return [refused(name=n, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                        error_message=f"{who.principal} is not authorized to "
+                                      f"{operation.value} topic {n!r}")
+                if n in denied else by_name[n] for n in names]
+
     async def CreateTopics(self, request, context):
+        who = grpc_requester(self.principal_builder, context)
+
         async def create(req):
-            return _create_response(await self.controller.create_topics(*_create_args(req)))
+            async def run(keep):
+                topics, validate_only, timeout_ms = _create_args(req)
+                return list(_create_response(await self.controller.create_topics(
+                    tuple(t for t in topics if keep(t.name)), validate_only,
+                    timeout_ms)).topics)
+            return pb.CreateTopicsResponse(topics=await self._per_topic(
+                who, AclOperation.CREATE, [t.name for t in req.topics], run,
+                partial(pb.CreatableTopicResult, num_partitions=-1, replication_factor=-1),
+                cluster_too=True))
         return await self._call(context, create, request, _validate_create)
 
     async def CreatePartitions(self, request, context):
+        who = grpc_requester(self.principal_builder, context)
+
         async def create(req):
-            return _create_partitions_response(
-                await self.controller.create_partitions(*_create_partitions_args(req)))
+            async def run(keep):
+                topics, validate_only, timeout_ms = _create_partitions_args(req)
+                return list(_create_partitions_response(
+                    await self.controller.create_partitions(
+                        tuple(t for t in topics if keep(t.name)), validate_only,
+                        timeout_ms)).results)
+            return pb.CreatePartitionsResponse(results=await self._per_topic(
+                who, AclOperation.ALTER, [t.name for t in req.topics], run,
+                pb.CreatePartitionsTopicResult))
         return await self._call(context, create, request, _validate_create_partitions)
 
     async def DeleteTopics(self, request, context):
+        who = grpc_requester(self.principal_builder, context)
+
         async def delete(req):
-            return _delete_response(await self.controller.delete_topics(
-                tuple(req.topic_names), req.timeout_ms))
+            async def run(keep):
+                return list(_delete_response(await self.controller.delete_topics(
+                    tuple(n for n in req.topic_names if keep(n)), req.timeout_ms)).responses)
+            return pb.DeleteTopicsResponse(responses=await self._per_topic(
+                who, AclOperation.DELETE, list(req.topic_names), run, pb.DeletableTopicResult))
         return await self._call(context, delete, request, _validate_delete)
 
     async def AlterPartition(self, request, context):
         async def alter(req):
             return _alter_response(await self.controller.alter_partition(*_alter_args(req)))
-        return await self._call(context, alter, request, _validate_alter)
+        return await self._call(context, alter, request, _validate_alter,
+                                cluster=AclOperation.CLUSTER_ACTION)
 
     async def ControlledShutdown(self, request, context):
         async def shutdown(req):
@@ -282,12 +362,13 @@ class ControllerServicer(replog_pb2_grpc.ControllerServicer):
                                                                   req.broker_epoch)
             return pb.ControlledShutdownResponse(remaining_partitions=[
                 pb.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in remaining])
-        return await self._call(context, shutdown, request)
+        return await self._call(context, shutdown, request, cluster=AclOperation.CLUSTER_ACTION)
 
     async def ElectLeaders(self, request, context):
         async def elect(req):
             return _elect_response(await self.controller.elect_leaders(*_elect_args(req)))
-        return await self._call(context, elect, request, _validate_elect)
+        return await self._call(context, elect, request, _validate_elect,
+                                cluster=AclOperation.ALTER)
 
     async def DescribeCluster(self, request, context):
         async def describe(_req):
@@ -310,11 +391,12 @@ class ControllerServicer(replog_pb2_grpc.ControllerServicer):
         async def reassign(req):
             return _reassign_response(await self.controller.alter_partition_reassignments(
                 *_reassign_args(req)))
-        return await self._call(context, reassign, request, _validate_reassign)
+        return await self._call(context, reassign, request, _validate_reassign,
+                                cluster=AclOperation.ALTER)
 
     async def ListPartitionReassignments(self, request, context):
         async def list_(req):
             tps = tuple(TopicPartition(t.topic, p) for t in req.topics
                         for p in t.partitions) or None
             return _list_response(await self.controller.list_partition_reassignments(tps))
-        return await self._call(context, list_, request)
+        return await self._call(context, list_, request, cluster=AclOperation.DESCRIBE)
