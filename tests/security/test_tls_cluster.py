@@ -255,3 +255,16 @@ def test_a_certificate_replaced_on_disk_is_served_to_new_connections(secure):
     assert _served_serial(c, h.kafka_address, None) == new
     # and the broker still serves (and replicates) with it
     assert _metadata(c.channel_factory(), h.address).brokers
+
+
+def test_cluster_certs_issues_a_second_principal_in_one_command(secure):
+    c, data = secure
+    rc, out, err = _replog("cluster", "certs", "--data-dir", str(c.data_dir), "--cn", "alice")
+    assert rc == 0, err
+    path = _ssl_dir(c) / "alice.properties"
+    assert str(path) in out and "User:alice" in out
+    rc, out, err = _replog("topics", "list", "--bootstrap-server", c.bootstrap_servers,
+                           "--command-config", str(path))
+    assert rc == 0, err
+    rc, _, err = _replog("cluster", "certs", "--data-dir", str(data / "nothing"), "--cn", "x")
+    assert rc == 1 and err.strip().count("\n") == 0 and "no certificate authority" in err, err
