@@ -17,6 +17,12 @@ REQUEST_TIMED_OUT (ForwardingManager's onTimeout): the controller may still appl
 Whole-request failures become per-item errors in Kafka's response shape, as each request's
 getErrorResponse does: every topic or partition carries the error, and the APIs with a
 top-level error code carry it there too.
+
+Authorization is checked here, before forwarding (the broker forwards under its own principal;
+a KRaft broker sends the client's in an envelope instead): CreateTopics needs Create on the
+cluster or the topic, DeleteTopics Delete on the topic (TOPIC_AUTHORIZATION_FAILED, existing or
+not), ElectLeaders and AlterPartitionReassignments Alter on the cluster and
+ListPartitionReassignments Describe (CLUSTER_AUTHORIZATION_FAILED for the whole request).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from common.kafka_protocol.primitives import ZERO_UUID, uuid_bytes
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc_status import error_code_of
+from common.security.acl import CLUSTER_RESOURCE, AclOperation
 
 if TYPE_CHECKING:
     from broker.kafka_listener import KafkaListener
@@ -119,13 +126,34 @@ class _AdminApis:
             await controller.wait_for_change(min(remaining, backoff))
             backoff = min(backoff * 2, 1.0)
 
+    # ------------------------------------------------------------------ authorization
+
+    def _cluster_refusal(self, operation: AclOperation) -> tuple[int, str] | None:
+        """CLUSTER_AUTHORIZATION_FAILED unless the requester may ``operation`` the cluster."""
+        if self.listener.authorized(operation, CLUSTER_RESOURCE):
+            return None
+        return (int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                (f"{self.listener.requester().principal} is not authorized to "
+                f"{operation.value} on the cluster"))
+
+    def _require_cluster(self, operation: AclOperation) -> None:
+        refused = self._cluster_refusal(operation)
+        if refused is not None:
+            raise _Failed(*refused)
+
     # ------------------------------------------------------------------ CreateTopics
 
     async def create_topics(self, req: dict, version: int) -> dict:
         topics = req["topics"]
         results: list[dict | None] = [None] * len(topics)
         sent: list[tuple[int, pb.CreatableTopic]] = []
+        denied = frozenset() if self.listener.authorized(AclOperation.CREATE, CLUSTER_RESOURCE) \
+            else self.listener.denied_topics(AclOperation.CREATE, (t["name"] for t in topics))
         for i, t in enumerate(topics):
+            if (t["name"] or "") in denied:
+                results[i] = _topic_error(t["name"], ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                          "Authorization failed.")
+                continue
             refused = _refuse_new_topic(t)
             if refused is not None:
                 results[i] = _topic_error(t["name"], *refused)
@@ -200,9 +228,13 @@ class _AdminApis:
                 else:
                     given.append((name if name is not None else by_id[tid], tid))
         names = [n for n, _ in given]
+        denied = self.listener.denied_topics(AclOperation.DELETE, names)
         wanted: list[tuple[str, bytes]] = []
         for name, tid in dict.fromkeys(given):
-            if names.count(name) > 1:
+            if name in denied:
+                out.append(_deletion(name, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                     "Authorization failed."))
+            elif names.count(name) > 1:
                 out.append(_deletion(name, tid, ErrorCode.INVALID_REQUEST,
                                      "Duplicate topic id." if tid != ZERO_UUID
                                      else "Duplicate topic name."))
@@ -234,6 +266,7 @@ class _AdminApis:
             TopicPartition(t["topic"], p) for t in wanted for p in t["partitions"]]
         results: dict[TopicPartition, tuple[int, str]] = {}
         try:
+            self._require_cluster(AclOperation.ALTER)
             if election_type not in (pb.PREFERRED, pb.UNCLEAN):
                 # ReplicationControlManager.electionType: an unknown type fails the request.
                 raise _Failed(ErrorCode.INVALID_REQUEST,
@@ -279,14 +312,16 @@ class _AdminApis:
         allow_rf_change = req["allow_replication_factor_change"] if version >= 1 else True
         results: dict[TopicPartition, tuple[int, str]] = {}
         todo: dict[TopicPartition, list[int] | None] = {}
+        cluster_refusal = self._cluster_refusal(AclOperation.ALTER)
         for tp, replicas in items:
-            refused = self._refuse_move(tp, replicas, allow_rf_change)
+            refused = cluster_refusal or self._refuse_move(tp, replicas, allow_rf_change)
             if refused is not None:
                 results[tp] = refused
             else:
                 todo[tp] = replicas
         answer = {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change,
-                  "error_code": 0, "error_message": None}
+                  "error_code": cluster_refusal[0] if cluster_refusal else 0,
+                  "error_message": cluster_refusal[1] if cluster_refusal else None}
         try:
             while todo:
                 resp = await self._forward("AlterPartitionReassignments",
@@ -344,6 +379,9 @@ class _AdminApis:
             if t["partition_indexes"]:
                 fwd.topics.add(topic=t["name"], partitions=t["partition_indexes"])
         out = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": []}
+        refused = self._cluster_refusal(AclOperation.DESCRIBE)
+        if refused is not None:
+            return {**out, "error_code": refused[0], "error_message": refused[1]}
         if wanted is not None and not fwd.topics:
             return out  # nothing asked for (an empty list in gRPC would mean every partition)
         try:

@@ -14,6 +14,12 @@ Where Kafka's wire asks for more than the gRPC shape (KafkaApis, ConfigHelper):
 - AlterReplicaLogDirs reads its dirs as a map from partition to dir
   (AlterReplicaLogDirsRequest.partitionDirs), so a partition listed twice moves to the last
   dir named and is answered once; answers are grouped by topic.
+
+Authorization (KafkaApis, ConfigHelper): DescribeConfigs needs DescribeConfigs and
+IncrementalAlterConfigs AlterConfigs, on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker
+resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED); a refused resource is answered so and
+left as it was. DescribeLogDirs needs Describe on the cluster (the request's error code),
+AlterReplicaLogDirs Alter (each partition CLUSTER_AUTHORIZATION_FAILED, nothing moves).
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from common.dynamic_config import ConfigSource
 from common.errors import ErrorCode
 from common.kafka_protocol.config_messages import ConfigApiKey
 from common.names import TopicPartition
+from common.security.acl import CLUSTER_RESOURCE, AclOperation
+from common.security.acl import topic as topic_resource
+from common.security.authorizer import ALLOW_ALL
 
 if TYPE_CHECKING:
     from broker.kafka_listener import KafkaListener
@@ -51,23 +60,32 @@ def handlers(listener: KafkaListener) -> dict[int, Handler]:
                 for r in resources]}
         results = []
         for r in resources:
-            o = await config_requests.describe(listener.configs, r["resource_type"],
-                                               r["resource_name"], r["configuration_keys"])
+            refused = _config_refusal(listener, AclOperation.DESCRIBE_CONFIGS, r)
+            o = refused or await config_requests.describe(
+                listener.configs, r["resource_type"], r["resource_name"],
+                r["configuration_keys"])
             results.append(_describe_result(r, o, req["include_synonyms"], version))
         return {"throttle_time_ms": 0, "results": results}
 
     async def incremental_alter_configs(req: dict, _version: int) -> dict:
-        outcomes = await config_requests.alter(listener.configs, [
+        refusals = [_config_refusal(listener, AclOperation.ALTER_CONFIGS, r)
+                    for r in req["resources"]]
+        allowed = [r for r, refused in zip(req["resources"], refusals) if refused is None]
+        altered = iter(await config_requests.alter(listener.configs, [
             AlterResource(r["resource_type"], r["resource_name"],
                           tuple((c["name"], c["config_operation"], c["value"])
                                 for c in r["configs"]))
-            for r in req["resources"]], req["validate_only"])
+            for r in allowed], req["validate_only"]) if allowed else ())
+        outcomes = [refused or next(altered) for refused in refusals]
         return {"throttle_time_ms": 0, "responses": [
             {"error_code": o.error_code, "error_message": o.error_message,
              "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
             for r, o in zip(req["resources"], outcomes)]}
 
     async def describe_log_dirs(req: dict, _version: int) -> dict:
+        if not listener.authorized(AclOperation.DESCRIBE, CLUSTER_RESOURCE):
+            return {"throttle_time_ms": 0, "results": [],
+                    "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)}
         topics = req["topics"]
         wanted = frozenset((t["topic"], p) for t in topics or () for p in t["partitions"])
         results = []
@@ -99,7 +117,10 @@ def handlers(listener: KafkaListener) -> dict[int, Handler]:
         for tp, path in dir_of.items():
             moves.setdefault(path, []).append(tp)
         by_topic: dict[str, list[dict]] = {}
-        for tp, code, _message in await listener.rm.alter_replica_log_dirs(moves):
+        answers = await listener.rm.alter_replica_log_dirs(moves) \
+            if listener.authorized(AclOperation.ALTER, CLUSTER_RESOURCE) else [
+                (tp, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "") for tp in dir_of]
+        for tp, code, _message in answers:
             by_topic.setdefault(tp.topic, []).append(
                 {"partition_index": tp.partition, "error_code": int(code)})
         return {"throttle_time_ms": 0, "results": [
@@ -111,6 +132,24 @@ def handlers(listener: KafkaListener) -> dict[int, Handler]:
         ConfigApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
         ConfigApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs,
     }
+
+
+def _config_refusal(listener: KafkaListener, operation: AclOperation,
+                    r: dict) -> config_requests.Outcome | None:
+    """The refusal of a resource the requester may not ``operation``, or None."""
+    if listener.authorizer is ALLOW_ALL:
+        return None
+    if r["resource_type"] == ResourceType.TOPIC:
+        if r["resource_name"] and listener.authorized(operation,
+                                                      topic_resource(r["resource_name"])):
+            return None
+        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    else:
+        if listener.authorized(operation, CLUSTER_RESOURCE):
+            return None
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return config_requests.failed(code, f"{listener.requester().principal} is not authorized "
+                                        f"to {operation.value} {r['resource_name']!r}")
 
 
 def _describe_result(r: dict, o: config_requests.Outcome, include_synonyms: bool,

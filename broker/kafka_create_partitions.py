@@ -10,6 +10,10 @@ broker that is not the controller answers - so the client finds the controller a
 retries; a forwarded request whose answer does not come in time gets REQUEST_TIMED_OUT (the
 controller may still apply it). Other whole-request refusals (the controller's input bounds)
 put their code on every topic, as CreatePartitionsRequest.getErrorResponse does.
+
+Authorization is checked before forwarding (the broker forwards under its own principal): a
+topic the requester may not Alter answers TOPIC_AUTHORIZATION_FAILED and is not forwarded
+(KafkaApis.handleCreatePartitionsRequest).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from common.errors import ErrorCode
 from common.kafka_protocol.partition_messages import CREATE_PARTITIONS
 from common.rpc import replog_pb2 as pb
 from common.rpc_status import error_code_of
+from common.security.acl import AclOperation
 
 if TYPE_CHECKING:
     from broker.kafka_listener import KafkaListener
@@ -88,4 +93,11 @@ async def _forward(listener: KafkaListener, req: dict) -> list[dict]:
 
 
 async def _create_partitions(listener: KafkaListener, req: dict) -> dict:
-    return {"throttle_time_ms": 0, "results": await _forward(listener, req)}
+    denied = listener.denied_topics(AclOperation.ALTER, (t["name"] for t in req["topics"]))
+    if not denied:
+        return {"throttle_time_ms": 0, "results": await _forward(listener, req)}
+    allowed = [t for t in req["topics"] if (t["name"] or "") not in denied]
+    forwarded = await _forward(listener, {**req, "topics": allowed}) if allowed else []
+    return {"throttle_time_ms": 0, "results": forwarded + _results(
+        [t["name"] for t in req["topics"] if (t["name"] or "") in denied],
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")}

@@ -26,6 +26,13 @@ each connection's principal is built once from its peer certificate and set in
 ``current_kafka_principal`` for every request the connection sends. Fetch answers are read
 into memory instead of sent with ``sendfile``: the bytes must pass through TLS, and Kafka too
 gives up zero-copy on an SSL channel (SslTransportLayer.transferFrom).
+
+Authorization (``authorizer``, common/security/authorizer.py; None allows everything) is
+KafkaApis': Produce needs Write on each topic, Fetch Read, ListOffsets Describe,
+OffsetForLeaderEpoch ClusterAction or Describe, Metadata Describe (all topics: the describable
+ones only; named ones TOPIC_AUTHORIZATION_FAILED, existing or not). The admin APIs check before
+they forward (the broker forwards under its own principal, so the client's is checked here):
+broker/kafka_admin.py, kafka_create_partitions.py and kafka_config_apis.py.
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ import asyncio
 import contextlib
 import os
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from typing import Any
 
 from broker import kafka_admin, kafka_config_apis, kafka_create_partitions, kafka_unserved
@@ -43,12 +51,15 @@ from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
 from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
-from broker.replica_types import FetchPartitionRequest, ProduceResult, RequestError
+from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult, RequestError
 from common.errors import ErrorCode, InvalidTopicError
 from common.kafka_protocol.headers import RequestHeader, read_request_header, response_header
 from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
 from common.names import TopicPartition, validate_topic
+from common.security.acl import CLUSTER_RESOURCE, AclOperation, ResourcePattern
+from common.security.acl import topic as topic_resource
+from common.security.authorizer import ALLOW_ALL, Requester
 from common.security.principal import PrincipalBuilder, current_kafka_principal
 
 UNSUPPORTED_VERSION = 35  # Kafka's Errors.UNSUPPORTED_VERSION
@@ -56,6 +67,9 @@ DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
 _MAX_WAIT_MS = 60_000
 _MAX_FETCH_BYTES = 64 << 20  # as the gRPC Fetch: one answer is held in memory
 _LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+# The address of the Kafka connection a request arrived on, set with its principal (Kafka's
+# RequestContext.clientAddress): ACLs may name hosts.
+current_kafka_client_host: ContextVar[str] = ContextVar("current_kafka_client_host", default="")
 
 
 class _Close(Exception):
@@ -71,8 +85,9 @@ class KafkaListener:
                  controller: ControllerClient | None = None,
                  configs: ConfigManager | None = None,
                  ssl_context: ssl.SSLContext | None = None,
-                 principal_builder: PrincipalBuilder | None = None):
+                 principal_builder: PrincipalBuilder | None = None, authorizer=None):
         self.rm = rm
+        self.authorizer = authorizer or ALLOW_ALL
         self.ssl_context = ssl_context  # None: PLAINTEXT
         # the principal of each connection, from its peer certificate (ANONYMOUS without one)
         self.principal_builder = principal_builder or PrincipalBuilder()
@@ -118,6 +133,25 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
 
+    # ------------------------------------------------------------------ authorization
+
+    def requester(self) -> Requester:
+        """Who sent the request being served: its connection's principal and address."""
+        return Requester(current_kafka_principal.get(), current_kafka_client_host.get())
+
+    def authorized(self, operation: AclOperation, resource: ResourcePattern) -> bool:
+        return self.authorizer.authorize(self.requester(), operation, resource)
+
+    def denied_topics(self, operation: AclOperation, names: Iterable[str | None]
+                      ) -> frozenset[str]:
+        """The names the requester may not ``operation`` (none without an authorizer); an
+        empty or null name is no resource and is denied."""
+        if self.authorizer is ALLOW_ALL:
+            return frozenset()
+        who = self.requester()
+        return frozenset(n or "" for n in set(names) if not n or not self.authorizer.authorize(
+            who, operation, topic_resource(n)))
+
     # ------------------------------------------------------------------ connections
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -128,6 +162,7 @@ class KafkaListener:
         ssl_object = writer.get_extra_info("ssl_object")
         current_kafka_principal.set(self.principal_builder.from_peer_certificate(
             ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None))
+        current_kafka_client_host.set(str(peer[0]) if isinstance(peer, tuple) and peer else "")
         try:
             while True:
                 try:
@@ -226,13 +261,17 @@ class KafkaListener:
     async def _metadata(self, req: dict, version: int) -> dict:
         md = self.rm.metadata
         wanted = req["topics"]
+        denied: frozenset[str] = frozenset()
         if wanted is None or (version == 0 and not wanted):  # v0: an empty list means all
-            names = md.topics()
+            # every topic: those the principal may not Describe are left out, silently
+            hidden = self.denied_topics(AclOperation.DESCRIBE, md.topics())
+            names = [t for t in md.topics() if t not in hidden]
         else:
             by_id = {uuid_bytes(tid): t for t, tid in md.topic_ids.items()}
             names = list(dict.fromkeys(
                 t["name"] if t["name"] is not None else by_id.get(t["topic_id"], "")
                 for t in wanted))
+            denied = self.denied_topics(AclOperation.DESCRIBE, names)
         # KIP-103: each broker's endpoint of this listener; a broker without it is left out,
         # and a partition it leads is LEADER_NOT_AVAILABLE, so the client retries.
         reachable = {b: e for b, e in ((b, e.for_listener(self.listener))
@@ -240,6 +279,9 @@ class KafkaListener:
         live = set(md.brokers)
         topics = []
         for name in names:
+            if name in denied:
+                topics.append(_metadata_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 validate_topic(name)
             except InvalidTopicError:
@@ -280,9 +322,14 @@ class KafkaListener:
         acks, timeout_ms = req["acks"], req["timeout_ms"]
         entries: list[tuple[TopicPartition, bytes]] = []
         refused: dict[int, ErrorCode] = {}  # entry index -> error found before the append
+        denied = self.denied_topics(AclOperation.WRITE, (t["name"] for t in req["topic_data"]))
         for t in req["topic_data"]:
             for p in t["partition_data"]:
                 tp = TopicPartition(t["name"], p["index"])
+                if tp.topic in denied:
+                    refused[len(entries)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    entries.append((tp, b""))
+                    continue
                 try:
                     validate_topic(tp.topic)
                 except InvalidTopicError:
@@ -294,7 +341,8 @@ class KafkaListener:
                 entries.append((tp, p["records"] or b""))
         to_append = [e for i, e in enumerate(entries) if i not in refused]
         try:
-            appended = iter(await self.rm.produce(acks, max(timeout_ms, 0), to_append))
+            appended = iter(await self.rm.produce(acks, max(timeout_ms, 0), to_append)
+                            if to_append or not refused else ())
             results = [ProduceResult(refused[i]) if i in refused else next(appended)
                        for i in range(len(entries))]
         except RequestError as e:  # INVALID_REQUIRED_ACKS: Kafka answers it per partition
@@ -338,9 +386,20 @@ class KafkaListener:
         # replica id -1: a consumer, served up to the HW; replication stays on gRPC. Zero-copy
         # on a plaintext listener: the records are file regions, sent with sendfile by _send;
         # under TLS they are read in (no sendfile through TLS, as in Kafka).
-        results = await self.rm.fetch(-1, -1, max(0, min(req["max_wait_ms"], _MAX_WAIT_MS)),
-                                      max(req["min_bytes"], 0), max_bytes, ctx.parts,
-                                      zero_copy=self.ssl_context is None)
+        # Every partition the session serves is checked on each fetch: Read may have been
+        # taken away since the session began (KafkaApis.handleFetchRequest).
+        denied = self.denied_topics(AclOperation.READ, (fp.tp.topic for fp in ctx.parts))
+        serve = [fp for fp in ctx.parts if fp.tp.topic not in denied]
+        served = await self.rm.fetch(-1, -1, max(0, min(req["max_wait_ms"], _MAX_WAIT_MS)),
+                                     max(req["min_bytes"], 0), max_bytes, serve,
+                                     zero_copy=self.ssl_context is None) \
+            if serve or not ctx.parts else []
+        if denied:
+            it = iter(served)
+            results = [FetchResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                       if fp.tp.topic in denied else next(it) for fp in ctx.parts]
+        else:
+            results = served
         m = self.rm.metrics
         m.fetch_consumer_requests.inc()
         m.bytes_out.inc(sum(len(r.records) for r in results))
@@ -366,10 +425,17 @@ class KafkaListener:
     # ------------------------------------------------------------------ offsets
 
     async def _list_offsets(self, req: dict, version: int) -> dict:
+        denied = self.denied_topics(AclOperation.DESCRIBE, (t["name"] for t in req["topics"]))
         topics = []
         for t in req["topics"]:
             ps = []
             for p in t["partitions"]:
+                if t["name"] in denied:
+                    ps.append({"partition_index": p["partition_index"],
+                               "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                               "old_style_offsets": [], "timestamp": -1, "offset": -1,
+                               "leader_epoch": -1})
+                    continue
                 cle = p["current_leader_epoch"]
                 code, ts, offset, epoch = self.rm.list_offset_and_timestamp(
                     TopicPartition(t["name"], p["partition_index"]), p["timestamp"],
@@ -381,10 +447,18 @@ class KafkaListener:
         return {"throttle_time_ms": 0, "topics": topics}
 
     async def _offset_for_leader_epoch(self, req: dict, _version: int) -> dict:
+        # KafkaApis: ClusterAction covers every topic, else Describe per topic
+        denied = frozenset() if self.authorized(AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE) \
+            else self.denied_topics(AclOperation.DESCRIBE, (t["topic"] for t in req["topics"]))
         topics = []
         for t in req["topics"]:
             ps = []
             for p in t["partitions"]:
+                if t["topic"] in denied:
+                    ps.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                               "partition": p["partition"], "leader_epoch": -1,
+                               "end_offset": -1})
+                    continue
                 cle = p["current_leader_epoch"]
                 code, epoch, end = self.rm.offset_for_leader_epoch(
                     TopicPartition(t["topic"], p["partition"]), cle if cle >= 0 else None,
