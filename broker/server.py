@@ -66,7 +66,8 @@ from common.observability import (
 )
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
-from common.security.tls import channel_factory_for, kafka_listener_tls
+from common.security.authorizer import AclAuthorizer
+from common.security.tls import channel_factory_for, kafka_listener_tls, principal_builder_for
 from common.security.zk_auth import zk_security
 from common.supervise import supervised
 from common.zk_async import AsyncZk
@@ -86,6 +87,8 @@ class BrokerServer:
         self.zk = AsyncZk(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
                           config["zookeeper.connection.timeout.ms"], security=zk_security(config))
         self.metadata = MetadataCache()
+        # authorizer.class.name: Kafka's AclAuthorizer on this ZooKeeper (None: allow all)
+        self.authorizer = AclAuthorizer.from_config(config, self.zk, self.events)
         # TLS to the controller and to leaders when the inter-broker listener is SSL
         self.inter_broker_channels = channel_factory_for(
             config, listener_config(config).inter_broker_listener_name)
@@ -118,6 +121,8 @@ class BrokerServer:
             await self.zk.ensure_path(path)
         cluster_id = await self._cluster_id()
         self.metadata.cluster_id = cluster_id
+        if self.authorizer is not None:  # ACLs loaded before any listener serves
+            await self.authorizer.start()
         fileops = None
         self._clock = wall_ms
         fault_file = self.config["fault.injection.file"]
@@ -180,12 +185,15 @@ class BrokerServer:
                 k = KafkaListener(self.rm, self.broker_id, e.listener, e.host, e.port,
                                   self.events, self.config["socket.request.max.bytes"],
                                   controller=self.controller, configs=self.configs,
+                                  authorizer=self.authorizer,
                                   **kafka_listener_tls(self.config, e.listener))
                 kafka_ports[e.listener] = await k.start()
                 self.kafka_listeners.append(k)
         for b in bound:
             replog_pb2_grpc.add_BrokerServicer_to_server(
-                BrokerServicer(self.rm, self.broker_id, self.configs, listener=b.listener),
+                BrokerServicer(self.rm, self.broker_id, self.configs, listener=b.listener,
+                               principal_builder=principal_builder_for(self.config, b.listener),
+                               authorizer=self.authorizer),
                 b.server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, b.server)
             await b.server.start()
@@ -405,6 +413,8 @@ class BrokerServer:
                 await self.rm.checkpoint()  # after every job still queued on the dirs
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
         await self.controller.close()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         try:
             await self.zk.stop()
         except Exception:  # noqa: BLE001 - the session is going away anyway

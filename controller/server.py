@@ -40,7 +40,8 @@ from common.observability import (
     start_metrics_endpoint,
 )
 from common.rpc import replog_pb2_grpc
-from common.security.tls import channel_factory_for
+from common.security.authorizer import AclAuthorizer
+from common.security.tls import channel_factory_for, principal_builder_for
 from common.security.zk_auth import zk_security
 from common.zk_async import AsyncZk
 from common.zk_layout import ControllerInfo
@@ -67,6 +68,7 @@ class ControllerServer:
         self.servers: list[grpc.aio.Server] = []  # one per listener (KIP-103)
         self.health = HealthServicer()
         self.controller: Controller | None = None
+        self.authorizer: AclAuthorizer | None = None
         self.address = ""
 
     async def start(self) -> None:
@@ -77,6 +79,10 @@ class ControllerServer:
                           connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"],
                           security=zk_security(cfg))
         await self.zk.start()
+        # authorizer.class.name: Kafka's AclAuthorizer on this ZooKeeper (None: allow all)
+        self.authorizer = AclAuthorizer.from_config(cfg, self.zk, self.events)
+        if self.authorizer is not None:
+            await self.authorizer.start()
 
         # KIP-103: one gRPC server per listener, each with its own servicer, so DescribeCluster
         # answers with the brokers' endpoints on the listener the request came in on.
@@ -99,7 +105,9 @@ class ControllerServer:
             channel_factory=channel_factory_for(cfg, listeners.controller_to_broker_listener))
         for b in bound:
             replog_pb2_grpc.add_ControllerServicer_to_server(
-                ControllerServicer(self.controller, listener=b.listener), b.server)
+                ControllerServicer(self.controller, listener=b.listener,
+                                   principal_builder=principal_builder_for(cfg, b.listener),
+                                   authorizer=self.authorizer), b.server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, b.server)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -126,6 +134,8 @@ class ControllerServer:
             await self.controller.stop()
         if self.servers:
             await asyncio.gather(*(s.stop(grace_s) for s in self.servers))
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         if self.zk is not None:
             await self.zk.stop()
 
