@@ -206,11 +206,13 @@ def listener_config(cfg: Mapping[str, Any]) -> ListenerConfig:
     control = cfg.get("control.plane.listener.name")
     if control is not None:
         control = control.upper()
-        if all(e.listener != control for e in advertised) or control in kafka_names:
+        # A broker names one of its listeners; a controller names the brokers' listener it
+        # sends to, which it need not have itself, but whose security protocol it must know.
+        if control in kafka_names or control not in protocols:
             raise ConfigError(
                 f"configuration key 'control.plane.listener.name'"
                 f"{_origin(cfg, 'control.plane.listener.name')}: {control} is not a gRPC "
-                f"listener in advertised.listeners ({', '.join(e.listener for e in advertised)})")
+                f"listener with a security protocol in listener.security.protocol.map")
     return ListenerConfig(listeners, advertised, dict(protocols), inter, kafka_names, control)
 
 
