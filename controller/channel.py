@@ -76,7 +76,8 @@ class _BrokerSender:
     def __init__(self, reg: BrokerRegistration, manager: ControllerChannelManager):
         self.reg = reg
         self.manager = manager
-        self.channel = manager.channel_factory(reg.address, CONTROLLER_TO_BROKER_OPTIONS)
+        self.channel = manager.channel_factory(manager.address_of(reg),
+                                               CONTROLLER_TO_BROKER_OPTIONS)
         self.stub = replog_pb2_grpc.BrokerStub(self.channel)
         self.queue: asyncio.Queue[_Item] = asyncio.Queue()
         self.current: _Item | None = None
@@ -145,8 +146,12 @@ class ControllerChannelManager:
     def __init__(self, on_response: ResponseCallback | None = None, *,
                  request_timeout_s: float = 30.0, retry_backoff_s: float = 0.1,
                  max_retry_backoff_s: float = 2.0, log_info_timeout_s: float = 5.0,
-                 channel_factory: ChannelFactory = insecure_channel):
+                 channel_factory: ChannelFactory = insecure_channel,
+                 listener: str | None = None):
         self.on_response = on_response
+        # KIP-291 control.plane.listener.name: the broker endpoint requests go to (None, or a
+        # broker without it: the inter-broker one, the registration's host:port)
+        self.listener = listener.upper() if listener else None
         self.channel_factory = channel_factory  # the transport to brokers (tests inject one)
         self.request_timeout_s = request_timeout_s
         self.retry_backoff_s = retry_backoff_s
@@ -161,13 +166,21 @@ class ControllerChannelManager:
     def brokers(self) -> set[int]:
         return set(self._senders)
 
+    def address_of(self, reg: BrokerRegistration) -> str:
+        if self.listener is not None:
+            for e in reg.listener_endpoints:
+                if e.listener == self.listener:
+                    return e.address
+        return reg.address
+
     def update_brokers(self, live: dict[int, BrokerRegistration]) -> None:
         """Match the senders to the live brokers: add new ones, drop vanished ones, and
         replace a broker's sender when its registration (epoch or address) changed."""
         for broker_id in list(self._senders):
             s = self._senders[broker_id]
             reg = live.get(broker_id)
-            if reg is None or reg.epoch != s.reg.epoch or reg.address != s.reg.address:
+            if reg is None or reg.epoch != s.reg.epoch or \
+                    self.address_of(reg) != self.address_of(s.reg):
                 self._drop(broker_id)
         for broker_id, reg in live.items():
             if broker_id not in self._senders:
