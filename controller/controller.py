@@ -603,6 +603,7 @@ class Controller:
         core = ControllerCore(self.info, epoch, epoch_version, self.config, self.rng)
         channel = ControllerChannelManager(
             on_response=lambda *a: self._on_response(gen, *a),
+            listener=self.config.get("control.plane.listener.name"),  # KIP-291
             **({"channel_factory": self.channel_factory} if self.channel_factory else {}))
         act = self.active = _Active(core, channel, gen)
         self.active_controller = self.info
