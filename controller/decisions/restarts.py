@@ -31,8 +31,9 @@ Choices where the seed is silent or would be wrong here:
   it since the report) has nothing to restart.
 - Processing is at least once (a controller can die between the state write and deleting the
   entry), so it is idempotent: once b is out of the ISR and does not lead, processing the same
-  entry again writes nothing and only repeats the LeaderAndIsr that lets b re-create its
-  replica - a request the broker answers the same way twice.
+  entry again changes no leader, ISR or ELR (only the epochs move on, below) and repeats the
+  LeaderAndIsr that lets b re-create its replica - a request the broker answers the same way
+  twice.
 - Idempotence ends once the re-created replica has caught up and rejoined the ISR: a late
   duplicate (the notifier's retry after a write that timed out but landed, a second refused
   LeaderAndIsr) would then take a complete replica for an empty one - a sole ISR member goes
@@ -45,7 +46,21 @@ Choices where the seed is silent or would be wrong here:
   hears only of its own LeaderAndIsr, so its epoch often lags), and its log is gone.
   What counts as a re-admission is an AlterPartition expansion - the leader vouching that b
   caught up - recorded by the core as it applies one (`IsrRejoins`); an election that puts b
-  back in the ISR (ELR, unclean) vouches for nothing. The record lives in the controller's
+  back in the ISR (ELR, unclean) vouches for nothing. And only an expansion after this
+  controller applied a restart of b's replica vouches for the re-created one: an expansion
+  the leader proposed from fetches of the old replica, still in flight when b lost it, lands
+  after the loss too (the whole-cluster simulation's jbod profile, seeds 595, 724 and 844: the
+  entry was ignored and b stayed in the ISR with no data). So the fence needs the loss, then
+  a restart applied, then a re-admission: `entry_epoch < restarted_at < rejoined_at`.
+- A restart whose partition is still at the epoch b lost its replica in writes the state
+  even when b neither leads nor is in the ISR (new leader and partition epochs, nothing
+  else changes): an AlterPartition the leader proposed from the lost replica's fetches, in
+  flight meanwhile, carries the older epoch and is refused (KIP-497's partition epoch), and a
+  fetch the lost replica sent before the loss is fenced by the leader epoch, instead of
+  putting b back in the ISR just before b re-creates its replica empty (simulation seed
+  868). A partition that has moved past that epoch had its in-flight proposals fenced by the
+  write that moved it (the first application of this entry, if it is applied again after a
+  failover: processing stays idempotent). The record lives in the controller's
   memory: a new controller has none and applies every entry (unfenced: availability may
   suffer, durability cannot). An ignored entry still sends b the current state, without
   is_new: if b really has no replica (its epoch lagged behind the rejoin), it refuses, and
@@ -54,7 +69,7 @@ Choices where the seed is silent or would be wrong here:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
@@ -74,28 +89,32 @@ from controller.decisions.elections import no_elr_leader
 from controller.selectors import ElectionReason
 
 
-def stale_restart(entry_epoch: int, rejoined_at: int | None, current_epoch: int) -> bool:
+def stale_restart(entry_epoch: int, rejoined_at: int | None, current_epoch: int,
+                  restarted_at: int | None = None) -> bool:
     """Whether a restart entry for one replica is a late duplicate to ignore: the broker lost
-    the replica at partition epoch `entry_epoch` (-1: an entry from before the fence), and an
-    AlterPartition re-admitted it to the ISR at `rejoined_at` (None: not since this controller
-    started), `current_epoch` being the partition's epoch now.
+    the replica at partition epoch `entry_epoch` (-1: an entry from before the fence), this
+    controller applied a restart of that replica at `restarted_at` (None: not since it
+    started), an AlterPartition re-admitted it to the ISR at `rejoined_at` (None: not since
+    this controller started), `current_epoch` being the partition's epoch now.
 
-    Stale only if the re-admission came after the loss (then the replica in the ISR is the
-    re-created one, caught up) and belongs to the current history (a record newer than the
-    state is not trusted). Everything else applies: durability first - a wrong application
-    only makes the replica catch up again."""
-    if entry_epoch < 0 or rejoined_at is None:
+    Stale only if the restart was applied after the loss, the re-admission came after that
+    restart (then the replica in the ISR is the re-created one, caught up) and it belongs to
+    the current history (a record newer than the state is not trusted). Everything else
+    applies: durability first - a wrong application only makes the replica catch up again."""
+    if entry_epoch < 0 or rejoined_at is None or restarted_at is None:
         return False
-    return entry_epoch < rejoined_at <= current_epoch
+    return entry_epoch < restarted_at < rejoined_at <= current_epoch
 
 
 class IsrRejoins:
-    """Where each replica was last re-admitted to an ISR by AlterPartition: (partition,
-    broker) -> (topic id, partition epoch of the write). The topic id keeps a record from
-    fencing a re-created topic of the same name, whose epochs start again at 0."""
+    """Where each replica was last re-admitted to an ISR by AlterPartition, and where a restart
+    of it was last applied: (partition, broker) -> (topic id, partition epoch of the write).
+    The topic id keeps a record from fencing a re-created topic of the same name, whose
+    epochs start again at 0."""
 
     def __init__(self) -> None:
         self._at: dict[tuple[TopicPartition, int], tuple[str, int]] = {}
+        self._restarted: dict[tuple[TopicPartition, int], tuple[str, int]] = {}
 
     def observe(self, ctx: ControllerContext, d: Decision, failed: Iterable[TopicPartition]
                 ) -> None:
@@ -107,8 +126,21 @@ class IsrRejoins:
             for r in set(w.new.isr) - set(w.old.isr):
                 self._at[(w.tp, r)] = (ctx.topic_id(w.tp.topic), w.new.partition_epoch)
 
+    def restarted(self, ctx: ControllerContext, d: Decision, broker: int,
+                  failed: Iterable[TopicPartition]) -> None:
+        """After `d` (a restart decision for `broker`) was applied; `failed`: refused writes."""
+        failed = set(failed)
+        for tp, w in d.writes.items():
+            if tp not in failed:
+                self._restarted[(tp, broker)] = (ctx.topic_id(tp.topic), w.new.partition_epoch)
+
     def rejoined_at(self, ctx: ControllerContext, tp: TopicPartition, broker: int) -> int | None:
         got = self._at.get((tp, broker))
+        return got[1] if got is not None and got[0] == ctx.topic_id(tp.topic) else None
+
+    def restarted_at(self, ctx: ControllerContext, tp: TopicPartition, broker: int
+                     ) -> int | None:
+        got = self._restarted.get((tp, broker))
         return got[1] if got is not None and got[0] == ctx.topic_id(tp.topic) else None
 
 
@@ -120,9 +152,10 @@ def stale_restarts(ctx: ControllerContext, rejoins: IsrRejoins, entry: RestartEn
         tp, lost_at = TopicPartition(t, p), entry.partition_epoch(t, p)
         s = ctx.leadership.get(tp)
         rejoined = rejoins.rejoined_at(ctx, tp, entry.broker)
-        if s is not None and stale_restart(lost_at, rejoined, s.partition_epoch):
-            out[tp] = (f"stale: lost at partition epoch {lost_at}, back in the ISR at "
-                       f"{rejoined}")
+        restarted = rejoins.restarted_at(ctx, tp, entry.broker)
+        if s is not None and stale_restart(lost_at, rejoined, s.partition_epoch, restarted):
+            out[tp] = (f"stale: lost at partition epoch {lost_at}, restarted at {restarted}, "
+                       f"back in the ISR at {rejoined}")
     return out
 
 
@@ -141,11 +174,13 @@ def restartable(ctx: ControllerContext, broker: int, tp: TopicPartition) -> str 
 
 def restart_partitions(ctx: ControllerContext, broker: int,
                        partitions: Iterable[TopicPartition],
-                       stale: Iterable[TopicPartition] = ()) -> Decision:
+                       stale: Iterable[TopicPartition] = (),
+                       lost_at: Mapping[TopicPartition, int] | None = None) -> Decision:
     """The decision for one /restart_partitions entry: broker `broker` lost its replicas of
     `partitions`. Partitions `restartable` names a reason for are left out. `stale` ones
     (`stale_restarts`) change nothing: `broker` is only sent their current state, not new,
-    which it refuses - reporting again at the current epoch - if it has no replica after all."""
+    which it refuses - reporting again at the current epoch - if it has no replica after all.
+    `lost_at`: the partition epoch the broker held when it lost each (missing: -1)."""
     b = Builder(ctx)
     # KIP-966: the lost replica comes back empty, so it must not join an ELR as it leaves the
     # ISR (an ELR member is elected cleanly), nor the LastKnownELR a recovery waits for.
@@ -157,11 +192,11 @@ def restart_partitions(ctx: ControllerContext, broker: int,
         if tp in stale:
             b.lai([broker], tp)
         else:
-            _restart_one(b, broker, tp)
+            _restart_one(b, broker, tp, (lost_at or {}).get(tp, -1))
     return b.build()
 
 
-def _restart_one(b: Builder, broker: int, tp: TopicPartition) -> None:
+def _restart_one(b: Builder, broker: int, tp: TopicPartition, lost_at: int) -> None:
     ctx = b.ctx
     s = b.leadership(tp)
     pr = PartitionReplica(tp, broker)
@@ -199,7 +234,17 @@ def _restart_one(b: Builder, broker: int, tp: TopicPartition) -> None:
             b.write(tp, next_state(ctx, s, isr=e.isr))
         b.lai_replicas(tp)
         b.um_all([tp])
+    elif s.partition_epoch <= lost_at:
+        _bump(b, tp, s)
     _recreate(b, broker, tp)
+
+
+def _bump(b: Builder, tp: TopicPartition, s) -> None:
+    """b neither leads nor is in the ISR (or ELR): nothing to take away, but the partition
+    epoch moves on, fencing an expansion of b proposed from its lost replica's fetches."""
+    b.write(tp, next_state(b.ctx, s))
+    b.lai_replicas(tp)
+    b.um_all([tp])
 
 
 def _restart_with_elr(b: Builder, broker: int, tp: TopicPartition, s) -> None:

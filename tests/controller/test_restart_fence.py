@@ -20,9 +20,10 @@ B = 3  # the broker that lost its replica
 
 # One partition-state change (each bumps the partition epoch), as seen from broker B:
 OTHER = "other"      # B's membership unchanged (another follower, an election, ...)
-REMOVED = "removed"  # B leaves the ISR (a restart applied, a shrink, B died)
+REMOVED = "removed"  # B leaves the ISR (a shrink, B died)
+RESTARTED = "restarted"  # a restart of B's replica applied: B out, told to re-create it
 READDED = "readded"  # AlterPartition re-admits B: its leader saw it caught up
-EVENTS = (OTHER, REMOVED, READDED)
+EVENTS = (OTHER, REMOVED, RESTARTED, READDED)
 
 
 def _histories(max_len: int):
@@ -31,10 +32,14 @@ def _histories(max_len: int):
 
 
 def _oracle(history, lost_at: int) -> bool:
-    """The rule as the issue states it: ignore the entry iff the partition has moved past a
-    state in which B was re-admitted after the epoch B lost the replica at (-1: unfenced)."""
-    return lost_at >= 0 and any(ev == READDED and epoch > lost_at
-                                for epoch, ev in enumerate(history, start=1))
+    """Ignore the entry iff the replica B has in the ISR now is one re-created after the loss
+    it reports: the last restart applied came after the epoch B lost the replica at (-1:
+    unfenced), and AlterPartition re-admitted B after that restart. A re-admission without a
+    restart before it vouches for the lost replica (an expansion proposed from its fetches,
+    in flight at the loss: the cluster simulation's jbod seeds 595, 724, 844)."""
+    restarts = [epoch for epoch, ev in enumerate(history, start=1) if ev == RESTARTED]
+    return lost_at >= 0 and bool(restarts) and restarts[-1] > lost_at and any(
+        ev == READDED and epoch > restarts[-1] for epoch, ev in enumerate(history, start=1))
 
 
 def test_stale_restart_agrees_with_the_rule_over_every_history_of_up_to_five_changes():
@@ -42,24 +47,29 @@ def test_stale_restart_agrees_with_the_rule_over_every_history_of_up_to_five_cha
     for history in _histories(5):
         current = len(history)  # epoch 0 is the created state; each change adds one
         readded = [epoch for epoch, ev in enumerate(history, start=1) if ev == READDED]
+        restarted = [epoch for epoch, ev in enumerate(history, start=1) if ev == RESTARTED]
         rejoined_at = readded[-1] if readded else None  # what the core records
+        restarted_at = restarted[-1] if restarted else None
         for lost_at in range(-1, current + 1):  # -1: an entry from before the fence
-            assert D.stale_restart(lost_at, rejoined_at, current) == _oracle(history, lost_at), \
-                (history, lost_at)
+            assert D.stale_restart(lost_at, rejoined_at, current, restarted_at) == \
+                _oracle(history, lost_at), (history, lost_at)
             checked += 1
     assert checked > 1000
 
 
-@pytest.mark.parametrize("lost_at, rejoined_at, current, stale", [
-    (0, None, 5, False),  # never re-admitted since this controller started: apply
-    (2, 2, 2, False),     # re-admitted at the very state the broker lost it in: apply
-    (2, 3, 3, True),      # re-admitted after the loss: the ISR member is the new replica
-    (-1, 3, 3, False),    # unfenced (old broker): apply
-    (2, 7, 5, False),     # a record newer than the state: not this history, apply
-    (5, 3, 9, False),     # lost after the re-admission (its epoch lagged, or a second loss)
+@pytest.mark.parametrize("lost_at, restarted_at, rejoined_at, current, stale", [
+    (0, 1, None, 5, False),  # never re-admitted since this controller started: apply
+    (2, None, 2, 2, False),  # re-admitted at the very state the broker lost it in: apply
+    (2, 3, 4, 4, True),      # restarted, then re-admitted: the ISR member is the new replica
+    (2, None, 3, 3, False),  # re-admitted after the loss, never restarted: an expansion in
+                             # flight at the loss vouched for the lost replica - apply
+    (2, 4, 3, 4, False),     # restarted after the re-admission: nothing vouches for it
+    (-1, 1, 3, 3, False),    # unfenced (old broker): apply
+    (2, 3, 7, 5, False),     # a record newer than the state: not this history, apply
+    (5, 1, 3, 9, False),     # lost after the re-admission (its epoch lagged, or a second loss)
 ])
-def test_stale_restart_cases(lost_at, rejoined_at, current, stale):
-    assert D.stale_restart(lost_at, rejoined_at, current) is stale
+def test_stale_restart_cases(lost_at, restarted_at, rejoined_at, current, stale):
+    assert D.stale_restart(lost_at, rejoined_at, current, restarted_at) is stale
 
 
 def _ctx(topic_id: str = "id-1") -> ControllerContext:
@@ -105,8 +115,12 @@ def test_stale_restarts_reads_each_partitions_epoch_from_the_entry():
     r.observe(ctx, Decision(writes={u0: PartitionWrite(u0, _state((1,), 3), _state((1, 3), 4))}),
               failed=())
     entry = zl.RestartEntry(B, "/d0", (("t", 0), ("u", 0)), 7, (2, 4))
+    assert D.stale_restarts(ctx, r, entry) == {}  # re-admitted, but never restarted
+    r.restarted(ctx, _write((1, 3), (1,), 3), B, failed=())
+    r.restarted(ctx, Decision(writes={u0: PartitionWrite(u0, _state((1, 3), 2), _state((1,), 3))}),
+                B, failed=())
     assert D.stale_restarts(ctx, r, entry) == {
-        TP: "stale: lost at partition epoch 2, back in the ISR at 4"}
+        TP: "stale: lost at partition epoch 2, restarted at 3, back in the ISR at 4"}
     assert D.stale_restarts(ctx, r, zl.RestartEntry(B, "/d0", (("t", 0), ("u", 0)), 7)) == {}
 
 
