@@ -253,6 +253,97 @@ def decode_varint(buf, pos: int) -> tuple[int, int]:
     return (result >> 1) ^ -(result & 1), pos
 
 
+def check_records(batch, h: BatchHeader) -> None:
+    """Walk the records of one uncompressed batch without building them: each record's length,
+    attributes, timestamp delta, offset delta (= its index, as every producer writes it), key,
+    value and headers (keys UTF-8) must fit the record exactly, and the records the batch.
+    CorruptRecordError otherwise. Kafka's LogValidator reads every record of a produced batch
+    before it is appended (InvalidRecordException / CorruptRecordException), so a batch that
+    a consumer cannot decode is refused at produce instead of stopping every consumer at it.
+
+    On produce's hot path (about 1 us a record here): one-byte varints, the usual case for
+    everything but key and value lengths, are read inline, and nothing is built."""
+    buf = batch if isinstance(batch, bytes) else bytes(memoryview(batch)[:h.size])
+    pos = HEADER_SIZE
+    end = h.size
+    for i in range(h.records_count):
+        b = buf[pos] if pos < end else 0x80
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            length, pos = _varint(buf, pos, end)
+        rec_end = pos + length
+        if length < 3 or rec_end > end:  # attributes, timestamp delta, offset delta at least
+            raise CorruptRecordError(f"record {i} of batch at offset {h.base_offset} has "
+                                     f"invalid length {length}")
+        pos += 1  # attributes
+        if buf[pos] < 0x80:  # timestamp delta
+            pos += 1
+        else:
+            _, pos = _varint(buf, pos, rec_end)
+        b = buf[pos] if pos < rec_end else 0x80
+        if b < 0x80:
+            off_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            off_delta, pos = _varint(buf, pos, rec_end)
+        if off_delta != i:
+            raise CorruptRecordError(f"record {i} of batch at offset {h.base_offset} has "
+                                     f"offset delta {off_delta}")
+        for _ in (0, 1):  # key, value
+            b = buf[pos] if pos < rec_end else 0x80
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                n, pos = _varint(buf, pos, rec_end)
+            if n > 0:
+                pos += n
+        if pos < rec_end and buf[pos] == 0:  # no headers
+            pos += 1
+        else:
+            pos = _check_headers(buf, pos, rec_end, i)
+        if pos != rec_end:
+            raise CorruptRecordError(f"record {i} of batch at offset {h.base_offset} does not "
+                                     f"fill its {length} bytes")
+    if pos != end:
+        raise CorruptRecordError(f"batch at offset {h.base_offset} has {end - pos} bytes after "
+                                 f"its {h.records_count} records")
+
+
+def _check_headers(buf: bytes, pos: int, end: int, i: int) -> int:
+    count, pos = _varint(buf, pos, end)
+    if count < 0:
+        raise CorruptRecordError(f"record {i} has a negative header count")
+    for _ in range(count):
+        n, pos = _varint(buf, pos, end)
+        if n < 0 or pos + n > end:
+            raise CorruptRecordError(f"record {i} has a header key of invalid length {n}")
+        try:
+            buf[pos:pos + n].decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptRecordError(f"record {i} has a header key that is not UTF-8") from e
+        n, pos = _varint(buf, pos + n, end)
+        if n > 0:
+            pos += n
+    return pos
+
+
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """decode_varint bounded by ``end`` (the record's end)."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise CorruptRecordError("varint runs past the end of the record")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint is longer than 10 bytes")
+
+
 def _encode_bytes(b: bytes | None, out: bytearray) -> None:
     if b is None:
         encode_varint(-1, out)

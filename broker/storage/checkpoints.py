@@ -52,6 +52,12 @@ def _decode(path: str, data: bytes, fields: int) -> list[list[str]]:
     return entries
 
 
+class MalformedCheckpointError(CheckpointIOError):
+    """The file was read but does not parse (a power loss after an unsynced write can leave
+    it empty or torn, or it was edited): the leader-epoch checkpoint is then rebuilt from the
+    log, the recovery point and log start offset are reset (log_manager.py), as in Kafka."""
+
+
 class OffsetCheckpointFile:
     """One of a log dir's ``topic partition offset`` checkpoints."""
 
@@ -79,7 +85,8 @@ class OffsetCheckpointFile:
         try:
             return {TopicPartition(t, int(p)): int(o) for t, p, o in _decode(self.path, data, 3)}
         except ValueError as e:
-            raise CheckpointIOError(self.log_dir, detail=f"malformed {self.path}: {e}") from e
+            raise MalformedCheckpointError(self.log_dir,
+                                           detail=f"malformed {self.path}: {e}") from e
 
 
 class LeaderEpochCheckpointFile:
@@ -110,8 +117,3 @@ class LeaderEpochCheckpointFile:
         except ValueError as e:
             raise MalformedCheckpointError(self.log_dir, self.partition,
                                            detail=f"malformed {self.path}: {e}") from e
-
-
-class MalformedCheckpointError(CheckpointIOError):
-    """The file was read but does not parse (a power loss after an unsynced write can leave
-    it empty or torn); the leader-epoch checkpoint is then rebuilt from the log."""

@@ -370,6 +370,8 @@ class Log:
                                           f"message.max.bytes {max_bytes}")
             if crc32c(view[pos + rec.ATTRIBUTES_OFFSET:pos + size]) != crc:
                 rec.verify_crc(view[pos:pos + size], rec.parse_header(view, pos))  # raises
+            # a correct CRC over records that do not parse: refused, as Kafka's LogValidator
+            rec.check_records(view[pos:pos + size], rec.parse_header(view, pos))
             iov.append(rec.stamp_prefix(offset, length, leader_epoch))
             iov.append(view[pos + 16:pos + size])
             last = offset + lod
@@ -585,7 +587,7 @@ class Log:
                 return seg, found.position, limit, True
             # Stop at the last indexed batch start that fits, so the read holds whole
             # batches and needs no trimming (index entries sit on batch starts).
-            entries = seg.idx_entries
+            entries = () if seg.index_suspect else seg.idx_entries
             j = bisect.bisect_right(entries, found.position + max_bytes, key=entry_position) - 1
             try:
                 start = entries[j][1] if j >= 0 else -1

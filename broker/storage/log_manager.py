@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import threading
 import uuid
@@ -45,6 +46,7 @@ from broker.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    MalformedCheckpointError,
     OffsetCheckpointFile,
 )
 from broker.storage.errors import (
@@ -62,6 +64,7 @@ from common.clock import wall_ms
 from common.names import TopicPartition, validate_topic
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+_log = logging.getLogger(__name__)
 # The marker's content when the next registration must still say unclean (an empty marker,
 # as every marker before this rule, registers clean).
 UNHANDLED_UNCLEAN_START = b'{"version":1,"unclean_start_unhandled":true}\n'
@@ -80,6 +83,7 @@ class LogDir:
         self.error: str | None = None
         self.directory_id: str | None = None
         self.had_clean_shutdown = False  # the marker was there: the logs need no recovery
+        self.load_problems: list[str] = []  # what loading found unreadable and reset
         self.unclean_start_unhandled = False  # ... but it registers unclean (KIP-966)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"log-dir-{index}")
         # Storage calls waiting for the executor, drained in order by one job at a time: under
@@ -183,9 +187,15 @@ class LogManager:
             d.unclean_start_unhandled = d.had_clean_shutdown and fo.read_file(marker) != b""
         except OSError as e:
             raise LogDirError(d.path, cause=e) from e
-        recovery_points = d.checkpoints[RECOVERY_POINT_CHECKPOINT].read()
+        # Kafka's LogManager.loadLogs: an unreadable recovery point checkpoint is reset (every
+        # log is recovered from its first segment), an unreadable log start checkpoint too (each
+        # log starts at its first segment's base). The HW checkpoint is not: an unreadable one
+        # takes the dir offline (Kafka's KafkaStorageException), naming the file.
+        recovery_points = self._read_or_reset(d, RECOVERY_POINT_CHECKPOINT,
+                                              "recovering every log from its first segment")
         hws = d.checkpoints[REPLICATION_OFFSET_CHECKPOINT].read()
-        starts = d.checkpoints[LOG_START_OFFSET_CHECKPOINT].read()
+        starts = self._read_or_reset(d, LOG_START_OFFSET_CHECKPOINT,
+                                     "each log starts at its first segment")
         try:
             names = sorted(fo.listdir(d.path))
         except OSError as e:
@@ -230,6 +240,15 @@ class LogManager:
                 fo.fsync_dir(d.path)
             except OSError as e:
                 raise LogDirError(d.path, cause=e) from e
+
+    @staticmethod
+    def _read_or_reset(d: LogDir, name: str, consequence: str) -> dict[TopicPartition, int]:
+        try:
+            return d.checkpoints[name].read()
+        except MalformedCheckpointError as e:
+            d.load_problems.append(f"{e}; {consequence}")
+            _log.warning("%s; %s", e, consequence)
+            return {}
 
     def _load_future(self, d: LogDir, full: str) -> None:
         """A ``<tp>.<id>-future`` dir: a move into ``d`` cut short by a restart. It is opened

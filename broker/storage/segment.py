@@ -96,6 +96,7 @@ class LogSegment:
         self.ti_offsets: list[int] = []
         self._ti_persisted = 0
         self.dirty = False  # holds data not yet fsynced
+        self.index_suspect = False  # an index entry was found wrong: see _entry_lies
         self._indexes_unsynced = False  # index files written since their last fsync
 
     # ----------------------------------------------------------------- open / create
@@ -182,11 +183,25 @@ class LogSegment:
         self._idx_persisted = len(self.idx_entries)
         self._ti_persisted = len(self.ti_offsets)
         if self.ti_timestamps:
+            # The segment's max timestamp comes from the last entry: one header read checks it
+            # (a wrong one would answer ListOffsets by time, and roll by time, wrongly).
+            if not self._time_entry_holds(len(self.ti_offsets) - 1) or self.index_suspect:
+                return False
             self.max_timestamp = self.ti_timestamps[-1]
             self.offset_of_max_timestamp = self.ti_offsets[-1]
         return True
 
+    def _time_entry_holds(self, i: int) -> bool:
+        """Whether time index entry ``i`` (timestamp, offset) names the max timestamp of the
+        batch holding its offset, as every entry is written."""
+        found = self.translate_offset(self.ti_offsets[i])
+        if found is None or found.base_offset > self.ti_offsets[i]:
+            return False
+        h = self.read_batch_header(found.position)
+        return h.max_timestamp == self.ti_timestamps[i]
+
     def _clear_indexes(self) -> None:
+        self.index_suspect = False  # what follows rebuilds them
         self.idx_entries.clear()
         self.ti_timestamps.clear()
         self.ti_offsets.clear()
@@ -305,33 +320,72 @@ class LogSegment:
     # ----------------------------------------------------------------- read
 
     def lookup(self, offset: int) -> int:
-        """Position of the batch of the largest index entry <= offset, or 0. Safe against a
-        concurrent append or truncation (see _index_batch): the offsets list is never longer
-        than the positions list as a reader sees them."""
+        """Position of the batch of the largest index entry <= offset, or 0."""
+        entry = self._entry_for(offset)
+        return 0 if entry is None else entry[1]
+
+    def _entry_for(self, offset: int) -> tuple[int, int] | None:
+        """The largest index entry <= offset, or None. Safe against a concurrent append or
+        truncation (see _index_batch): the offsets list is never longer than the positions
+        list as a reader sees them."""
+        if self.index_suspect:
+            return None
         entries = self.idx_entries
         i = bisect.bisect_right(entries, offset, key=_entry_offset) - 1
         if i < 0:
-            return 0
+            return None
         try:
-            found, position = entries[i]
+            entry = entries[i]
         except IndexError:  # truncated under us: the walk from 0 is always right
-            return 0
+            return None
         # Truncated and appended to under us, the slot may hold a later entry: walk from 0.
-        return position if found <= offset else 0
+        return entry if entry[0] <= offset else None
+
+    def _checked_lookup(self, offset: int) -> int:
+        """``lookup``, with the batch at the entry's position read to check it (see
+        ``_entry_lies``)."""
+        entry = self._entry_for(offset)
+        if entry is None:
+            return 0
+        head = self.fileops.pread(self.fd, _SCAN_SIZE, entry[1])
+        if len(head) == _SCAN_SIZE:
+            base, length, *_, lod = _SCAN.unpack(head)
+            if base + lod == entry[0] and length >= rec.MIN_BATCH_LENGTH:
+                return entry[1]
+        self._entry_lies(entry)
+        return 0
+
+    def _entry_lies(self, entry: tuple[int, int]) -> None:
+        """The batch at an index entry's position does not end at the entry's offset. An index
+        file that passes the load's sanity check (sizes, order, bounds: Kafka's) can still be
+        wrong - a bit flip, an edit - and trusting it would read, or truncate, the wrong batch.
+        Unless a concurrent truncation replaced the entry, the index is no longer used: reads
+        walk from the segment's start, and closing writes empty index files, so the next load
+        rebuilds them from the batches."""
+        if entry in self.idx_entries:
+            self.index_suspect = True
 
     def translate_offset(self, offset: int, start: int | None = None) -> BatchPosition | None:
         """The first batch whose last offset >= ``offset``, or None if there is none.
 
         Batch headers are walked in chunks (one read covers an index interval and more), not
         one read per header: the walk from an index entry crosses up to
-        ``log.index.interval.bytes`` of small batches."""
-        pos = self.lookup(offset) if start is None else start
+        ``log.index.interval.bytes`` of small batches. The batch at the index entry's position
+        must end at the entry's offset (every entry is written so), else the walk starts over
+        from the segment's start (``_entry_lies``)."""
+        entry = self._entry_for(offset) if start is None else None
+        pos = start if start is not None else (0 if entry is None else entry[1])
         chunk_size = max(2 * self.index_interval_bytes, 8192)
         while pos + _SCAN_SIZE <= self.size:
             buf = self.fileops.pread(self.fd, min(chunk_size, self.size - pos), pos)
             cpos = 0
             while cpos + _SCAN_SIZE <= len(buf):
                 base, length, _ple, _magic, _crc, _attrs, lod = _SCAN.unpack_from(buf, cpos)
+                if entry is not None:
+                    if base + lod != entry[0] or length < rec.MIN_BATCH_LENGTH:
+                        self._entry_lies(entry)
+                        return self.translate_offset(offset, start=0)
+                    entry = None
                 size = length + rec.LOG_OVERHEAD
                 if base + lod >= offset:
                     return BatchPosition(pos + cpos, base, base + lod, size)
@@ -354,9 +408,12 @@ class LogSegment:
         is >= ``timestamp``, or None (Kafka's LogSegment.findOffsetByTimestamp): the time index
         gives the offset where the segment's max timestamp last stayed <= the target; the
         walk starts at the batch holding it and decodes only a batch that can hold the answer."""
-        i = bisect.bisect_right(self.ti_timestamps, timestamp) - 1
+        i = -1 if self.index_suspect else bisect.bisect_right(self.ti_timestamps, timestamp) - 1
+        if i >= 0 and not self._time_entry_holds(i):
+            self.index_suspect = True  # as a wrong offset index entry (_entry_lies)
+            i = -1
         from_offset = self.ti_offsets[i] if i >= 0 else self.base_offset
-        pos = self.lookup(max(from_offset, start_offset))
+        pos = self._checked_lookup(max(from_offset, start_offset))
         while pos + rec.HEADER_SIZE <= self.size:
             h = rec.parse_header(self.fileops.pread(self.fd, rec.HEADER_SIZE, pos))
             size = h.batch_length + rec.LOG_OVERHEAD
@@ -491,6 +548,9 @@ class LogSegment:
     def close(self) -> None:
         if self.fd >= 0:
             try:
+                if self.index_suspect:  # rebuilt from the batches at the next load
+                    self._clear_indexes()
+                    self._rewrite_index_files()
                 self.persist_indexes()
             finally:
                 self.fileops.close(self.fd)

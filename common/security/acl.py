@@ -249,6 +249,32 @@ def parse_super_users(text: str | None) -> frozenset[KafkaPrincipal]:
 
 # ---------------------------------------------------------------------------- filters
 
+@dataclass(frozen=True)
+class ResourcePatternFilter:
+    """Kafka's ResourcePatternFilter: a type and name (None: any) and a pattern type that may
+    also be ANY (either, the exact name) or MATCH (every pattern that applies to the name)."""
+
+    resource_type: ResourceType | None
+    name: str | None
+    pattern_type: PatternType = PatternType.LITERAL
+
+    def __str__(self) -> str:  # as Kafka prints a filter (same form as a pattern)
+        kind = self.resource_type.name if self.resource_type is not None else "ANY"
+        name = self.name if self.name is not None else "<any>"
+        return f"ResourcePattern(resourceType={kind}, name={name}, patternType=" \
+               f"{self.pattern_type.name})"
+
+    def matches(self, pattern: ResourcePattern) -> bool:
+        return pattern_filter_matches(self.resource_type, self.name, self.pattern_type,
+                                      pattern)
+
+    def pattern(self) -> ResourcePattern:
+        """The one pattern a specific filter names (adding ACLs)."""
+        if self.resource_type is None or self.name is None or not self.pattern_type.is_specific:
+            raise AclError(f"{self} names no single resource pattern")
+        return ResourcePattern(self.resource_type, self.name, self.pattern_type)
+
+
 def pattern_filter_matches(filter_type: ResourceType | None, filter_name: str | None,
                            filter_pattern: PatternType, pattern: ResourcePattern) -> bool:
     """ResourcePatternFilter.matches: None is ANY for the type and the name. MATCH takes every
