@@ -785,7 +785,6 @@ class ControllerCore:
             failed: set[TopicPartition] = set()
             for _ in range(REFUSED_WRITE_RETRIES + 1):
                 failed = yield from self._execute(d, retries=0)
-                self.isr_rejoins.restarted(ctx, d, entry.broker, failed)  # the fence's start
                 if not failed:
                     break
                 d = D.restart_partitions(ctx, entry.broker, failed,
@@ -798,6 +797,9 @@ class ControllerCore:
                 skipped=skipped, refused=[str(tp) for tp in sorted(failed)])
             if failed:
                 continue
+            # the fence's start: where each replica was restarted (decisions/restarts.py)
+            self.isr_rejoins.restarted(ctx, entry.broker,
+                                       [tp for tp in tps if str(tp) not in skipped])
             yield X.DeleteRestartEntry(name, ctx.epoch_zk_version)
 
     # ================================================================== reassignment steps 3-7

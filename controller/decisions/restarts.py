@@ -126,13 +126,14 @@ class IsrRejoins:
             for r in set(w.new.isr) - set(w.old.isr):
                 self._at[(w.tp, r)] = (ctx.topic_id(w.tp.topic), w.new.partition_epoch)
 
-    def restarted(self, ctx: ControllerContext, d: Decision, broker: int,
-                  failed: Iterable[TopicPartition]) -> None:
-        """After `d` (a restart decision for `broker`) was applied; `failed`: refused writes."""
-        failed = set(failed)
-        for tp, w in d.writes.items():
-            if tp not in failed:
-                self._restarted[(tp, broker)] = (ctx.topic_id(tp.topic), w.new.partition_epoch)
+    def restarted(self, ctx: ControllerContext, broker: int,
+                  partitions: Iterable[TopicPartition]) -> None:
+        """After a restart of `broker`'s replicas of `partitions` was applied (written, or
+        with nothing to write; its LeaderAndIsr with is_new sent): at their epochs now."""
+        for tp in partitions:
+            s = ctx.leadership.get(tp)
+            if s is not None:
+                self._restarted[(tp, broker)] = (ctx.topic_id(tp.topic), s.partition_epoch)
 
     def rejoined_at(self, ctx: ControllerContext, tp: TopicPartition, broker: int) -> int | None:
         got = self._at.get((tp, broker))

@@ -116,9 +116,9 @@ def test_stale_restarts_reads_each_partitions_epoch_from_the_entry():
               failed=())
     entry = zl.RestartEntry(B, "/d0", (("t", 0), ("u", 0)), 7, (2, 4))
     assert D.stale_restarts(ctx, r, entry) == {}  # re-admitted, but never restarted
-    r.restarted(ctx, _write((1, 3), (1,), 3), B, failed=())
-    r.restarted(ctx, Decision(writes={u0: PartitionWrite(u0, _state((1, 3), 2), _state((1,), 3))}),
-                B, failed=())
+    ctx.leadership[TP] = ctx.leadership[u0] = _state((1,), 3)
+    r.restarted(ctx, B, [TP, u0])
+    ctx.leadership[TP] = ctx.leadership[u0] = _state((1, 3), 4)
     assert D.stale_restarts(ctx, r, entry) == {
         TP: "stale: lost at partition epoch 2, restarted at 3, back in the ISR at 4"}
     assert D.stale_restarts(ctx, r, zl.RestartEntry(B, "/d0", (("t", 0), ("u", 0)), 7)) == {}

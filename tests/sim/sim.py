@@ -98,6 +98,8 @@ class Simulation:
         self.restart_log: list[tuple[bytes, int, tuple[TopicPartition, ...], tuple[int, ...]]] \
             = []
         self.readmitted: dict[tuple[TopicPartition, int], tuple[int, object]] = {}
+        # (partition, broker) -> (partition epoch, core): where a core applied a restart
+        self.restarted: dict[tuple[TopicPartition, int], tuple[int, object]] = {}
         self.fenced: tuple[int, set[TopicPartition], object] | None = None
         self.step, self.action = -1, "setup"
         self.d.on_effect = self._on_effect
@@ -317,8 +319,12 @@ class Simulation:
         data, b, lost, epochs = self.rng.choice(self.restart_log)
         keep = set()
         for tp, epoch in zip(lost, epochs, strict=True):
+            # kept only if this core restarted the replica after the loss and re-admitted
+            # it after that (an expansion in flight at the loss re-admits the lost replica)
             r, st = self.readmitted.get((tp, b)), self.d.tree.states.get(tp)
-            if r is not None and r[1] is core and r[0] > epoch and st is not None \
+            rs = self.restarted.get((tp, b))
+            if r is not None and r[1] is core and rs is not None and rs[1] is core \
+                    and epoch < rs[0] < r[0] and st is not None \
                     and (b in st.isr or b in st.elr):
                 keep.add(tp)
         self.fenced = (b, keep, core)
@@ -327,6 +333,13 @@ class Simulation:
     def _on_effect(self, eff) -> None:
         if isinstance(eff, X.Emit) and eff.name == "invalid_state_transition":
             self.refused.append(eff.fields["message"])
+        elif isinstance(eff, X.Emit) and eff.name == "partitions_restarted":
+            for name in eff.fields["partitions"]:
+                tp = TopicPartition.parse(name)
+                st = self.d.tree.states.get(tp)
+                if st is not None:
+                    self.restarted[(tp, eff.fields["broker"])] = (st.partition_epoch,
+                                                                  self.d.core)
         elif isinstance(eff, X.WritePartitionStates):
             # every state as it is written (a crash right after the write still wrote it)
             for w in eff.writes:
