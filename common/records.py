@@ -234,11 +234,12 @@ def encode_varint(n: int, out: bytearray) -> None:
     out.append(v)
 
 
-def decode_varint(buf, pos: int) -> tuple[int, int]:
-    """Return (value, new position); raise CorruptRecordError on a malformed varint."""
+def decode_varint(buf, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Return (value, new position); raise CorruptRecordError on a malformed varint or one
+    that runs past ``end`` (default: the buffer's end)."""
     result = 0
     shift = 0
-    end = len(buf)
+    end = len(buf) if end is None else end
     while True:
         if pos >= end:
             raise CorruptRecordError("varint runs past the end of the record")
@@ -271,7 +272,7 @@ def check_records(batch, h: BatchHeader) -> None:
         if b < 0x80:
             length, pos = (b >> 1) ^ -(b & 1), pos + 1
         else:
-            length, pos = _varint(buf, pos, end)
+            length, pos = decode_varint(buf, pos, end)
         rec_end = pos + length
         if length < 3 or rec_end > end:  # attributes, timestamp delta, offset delta at least
             raise CorruptRecordError(f"record {i} of batch at offset {h.base_offset} has "
@@ -280,12 +281,12 @@ def check_records(batch, h: BatchHeader) -> None:
         if buf[pos] < 0x80:  # timestamp delta
             pos += 1
         else:
-            _, pos = _varint(buf, pos, rec_end)
+            _, pos = decode_varint(buf, pos, rec_end)
         b = buf[pos] if pos < rec_end else 0x80
         if b < 0x80:
             off_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
         else:
-            off_delta, pos = _varint(buf, pos, rec_end)
+            off_delta, pos = decode_varint(buf, pos, rec_end)
         if off_delta != i:
             raise CorruptRecordError(f"record {i} of batch at offset {h.base_offset} has "
                                      f"offset delta {off_delta}")
@@ -294,7 +295,7 @@ def check_records(batch, h: BatchHeader) -> None:
             if b < 0x80:
                 n, pos = (b >> 1) ^ -(b & 1), pos + 1
             else:
-                n, pos = _varint(buf, pos, rec_end)
+                n, pos = decode_varint(buf, pos, rec_end)
             if n > 0:
                 pos += n
         if pos < rec_end and buf[pos] == 0:  # no headers
@@ -310,38 +311,21 @@ def check_records(batch, h: BatchHeader) -> None:
 
 
 def _check_headers(buf: bytes, pos: int, end: int, i: int) -> int:
-    count, pos = _varint(buf, pos, end)
+    count, pos = decode_varint(buf, pos, end)
     if count < 0:
         raise CorruptRecordError(f"record {i} has a negative header count")
     for _ in range(count):
-        n, pos = _varint(buf, pos, end)
+        n, pos = decode_varint(buf, pos, end)
         if n < 0 or pos + n > end:
             raise CorruptRecordError(f"record {i} has a header key of invalid length {n}")
         try:
             buf[pos:pos + n].decode("utf-8")
         except UnicodeDecodeError as e:
             raise CorruptRecordError(f"record {i} has a header key that is not UTF-8") from e
-        n, pos = _varint(buf, pos + n, end)
+        n, pos = decode_varint(buf, pos + n, end)
         if n > 0:
             pos += n
     return pos
-
-
-def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """decode_varint bounded by ``end`` (the record's end)."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise CorruptRecordError("varint runs past the end of the record")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint is longer than 10 bytes")
 
 
 def _encode_bytes(b: bytes | None, out: bytearray) -> None:
