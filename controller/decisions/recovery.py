@@ -33,7 +33,10 @@ The tasks (`UncleanRecoveryManager`): one per leaderless partition (seed 001's U
   one (it may register within the wait, and is then asked).
 - A broker that dies mid-query: its answer (received or not) is forgotten - its log cannot lead.
   A broker that registers again is asked again (its new epoch). A query that fails as a whole
-  (transport error, deadline, a restarted broker) is asked again after RETRY_BACKOFF_MS.
+  (transport error, deadline, a restarted broker) is asked again after RETRY_BACKOFF_MS, and so
+  is a replica that answered KAFKA_STORAGE_ERROR: it was lost with a log dir, and the restart
+  its broker asked for re-creates it without a new registration (the cluster simulation's
+  jbod seed 40: a Balanced task waited for ever on that first answer).
 - A task whose partition no longer needs it - it got a leader, its ISR/ELR member came back, it
   is being deleted or was reassigned, or its strategy now says to wait - is dropped
   (`obsolete`); a reassigned one is elected again on its new replicas, which starts a new task
@@ -254,8 +257,14 @@ class UncleanRecoveryManager:
                 continue
             if broker_epoch != q.broker_epoch:
                 continue
-            task.replies[broker] = answers.get(tp, ReplicaLogInfo(
+            info = task.replies[broker] = answers.get(tp, ReplicaLogInfo(
                 -1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            if info.error == ErrorCode.KAFKA_STORAGE_ERROR:
+                # Lost with a log dir: the broker's /restart_partitions entry has it re-created
+                # (seed 003) within the same broker epoch, so it is asked again (a forced task
+                # still ends on this answer: exhausted)
+                del task.asked[broker]
+                task.retry_at[broker] = now_ms + RETRY_BACKOFF_MS
 
     def choices(self, ctx: ControllerContext, now_ms: float) -> list[Choice]:
         """The tasks that may choose now, with their choice (Balanced waits for the

@@ -157,6 +157,26 @@ def test_forced_recoveries_end_when_nobody_can_answer():
     assert len(started(ctx, U.MANUAL, forced=True).exhausted(set())) == 2  # no replica live
 
 
+def test_a_replica_lost_with_its_log_dir_is_asked_again_and_its_recreated_log_counts():
+    """KAFKA_STORAGE_ERROR: the replica was lost with a log dir; the restart re-creates it
+    within the same broker epoch, so the task asks again after the backoff (cluster
+    simulation jbod seed 40: an automatic task waited for ever)."""
+    ctx = leaderless_ctx(1)
+    urm = started(ctx, U.BALANCED)
+    qs = urm.queries(epochs(ctx), 0.0)
+    for q in qs:
+        urm.answered(q.query_id, q.broker_id, q.broker_epoch,
+                     {tp: R(-1, -1, ErrorCode.KAFKA_STORAGE_ERROR) for tp in q.partitions}, 1.0)
+    assert urm.queries(epochs(ctx), 2.0) == []  # not before the backoff
+    assert urm.next_deadline_ms(2.0) == 1.0 + RETRY_BACKOFF_MS
+    again = urm.queries(epochs(ctx), 1.0 + RETRY_BACKOFF_MS)
+    assert {q.broker_id for q in again} == {q.broker_id for q in qs}
+    for q in again:
+        urm.answered(q.query_id, q.broker_id, q.broker_epoch,
+                     {tp: R(-1, 0) for tp in q.partitions}, 600.0)
+    assert len(urm.choices(ctx, 600.0)) == 1
+
+
 def test_obsolete_tasks():
     ctx = leaderless_ctx(2)
     urm = started(ctx)
