@@ -380,6 +380,15 @@ class World:
         if self.now_ms < self.flaky_until and self.d.core is not None and \
                 self.rng.random() < self.profile.get("flaky_p", 0.15):
             self.d.crash_after(0)  # this effect is the controller's last
+        if isinstance(eff, X.Emit) and eff.name == "partitions_restarted":
+            # a restart that took the last in-sync replica out (its log is gone): the
+            # partition is offline until an operator accepts the loss (heal)
+            for name in eff.fields["partitions"]:
+                tp = TopicPartition.parse(name)
+                s = self.d.tree.states.get(tp)
+                if s is not None and s.leader == NO_LEADER and not s.isr \
+                        and not getattr(s, "elr", ()):
+                    self.inv.lost_with_dir.add(tp)
         if isinstance(eff, X.WritePartitionStates):
             for w in eff.writes:
                 s = self.d.tree.states.get(w.tp)
