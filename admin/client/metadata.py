@@ -214,6 +214,11 @@ class MetadataCache:
                 if t.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION:
                     self.interest.discard(topic)
                     raise KafkaError(t.error_code, f"Invalid topic: {topic}", topic=topic)
+                if t.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    # Kafka's TopicAuthorizationException: fatal, not waited out
+                    self.interest.discard(topic)
+                    raise KafkaError(t.error_code, f"Not authorized to access topics: [{topic}]",
+                                     topic=topic)
             if time.monotonic() + backoff_s >= deadline:
                 self.interest.discard(topic)
                 self.cluster.topics.pop(topic, None)
