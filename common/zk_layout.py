@@ -144,8 +144,10 @@ def _decoder(what: str):
         def decode(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
-            except MalformedZnode:
-                raise
+            except MalformedZnode as e:
+                if str(e).startswith(what):
+                    raise
+                raise MalformedZnode(f"{what}: {e}") from None
             except ValueError as e:  # int(), endpoint parsing, ...
                 raise MalformedZnode(f"{what}: {e}") from None
             except KeyError as e:
