@@ -15,8 +15,9 @@ Principals (``ssl.principal.mapping.rules``, the same on every process):
   ``User:admin``); anything else keeps its distinguished name (DEFAULT).
 
 ``security_overrides`` is the one place a secure cluster's process configuration is made:
-TLS on every listener (gRPC and Kafka) with ``ssl.client.auth=required``; the authorizer and
-ZooKeeper ACL settings go here too.
+TLS on every listener (gRPC and Kafka) with ``ssl.client.auth=required``; Kafka's AclAuthorizer
+with the cluster's own principal and the admin's as ``super.users`` (every other principal needs
+ACLs: ``replog acls``); ZooKeeper ACLs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ CLUSTER_OU = "replog-cluster"
 CLUSTER_PRINCIPAL = "User:replog-cluster"
 ADMIN_CN = "admin"
 ADMIN_PRINCIPAL = f"User:{ADMIN_CN}"
+AUTHORIZER_CLASS = "kafka.security.authorizer.AclAuthorizer"
 # Kafka's rule syntax (KIP-371); the comma inside a pattern is a class, never a separator.
 MAPPING_RULES = (f"RULE:^CN=[^,]+,OU={CLUSTER_OU},O={certs.ORGANIZATION}$/replog-cluster/,"
                  f"RULE:^CN=([^,]+),O={certs.ORGANIZATION}$/$1/,DEFAULT")
@@ -97,6 +99,8 @@ def security_overrides(data_dir: str | os.PathLike, security: str, name: str,
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(ssl_dir(data_dir) / certs.CA_CERT),
         "ssl.principal.mapping.rules": MAPPING_RULES,
+        "authorizer.class.name": AUTHORIZER_CLASS,
+        "super.users": f"{CLUSTER_PRINCIPAL};{ADMIN_PRINCIPAL}",
         **zookeeper_overrides(data_dir),
     }
 
