@@ -157,7 +157,9 @@ def test_the_kafka_listener_serves_librdkafka_over_mutual_tls(secure):
     c, _ = secure
     ca = _ssl_dir(c) / certs.CA_CERT
     client = cluster_security.issue_client(c.data_dir, "kafka-client")
-    keystore = cluster_security.keystore_path(c.data_dir, "client-kafka-client")
+    # the admin's certificate: a super user of the cluster's AclAuthorizer (kafka-client has
+    # no ACLs; test_authorizer_cluster.py covers a principal that needs them)
+    keystore = cluster_security.keystore_path(c.data_dir, "client-admin")
     assert client.is_file()
     asyncio.run(_create_topic(c, "kafka-tls"))
     conf = {"bootstrap.servers": c.kafka_bootstrap_servers, **_librdkafka_ssl(keystore, ca)}
