@@ -95,7 +95,7 @@ def test_produce_and_consume_need_acls_added_by_replog_acls(secure):
     wait_until(lambda: _produce(c, alice, ["a0", "a1"])[0] == 0, timeout=30, interval=0.5,
                what="alice's produce accepted after replog acls --producer")
 
-    rc, out, err = _consume(c, alice, 2)
+    rc, _out, err = _consume(c, alice, 2)
     assert rc != 0 and "TOPIC_AUTHORIZATION_FAILED" in err, err
     _acls(c, "--add", "--allow-principal", "User:alice", "--consumer", "--topic", TOPIC,
           "--group", "alice-group")
@@ -141,7 +141,7 @@ def test_controller_and_follower_requests_from_a_client_are_refused_and_change_n
     rc, _, err = _produce(c, c.client_properties_path, ["x0", "x1", "x2"])
     assert rc == 0, err
     before = _leader_and_state(c)
-    leader, epoch, isr, replicas = before
+    leader, epoch, _isr, replicas = before
     follower = next(b for b in replicas if b != leader)
     refused = (grpc.StatusCode.PERMISSION_DENIED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
@@ -170,3 +170,32 @@ def test_controller_and_follower_requests_from_a_client_are_refused_and_change_n
     rc, out, err = _consume(c, c.client_properties_path, 5)
     assert rc == 0, err
     assert out.split() == ["a0", "a1", "x0", "x1", "x2"]
+
+
+def test_the_kafka_listener_refuses_librdkafka_without_acls(secure):
+    """The Kafka-protocol listener, with an unmodified client: alice's librdkafka producer
+    gets TOPIC_AUTHORIZATION_FAILED on a topic she has no ACL for, and her CreateTopics
+    (forwarded by the broker under its own principal) is checked before it is forwarded."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.security.test_tls_cluster import _librdkafka_ssl
+    c, _ = secure
+    keystore = cluster_security.keystore_path(c.data_dir, "client-alice")
+    conf = {"bootstrap.servers": c.kafka_bootstrap_servers,
+            **_librdkafka_ssl(keystore, cluster_security.ssl_dir(c.data_dir) / "ca.crt")}
+    admin = AdminClient(conf)
+    [future] = admin.create_topics([NewTopic("alice-new", 1, 1)],
+                                   operation_timeout=10).values()
+    with pytest.raises(confluent_kafka.KafkaException) as e:
+        future.result(timeout=30)
+    assert e.value.args[0].code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    rc, out, _ = _replog("topics", "list", "--bootstrap-server", c.bootstrap_servers,
+                         "--command-config", str(c.client_properties_path))
+    assert rc == 0 and "alice-new" not in out.split()
+
+    errors = []
+    producer = confluent_kafka.Producer({**conf, "acks": "all", "message.timeout.ms": 10000})
+    producer.produce("__no_acl_topic", value=b"v", on_delivery=lambda err, _m: errors.append(err))
+    producer.flush(30)
+    assert [e.code() for e in errors] == [confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED]
