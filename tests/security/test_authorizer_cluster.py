@@ -85,7 +85,7 @@ def _consume(c, props, n: int) -> tuple[int, str, str]:
 
 def test_produce_and_consume_need_acls_added_by_replog_acls(secure):
     c, alice = secure
-    rc, out, err = _produce(c, alice, ["a0", "a1"])
+    rc, _out, err = _produce(c, alice, ["a0", "a1"])
     assert rc != 0 and "TOPIC_AUTHORIZATION_FAILED" in err and "Traceback" not in err, err
     assert err.strip().count("\n") == 0, err
 
