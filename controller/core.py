@@ -780,15 +780,13 @@ class ControllerCore:
             stale = D.stale_restarts(ctx, self.isr_rejoins, entry)
             skipped = {str(tp): why for tp in tps
                        if (why := D.restartable(ctx, entry.broker, tp) or stale.get(tp))}
-            lost_at = {tp: entry.partition_epoch(tp.topic, tp.partition) for tp in tps}
-            d = D.restart_partitions(ctx, entry.broker, tps, stale, lost_at)
+            d = D.restart_partitions(ctx, entry.broker, tps, stale)
             failed: set[TopicPartition] = set()
             for _ in range(REFUSED_WRITE_RETRIES + 1):
                 failed = yield from self._execute(d, retries=0)
                 if not failed:
                     break
-                d = D.restart_partitions(ctx, entry.broker, failed,
-                                         lost_at=lost_at)  # on the re-read state
+                d = D.restart_partitions(ctx, entry.broker, failed)  # on the re-read state
             yield self._emit(
                 "partitions_restarted" if not failed else "partitions_restart_incomplete",
                 "info" if not failed else "warning", entry=name, broker=entry.broker,

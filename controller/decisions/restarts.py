@@ -52,15 +52,15 @@ Choices where the seed is silent or would be wrong here:
   after the loss too (the whole-cluster simulation's jbod profile, seeds 595, 724 and 844: the
   entry was ignored and b stayed in the ISR with no data). So the fence needs the loss, then
   a restart applied, then a re-admission: `entry_epoch < restarted_at < rejoined_at`.
-- A restart whose partition is still at the epoch b lost its replica in writes the state
-  even when b neither leads nor is in the ISR (new leader and partition epochs, nothing
-  else changes): an AlterPartition the leader proposed from the lost replica's fetches, in
-  flight meanwhile, carries the older epoch and is refused (KIP-497's partition epoch), and a
-  fetch the lost replica sent before the loss is fenced by the leader epoch, instead of
-  putting b back in the ISR just before b re-creates its replica empty (simulation seed
-  868). A partition that has moved past that epoch had its in-flight proposals fenced by the
-  write that moved it (the first application of this entry, if it is applied again after a
-  failover: processing stays idempotent). The record lives in the controller's
+- A restart writes the state even when b neither leads nor is in the ISR (new leader and
+  partition epochs, nothing else changes): an AlterPartition the leader proposed from the
+  lost replica's fetches, in flight meanwhile, carries the older epoch and is refused
+  (KIP-497's partition epoch), and a fetch the lost replica sent before the loss is fenced by
+  the leader epoch, instead of putting b back in the ISR just before b re-creates its replica
+  empty (simulation seeds 868, and 273 where b's view lagged: the partition had moved past the
+  epoch b lost the replica in, through a change b had not heard of, before the expansion was
+  proposed). So an entry applied again (a failover between its writes and its deletion) moves
+  the epochs on once more; leader, ISR and ELR end the same. The record lives in the controller's
   memory: a new controller has none and applies every entry (unfenced: availability may
   suffer, durability cannot). An ignored entry still sends b the current state, without
   is_new: if b really has no replica (its epoch lagged behind the rejoin), it refuses, and
@@ -69,7 +69,7 @@ Choices where the seed is silent or would be wrong here:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
@@ -175,13 +175,11 @@ def restartable(ctx: ControllerContext, broker: int, tp: TopicPartition) -> str 
 
 def restart_partitions(ctx: ControllerContext, broker: int,
                        partitions: Iterable[TopicPartition],
-                       stale: Iterable[TopicPartition] = (),
-                       lost_at: Mapping[TopicPartition, int] | None = None) -> Decision:
+                       stale: Iterable[TopicPartition] = ()) -> Decision:
     """The decision for one /restart_partitions entry: broker `broker` lost its replicas of
     `partitions`. Partitions `restartable` names a reason for are left out. `stale` ones
     (`stale_restarts`) change nothing: `broker` is only sent their current state, not new,
-    which it refuses - reporting again at the current epoch - if it has no replica after all.
-    `lost_at`: the partition epoch the broker held when it lost each (missing: -1)."""
+    which it refuses - reporting again at the current epoch - if it has no replica after all."""
     b = Builder(ctx)
     # KIP-966: the lost replica comes back empty, so it must not join an ELR as it leaves the
     # ISR (an ELR member is elected cleanly), nor the LastKnownELR a recovery waits for.
@@ -193,11 +191,11 @@ def restart_partitions(ctx: ControllerContext, broker: int,
         if tp in stale:
             b.lai([broker], tp)
         else:
-            _restart_one(b, broker, tp, (lost_at or {}).get(tp, -1))
+            _restart_one(b, broker, tp)
     return b.build()
 
 
-def _restart_one(b: Builder, broker: int, tp: TopicPartition, lost_at: int) -> None:
+def _restart_one(b: Builder, broker: int, tp: TopicPartition) -> None:
     ctx = b.ctx
     s = b.leadership(tp)
     pr = PartitionReplica(tp, broker)
@@ -235,7 +233,7 @@ def _restart_one(b: Builder, broker: int, tp: TopicPartition, lost_at: int) -> N
             b.write(tp, next_state(ctx, s, isr=e.isr))
         b.lai_replicas(tp)
         b.um_all([tp])
-    elif s.partition_epoch <= lost_at:
+    else:
         _bump(b, tp, s)
     _recreate(b, broker, tp)
 

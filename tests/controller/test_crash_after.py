@@ -199,7 +199,26 @@ def test_failover_after_every_effect_reaches_the_same_state(name: str) -> None:
     for n in range(total):
         got, _, crashed = _run(setup, action, n, cfg)
         assert crashed, f"crash-after {n} did not crash"
+        if name in EPOCHS_MAY_MOVE:
+            got, want = _without_epochs(got, expected), _without_epochs(expected, expected)
+            assert got == want, f"{name}: failover after effect {n} of {total} differs"
+            continue
         assert got == expected, f"{name}: failover after effect {n} of {total} differs"
+
+
+# A restart applied again writes once more, if only to move the epochs on (it fences an
+# AlterPartition proposed from the lost replica's fetches, decisions/restarts.py): the leader,
+# ISR and recovery state must be the same, the epochs no lower.
+EPOCHS_MAY_MOVE = {"restart_partitions"}
+
+
+def _without_epochs(got: dict, expected: dict) -> dict:
+    states = {}
+    for tp, (leader, leader_epoch, isr, partition_epoch, recovery) in got["states"].items():
+        _, want_leader_epoch, _, want_partition_epoch, _ = expected["states"][tp]
+        states[tp] = (leader, isr, recovery, leader_epoch >= want_leader_epoch,
+                      partition_epoch >= want_partition_epoch)
+    return {**got, "states": states}
 
 
 def test_the_uninterrupted_runs_change_something() -> None:
