@@ -39,6 +39,7 @@ class ErrorCode(IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    SECURITY_DISABLED = 54  # ACL requests to a broker without an authorizer
     KAFKA_STORAGE_ERROR = 56
     LOG_DIR_NOT_FOUND = 57
     REASSIGNMENT_IN_PROGRESS = 60

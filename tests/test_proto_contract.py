@@ -58,6 +58,9 @@ BROKER_RPCS = {
     "DescribeConfigs": ("DescribeConfigsRequest", "DescribeConfigsResponse"),
     "IncrementalAlterConfigs": ("IncrementalAlterConfigsRequest",
                                 "IncrementalAlterConfigsResponse"),
+    "CreateAcls": ("CreateAclsRequest", "CreateAclsResponse"),
+    "DescribeAcls": ("DescribeAclsRequest", "DescribeAclsResponse"),
+    "DeleteAcls": ("DeleteAclsRequest", "DeleteAclsResponse"),
 }
 
 CONTROLLER_RPCS = {
@@ -140,6 +143,7 @@ KAFKA_ERRORS = {
     "INVALID_CONFIG": 40,
     "NOT_CONTROLLER": 41,
     "INVALID_REQUEST": 42,
+    "SECURITY_DISABLED": 54,
     "KAFKA_STORAGE_ERROR": 56,
     "LOG_DIR_NOT_FOUND": 57,
     "REASSIGNMENT_IN_PROGRESS": 60,
