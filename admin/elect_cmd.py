@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterable, Mapping
 
 from admin.client import AdminClient, KafkaError
+from admin.reassign_cmd import read_json_file
 from common import event_loop
 from common.errors import ErrorCode, ReplogError
 
@@ -66,6 +67,9 @@ def parse_election_json(text: str) -> list[TP]:
         data = json.loads(text)
     except ValueError as e:
         raise ReplogError(f"The replica election JSON file is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ReplogError("The replica election JSON file is nested too deeply to be read"
+                          ) from None
     if not isinstance(data, dict) or not isinstance(data.get("partitions"), list):
         raise ReplogError('Replica election data is missing "partitions" field')
     out: list[TP] = []
@@ -74,9 +78,10 @@ def parse_election_json(text: str) -> list[TP]:
         partition = entry.get("partition") if isinstance(entry, dict) else None
         if not isinstance(topic, str) or not topic:
             raise ReplogError(f"Entry {i} of partitions needs a string \"topic\"")
-        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+        if not isinstance(partition, int) or isinstance(partition, bool) or \
+                not 0 <= partition <= 2**31 - 1:  # an int32 in the request
             raise ReplogError(f"Entry {i} of partitions needs a non-negative integer "
-                              f"\"partition\", not {json.dumps(partition)}")
+                              f"\"partition\", not {json.dumps(partition)[:40]}")
         out.append((topic, partition))
     if not out:
         raise ReplogError("Replica election data is empty")
@@ -111,8 +116,7 @@ async def _run(args) -> int:
     election_type = check_args(args)
     partitions: list[TP] | None
     if args.path_to_json_file is not None:
-        with open(args.path_to_json_file, encoding="utf-8") as f:
-            partitions = parse_election_json(f.read())
+        partitions = parse_election_json(read_json_file(args.path_to_json_file))
     elif args.topic is not None:
         partitions = [(args.topic, args.partition)]
     else:

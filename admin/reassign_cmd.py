@@ -149,11 +149,16 @@ def _duplicates(xs: Sequence) -> list:
 
 # ---------------------------------------------------------------------------- JSON (pure)
 
+INT32_MAX = 2**31 - 1  # partitions and broker ids are int32 in every request
+
+
 def _load_json(text: str, what: str) -> dict:
     try:
         data = json.loads(text)
     except ValueError as e:
         raise ReplogError(f"The {what} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ReplogError(f"The {what} is nested too deeply to be read") from None
     if not isinstance(data, dict):
         raise ReplogError(f"The {what} must be a JSON object, not {type(data).__name__}")
     version = data.get("version", 1)  # Kafka's EarliestVersion when absent
@@ -172,7 +177,8 @@ def _list_field(obj: dict, key: str, where: str) -> list:
 
 
 def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+    """A JSON integer that fits an int32 id (a partition, a broker) and is not negative."""
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= INT32_MAX
 
 
 def parse_topics_to_move(text: str) -> list[str]:
@@ -208,13 +214,13 @@ def parse_reassignment(text: str) -> dict[TP, list[int]]:
         topic, partition, replicas = entry["topic"], entry["partition"], entry["replicas"]
         if not isinstance(topic, str) or not topic:
             raise ReplogError(f"topic of entry {i} of partitions must be a non-empty string")
-        if not _is_int(partition) or partition < 0:
+        if not _is_int(partition):
             raise ReplogError(f"partition of entry {i} of partitions must be a non-negative "
-                              f"integer, not {json.dumps(partition)}")
+                              f"integer, not {json.dumps(partition)[:40]}")
         tp = (topic, partition)
         if not isinstance(replicas, list) or not all(_is_int(r) for r in replicas):
             raise ReplogError(f"replicas of partition {tp_name(tp)} must be a list of integer "
-                              f"broker ids, not {json.dumps(replicas)}")
+                              f"broker ids, not {json.dumps(replicas)[:60]}")
         log_dirs = entry.get("log_dirs", [ANY_LOG_DIR] * len(replicas))
         if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
             raise ReplogError(f"log_dirs of partition {tp_name(tp)} must be a list of strings")
@@ -637,13 +643,18 @@ def _timeout(args) -> int:
     return DEFAULT_TIMEOUT_MS if args.timeout is None else args.timeout
 
 
-def _read(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+def read_json_file(path: str) -> str:
+    """A JSON file's text; ReplogError naming it if it is not UTF-8 (elect_cmd reads its
+    --path-to-json-file here too)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError:
+        raise ReplogError(f"{path} is not a UTF-8 JSON file") from None
 
 
 async def _generate(admin: AdminClient, args) -> int:
-    topics = parse_topics_to_move(_read(args.topics_to_move_json_file))
+    topics = parse_topics_to_move(read_json_file(args.topics_to_move_json_file))
     brokers = parse_broker_list(args.broker_list)
     live = await admin.live_brokers()
     await _verify_brokers(admin, brokers)
@@ -656,7 +667,7 @@ async def _generate(admin: AdminClient, args) -> int:
 
 
 async def _execute(admin: AdminClient, args) -> int:
-    proposed = parse_reassignment(_read(args.reassignment_json_file))
+    proposed = parse_reassignment(read_json_file(args.reassignment_json_file))
     await _verify_brokers(admin, (b for r in proposed.values() for b in r))
     current = await _current_replicas(admin, proposed)
     ongoing = await admin.list_partition_reassignments()
@@ -673,7 +684,7 @@ async def _execute(admin: AdminClient, args) -> int:
     # `--generate` prints lists every partition of the topics, moved or not, and Kafka's
     # controller completes such a partition as a no-op. If it names log dirs it only moves
     # between log dirs (KIP-113): AlterReplicaLogDirs below.
-    moves = parse_log_dirs(_read(args.reassignment_json_file))
+    moves = parse_log_dirs(read_json_file(args.reassignment_json_file))
     unchanged = {tp for tp, r in proposed.items()
                  if list(r) == current[tp] and tp not in ongoing}
     reassigned = {tp: r for tp, r in proposed.items() if tp not in unchanged}
@@ -774,13 +785,13 @@ async def _progress(admin: AdminClient, ongoing: Mapping[TP, PartitionReassignme
 
 
 async def _verify(admin: AdminClient, args) -> int:
-    targets = parse_reassignment(_read(args.reassignment_json_file))
+    targets = parse_reassignment(read_json_file(args.reassignment_json_file))
     current = await _current_replicas(admin, targets)
     ongoing = await admin.list_partition_reassignments(targets)
     ongoing = {tp: r for tp, r in ongoing.items() if tp in targets}
     states = reassignment_states(targets, ongoing, current)
     sys.stdout.write("\n".join(verify_lines(states, await _progress(admin, ongoing))) + "\n")
-    moves = await _log_dir_moves(admin, parse_log_dirs(_read(args.reassignment_json_file)))
+    moves = await _log_dir_moves(admin, parse_log_dirs(read_json_file(args.reassignment_json_file)))
     if moves:
         sys.stdout.write("\n" + "\n".join(log_dir_move_lines(moves)) + "\n")
     moving = any(not m.done for m in moves.values())
@@ -792,7 +803,7 @@ async def _verify(admin: AdminClient, args) -> int:
 
 
 async def _cancel(admin: AdminClient, args) -> int:
-    targets = parse_reassignment(_read(args.reassignment_json_file))
+    targets = parse_reassignment(read_json_file(args.reassignment_json_file))
     await _current_replicas(admin, targets)  # an unknown topic or partition is an error
     ongoing = await admin.list_partition_reassignments(targets)
     # Kafka's cancelAssignment cancels only what is running, so a partition that finished
@@ -807,7 +818,7 @@ async def _cancel(admin: AdminClient, args) -> int:
     print(cancelled_message(running))
     # Kafka's cancelAssignment: a log dir move under way is cancelled by asking for the
     # replica's current dir (the broker drops the future replica).
-    moves = await _log_dir_moves(admin, parse_log_dirs(_read(args.reassignment_json_file)))
+    moves = await _log_dir_moves(admin, parse_log_dirs(read_json_file(args.reassignment_json_file)))
     active = {r: m.current for r, m in moves.items() if m.kind == "active"}
     failed = False
     for b in sorted({b for _, b in active}):
