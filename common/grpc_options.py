@@ -37,6 +37,16 @@ _MESSAGE_SIZE: Options = (
 
 # Broker and controller gRPC servers.
 SERVER_OPTIONS: Options = _MESSAGE_SIZE
+# Kafka's socket.request.max.bytes default: the largest request a server accepts.
+DEFAULT_MAX_REQUEST_BYTES = 104857600
+
+
+def server_options(max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> Options:
+    """A server's options with its largest request bounded by ``socket.request.max.bytes``
+    (Kafka's SocketServer bound: a larger request is refused, RESOURCE_EXHAUSTED here).
+    Responses keep ``MAX_MESSAGE_BYTES``: the servicers cap Fetch at 64 MiB."""
+    return (("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", max_request_bytes))
 
 # A follower's replica fetcher to its leader (Kafka's ReplicaFetcherThread network client).
 REPLICA_FETCHER_OPTIONS: Options = _MESSAGE_SIZE

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 
-from common.grpc_options import SERVER_OPTIONS
+from common.grpc_options import DEFAULT_MAX_REQUEST_BYTES, server_options
 from common.listeners import EndPoint, listener_config
 
 
@@ -29,11 +29,12 @@ def bind_listeners(listeners: tuple[EndPoint, ...],
                    config: Mapping[str, Any] | None = None) -> list[ListenerServer]:
     """A server bound to each listener's address, not started: the caller adds its services
     (one servicer per listener) and then starts them. Without ``config`` every listener is
-    plaintext."""
+    plaintext. Every server refuses a request larger than ``socket.request.max.bytes``."""
     lc = listener_config(config) if config is not None else None
+    max_request = (config or {}).get("socket.request.max.bytes", DEFAULT_MAX_REQUEST_BYTES)
     out = []
     for listener in listeners:
-        server = grpc.aio.server(options=SERVER_OPTIONS)
+        server = grpc.aio.server(options=server_options(max_request))
         if lc is not None and lc.is_ssl(listener.listener):
             from common.security.tls import SslSettings, grpc_server_credentials
             settings = SslSettings.from_properties(config, listener.listener)
