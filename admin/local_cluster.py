@@ -68,6 +68,7 @@ from common.security.zk_auth import zk_security
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_FILE = ".cluster.lock"
 CLUSTER_JSON = "cluster.json"
+SECURITY_ENV = "REPLOG_CLUSTER_SECURITY"
 DEFAULT_CHROOT = "/replog"
 DEFAULT_CONTROLLER_ID_BASE = 100  # controller ids apart from broker ids, for readable logs
 HOST = "127.0.0.1"
@@ -386,6 +387,12 @@ class LocalCluster:
         if zookeeper_nodes > 1 and zookeeper is not None:
             raise LocalClusterError("an external ZooKeeper and zookeeper_nodes > 1 exclude "
                                     "each other: the ensemble is either started here or given")
+        # REPLOG_CLUSTER_SECURITY=mtls: every cluster this process makes is secure and this
+        # process's clients use the admin certificate, so an existing suite of cluster tests
+        # runs unchanged on secure clusters (those that open raw plaintext channels aside).
+        self._security_from_env = security is None and \
+            bool(os.environ.get(SECURITY_ENV))
+        security = security or os.environ.get(SECURITY_ENV) or None
         if security is not None and security not in cluster_security.SECURITY_MODES:
             raise LocalClusterError(f"unknown security mode {security!r} (expected one of "
                                     f"{', '.join(cluster_security.SECURITY_MODES)})")
@@ -517,6 +524,9 @@ class LocalCluster:
                 cluster_hosts.start_hosts(self)
             if self.security is not None:
                 cluster_security.write_admin_properties(self.data_dir)
+                if self._security_from_env:
+                    from admin.client.transport import set_default_channel_factory
+                    set_default_channel_factory(self.channel_factory())
             self._start_zookeeper()
             for h in self.controllers.values():
                 h.start(wait=False)

@@ -270,3 +270,14 @@ def test_cluster_certs_issues_a_second_principal_in_one_command(secure):
     assert rc == 0, err
     rc, _, err = _replog("cluster", "certs", "--data-dir", str(data / "nothing"), "--cn", "x")
     assert rc == 1 and err.strip().count("\n") == 0 and "no certificate authority" in err, err
+
+
+def test_replog_cluster_security_makes_every_local_cluster_secure(tmp_path, monkeypatch):
+    from admin.local_cluster import SECURITY_ENV
+    monkeypatch.setenv(SECURITY_ENV, "mtls")
+    assert LocalCluster(tmp_path / "a", brokers=1).security == "mtls"
+    monkeypatch.setenv(SECURITY_ENV, "")
+    assert LocalCluster(tmp_path / "b", brokers=1).security is None
+    monkeypatch.setenv(SECURITY_ENV, "tls-please")
+    with pytest.raises(Exception, match="unknown security mode 'tls-please'"):
+        LocalCluster(tmp_path / "c", brokers=1)
