@@ -438,6 +438,15 @@ class AdminClient:
                 out[key] = _error_or_none(r.error_code, r.error_message)
         return out
 
+    # ------------------------------------------------------------------ ACLs (any broker)
+
+    async def acl_call(self, rpc: str, request):
+        """Kafka's createAcls / describeAcls / deleteAcls: ``rpc`` ("CreateAcls",
+        "DescribeAcls", "DeleteAcls") to any live broker, whose authorizer answers it."""
+        if not await self.live_brokers():
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "no live broker")
+        return await self._call_broker_or_any(None, rpc, request)
+
     async def _route_config_resources(self, resources: list[tuple[str, str]]
                                       ) -> dict[str | None, list[tuple[str, str]]]:
         """Broker address -> the resources to send there; None: any live broker. (Kafka's
