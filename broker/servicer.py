@@ -45,8 +45,16 @@ from common.listeners import PLAINTEXT, EndPoint
 from common.names import TopicPartition, validate_topic
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
-from common.security.acl import CLUSTER_RESOURCE, AclOperation
+from common.security.acl import (
+    CLUSTER_RESOURCE,
+    AclBinding,
+    AclError,
+    AclOperation,
+    validate_binding,
+)
 from common.security.acl import topic as topic_resource
+from common.security.acl_store import create_acls, delete_acls
+from common.security.acl_wire import binding_from_pb, binding_pb, filter_from_pb
 from common.security.authorizer import ALLOW_ALL, Requester, grpc_requester
 from common.security.principal import PrincipalBuilder
 
@@ -58,6 +66,7 @@ _STATUS = {
     ErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: grpc.StatusCode.PERMISSION_DENIED,
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorCode.SECURITY_DISABLED: grpc.StatusCode.FAILED_PRECONDITION,
 }
 _CONFIG_TOPIC = config_requests.ResourceType.TOPIC
 
@@ -627,3 +636,77 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         if self.authorizer.authorize(who, operation, resource):
             return None
         return int(code), f"{who.principal} is not authorized to {operation.value} {name!r}"
+
+    # ------------------------------------------------------------------ ACLs (Admin API)
+
+    async def _acl_store_of(self, context, operation: AclOperation):
+        """The authorizer, once the requester may ``operation`` the cluster (Alter to change
+        ACLs, Describe to read them); SECURITY_DISABLED without one (KafkaApis)."""
+        if self.authorizer is ALLOW_ALL:
+            await abort(context, ErrorCode.SECURITY_DISABLED,
+                        "No Authorizer is configured on the broker")
+        await self._require_cluster(context, operation)
+        return self.authorizer
+
+    async def CreateAcls(self, request, context):
+        authorizer = await self._acl_store_of(context, AclOperation.ALTER)
+        results, valid = [], []
+        for m in request.creations:
+            try:
+                b = binding_from_pb(m)
+                validate_binding(b)
+            except AclError as e:
+                results.append(pb.AclCreationResult(
+                    error_code=int(ErrorCode.INVALID_REQUEST), error_message=str(e)))
+                continue
+            valid.append(b)
+            results.append(pb.AclCreationResult(error_code=0))
+        try:
+            await create_acls(authorizer.store, valid)
+            await authorizer.reload(b.pattern for b in valid)
+        except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable etc.: one line
+            await rpc_status.abort(context, grpc.StatusCode.INTERNAL,
+                                   ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"ACLs not stored: {type(e).__name__}: {e}"[:300])
+        return pb.CreateAclsResponse(results=results)
+
+    async def DescribeAcls(self, request, context):
+        authorizer = await self._acl_store_of(context, AclOperation.DESCRIBE)
+        try:
+            f = filter_from_pb(request.filter)
+        except AclError as e:
+            await abort(context, ErrorCode.INVALID_REQUEST, str(e))
+        return pb.DescribeAclsResponse(acls=[
+            binding_pb(b) for pattern, entries in sorted(authorizer.acls.items())
+            for b in (AclBinding(pattern, e) for e in sorted(
+                entries, key=lambda e: e.sort_key())) if f.matches(b)])
+
+    async def DeleteAcls(self, request, context):
+        authorizer = await self._acl_store_of(context, AclOperation.ALTER)
+        parsed = []
+        for m in request.filters:
+            try:
+                parsed.append(filter_from_pb(m))
+            except AclError as e:
+                parsed.append(e)
+        try:
+            removed = iter(await delete_acls(authorizer.store, [
+                f for f in parsed if not isinstance(f, AclError)]))
+        except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable etc.: one line
+            await rpc_status.abort(context, grpc.StatusCode.INTERNAL,
+                                   ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"ACLs not deleted: {type(e).__name__}: {e}"[:300])
+        resp = pb.DeleteAclsResponse()
+        changed = []
+        for f in parsed:
+            if isinstance(f, AclError):
+                resp.filter_results.add(error_code=int(ErrorCode.INVALID_REQUEST),
+                                        error_message=str(f))
+                continue
+            gone = next(removed)
+            changed.extend(b.pattern for b in gone)
+            resp.filter_results.add(error_code=0).matching_acls.extend(
+                binding_pb(b) for b in gone)
+        await authorizer.reload(changed)
+        return resp
+

@@ -189,6 +189,29 @@ class AclBinding:
     entry: AccessControlEntry
 
 
+# Kafka's wire codes (org.apache.kafka.common.acl/resource enums' code()), for the Admin API's
+# CreateAcls / DescribeAcls / DeleteAcls. ANY (1) is a filter's wildcard; 0 is UNKNOWN.
+ANY_CODE = 1
+RESOURCE_TYPE_CODES = {ResourceType.TOPIC: 2, ResourceType.GROUP: 3, ResourceType.CLUSTER: 4,
+                       ResourceType.TRANSACTIONAL_ID: 5, ResourceType.DELEGATION_TOKEN: 6,
+                       ResourceType.USER: 7}
+PATTERN_TYPE_CODES = {PatternType.ANY: 1, PatternType.MATCH: 2, PatternType.LITERAL: 3,
+                      PatternType.PREFIXED: 4}
+OPERATION_CODES = {op: code for code, op in enumerate(AclOperation, start=2)}
+PERMISSION_TYPE_CODES = {AclPermissionType.DENY: 2, AclPermissionType.ALLOW: 3}
+
+
+def from_code(codes: dict, code: int, what: str, any_ok: bool = False):
+    """The member of ``codes`` numbered ``code``; None for ANY when ``any_ok``; AclError for
+    an unknown or UNKNOWN code."""
+    if any_ok and code == ANY_CODE and ANY_CODE not in codes.values():
+        return None
+    for member, number in codes.items():
+        if number == code:
+            return member
+    raise AclError(f"unknown {what} code {code}")
+
+
 # ---------------------------------------------------------------------------- the decision
 
 def matching_acls(acls: Mapping[ResourcePattern, Iterable[AccessControlEntry]],
@@ -290,6 +313,42 @@ def pattern_filter_matches(filter_type: ResourceType | None, filter_name: str | 
     if pattern.pattern_type == PatternType.LITERAL:
         return pattern.name in (filter_name, WILDCARD_RESOURCE)
     return filter_name.startswith(pattern.name)
+
+
+@dataclass(frozen=True)
+class AclBindingFilter:
+    """Kafka's AclBindingFilter: a pattern filter and an entry filter (None: any)."""
+
+    pattern: ResourcePatternFilter
+    principal: str | None = None
+    host: str | None = None
+    operation: AclOperation | None = None
+    permission_type: AclPermissionType | None = None
+
+    def matches_entry(self, entry: AccessControlEntry) -> bool:
+        return ((self.principal is None or self.principal == entry.principal)
+                and (self.host is None or self.host == entry.host)
+                and (self.operation is None or self.operation == entry.operation)
+                and (self.permission_type is None
+                     or self.permission_type == entry.permission_type))
+
+    def matches(self, binding: AclBinding) -> bool:
+        return self.pattern.matches(binding.pattern) and self.matches_entry(binding.entry)
+
+
+def validate_binding(b: AclBinding) -> None:
+    """What AclAuthorizer.createAcls refuses (InvalidRequestException): a filter's pattern
+    type, a Cluster resource not named kafka-cluster, a malformed principal, an empty host."""
+    if not b.pattern.pattern_type.is_specific:
+        raise AclError(f"Invalid ACL creation: pattern type {b.pattern.pattern_type.name}")
+    if b.pattern.resource_type == ResourceType.CLUSTER and b.pattern.name != CLUSTER_NAME:
+        raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+    try:
+        KafkaPrincipal.parse(b.entry.principal)
+    except ValueError as e:
+        raise AclError(f"Invalid ACL creation: {e}") from None
+    if not b.entry.host:
+        raise AclError("Invalid ACL creation: the host must not be empty (* is every host)")
 
 
 # ---------------------------------------------------------------------------- znodes

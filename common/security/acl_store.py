@@ -21,6 +21,8 @@ from common.security.acl import (
     ACL_PATHS,
     CHANGE_PREFIX,
     AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
     AclError,
     ResourcePattern,
     change_path,
@@ -121,3 +123,34 @@ class AclStore:
                     await self.zk.delete(path)
                 except NoNodeError:
                     pass  # another authorizer purged it
+
+
+async def create_acls(store: AclStore, bindings: list[AclBinding]) -> None:
+    """Add ``bindings`` (valid ones: acl.validate_binding), one write per resource."""
+    by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
+    for b in bindings:
+        by_pattern.setdefault(b.pattern, set()).add(b.entry)
+    for pattern, entries in by_pattern.items():
+        await store.update(pattern, lambda cur, entries=entries: cur | entries)
+
+
+async def delete_acls(store: AclStore, filters: list[AclBindingFilter]
+                      ) -> list[list[AclBinding]]:
+    """Remove what each filter matches (AclAuthorizer.deleteAcls); per filter, what it
+    removed. Read from ZooKeeper, not a cache, so nothing written elsewhere is missed."""
+    stored = await store.load_all()
+    out: list[list[AclBinding]] = []
+    for f in filters:
+        removed: list[AclBinding] = []
+        for pattern, entries in stored.items():
+            if not f.pattern.matches(pattern):
+                continue
+            gone = frozenset(e for e in entries if f.matches_entry(e))
+            if not gone:
+                continue
+            before, _ = await store.update(pattern, lambda cur, gone=gone: cur - gone)
+            removed.extend(AclBinding(pattern, e) for e in sorted(
+                gone & before, key=AccessControlEntry.sort_key))
+            stored[pattern] = entries - gone
+        out.append(removed)
+    return out

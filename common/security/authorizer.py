@@ -197,6 +197,18 @@ class AclAuthorizer:
                                      acls=sorted(str(e) for e in entries))
             await self.store.purge_changes(changes_path, [c for _, c in seqs])
 
+    async def reload(self, patterns) -> None:
+        """Read ``patterns`` again into the cache at once: this process's own writes are
+        visible to its next decision without waiting for their notifications (Kafka's
+        updateResourceAcls updates its cache too)."""
+        async with self._lock:
+            for pattern in set(patterns):
+                entries, _ = await self.store.read(pattern)
+                if entries:
+                    self.acls[pattern] = entries
+                else:
+                    self.acls.pop(pattern, None)
+
     def _corrupt(self, path: str, error: str) -> None:
         if self.events is not None:
             self.events.warning("acl_znode_skipped", path=path, error=error[:300])
