@@ -1,5 +1,7 @@
-"""``replog acls`` — kafka-acls.sh (Kafka 3.x AclCommand), writing Kafka's AclAuthorizer store in
-ZooKeeper as its ``--authorizer-properties zookeeper.connect=...`` mode does:
+"""``replog acls`` — kafka-acls.sh (Kafka 3.x AclCommand): through any broker's authorizer with
+``--bootstrap-server`` (the Admin API's CreateAcls, DescribeAcls, DeleteAcls; Alter or Describe
+on the cluster needed), or straight into Kafka's AclAuthorizer store in ZooKeeper as its
+``--authorizer-properties zookeeper.connect=...`` mode does:
 
     replog acls --authorizer-properties zookeeper.connect=127.0.0.1:2181/replog \\
         --add --allow-principal User:alice --producer --topic orders
@@ -19,23 +21,28 @@ stores each resource's entries in ``/kafka-acl/<Type>/<name>`` (or
 needs ``--force``. ``--list`` prints the ACLs of the resources named (all without one), and with
 ``--principal`` those of one principal.
 
-The transport is ZooKeeper, as ZooKeeper-era kafka-acls with ``--authorizer-properties``; the
-properties are the broker's (``zookeeper.connect``, and ``zookeeper.set.acl`` with replog's
-``zookeeper.auth.digest.file`` on a cluster with ZooKeeper ACLs). ``--bootstrap-server`` (the
-Admin API's CreateAcls/DescribeAcls/DeleteAcls) is not served yet: it is refused in one line.
+With ``--authorizer-properties`` the properties are the broker's (``zookeeper.connect``, and
+``zookeeper.set.acl`` with replog's ``zookeeper.auth.digest.file`` on a cluster with ZooKeeper
+ACLs). With ``--bootstrap-server``, ``--command-config`` gives the client's TLS settings.
+Either way one store is written and announced under ``/kafka-acl-changes``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterable
 
+from admin.client import KafkaError
 from common import event_loop
 from common.errors import ReplogError
+from common.rpc import replog_pb2 as pb
 from common.security.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
     AclError,
     AclOperation,
     AclPermissionType,
@@ -44,6 +51,8 @@ from common.security.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
+from common.security.acl_store import create_acls, delete_acls
+from common.security.acl_wire import binding_from_pb, binding_pb, filter_pb
 from common.security.authorizer import ACL_AUTHORIZER_CLASSES
 from common.security.principal import KafkaPrincipal
 
@@ -62,12 +71,14 @@ def check_args(args) -> None:
     """AclCommandOptions.checkArgs, each refusal one ReplogError line with Kafka's words."""
     if args.bootstrap_server and args.authorizer:
         raise ReplogError("Only one of --bootstrap-server or --authorizer must be specified")
-    if args.bootstrap_server:
-        raise ReplogError("--bootstrap-server (the Admin API's CreateAcls/DescribeAcls/"
-                          "DeleteAcls) is not served yet: use --authorizer-properties "
-                          "zookeeper.connect=HOST:PORT[/chroot]")
-    if not args.authorizer_properties:
+    if not args.bootstrap_server and not args.authorizer_properties:
         raise ReplogError(f"Missing required argument {_opt('authorizer-properties')}")
+    if getattr(args, "command_config", None) and not args.bootstrap_server:
+        raise ReplogError("The --command-config option can only be used with "
+                          "--bootstrap-server option")
+    if args.authorizer_properties and args.bootstrap_server:
+        raise ReplogError("The --authorizer-properties option can only be used with "
+                          "--authorizer option")
     if args.authorizer and args.authorizer not in ACL_AUTHORIZER_CLASSES:
         raise ReplogError(f"--authorizer {args.authorizer} is not supported (one of "
                           f"{', '.join(sorted(ACL_AUTHORIZER_CLASSES))})")
@@ -264,15 +275,97 @@ def _confirm(args, message: str) -> bool:
     return sys.stdin.readline().strip().lower() == "y"
 
 
+class _ZooKeeperStore:
+    """--authorizer-properties: Kafka's znodes, written as the authorizer writes them."""
+
+    def __init__(self, store):
+        self.store = store
+
+    async def add(self, pattern: ResourcePattern, acls: set[AccessControlEntry]) -> None:
+        await create_acls(self.store, [AclBinding(pattern, a) for a in acls])
+
+    async def remove(self, filters: list[AclBindingFilter]) -> None:
+        await delete_acls(self.store, filters)
+
+    async def stored(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        return await self.store.load_all()
+
+
+class _Brokers:
+    """--bootstrap-server: the Admin API, answered by any broker's authorizer."""
+
+    def __init__(self, admin):
+        self.admin = admin
+
+    async def add(self, pattern: ResourcePattern, acls: set[AccessControlEntry]) -> None:
+        resp = await self.admin.acl_call("CreateAcls", pb.CreateAclsRequest(creations=[
+            binding_pb(AclBinding(pattern, a)) for a in acls]))
+        _raise_first("adding", resp.results)
+
+    async def remove(self, filters: list[AclBindingFilter]) -> None:
+        resp = await self.admin.acl_call("DeleteAcls", pb.DeleteAclsRequest(
+            filters=[filter_pb(f) for f in filters]))
+        _raise_first("removing", resp.filter_results)
+
+    async def stored(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        every = AclBindingFilter(ResourcePatternFilter(None, None, PatternType.ANY))
+        resp = await self.admin.acl_call("DescribeAcls",
+                                         pb.DescribeAclsRequest(filter=filter_pb(every)))
+        out: dict[ResourcePattern, set[AccessControlEntry]] = {}
+        for m in resp.acls:
+            b = binding_from_pb(m)
+            out.setdefault(b.pattern, set()).add(b.entry)
+        return {p: frozenset(e) for p, e in out.items()}
+
+
+def _raise_first(what: str, results) -> None:
+    for r in results:
+        if r.error_code:
+            raise KafkaError(r.error_code, f"Error while {what} ACLs: {r.error_message}")
+
+
+def _removal_filters(f: ResourcePatternFilter, acls: set[AccessControlEntry]
+                     ) -> list[AclBindingFilter]:
+    """AclCommand.removeAcls: no entries named is every entry of the matching resources."""
+    if not acls:
+        return [AclBindingFilter(f)]
+    return [AclBindingFilter(f, a.principal, a.host, a.operation, a.permission_type)
+            for a in sorted(acls, key=AccessControlEntry.sort_key)]
+
+
 async def _run(args) -> int:
     check_args(args)
-    props = authorizer_properties(args)
-    # everything the command line says is checked before ZooKeeper is reached
+    props = authorizer_properties(args) if not args.bootstrap_server else {}
+    # everything the command line says is checked before a server is reached
     to_add = patterns_to_add(args) if args.add else None
     to_remove = filter_to_acls(args) if args.remove else None
     list_filters = resource_filters(args, die_if_none=False)
     list_principals = sorted(_principals(args.principal), key=str)
+    async with _acl_service(args, props) as service:
+        if to_add is not None:
+            for pattern, acls in to_add.items():
+                print(adding(pattern, acls))
+                await service.add(pattern, acls)
+        if to_remove is not None:
+            for f, acls in to_remove.items():
+                question = (f"Are you sure you want to delete all ACLs for resource filter "
+                            f"`{f}`? (y/n)" if not acls else
+                            f"Are you sure you want to remove ACLs: {_block(acls)} from "
+                            f"resource filter `{f}`? (y/n)")
+                if _confirm(args, question):
+                    await service.remove(_removal_filters(f, acls))
+        for line in listing(await service.stored(), list_filters, list_principals):
+            print(line)
+    return 0
 
+
+@contextlib.asynccontextmanager
+async def _acl_service(args, props: dict[str, str]):
+    if args.bootstrap_server:
+        from admin.client import AdminClient
+        async with AdminClient(args.bootstrap_server) as admin:
+            yield _Brokers(admin)
+        return
     from common.security.acl_store import AclStore
     from common.security.zk_auth import zk_security
     from common.zk_async import AsyncZk
@@ -288,26 +381,9 @@ async def _run(args) -> int:
         store = AclStore(zk, on_corrupt=lambda path, error: print(
             f"Warning: skipped {path}: {error}", file=sys.stderr))
         await store.ensure_paths()
-        if to_add is not None:
-            for pattern, acls in to_add.items():
-                print(adding(pattern, acls))
-                await store.update(pattern, lambda cur, acls=acls: cur | acls)
-        if to_remove is not None:
-            for f, acls in to_remove.items():
-                question = (f"Are you sure you want to delete all ACLs for resource filter "
-                            f"`{f}`? (y/n)" if not acls else
-                            f"Are you sure you want to remove ACLs: {_block(acls)} from "
-                            f"resource filter `{f}`? (y/n)")
-                if not _confirm(args, question):
-                    continue
-                for pattern in [p for p in await store.load_all() if f.matches(p)]:
-                    await store.update(pattern, lambda cur, acls=acls: frozenset(
-                        () if not acls else cur - acls))
-        for line in listing(await store.load_all(), list_filters, list_principals):
-            print(line)
+        yield _ZooKeeperStore(store)
     finally:
         await zk.stop()
-    return 0
 
 
 def add_parsers(sub) -> None:
@@ -324,7 +400,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--authorizer", metavar="CLASS",
                    help="kafka.security.authorizer.AclAuthorizer (the default)")
     p.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                   help="not served yet: the Admin API's ACL requests")
+                   help="any broker of the cluster (its authorizer answers; with "
+                        "--command-config for TLS)")
     p.add_argument("--topic", action="append",
                    help="topic the ACLs apply to (repeatable; '*' is every topic)")
     p.add_argument("--cluster", action="store_true", help="the cluster's ACLs")

@@ -64,7 +64,10 @@ def ace(op, principal="User:alice", perm=AclPermissionType.ALLOW, host="*"):
      "Unknown resource-pattern-type: weird"),
     (["--authorizer-properties", "session.timeout=1", "--list"],
      'Missing required configuration "zookeeper.connect"'),
-    (["--bootstrap-server", "h:1", "--list"], "--bootstrap-server"),
+    (["--bootstrap-server", "h:1", "--authorizer", "kafka.security.authorizer.AclAuthorizer",
+      "--list"], "Only one of --bootstrap-server or --authorizer must be specified"),
+    (["--bootstrap-server", "h:1", "--authorizer-properties", "zookeeper.connect=x", "--list"],
+     "The --authorizer-properties option can only be used with --authorizer option"),
 ])
 def test_bad_command_lines_are_one_line(capsys, argv, message):
     code, out, err = run(capsys, *argv)
@@ -72,6 +75,15 @@ def test_bad_command_lines_are_one_line(capsys, argv, message):
     assert message in err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert out == ""
+
+
+def test_command_config_goes_with_bootstrap_server(capsys, tmp_path):
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=PLAINTEXT\n")
+    code, _, err = run(capsys, "--authorizer-properties", "zookeeper.connect=x",
+                       "--command-config", str(props), "--list")
+    assert code == 1 and err.count("\n") == 1
+    assert "The --command-config option can only be used with --bootstrap-server" in err
 
 
 def test_kafka_acls_output_form(capsys, zk_hosts, zk):
