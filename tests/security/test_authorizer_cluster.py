@@ -199,3 +199,23 @@ def test_the_kafka_listener_refuses_librdkafka_without_acls(secure):
     producer.produce("__no_acl_topic", value=b"v", on_delivery=lambda err, _m: errors.append(err))
     producer.flush(30)
     assert [e.code() for e in errors] == [confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_replog_acls_through_the_brokers(secure):
+    """--bootstrap-server: the admin (a super user) adds and removes through any broker's
+    CreateAcls/DeleteAcls; alice, without Alter or Describe on the cluster, is refused."""
+    c, alice = secure
+    admin = str(c.client_properties_path)
+    via = ("--bootstrap-server", c.bootstrap_servers)
+    rc, out, err = _replog("acls", *via, "--command-config", admin, "--add",
+                           "--allow-principal", "User:bob", "--operation", "Read",
+                           "--topic", "bobs")
+    assert rc == 0, err
+    assert "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=bobs, " \
+           "patternType=LITERAL)`: \n \t(principal=User:bob, host=*, operation=READ, " \
+           "permissionType=ALLOW) \n" in out
+    rc, _, err = _replog("acls", *via, "--command-config", str(alice), "--list")
+    assert rc == 1 and "CLUSTER_AUTHORIZATION_FAILED" in err and err.count("\n") == 1, err
+    rc, out, err = _replog("acls", *via, "--command-config", admin, "--remove", "--force",
+                           "--topic", "bobs")
+    assert rc == 0 and "name=bobs" not in out, err
