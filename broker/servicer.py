@@ -139,10 +139,14 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     # ------------------------------------------------------------------ authorization
 
-    def _who(self, context) -> Requester:
+    def _who(self, context) -> Requester | None:
+        """The request's principal and address; None without an authorizer (nothing asks,
+        and the data path does not pay for a certificate's mapping)."""
+        if self.authorizer is ALLOW_ALL:
+            return None
         return grpc_requester(self.principal_builder, context)
 
-    def _denied_topics(self, who: Requester, operation: AclOperation,
+    def _denied_topics(self, who: Requester | None, operation: AclOperation,
                        topics) -> frozenset[str]:
         """The topics of ``topics`` ``who`` may not ``operation`` (empty without an
         authorizer, without asking it per topic)."""
@@ -229,7 +233,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             for task in list(serving):
                 task.cancel()
 
-    async def _produce(self, request: pb.ProduceRequest, who: Requester) -> pb.ProduceResponse:
+    async def _produce(self, request: pb.ProduceRequest, who: Requester | None) -> pb.ProduceResponse:
         """One Produce, for the unary call and the stream alike; a refused request raises
         RequestError (INVALID_REQUEST, INVALID_REQUIRED_ACKS). A topic ``who`` may not Write
         is answered TOPIC_AUTHORIZATION_FAILED and nothing of it is appended."""
@@ -621,7 +625,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                error_code=code, error_message=message)
         return resp
 
-    def _config_refusal(self, who: Requester, operation: AclOperation, resource_type: int,
+    def _config_refusal(self, who: Requester | None, operation: AclOperation, resource_type: int,
                         name: str) -> tuple[int, str] | None:
         """KafkaApis' config checks: ``operation`` on the topic (TOPIC_AUTHORIZATION_FAILED)
         or, for broker resources, on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
