@@ -13,6 +13,10 @@ not done unless it finds each of them within a fixed, small number of seeds
     truncation_not_checkpointed       defect 5: a truncation lowers only the in-memory
                                       recovery point; a leader epoch deferred below the
                                       checkpointed one is lost in a crash
+    lost_replica_recreated            JBOD (KIP-112): a LeaderAndIsr without is_new creates
+                                      an empty log for a replica lost with its log dir (or
+                                      one that may be in an offline dir), instead of refusing
+                                      it with KAFKA_STORAGE_ERROR and asking for a restart
 """
 
 from __future__ import annotations
@@ -62,6 +66,12 @@ def _no_checkpoint_after_truncation(self: Log) -> None:
     """Log before the fix: the lowered recovery point waits for the periodic checkpoint."""
 
 
+def _missing_log_always_created(is_new: bool, lost_here: bool, some_dir_offline: bool
+                                ) -> partition_state.MissingLog:
+    """missing_log without KIP-112's rule: a missing log is always created."""
+    return partition_state.MissingLog.CREATE
+
+
 PLANTED: dict[str, tuple[object, str, Callable]] = {
     "hw_freeze_reads_maximal_isr": (Partition, "maybe_advance_hw", _hw_over_maximal_isr),
     "controller_min_isr_ignores_default": (ControllerContext, "min_isr",
@@ -69,6 +79,7 @@ PLANTED: dict[str, tuple[object, str, Callable]] = {
     "stray_deletes_isr_member": (partition_state, "is_stray_replica", _stray_ignores_isr),
     "truncation_not_checkpointed": (Log, "_after_truncation",
                                     _no_checkpoint_after_truncation),
+    "lost_replica_recreated": (partition_state, "missing_log", _missing_log_always_created),
 }
 
 
