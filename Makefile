@@ -89,6 +89,10 @@ soak: setup
 	$(PY) -m tests.sim cluster --seeds 10000-29999 --steps 60
 	$(PY) tools/soak.py
 	REPLOG_FUZZ_EXAMPLES=$${REPLOG_FUZZ_EXAMPLES:-5000} $(PY) -m pytest -q tests/kafka/test_kafka_fuzz.py
+# bounded and fuzzed input (docs/fuzzing.md): the hypothesis properties with more examples,
+# then atheris, coverage-guided, SOAK_FUZZ_SECONDS (default 600) per target
+	REPLOG_FUZZ_EXAMPLES=$${REPLOG_FUZZ_EXAMPLES:-2000} $(PY) -m pytest -q tests/security/test_fuzz_*.py
+	$(PY) tools/fuzz/run.py --seconds $${SOAK_FUZZ_SECONDS:-600}
 	$(PY) -m pytest -q -m soak tests
 	test "$${SOAK_CHAOS_SEEDS:-200}" = 0 || \
 		$(PY) -m chaos.sweep --seeds $${SOAK_CHAOS_SEEDS:-200} --duration 60
