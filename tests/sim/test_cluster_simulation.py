@@ -87,14 +87,15 @@ def _fingerprint(w: World) -> tuple:
     return tuple(w.log), dict(w.d.tree.states), disks, w.now_ms
 
 
-def test_a_seed_replays_the_same_run_byte_for_byte() -> None:
-    a, b = _run_or_world(31, 60), _run_or_world(31, 60)
+@pytest.mark.parametrize("profile", ["default", "jbod"])
+def test_a_seed_replays_the_same_run_byte_for_byte(profile: str) -> None:
+    a, b = _run_or_world(31, 60, profile), _run_or_world(31, 60, profile)
     assert _fingerprint(a) == _fingerprint(b)
     assert len(a.log) > 60
 
 
-def _run_or_world(seed: int, steps: int) -> World:
-    w = World(seed, steps)
+def _run_or_world(seed: int, steps: int, profile: str = "default") -> World:
+    w = World(seed, steps, profile=profile)
     try:
         w.run()
     except InvariantViolation:
