@@ -47,7 +47,9 @@ class TopicPartition(NamedTuple):
     def parse(cls, text: str) -> TopicPartition:
         """Parse ``topic-N`` (a partition dir name or a CLI argument)."""
         topic, sep, part = text.rpartition("-")
-        if not sep or not part.isdigit():
+        # ASCII digits only: str.isdigit() also takes '²' (which int() refuses) and '١'
+        # (which int() reads as 1, naming a partition the dir name does not spell)
+        if not sep or not part.isascii() or not part.isdigit():
             raise InvalidTopicError(f"\"{text}\" is not of the form <topic>-<partition>")
         return cls(validate_topic(topic), int(part))
 
