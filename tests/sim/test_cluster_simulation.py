@@ -128,6 +128,8 @@ PLANTED_SEARCH = {
     "lost_replica_recreated": (
         "jbod", 10, 60, (r"became leader at epoch .* without committed|lacks committed"
                          r"|HW went back|leader-epoch cache .* places offset")),
+    "restart_entries_ignored": (
+        "jbod", 10, 60, r"replica is offline .* names it"),
 }
 
 

@@ -17,6 +17,9 @@ not done unless it finds each of them within a fixed, small number of seeds
                                       an empty log for a replica lost with its log dir (or
                                       one that may be in an offline dir), instead of refusing
                                       it with KAFKA_STORAGE_ERROR and asking for a restart
+    restart_entries_ignored           JBOD (seed 003): the controller consumes
+                                      /restart_partitions entries without restarting anything;
+                                      a lost replica stays leader or ISR member
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from broker import partition_state
 from broker.partition import Partition
 from broker.storage.log import Log
 from common import dynamic_config
+from controller import decisions as controller_decisions
 from controller.context import ControllerContext
+from controller.decisions.base import Builder
 
 
 def _hw_over_maximal_isr(self: Partition) -> bool:
@@ -72,6 +77,11 @@ def _missing_log_always_created(is_new: bool, lost_here: bool, some_dir_offline:
     return partition_state.MissingLog.CREATE
 
 
+def _restart_nothing(ctx: ControllerContext, broker, partitions, stale=()):
+    """decisions.restart_partitions doing nothing: the entry is deleted unapplied."""
+    return Builder(ctx).build()
+
+
 PLANTED: dict[str, tuple[object, str, Callable]] = {
     "hw_freeze_reads_maximal_isr": (Partition, "maybe_advance_hw", _hw_over_maximal_isr),
     "controller_min_isr_ignores_default": (ControllerContext, "min_isr",
@@ -80,6 +90,7 @@ PLANTED: dict[str, tuple[object, str, Callable]] = {
     "truncation_not_checkpointed": (Log, "_after_truncation",
                                     _no_checkpoint_after_truncation),
     "lost_replica_recreated": (partition_state, "missing_log", _missing_log_always_created),
+    "restart_entries_ignored": (controller_decisions, "restart_partitions", _restart_nothing),
 }
 
 
