@@ -360,7 +360,8 @@ def reassigning_brokers(moves: Mapping[TP, PartitionMove]) -> set[int]:
 
 def _pair_key(pair: str) -> tuple[int, int]:
     p, _, b = pair.partition(":")
-    return (int(p), int(b)) if p.isdigit() and b.isdigit() else (-1, -1)
+    ok = p.isascii() and p.isdigit() and b.isascii() and b.isdigit()
+    return (int(p), int(b)) if ok else (-1, -1)
 
 
 def merge_throttled(existing: str | None, pairs: Iterable[str]) -> str:

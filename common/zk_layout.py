@@ -496,7 +496,7 @@ def config_change_seq(node: str) -> int | None:
     if not node.startswith(CONFIG_CHANGE_PREFIX):
         return None
     digits = node[len(CONFIG_CHANGE_PREFIX):]
-    return int(digits) if digits.isdigit() else None
+    return int(digits) if digits.isascii() and digits.isdigit() else None
 
 
 # ----------------------------------------------------------------------------- reassignment
@@ -622,7 +622,7 @@ def decode_restart_entry(data: bytes) -> RestartEntry:
     nothing can ever make it readable)."""
     o = _loads(data, RESTART_PARTITIONS)
     broker, log_dir = o.get("broker"), o.get("log_dir", "")
-    if isinstance(broker, str) and broker.isdigit():  # the seed's example quotes numbers
+    if isinstance(broker, str) and broker.isascii() and broker.isdigit():  # quoted, as the seed
         broker = int(broker)
     if not isinstance(broker, int) or isinstance(broker, bool) or not 0 <= broker <= INT32_MAX:
         raise MalformedZnode(f'{RESTART_PARTITIONS}: no valid "broker"')
@@ -649,7 +649,7 @@ def decode_restart_entry(data: bytes) -> RestartEntry:
         if not isinstance(pes, list) or len(pes) != len(ps):
             pes = [-1] * len(ps)
         for p, pe in zip(ps, pes, strict=True):
-            if isinstance(p, str) and p.isdigit():
+            if isinstance(p, str) and p.isascii() and p.isdigit():
                 p = int(p)
             if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p <= INT32_MAX:
                 raise MalformedZnode(f"{RESTART_PARTITIONS}: {topic}: bad partition {p!r}")

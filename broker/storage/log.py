@@ -193,7 +193,7 @@ class Log:
             stem, ext = os.path.splitext(name)
             if ext in (".tmp", ".deleted", ".cleaned", ".swap"):
                 fo.unlink(os.path.join(self.dir, name))  # leftovers of an interrupted operation
-            elif ext == ".log" and stem.isdigit():
+            elif ext == ".log" and stem.isascii() and stem.isdigit():
                 bases.append(int(stem))
         bases.sort()
         now = self.clock()

@@ -255,3 +255,15 @@ def test_what_the_fuzzing_found_a_time_index_with_a_wrong_last_timestamp(tmp_pat
         assert log.offset_for_timestamp(2**56, len(written)) is None
     finally:
         log.close()
+
+
+def test_what_the_fuzzing_found_a_segment_name_of_non_ascii_digits_is_not_a_segment(tmp_path):
+    """'²'.isdigit() is True: a file '²².log' in a partition dir made the load call int()
+    on it and fail with a bare ValueError (not a storage error), stopping the broker."""
+    written = _write_log(str(tmp_path), [2, 2])
+    (tmp_path / TP.dir_name / "\u00b2\u00b2.log").write_bytes(b"junk")
+    log = Log.open(str(tmp_path), TP, CFG, recovery_point=len(written), needs_recovery=False)
+    try:
+        assert _records(log) == written
+    finally:
+        log.close()

@@ -203,3 +203,20 @@ def test_roundtrips():
     assert L.decode_topic("t", L.encode_topic(_TOPIC)) == _TOPIC
     assert L.decode_partition_state(L.encode_partition_state(_STATE), 0) == _STATE
     assert L.decode_restart_entry(L.encode_restart_entry(_RESTART)) == _RESTART
+
+
+@pytest.mark.parametrize("node", ["config_change_²", "config_change_١", "config_change_",
+                                  "config_change_-1", "other_1"])
+def test_what_the_fuzzing_found_a_change_notification_name_that_is_no_sequence(node):
+    """A /config/changes child any client can create: '²' passed str.isdigit() and int()
+    raised; '١' was read as sequence 1."""
+    assert L.config_change_seq(node) is None
+
+
+def test_quoted_numbers_in_a_restart_entry_are_ascii_digits():
+    e = L.decode_restart_entry(
+        b'{"broker":"2","log_dir":"/d","partitions":[{"topic":"t","partitions":["3"]}]}')
+    assert (e.broker, e.partitions) == (2, (("t", 3),))
+    for bad in ('"\\u0661"', '"\\u00b2"'):  # '١' and '²'
+        with pytest.raises(L.MalformedZnode):
+            L.decode_restart_entry(b'{"broker":' + bad.encode() + b',"partitions":[]}')
