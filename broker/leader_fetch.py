@@ -36,12 +36,41 @@ class LeaderFetchPath:
 
         With ``zero_copy`` each result's records are a FileRegion of the segment file (or
         b""), for a caller that sends them with sendfile and then closes them (the Kafka
-        listener); otherwise bytes."""
-        results = await self._fetch(replica_id, broker_epoch, max_wait_ms, min_bytes,
-                                    max_bytes, parts, zero_copy)
+        listener); otherwise bytes.
+
+        Seed 002 (``follower.fetch.pending.reads.insync.enable``): a follower's Fetch is
+        pending, for each partition it carries that the follower had whole at its previous
+        fetch, from now until the whole Fetch is answered - "removed once the respective
+        fetch request is completed". The follower cannot send its next Fetch before this one
+        is answered, so a partition with nothing to read waits on the request's slowest read
+        as long as that read's own partition does (the lab's kip-501 runs: dropping its entry
+        once it was looked at shrank the slow leader's second partition to the leader alone).
+        """
+        fetch_id = None
+        if replica_id >= 0 and self.pending_reads_in_sync:
+            self._fetch_ids += 1
+            fetch_id = self._fetch_ids
+        try:
+            results = await self._fetch(replica_id, broker_epoch, max_wait_ms, min_bytes,
+                                        max_bytes, parts, zero_copy, fetch_id)
+        finally:
+            if fetch_id is not None:  # also on error or when the follower gave up waiting
+                self._complete_pending(replica_id, fetch_id, parts)
         if replica_id >= 0:
             self._account_follower_fetch(replica_id, parts, results)
         return results
+
+    def _complete_pending(self, replica_id: int, fetch_id: int,
+                          parts: list[FetchPartitionRequest]) -> None:
+        """Seed 002: the Fetch is answered; each of its partitions' follower was caught up as of
+        now (the completion, not the request). A partition whose follower states were reset
+        meanwhile (a new leader epoch) holds no entry for it: nothing to do there."""
+        now = self.clock()
+        for fp in parts:
+            p = self.partitions.get(fp.tp)
+            f = p.followers.get(replica_id) if p is not None else None
+            if f is not None:
+                isr_rules.complete_pending_fetch(f, fetch_id, now)
 
     def _account_follower_fetch(self, replica_id: int, parts: list[FetchPartitionRequest],
                                 results: list[FetchResult]) -> None:
@@ -61,7 +90,8 @@ class LeaderFetchPath:
 
     async def _fetch(self, replica_id: int, broker_epoch: int, max_wait_ms: int,
                      min_bytes: int, max_bytes: int, parts: list[FetchPartitionRequest],
-                     zero_copy: bool = False) -> list[FetchResult]:
+                     zero_copy: bool = False, fetch_id: int | None = None
+                     ) -> list[FetchResult]:
         deadline = self.monotonic() + max_wait_ms / 1000
 
         def waiter(tp: TopicPartition) -> asyncio.Future | None:
@@ -77,7 +107,8 @@ class LeaderFetchPath:
             fut = waiter(fp.tp)
             if fut is not None:
                 waiting.setdefault(fut, []).append(i)
-        results = await self._read_all(replica_id, broker_epoch, max_bytes, parts, zero_copy)
+        results = await self._read_all(replica_id, broker_epoch, max_bytes, parts, zero_copy,
+                                       fetch_id)
         while True:
             total = sum(len(r.records) for r in results)
             errors = any(r.error != ErrorCode.NONE or r.diverging for r in results)
@@ -93,7 +124,7 @@ class LeaderFetchPath:
                 # one last read at the deadline, like Kafka's forceComplete
                 _release(results)
                 return await self._read_all(replica_id, broker_epoch, max_bytes, parts,
-                                            zero_copy)
+                                            zero_copy, fetch_id)
             # Read again only the partitions that woke: the others' answers stand. A pass
             # over every partition per wake-up cost a leader of 10k partitions its event loop
             # (each append woke both followers' fetches into 10k reads; issue 7). A partition
@@ -106,37 +137,39 @@ class LeaderFetchPath:
                     waiting.setdefault(fut, []).append(i)
             reads = []
             for i in woken:
-                r = self._prepare_read(replica_id, broker_epoch, i, parts[i])
+                r = self._prepare_read(replica_id, broker_epoch, i, parts[i], fetch_id)
                 if isinstance(r, FetchResult):
                     results[i] = r
                 else:
                     reads.append(r)
             for i, r in await self._read_logs(replica_id, reads, max_bytes,
-                                              max(0, max_bytes - total), zero_copy):
+                                              max(0, max_bytes - total), zero_copy, parts):
                 _release([results[i]])
                 results[i] = r
 
     async def _read_all(self, replica_id: int, broker_epoch: int, max_bytes: int,
-                        parts: list[FetchPartitionRequest], zero_copy: bool = False
-                        ) -> list[FetchResult]:
+                        parts: list[FetchPartitionRequest], zero_copy: bool = False,
+                        fetch_id: int | None = None) -> list[FetchResult]:
         out: list[FetchResult | None] = []
         reads = []
         now = self.clock() if replica_id >= 0 else 0
         for i, fp in enumerate(parts):
-            r = self._idle_follower_fetch(replica_id, broker_epoch, fp, now) \
+            r = self._idle_follower_fetch(replica_id, broker_epoch, fp, now, fetch_id) \
                 if replica_id >= 0 else None
             if r is None:
-                r = self._prepare_read(replica_id, broker_epoch, i, fp)
+                r = self._prepare_read(replica_id, broker_epoch, i, fp, fetch_id)
                 if not isinstance(r, FetchResult):
                     reads.append(r)
                     r = None
             out.append(r)
-        for i, r in await self._read_logs(replica_id, reads, max_bytes, max_bytes, zero_copy):
+        for i, r in await self._read_logs(replica_id, reads, max_bytes, max_bytes, zero_copy,
+                                          parts):
             out[i] = r
         return out  # type: ignore[return-value]  # every slot is filled by now
 
     def _idle_follower_fetch(self, replica_id: int, broker_epoch: int,
-                             fp: FetchPartitionRequest, now_ms: int) -> FetchResult | None:
+                             fp: FetchPartitionRequest, now_ms: int,
+                             fetch_id: int | None = None) -> FetchResult | None:
         """The answer to an in-sync follower that already has the whole log and asks again
         with nothing changed (most partitions of every follower fetch at rest), or None for
         the full path (``_prepare_read``, ``_read_logs``). Under this guard that path provably
@@ -147,7 +180,8 @@ class LeaderFetchPath:
         - the same incarnation (broker epoch) of an assigned replica already in the ISR: no
           expansion;
         - its recorded LEO is unchanged: no HW move (checked anyway while HW < LEO);
-        - a seed-002 pending fetch would complete at once with the same caught-up time;
+        - a seed-002 pending entry is recorded as the full path records it (the fetch offset is
+          the LEO, so the fetch is eligible), to be completed with the whole Fetch;
         - nothing to read.
         What remains is Kafka's updateFollowerFetchState for a caught-up fetch
         (isr.update_fetch_state). At 10k partitions the full path was most of a leader's
@@ -168,6 +202,8 @@ class LeaderFetchPath:
                 or replica_id not in p.isr or replica_id not in p.replicas
                 or leo < log.log_start_offset):
             return None
+        if fetch_id is not None and isr_rules.pending_fetch_eligible(f, leo):
+            f.pending_fetches[fetch_id] = leo
         isr_rules.update_fetch_state(f, leo, fp.log_start_offset, now_ms, leo, broker_epoch)
         if log.high_watermark < leo:
             p.maybe_advance_hw()
@@ -175,7 +211,8 @@ class LeaderFetchPath:
                            leader_id=p.leader_id, leader_epoch=p.leader_epoch)
 
     def _prepare_read(self, replica_id: int, broker_epoch: int, index: int,
-                      fp: FetchPartitionRequest) -> FetchResult | _LogRead:
+                      fp: FetchPartitionRequest, fetch_id: int | None = None
+                      ) -> FetchResult | _LogRead:
         """Everything of one partition's fetch but the log read, on the event loop: the
         leader and epoch checks, divergence, the follower's fetch state (ISR, HW). Returns the
         answer when no read is needed, else the read to do (``_read_logs``)."""
@@ -192,7 +229,6 @@ class LeaderFetchPath:
             return FetchResult(refused, leader_id=p.leader_id, leader_epoch=p.leader_epoch) \
                 if shows_leader else FetchResult(refused)
         log = p.log
-        pending = None
         if replica_id >= 0:
             div = leader_divergence(fp.last_fetched_epoch, fp.fetch_offset,
                                     leader_end_for_epoch(fp.last_fetched_epoch,
@@ -208,15 +244,9 @@ class LeaderFetchPath:
             if div is not None:
                 return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
                                    diverging=(div.epoch, div.end_offset))
-            fetch_id = None
-            if self.pending_reads_in_sync:
-                self._fetch_ids += 1
-                fetch_id = self._fetch_ids
-            f = p.on_follower_fetch(
+            p.on_follower_fetch(
                 replica_id, broker_epoch, fp.fetch_offset, fp.log_start_offset, self.clock(),
                 fetch_id, self.alter_partition.expand_isr if self.alter_partition else None)
-            if f is not None:
-                pending = (f, fetch_id)
             upper = log.log_end_offset
         else:
             upper = p.high_watermark
@@ -225,8 +255,6 @@ class LeaderFetchPath:
             # Nothing to read yet - the common case for a caught-up follower or consumer, and
             # for most partitions of a multi-partition Fetch: answer without a read-pool
             # hand-off (one per idle partition per round trip otherwise; issue 7).
-            if pending is not None:
-                isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
             return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, b"",
                                leader_id=p.leader_id, leader_epoch=p.leader_epoch)
         if replica_id >= 0 and log.log_start_offset <= fp.fetch_offset < upper and \
@@ -234,15 +262,14 @@ class LeaderFetchPath:
             # KIP-73: an out-of-sync replica of a throttled partition gets no records while
             # the leader quota is exceeded; the fetch waits for its other partitions or for
             # max_wait as usual (Kafka's DelayedFetch skips throttled partitions' bytes).
-            if pending is not None:
-                isr_rules.complete_pending_fetch(pending[0], pending[1], self.clock())
             return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, b"",
                                leader_id=p.leader_id, leader_epoch=p.leader_epoch,
                                throttled=True)
-        return _LogRead(index, p, fp.fetch_offset, fp.max_bytes, upper, pending)
+        return _LogRead(index, p, fp.fetch_offset, fp.max_bytes, upper)
 
     async def _read_logs(self, replica_id: int, reads: list[_LogRead], max_bytes: int,
-                         budget: int, zero_copy: bool = False
+                         budget: int, zero_copy: bool = False,
+                         parts: list[FetchPartitionRequest] = ()
                          ) -> list[tuple[int, FetchResult]]:
         """Do a Fetch's log reads in one executor hand-off, in partition order, within the
         response's ``max_bytes`` of which ``budget`` is left: the first partition with data
@@ -269,24 +296,19 @@ class LeaderFetchPath:
             read = asyncio.get_running_loop().run_in_executor(self._read_pool, read_all)
             if replica_id >= 0 and self.pending_reads_in_sync:
                 # Seed 002: give up leadership as soon as serving this follower has taken
-                # longer than follower.fetch.process.time.max.ms, not when the read ends:
-                # of every partition whose read has not finished by then.
+                # longer than follower.fetch.process.time.max.ms, not when the read ends.
                 done, _ = await asyncio.wait([read], timeout=self.process_time_max_ms / 1000)
                 if not done:
-                    elapsed_ms = (self.monotonic() - started) * 1000
-                    for r in reads:
-                        if r.done_at is None:
-                            self._maybe_relinquish(r.p, elapsed_ms)
+                    self._relinquish_held_up(reads, parts,
+                                             (self.monotonic() - started) * 1000)
             await read
         finally:
-            now = self.monotonic()
-            for r in reads:
-                if r.pending is not None:  # removed when the read completes, also on error
-                    isr_rules.complete_pending_fetch(r.pending[0], r.pending[1], self.clock())
-                if replica_id >= 0:
-                    # Also when the follower gave up waiting (its request was cancelled): a
-                    # read slower than its fetch timeout is as slow as it gets.
-                    self._maybe_relinquish(r.p, ((r.done_at or now) - started) * 1000)
+            if replica_id >= 0:
+                # Also when the follower gave up waiting (its request was cancelled): a read
+                # slower than its fetch timeout is as slow as it gets.
+                now = self.monotonic()
+                self._relinquish_held_up(
+                    reads, parts, max(((r.done_at or now) - started) * 1000 for r in reads))
         return [(r.index, self._read_result(r)) for r in reads]
 
     def _read_result(self, r: _LogRead) -> FetchResult:
@@ -303,6 +325,23 @@ class LeaderFetchPath:
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(r.error))
         return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, r.data,
                            leader_id=p.leader_id, leader_epoch=p.leader_epoch)
+
+    def _relinquish_held_up(self, reads: list[_LogRead], parts: list[FetchPartitionRequest],
+                            serve_ms: float) -> None:
+        """Seed 002 gives up leadership when "a fetch request takes longer than expected": a
+        Fetch is answered as a whole, so every partition it carries that this broker leads is
+        held up as long as its slowest read, not only the partitions whose own reads are slow
+        (the lab's kip-501 runs: a partition with nothing to read in the request that found the
+        disk slow kept its followers waiting on the same answer, and was given up seconds later,
+        only once a read of its own was slow). The wait for new data (max_wait) is not counted:
+        only the reads' hand-off is."""
+        held = {id(r.p): r.p for r in reads}
+        for fp in parts:
+            p = self.partitions.get(fp.tp)
+            if p is not None:
+                held.setdefault(id(p), p)
+        for p in held.values():
+            self._maybe_relinquish(p, serve_ms)
 
     def _maybe_relinquish(self, p: Partition, serve_ms: float) -> None:
         """Seed 002: a leader too slow to serve its followers hands leadership to a healthy

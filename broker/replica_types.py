@@ -67,13 +67,12 @@ class _LogRead:
     """One partition's read of a Fetch, planned on the event loop (checks, follower state)
     and done with the request's other reads in one executor hand-off (``_read_logs``)."""
     __slots__ = ("data", "done_at", "error", "fetch_offset", "index", "log", "max_bytes", "p",
-                 "pending", "upper")
+                 "upper")
 
-    def __init__(self, index: int, p: Partition, fetch_offset: int, max_bytes: int, upper: int,
-                 pending) -> None:
+    def __init__(self, index: int, p: Partition, fetch_offset: int, max_bytes: int,
+                 upper: int) -> None:
         self.index, self.p, self.log = index, p, p.log
         self.fetch_offset, self.max_bytes, self.upper = fetch_offset, max_bytes, upper
-        self.pending = pending  # seed 002: (follower, fetch id) while the read is under way
         self.data = b""
         self.error: ReplogError | None = None
         self.done_at: float | None = None

@@ -41,8 +41,10 @@ class Clock:
         return self.ms
 
 
-async def _leader(tmp_path, name, clock, isr, read_pool=None):
-    cfg = build_config([("broker.id", "1", "test")])
+async def _leader(tmp_path, name, clock, isr, read_pool=None, pending_reads=False):
+    cfg = build_config([("broker.id", "1", "test"),
+                        ("follower.fetch.pending.reads.insync.enable",
+                         str(pending_reads).lower(), "test")])
     lm = LogManager([str(tmp_path / name)], 1)
     lm.startup()
     events = configure_event_log(str(tmp_path / f"{name}.json"), "broker", broker=1)
@@ -94,12 +96,13 @@ def _answers(results):
             for r in results]
 
 
+@pytest.mark.parametrize("pending_reads", [False, True])
 @pytest.mark.parametrize("isr", [[1, 2], [1]])
 async def test_short_path_leaves_the_leader_where_the_full_path_does(tmp_path, monkeypatch,
-                                                                     isr):
+                                                                     isr, pending_reads):
     clock = Clock()
-    fast, lm_fast = await _leader(tmp_path, "fast", clock, isr)
-    full, lm_full = await _leader(tmp_path, "full", clock, isr)
+    fast, lm_fast = await _leader(tmp_path, "fast", clock, isr, pending_reads=pending_reads)
+    full, lm_full = await _leader(tmp_path, "full", clock, isr, pending_reads=pending_reads)
     full._idle_follower_fetch = lambda *a: None
     used = []
     real = ReplicaManager._idle_follower_fetch
@@ -151,9 +154,9 @@ async def test_a_woken_fetch_reads_again_only_the_partitions_that_woke(tmp_path,
     reads: list[TopicPartition] = []
     real = ReplicaManager._prepare_read
 
-    def counting(self, replica_id, broker_epoch, index, fp):
+    def counting(self, replica_id, broker_epoch, index, fp, *rest):
         reads.append(fp.tp)
-        return real(self, replica_id, broker_epoch, index, fp)
+        return real(self, replica_id, broker_epoch, index, fp, *rest)
     monkeypatch.setattr(ReplicaManager, "_prepare_read", counting)
     monkeypatch.setattr(ReplicaManager, "_idle_follower_fetch", lambda *a: None)
     try:
