@@ -59,7 +59,7 @@ def add_parsers(sub) -> None:
                    help=f"comma-separated nemeses, or all (default; not the host nor the "
                         f"ZooKeeper ensemble ones), or hosts (the host ones, with --hosts), or "
                         f"zookeeper (the ensemble ones, with --zookeeper-nodes). "
-                        f"{nemeses_help}")
+                        f"{nemeses_help}".replace("%", "%%"))  # argparse formats help with %
     p.add_argument("--data-dir", help="empty or new dir for the cluster and the history "
                                       "(default: a new temporary dir)")
     p.add_argument("--cluster", metavar="DATA_DIR",
