@@ -45,15 +45,8 @@ from common.listeners import PLAINTEXT, EndPoint
 from common.names import TopicPartition, validate_topic
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
-from common.security.acl import (
-    CLUSTER_RESOURCE,
-    AclBinding,
-    AclError,
-    AclOperation,
-    validate_binding,
-)
+from common.security.acl import CLUSTER_RESOURCE, AclError, AclOperation
 from common.security.acl import topic as topic_resource
-from common.security.acl_store import create_acls, delete_acls
 from common.security.acl_wire import binding_from_pb, binding_pb, filter_from_pb
 from common.security.authorizer import ALLOW_ALL, Requester, grpc_requester
 from common.security.principal import PrincipalBuilder
@@ -654,25 +647,14 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     async def CreateAcls(self, request, context):
         authorizer = await self._acl_store_of(context, AclOperation.ALTER)
-        results, valid = [], []
-        for m in request.creations:
-            try:
-                b = binding_from_pb(m)
-                validate_binding(b)
-            except AclError as e:
-                results.append(pb.AclCreationResult(
-                    error_code=int(ErrorCode.INVALID_REQUEST), error_message=str(e)))
-                continue
-            valid.append(b)
-            results.append(pb.AclCreationResult(error_code=0))
         try:
-            await create_acls(authorizer.store, valid)
-            await authorizer.reload(b.pattern for b in valid)
+            refusals = await authorizer.create_acls([_parsed(binding_from_pb, m)
+                                                     for m in request.creations])
         except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable etc.: one line
-            await rpc_status.abort(context, grpc.StatusCode.INTERNAL,
-                                   ErrorCode.UNKNOWN_SERVER_ERROR,
-                                   f"ACLs not stored: {type(e).__name__}: {e}"[:300])
-        return pb.CreateAclsResponse(results=results)
+            await _zookeeper_failed(context, "stored", e)
+        return pb.CreateAclsResponse(results=[
+            pb.AclCreationResult(error_code=int(ErrorCode.INVALID_REQUEST), error_message=str(e))
+            if e is not None else pb.AclCreationResult(error_code=0) for e in refusals])
 
     async def DescribeAcls(self, request, context):
         authorizer = await self._acl_store_of(context, AclOperation.DESCRIBE)
@@ -680,37 +662,34 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             f = filter_from_pb(request.filter)
         except AclError as e:
             await abort(context, ErrorCode.INVALID_REQUEST, str(e))
-        return pb.DescribeAclsResponse(acls=[
-            binding_pb(b) for pattern, entries in sorted(authorizer.acls.items())
-            for b in (AclBinding(pattern, e) for e in sorted(
-                entries, key=lambda e: e.sort_key())) if f.matches(b)])
+        return pb.DescribeAclsResponse(acls=[binding_pb(b) for b in authorizer.describe_acls(f)])
 
     async def DeleteAcls(self, request, context):
         authorizer = await self._acl_store_of(context, AclOperation.ALTER)
-        parsed = []
-        for m in request.filters:
-            try:
-                parsed.append(filter_from_pb(m))
-            except AclError as e:
-                parsed.append(e)
         try:
-            removed = iter(await delete_acls(authorizer.store, [
-                f for f in parsed if not isinstance(f, AclError)]))
+            results = await authorizer.delete_acls([_parsed(filter_from_pb, m)
+                                                    for m in request.filters])
         except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable etc.: one line
-            await rpc_status.abort(context, grpc.StatusCode.INTERNAL,
-                                   ErrorCode.UNKNOWN_SERVER_ERROR,
-                                   f"ACLs not deleted: {type(e).__name__}: {e}"[:300])
+            await _zookeeper_failed(context, "deleted", e)
         resp = pb.DeleteAclsResponse()
-        changed = []
-        for f in parsed:
-            if isinstance(f, AclError):
+        for r in results:
+            if isinstance(r, AclError):
                 resp.filter_results.add(error_code=int(ErrorCode.INVALID_REQUEST),
-                                        error_message=str(f))
-                continue
-            gone = next(removed)
-            changed.extend(b.pattern for b in gone)
-            resp.filter_results.add(error_code=0).matching_acls.extend(
-                binding_pb(b) for b in gone)
-        await authorizer.reload(changed)
+                                        error_message=str(r))
+            else:
+                resp.filter_results.add(error_code=0).matching_acls.extend(
+                    binding_pb(b) for b in r)
         return resp
 
+
+def _parsed(parse, message):
+    """``parse(message)``, or the AclError saying why it cannot be read."""
+    try:
+        return parse(message)
+    except AclError as e:
+        return e
+
+
+async def _zookeeper_failed(context, what: str, e: Exception) -> None:
+    await rpc_status.abort(context, grpc.StatusCode.INTERNAL, ErrorCode.UNKNOWN_SERVER_ERROR,
+                           f"ACLs not {what}: {type(e).__name__}: {e}"[:300])

@@ -32,14 +32,17 @@ from common.security.acl import (
     EXTENDED_CHANGES_PATH,
     LITERAL_CHANGES_PATH,
     AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
     AclError,
     AclOperation,
     ResourcePattern,
     authorize,
     decode_change,
     parse_super_users,
+    validate_binding,
 )
-from common.security.acl_store import AclStore
+from common.security.acl_store import AclStore, create_acls, delete_acls
 from common.security.principal import KafkaPrincipal, PrincipalBuilder
 
 ACL_AUTHORIZER_CLASSES = frozenset({"kafka.security.authorizer.AclAuthorizer",
@@ -196,6 +199,43 @@ class AclAuthorizer:
                     self.events.info("acls_changed", resource=str(pattern),
                                      acls=sorted(str(e) for e in entries))
             await self.store.purge_changes(changes_path, [c for _, c in seqs])
+
+    # ------------------------------------------------------------------ the ACL Admin API
+
+    async def create_acls(self, items: list[AclBinding | AclError]) -> list[AclError | None]:
+        """Kafka's Authorizer.createAcls: store every valid binding (an AclError in ``items``
+        is a creation the wire could not read); per item its refusal or None. Raises when
+        ZooKeeper fails."""
+        out: list[AclError | None] = []
+        valid = []
+        for b in items:
+            if not isinstance(b, AclError):
+                try:
+                    validate_binding(b)
+                except AclError as e:
+                    b = e
+            out.append(b if isinstance(b, AclError) else None)
+            if not isinstance(b, AclError):
+                valid.append(b)
+        await create_acls(self.store, valid)
+        await self.reload(b.pattern for b in valid)
+        return out
+
+    def describe_acls(self, f: AclBindingFilter) -> list[AclBinding]:
+        """Kafka's Authorizer.acls(filter), from the cache, by pattern then entry."""
+        return [b for pattern, entries in sorted(self.acls.items())
+                for b in (AclBinding(pattern, e) for e in sorted(
+                    entries, key=AccessControlEntry.sort_key)) if f.matches(b)]
+
+    async def delete_acls(self, items: list[AclBindingFilter | AclError]
+                          ) -> list[AclError | list[AclBinding]]:
+        """Kafka's Authorizer.deleteAcls: per filter what it removed, or its refusal."""
+        removed = iter(await delete_acls(self.store, [
+            f for f in items if not isinstance(f, AclError)]))
+        out = [f if isinstance(f, AclError) else next(removed) for f in items]
+        await self.reload(b.pattern for gone in out if not isinstance(gone, AclError)
+                          for b in gone)
+        return out
 
     async def reload(self, patterns) -> None:
         """Read ``patterns`` again into the cache at once: this process's own writes are
