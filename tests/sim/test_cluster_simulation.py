@@ -107,14 +107,16 @@ def _run_or_world(seed: int, steps: int, profile: str = "default") -> World:
 
 # name -> (profile, seeds, steps, what the violation says). Which seeds find a defect moves
 # with every production change that alters a run, so each budget is a few times the first
-# find; the search stops there. First finds (seed/step of the violation, each seed clean or
-# failing otherwise without the plant), on 2026-11-27's tree:
-#   defect 1  elr_window, 60 steps:   seed 2 step 60 (heal), seed 3 step 12, seed 9 step 60
-#   defect 2  default, 40 steps:      seed 2 step 33, seed 6 step 14, seed 9 step 31
-#   defect 4  reassignment, 60 steps: seed 33 step 47, seed 124 step 2
-#   defect 5  truncation, 60 steps:   seed 0 step 4, seed 1 step 10, seed 2 step 7 (the
-#             leader-epoch cache invariant, in World._lead_after_truncation's step; the
-#             same seeds run clean without the plant)
+# find; the search stops there. First finds (seed, step of the violation; each seed clean or
+# failing otherwise without the plant), on 2026-11-27's tree after the JBOD work (the table in
+# docs/simulation.md, Figures):
+#   defect 1  elr_window, 60 steps:   seed 2 step 41
+#   defect 2  default, 40 steps:      seed 1 step 40 (heal)
+#   defect 4  reassignment, 60 steps: seed 3 step 1
+#   defect 5  truncation, 60 steps:   seed 1 step 6 (the leader-epoch cache invariant, in
+#             World._lead_after_truncation's step)
+#   JBOD      jbod, 60 steps:         lost_replica_recreated and restart_entries_ignored at
+#             seed 0, at heal
 PLANTED_SEARCH = {
     "hw_freeze_reads_maximal_isr": (
         "elr_window", 30, 60,
