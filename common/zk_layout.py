@@ -33,9 +33,9 @@ Choices replog makes where Kafka's layout has no answer:
   listener the request came in on. A ``/controller`` without ``endpoints`` (written before
   listeners had names) has the one endpoint, which serves every listener.
 - A broker registration's ``host``/``port`` are those of its inter-broker listener (Kafka writes
-  the first PLAINTEXT endpoint there for old clients; every replog listener is PLAINTEXT): the
-  controller connects there, and readers of registrations older than ``endpoints`` keep
-  working.
+  the first PLAINTEXT endpoint there for old clients): the controller connects there, and
+  readers of registrations older than ``endpoints`` keep working. Its
+  ``listener_security_protocol_map`` is the broker's (PLAINTEXT or SSL per listener).
 - The broker epoch is the czxid of the broker's registration znode, as in Kafka (KIP-380): it
   changes with every new registration, so requests meant for an earlier incarnation are fenced.
 - The partition epoch is the ZooKeeper version of the partition's state znode; AlterPartition
@@ -287,6 +287,9 @@ class BrokerRegistration:
     # Every advertised listener, inter-broker one included (KIP-103); host/port above are the
     # inter-broker listener's. Empty means the one PLAINTEXT listener at host:port.
     endpoints: tuple[EndPoint, ...] = ()
+    # (listener, security protocol) of each listener that is not PLAINTEXT
+    # (listener.security.protocol.map), sorted
+    security_protocols: tuple[tuple[str, str], ...] = ()
 
     @property
     def listener_endpoints(self) -> tuple[EndPoint, ...]:
@@ -307,9 +310,9 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
         "version": 5, "host": reg.host, "port": reg.port, "jmx_port": -1,
         "timestamp": str(reg.timestamp_ms),
         "endpoints": encode_endpoints(reg.listener_endpoints),
-        # Only PLAINTEXT is served (common/listeners.py).
-        "listener_security_protocol_map": {e.listener: PLAINTEXT
-                                           for e in reg.listener_endpoints},
+        "listener_security_protocol_map": {
+            e.listener: dict(reg.security_protocols).get(e.listener, PLAINTEXT)
+            for e in reg.listener_endpoints},
         "rack": reg.rack, "features": {},
         "log_dirs": [{"path": d.path, "directory_id": d.directory_id, "online": d.online}
                      for d in reg.log_dirs],
@@ -338,6 +341,11 @@ def _decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerRegistratio
     if not isinstance(log_dirs, list):
         raise MalformedZnode(f"log_dirs must be a list, not {_short(log_dirs)}")
     rack, url = o.get("rack"), o.get("metrics_url")
+    protocols = o.get("listener_security_protocol_map")
+    protocols = {} if protocols is None else protocols
+    if not isinstance(protocols, dict):
+        raise MalformedZnode(f"listener_security_protocol_map must be an object, not "
+                             f"{_short(protocols)}")
     return BrokerRegistration(
         broker_id, host, port, None if rack is None else _str(rack, "rack"),
         tuple(LogDirInfo(_str(d["path"], "log dir path"),
@@ -345,7 +353,9 @@ def _decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerRegistratio
                          bool(d.get("online", True)) and d["path"] not in offline)
               for d in log_dirs),
         bool(o.get("clean_shutdown", True)), None if url is None else _str(url, "metrics_url"),
-        _int(o.get("timestamp", 0), "timestamp", -1, INT64_MAX), epoch, endpoints)
+        _int(o.get("timestamp", 0), "timestamp", -1, INT64_MAX), epoch, endpoints,
+        tuple(sorted((_str(k, "listener"), _str(v, "security protocol"))
+                     for k, v in protocols.items() if v != PLAINTEXT)))
 
 
 def _strs(xs: object, what: str) -> list[str]:
