@@ -100,6 +100,7 @@ class BrokerServer:
         self.servers: list[grpc.aio.Server] = []  # one per listener (KIP-103)
         self.kafka_listeners: list[KafkaListener] = []  # kafka.listener.names (C12)
         self.endpoints: tuple[EndPoint, ...] = ()  # advertised, as registered
+        self.security_protocols: tuple[tuple[str, str], ...] = ()  # the non-PLAINTEXT ones
         self.host = "127.0.0.1"  # the inter-broker listener's advertised host and port
         self.port = -1
         self.metrics_port: int | None = None
@@ -203,6 +204,10 @@ class BrokerServer:
         # before listeners had names.
         self.endpoints = advertised_endpoints(
             listeners, {**{b.listener: b.port for b in bound}, **kafka_ports}, "127.0.0.1")
+        # the registration's listener_security_protocol_map (listeners not named: PLAINTEXT)
+        self.security_protocols = tuple(sorted(
+            (e.listener, listeners.protocol(e.listener)) for e in self.endpoints
+            if listeners.protocol(e.listener) != "PLAINTEXT"))
         inter = next(e for e in self.endpoints
                      if e.listener == listeners.inter_broker_listener_name)
         self.host, self.port = inter.host, inter.port
@@ -254,7 +259,7 @@ class BrokerServer:
             # loopback - a broker on a host of its own (cluster up --hosts) or in a container
             # is not scraped on 127.0.0.1
             f"http://{self.host}:{self.metrics_port}/metrics" if self.metrics_port else None,
-            wall_ms(), endpoints=self.endpoints)
+            wall_ms(), endpoints=self.endpoints, security_protocols=self.security_protocols)
 
     async def _register(self) -> None:
         lm = self.log_manager
