@@ -281,3 +281,11 @@ def test_replog_cluster_security_makes_every_local_cluster_secure(tmp_path, monk
     monkeypatch.setenv(SECURITY_ENV, "tls-please")
     with pytest.raises(Exception, match="unknown security mode 'tls-please'"):
         LocalCluster(tmp_path / "c", brokers=1)
+
+
+def test_the_registration_names_every_listener_ssl(secure):
+    c, _ = secure
+    regs = c.registered_brokers()
+    assert set(regs) == set(c.brokers)
+    for reg in regs.values():
+        assert reg.security_protocols == (("KAFKA", "SSL"), ("SSL", "SSL"))
