@@ -250,8 +250,8 @@ async def test_controller_killed_after_applying_a_restart_entry_before_deleting_
     """Seed 003 processing is at least once: the active controller applies broker 2's
     /restart_partitions entry (state written, LeaderAndIsr is_new sent) and is SIGKILLed
     before deleting it (test-only hook). The standby takes over, applies the same entry again
-    - idempotent: nothing more to write - and deletes it; the lost replicas are re-created,
-    rejoin every ISR, and no acknowledged record is lost."""
+    - idempotent: the same leaders, ISRs and ELRs, only the epochs move on - and deletes it;
+    the lost replicas are re-created, rejoin every ISR, and no acknowledged record is lost."""
     rules = tmp_path / "faults.json"
     rules.write_text("[]")
     c = cluster_factory(brokers=3, controllers=2, log_dirs_per_broker=2, overrides=FAST,
