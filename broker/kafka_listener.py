@@ -32,7 +32,8 @@ KafkaApis': Produce needs Write on each topic, Fetch Read, ListOffsets Describe,
 OffsetForLeaderEpoch ClusterAction or Describe, Metadata Describe (all topics: the describable
 ones only; named ones TOPIC_AUTHORIZATION_FAILED, existing or not). The admin APIs check before
 they forward (the broker forwards under its own principal, so the client's is checked here):
-broker/kafka_admin.py, kafka_create_partitions.py and kafka_config_apis.py.
+broker/kafka_admin.py, kafka_create_partitions.py and kafka_config_apis.py. DescribeAcls,
+CreateAcls and DeleteAcls are answered by the authorizer (broker/kafka_acl_apis.py).
 """
 
 from __future__ import annotations
@@ -45,7 +46,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from typing import Any
 
-from broker import kafka_admin, kafka_config_apis, kafka_create_partitions, kafka_unserved
+from broker import (
+    kafka_acl_apis,
+    kafka_admin,
+    kafka_config_apis,
+    kafka_create_partitions,
+    kafka_unserved,
+)
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
@@ -111,6 +118,7 @@ class KafkaListener:
             **kafka_admin.handlers(self),
             **kafka_create_partitions.handlers(self),
             **kafka_config_apis.handlers(self),
+            **kafka_acl_apis.handlers(self),
             **kafka_unserved.handlers(self),
         }
 

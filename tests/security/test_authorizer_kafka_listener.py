@@ -132,3 +132,37 @@ async def test_metadata_list_offsets_and_epochs_need_describe(listener):
     lo = await call(k, ApiKey.LIST_OFFSETS, {"replica_id": -1, "topics": [
         {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
     assert lo["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+
+
+EVERY = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+         "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+
+
+async def test_acl_apis_need_describe_or_alter_on_the_cluster(listener):
+    k, _, authorizer = listener
+    got = await call(k, 29, EVERY)  # DescribeAcls
+    assert (got["error_code"], got["resources"]) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
+                "principal": "User:alice", "host": "*", "operation": 2, "permission_type": 3}
+    got = await call(k, 30, {"creations": [creation]})  # CreateAcls
+    assert [r["error_code"] for r in got["results"]] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    got = await call(k, 31, {"filters": [EVERY]})  # DeleteAcls
+    assert [r["error_code"] for r in got["filter_results"]] == [
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    assert authorizer.acls == {}
+    allow(authorizer, topic("t"), AclOperation.READ)
+    allow(authorizer, CLUSTER_RESOURCE, AclOperation.ALTER)  # Alter implies Describe
+    got = await call(k, 29, EVERY)
+    assert got["error_code"] == 0
+    assert sorted((r["resource_type"], r["resource_name"], len(r["acls"]))
+                  for r in got["resources"]) == [(2, "t", 1), (4, "kafka-cluster", 1)]
+    got = await call(k, 29, {**EVERY, "operation": 0})  # UNKNOWN is no filter
+    assert got["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+async def test_acl_apis_without_an_authorizer_are_security_disabled(tmp_path):
+    k = KafkaListener(None, 1, "PLAINTEXT", "127.0.0.1", 0,
+                      configure_event_log(str(tmp_path / "events.json"), "broker"))
+    assert (await call(k, 29, EVERY))["error_code"] == ErrorCode.SECURITY_DISABLED
+    got = await call(k, 31, {"filters": [EVERY]})
+    assert [r["error_code"] for r in got["filter_results"]] == [ErrorCode.SECURITY_DISABLED]
