@@ -13,6 +13,7 @@ a change of ``served`` only. ``served`` is what the ApiVersions answer lists:
 from __future__ import annotations
 
 from common.kafka_protocol import (
+    acl_messages,
     admin_messages,
     config_messages,
     partition_messages,
@@ -242,8 +243,9 @@ APIS: dict[int, Api] = {a.key: a for a in [
     # Forwarded to the controller: topics, elections, reassignments, DescribeCluster.
     *admin_messages.APIS,
     *partition_messages.APIS,
-    # Served by this broker: configs and log dirs.
+    # Served by this broker: configs and log dirs, ACLs (through its authorizer).
     *config_messages.APIS,
+    *acl_messages.APIS,
     # Features replog does not have, answered with a Kafka broker's error for them.
     *unserved_messages.APIS,
 ]}
