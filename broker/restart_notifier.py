@@ -11,8 +11,10 @@ merged into it. A write that failed on a lost connection may have been applied a
 retry can write a second entry for the same partitions, possibly after the controller has
 applied the first and the re-created replica has rejoined the ISR. So each partition carries
 the partition epoch the broker held when it lost the replica: the
-controller ignores an entry older than the rejoin (controller/decisions/restarts.py
-`stale_restart`) and otherwise applies it idempotently, so at-least-once is enough.
+controller ignores an entry older than a restart it applied that the replica then rejoined
+the ISR after (controller/decisions/restarts.py `stale_restart`: a rejoin with no restart
+before it may come from the lost replica's own fetches) and otherwise applies it
+idempotently, so at-least-once is enough.
 
 Before the entry, the lost copies are added to ``/brokers/lost_replicas/<id>`` (replog's own
 znode): the restart entry is deleted once processed, but the fact that the copies in that dir
