@@ -36,6 +36,12 @@ JBOD_STEPS = 60
 #   and a cancel of a leaderless move left removed replicas in the ELR (a1327eb); a recovery
 #   task credited an answer to a dropped task's query (66218af); a segment recovered after a
 #   kill -9 was never fsynced before the recovery point moved past it (23cf345, soak seed 23001)
+# and with log-dir failures (profile jbod): J1 an expansion in flight at a replica's loss
+#   re-admitted the lost replica - the restart fence took it for a rejoin (3d0c237, 719f131);
+#   J2 a restart of a broker out of the ISR wrote nothing, so such an expansion still landed
+#   (939f2c9); J3 the URM never asked again a replica that answered KAFKA_STORAGE_ERROR
+#   (7741c26); J4 (open, tests/broker/test_lost_replica_second_restart.py) a replica set aside
+#   as lost is forgotten at the next start - jbod seeds 565 and 996
 
 
 # ---------------------------------------------------------------------- the in-memory disk
