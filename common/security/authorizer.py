@@ -138,6 +138,14 @@ class AclAuthorizer:
         # harmless, and the watches they arm catch every later one.
         for path in CHANGE_PATHS:
             await self.process_changes(path)
+        # A new session has none of the old one's watches: read (and arm) again once it is
+        # connected. kazoo also fires each watch once as the session goes.
+        self.zk.on_state_change(self._on_zk_state)
+
+    def _on_zk_state(self, state: str) -> None:
+        if state == "CONNECTED":
+            for path in CHANGE_PATHS:
+                self._schedule(path)
 
     async def stop(self) -> None:
         self._stopped = True
@@ -149,17 +157,20 @@ class AclAuthorizer:
     # ------------------------------------------------------------------ change notifications
 
     def _on_watch(self, path: str):
-        def fire(_event) -> None:  # on the loop (AsyncZk.watcher)
-            if self._stopped:
-                return
-            task = asyncio.get_running_loop().create_task(self._process_safely(path))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return self.zk.watcher(fire)
+        return self.zk.watcher(lambda _event: self._schedule(path))
+
+    def _schedule(self, path: str) -> None:  # on the loop
+        if self._stopped:
+            return
+        task = asyncio.get_running_loop().create_task(self._process_safely(path))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _process_safely(self, path: str) -> None:
         try:
-            await self.process_changes(path)
+            # A watch fired by a lost session meets the loss: asked again until a session
+            # answers, which also arms the watch again (KafkaZkClient's retry until connected).
+            await self.zk.until_connected(lambda: self.process_changes(path))
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - a lost session etc.: the next watch retries

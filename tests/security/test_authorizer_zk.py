@@ -3,6 +3,7 @@ start, and an ACL written by another client reaching the cache through /kafka-ac
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -159,3 +160,17 @@ def test_authorizer_class_names():
                                        ("unix:/tmp/s", "/tmp/s"), ("", ""), (None, "")])
 def test_peer_host(peer, host):
     assert peer_host(peer) == host
+
+
+async def test_notifications_after_the_session_expired_still_reach_the_cache(zks, zk_expire):
+    """kazoo drops watches with the session; the watch fires once on the loss and is armed
+    again on the new session, so later notifications are not missed."""
+    authorizer = AclAuthorizer(zks[0])
+    await authorizer.start()
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, zk_expire, zks[0].client)
+        await AclStore(zks[1]).update(topic("t"), lambda acls: acls | {WRITE})
+        await async_wait_until(lambda: topic("t") in authorizer.acls, timeout=20,
+                               what="the ACL written after the expiry to reach the cache")
+    finally:
+        await authorizer.stop()
