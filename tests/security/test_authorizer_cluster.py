@@ -271,3 +271,31 @@ def test_librdkafka_manages_acls_through_the_kafka_listener(secure):
     [(_, future)] = admin.delete_acls([carols], request_timeout=30).items()
     assert future.result(timeout=30) == [binding]
     assert binding not in admin.describe_acls(every, request_timeout=30).result(timeout=30)
+
+
+def test_the_controller_refuses_a_client_without_acls(secure):
+    """Topic creation needs Create (on the cluster or the topic), an election Alter on the
+    cluster: alice's are refused by the controller, in one line each, and nothing changes."""
+    c, alice = secure
+    rc, _, err = _replog("topics", "create", "--bootstrap-server", c.bootstrap_servers,
+                         "--topic", "alices", "--partitions", "1", "--replication-factor", "1",
+                         "--command-config", str(alice))
+    assert rc == 1 and "alice is not authorized to Create topic" in err, err
+    assert err.count("\n") == 1, err
+    rc, _, err = _replog("elect", "--bootstrap-server", c.bootstrap_servers,
+                         "--election-type", "preferred", "--all-topic-partitions",
+                         "--command-config", str(alice))
+    assert rc == 1 and "CLUSTER_AUTHORIZATION_FAILED" in err and err.count("\n") == 1, err
+    rc, out, err = _replog("topics", "list", "--bootstrap-server", c.bootstrap_servers,
+                           "--command-config", str(c.client_properties_path))
+    assert rc == 0 and "alices" not in out.split(), err
+    # with Create on the topic (not the cluster) alice may create it
+    _acls(c, "--add", "--allow-principal", "User:alice", "--operation", "Create",
+          "--topic", "alices")
+
+    def created() -> bool:
+        rc, _, _ = _replog("topics", "create", "--bootstrap-server", c.bootstrap_servers,
+                           "--topic", "alices", "--partitions", "1", "--replication-factor",
+                           "1", "--command-config", str(alice))
+        return rc == 0
+    wait_until(created, timeout=30, interval=0.5, what="alice's topic created after the ACL")
