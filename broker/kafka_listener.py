@@ -154,9 +154,9 @@ class KafkaListener:
                       ) -> frozenset[str]:
         """The names the requester may not ``operation`` (none without an authorizer); an
         empty or null name is no resource and is denied."""
-        if self.authorizer is ALLOW_ALL:
-            return frozenset()
         who = self.requester()
+        if self.authorizer.allows_everything(who):
+            return frozenset()
         return frozenset(n or "" for n in set(names) if not n or not self.authorizer.authorize(
             who, operation, topic_resource(n)))
 
