@@ -68,7 +68,8 @@ _log = logging.getLogger(__name__)
 # The marker's content when the next registration must still say unclean (an empty marker,
 # as every marker before this rule, registers clean).
 UNHANDLED_UNCLEAN_START = b'{"version":1,"unclean_start_unhandled":true}\n'
-_IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+_STRAY_SUFFIX = "-stray"
+_IGNORED_DIR_SUFFIXES = ("-delete", "-future", _STRAY_SUFFIX)
 _DISCARDED_DIR_SUFFIXES = ("-delete",)
 _FUTURE_SUFFIX = "-future"
 
@@ -153,6 +154,8 @@ class LogManager:
         # replica manager resumes them (Kafka's futureLogs): partition -> (log, its dir).
         self.future_logs: dict[TopicPartition, tuple[Log, LogDir]] = {}
         self._futures_found: list[tuple[LogDir, str]] = []
+        # (partition, dir) of each ``<tp>.<id>-stray`` copy found at startup (_note_stray).
+        self._strays_found: list[tuple[TopicPartition, str]] = []
 
     # ------------------------------------------------------------------ startup
 
@@ -168,6 +171,19 @@ class LogManager:
             if d.online:
                 self._load_future(d, full)
         self._futures_found.clear()
+        # A -stray copy of a partition no dir holds a log of is a replica lost here that no
+        # LeaderAndIsr has re-created since (only losses make strays: _set_aside_lost_copy,
+        # take_log_offline). It stays lost across any number of restarts: the record of the
+        # loss (/brokers/lost_replicas) is forgotten once a start has read the dirs, and a
+        # second restart before the controller handled the restart entry left nothing saying
+        # so - the controller's LeaderAndIsr (not is_new: the broker still leads it) created an
+        # empty log and the broker led it cleanly without its committed records (the cluster
+        # simulation's jbod profile, seeds 565 and 996). A re-created replica has a log, so its
+        # old strays no longer count.
+        for tp, path in dict.fromkeys(self._strays_found):
+            if tp not in self.logs and (tp, path) not in self.set_aside:
+                self.set_aside.append((tp, path))
+        self._strays_found.clear()
         if not self.online_dirs:
             raise LogDirError(",".join(d.path for d in self.dirs),
                               detail="no log dir could be loaded: " +
@@ -212,6 +228,9 @@ class LogManager:
                 except OSError as e:
                     raise LogDirError(d.path, cause=e) from e
                 continue
+            if os.path.isdir(full) and name.endswith(_STRAY_SUFFIX):
+                self._note_stray(d, name)
+                continue
             if not os.path.isdir(full) or name.endswith(_IGNORED_DIR_SUFFIXES):
                 continue
             try:
@@ -240,6 +259,13 @@ class LogManager:
                 fo.fsync_dir(d.path)
             except OSError as e:
                 raise LogDirError(d.path, cause=e) from e
+
+    def _note_stray(self, d: LogDir, name: str) -> None:
+        try:
+            tp = TopicPartition.parse(name[:-len(_STRAY_SUFFIX)].rsplit(".", 1)[0])
+        except ValueError:
+            return  # not a partition's copy
+        self._strays_found.append((tp, d.path))
 
     @staticmethod
     def _read_or_reset(d: LogDir, name: str, consequence: str) -> dict[TopicPartition, int]:

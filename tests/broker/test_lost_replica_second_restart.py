@@ -12,7 +12,7 @@ LeaderAndIsr re-creates it (is_new). Found by the whole-cluster simulation's jbo
    it cleanly: every committed record of t2-0 is gone (seed 996: "broker 2 became leader at
    epoch 15 without committed offsets [0, 1, 2, 3, 4]").
 
-The fix (broker/storage/log_manager.py, not this session's file): at startup, a ``-stray`` copy
+The fix (broker/storage/log_manager.py): at startup, a ``-stray`` copy
 of a partition no dir holds a log of is a replica lost here and not re-created since -
 ``_load_dir`` notes the partition of each ``<tp>.<id>-stray`` dir it skips, and ``startup`` adds
 ``(tp, dir)`` to ``set_aside`` for each one with no log loaded (so ReplicaManager counts it in
@@ -22,8 +22,6 @@ sends any; a re-created replica has a log, so its old strays no longer count.
 """
 
 from __future__ import annotations
-
-import pytest
 
 from broker.storage.log import LogConfig
 from broker.storage.log_manager import LogManager
@@ -40,8 +38,6 @@ def _manager(tmp_path, lost=None) -> LogManager:
     return lm
 
 
-@pytest.mark.xfail(strict=True, reason="open: LogManager forgets a lost replica at its second "
-                   "start (the fix is in this module's docstring)")
 def test_a_copy_set_aside_as_lost_still_counts_as_lost_at_the_next_start(tmp_path) -> None:
     lm = _manager(tmp_path)
     log = lm.get_or_create_log(TP, str(tmp_path / "d0"))
