@@ -150,10 +150,10 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             who, operation, topic_resource(t)))
 
     async def _require_cluster(self, context, operation: AclOperation = AclOperation.CLUSTER_ACTION,
-                               what: str = "") -> None:
-        """Refuse the whole request unless its principal may ``operation`` on the cluster
-        (Kafka's authorizeClusterOperation)."""
-        who = self._who(context)
+                               what: str = "", who: Requester | None = None) -> None:
+        """Refuse the whole request unless its principal (``who``, else the context's) may
+        ``operation`` on the cluster (Kafka's authorizeClusterOperation)."""
+        who = who or self._who(context)
         if not self.authorizer.authorize(who, operation, CLUSTER_RESOURCE):
             await abort(context, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                         f"{who.principal} is not authorized to {operation.value} on the "
@@ -284,15 +284,17 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         # it writes a request (an older broker answers UNIMPLEMENTED instead; a write racing
         # with that answer loses the status, see ReplicaFetcher._fetch_call).
         await context.send_initial_metadata(())
+        who = self._who(context)  # one connection, one principal: built once per stream
         async for request in request_iterator:
-            yield await self._fetch(request, context)
+            yield await self._fetch(request, context, who)
 
-    async def _fetch(self, request, context):
+    async def _fetch(self, request, context, who: Requester | None = None):
         replica_id = request.replica_state.broker_id if request.HasField("replica_state") else -1
         broker_epoch = request.replica_state.broker_epoch \
             if request.HasField("replica_state") else -1
         if replica_id >= 0:  # a follower: replication traffic, only brokers may send it
-            await self._require_cluster(context, what=f" (a follower Fetch as replica {replica_id})")
+            await self._require_cluster(
+                context, what=f" (a follower Fetch as replica {replica_id})", who=who)
         if request.max_wait_ms < 0 or request.max_wait_ms > 60000:
             await abort(context, ErrorCode.INVALID_REQUEST, "max_wait_ms must be 0..60000")
         parts = []
@@ -319,7 +321,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             return pb.FetchResponse(error_code=int(ctx[0]), session_id=request.session_id)
         # A consumer's session may hold topics it is no longer allowed to Read: each fetch
         # checks every partition it serves (KafkaApis.handleFetchRequest).
-        denied = self._denied_topics(self._who(context), AclOperation.READ,
+        denied = self._denied_topics(who or self._who(context), AclOperation.READ,
                                      (fp.tp.topic for fp in ctx.parts)) \
             if replica_id < 0 else frozenset()
         serve = [fp for fp in ctx.parts if fp.tp.topic not in denied]

@@ -198,3 +198,22 @@ async def test_no_authorizer_allows_everything(tmp_path):
         assert resp.responses[0].partition_responses[0].error_code == ErrorCode.NONE
     finally:
         await node.stop()
+
+
+async def test_a_follower_fetch_stream_from_a_client_ends_refused(broker):
+    req = consumer_fetch()
+    req.replica_state.CopyFrom(pb.BrokerState(broker_id=2, broker_epoch=-1))
+
+    async def requests():
+        yield req
+    call = broker.stub.FetchStream(requests(), metadata=ALICE)
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        async for _ in call:
+            pass
+    assert (e.value.code(), error_code_of(e.value)) == (
+        grpc.StatusCode.PERMISSION_DENIED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    assert broker.rm.partitions[TP].followers[2].last_fetch_time_ms == 0
+    # the broker itself (a super user) is served on the same stream kind
+    call = broker.stub.FetchStream(requests())
+    async for resp in call:
+        assert resp.responses[0].partitions[0].error_code == ErrorCode.NONE
