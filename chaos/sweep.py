@@ -11,8 +11,8 @@ schedule when nemeses are added). A run's data dir (history, logs) is
 deleted when it was valid and kept when it was not. The last line is the summary to paste
 into an issue. ``--zookeeper-nodes``, ``--hosts``, ``--racks`` and ``--inter-rack-latency-ms``
 go to every run (``replog chaos --schedule-only`` checks them first: a refusal ends the sweep
-at once, exit 2) and into the replay command; regression_seeds.txt lines carry no such options, so a failing seed of such a
-sweep is kept as a test of its own instead.
+at once, exit 2), into the replay command and into the regression line (as ``--option=value``
+after the nemeses, which tests/chaos/test_regressions.py passes back to ``replog chaos``).
 """
 
 from __future__ import annotations
@@ -89,13 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  replay: replog chaos --seed {seed} --duration {args.duration} "
               f"--nemesis {args.nemesis}{''.join(' ' + o for o in options)}; kept {data} and "
               f"{base / f'seed-{seed}.out'}", flush=True)
-        if options:
-            print("  regression line: none (regression_seeds.txt lines carry no "
-                  f"{' '.join(o for o in options if o.startswith('--'))}): keep it as a test",
-                  flush=True)
-        else:
-            print(f"  regression line: {seed} {_duration(args.duration):g} "
-                  f"{','.join(parse_nemeses(args.nemesis))}  # <what broke>", flush=True)
+        print(f"  regression line: {regression_line(seed, args.duration, args.nemesis, options)}"
+              "  # <what broke>", flush=True)
         if not args.keep_going:
             break
     print(f"chaos sweep: {valid + len(invalid)} seeds x {args.duration}s, nemeses "
@@ -108,6 +103,21 @@ def main(argv: list[str] | None = None) -> int:
              if args.zookeeper_nodes > 1 else "")
           + f" in {(time.monotonic() - started) / 60:.1f} min")
     return 1 if invalid else 0
+
+
+def regression_line(seed: int, duration: str, nemesis: str, options: list[str]) -> str:
+    """The line of tests/chaos/regression_seeds.txt that replays a run: nemeses named (``all``
+    changes as nemeses are added), then the cluster options as ``--option=value`` tokens."""
+    tokens, i = [], 0
+    while i < len(options):
+        if i + 1 < len(options) and not options[i + 1].startswith("--"):
+            tokens.append(f"{options[i]}={options[i + 1]}")
+            i += 2
+        else:
+            tokens.append(options[i])
+            i += 1
+    return " ".join([str(seed), f"{_duration(duration):g}",
+                     ",".join(parse_nemeses(nemesis)), *tokens])
 
 
 def cluster_options(args) -> list[str]:
