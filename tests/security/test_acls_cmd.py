@@ -166,3 +166,20 @@ def test_as_a_process(zk_hosts, zk):
     assert decode_acls(zk.get("/kafka-acl/Cluster/kafka-cluster")[0]) == {
         ace(O.CLUSTER_ACTION, "User:ANONYMOUS")}
 
+
+
+@pytest.mark.parametrize("answer,removed", [("y\n", True), ("n\n", False)])
+def test_remove_asks_on_a_terminal(capsys, monkeypatch, zk_hosts, zk, answer, removed):
+    import io
+    props = ("--authorizer-properties", f"zookeeper.connect={zk_hosts}")
+    run(capsys, *props, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+        "--topic", "t")
+    terminal = io.StringIO(answer)
+    terminal.isatty = lambda: True
+    monkeypatch.setattr(sys, "stdin", terminal)
+    code, out, _ = run(capsys, *props, "--remove", "--topic", "t")
+    assert code == 0
+    assert out.startswith("Are you sure you want to delete all ACLs for resource filter "
+                          "`ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`?"
+                          " (y/n)\n")
+    assert (zk.exists("/kafka-acl/Topic/t") is None) == removed
