@@ -205,11 +205,7 @@ class AclAuthorizer:
                 except AclError as e:
                     self._corrupt(f"{changes_path}/{child}", str(e))
                     continue
-                entries, _ = await self.store.read(pattern)
-                if entries:
-                    self.acls[pattern] = entries
-                else:
-                    self.acls.pop(pattern, None)
+                entries = await self._read_into_cache(pattern)
                 if self.events is not None:
                     self.events.info("acls_changed", resource=str(pattern),
                                      acls=sorted(str(e) for e in entries))
@@ -258,11 +254,16 @@ class AclAuthorizer:
         updateResourceAcls updates its cache too)."""
         async with self._lock:
             for pattern in set(patterns):
-                entries, _ = await self.store.read(pattern)
-                if entries:
-                    self.acls[pattern] = entries
-                else:
-                    self.acls.pop(pattern, None)
+                await self._read_into_cache(pattern)
+
+    async def _read_into_cache(self, pattern: ResourcePattern) -> frozenset[AccessControlEntry]:
+        """The stored entries of ``pattern``, now also the cache's (caller holds the lock)."""
+        entries, _ = await self.store.read(pattern)
+        if entries:
+            self.acls[pattern] = entries
+        else:
+            self.acls.pop(pattern, None)
+        return entries
 
     def _corrupt(self, path: str, error: str) -> None:
         if self.events is not None:
