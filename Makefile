@@ -87,6 +87,7 @@ bench: setup
 soak: setup
 	$(PY) -m tests.sim --seeds 10000-59999 --steps 60
 	$(PY) -m tests.sim cluster --seeds 10000-29999 --steps 60
+	$(PY) -m tests.sim cluster --seeds 10000-14999 --steps 60 --profile jbod
 	$(PY) tools/soak.py
 	REPLOG_FUZZ_EXAMPLES=$${REPLOG_FUZZ_EXAMPLES:-5000} $(PY) -m pytest -q tests/kafka/test_kafka_fuzz.py
 # bounded and fuzzed input (docs/fuzzing.md): the hypothesis properties with more examples,

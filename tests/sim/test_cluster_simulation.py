@@ -40,8 +40,8 @@ JBOD_STEPS = 60
 #   re-admitted the lost replica - the restart fence took it for a rejoin (3d0c237, 719f131);
 #   J2 a restart of a broker out of the ISR wrote nothing, so such an expansion still landed
 #   (939f2c9); J3 the URM never asked again a replica that answered KAFKA_STORAGE_ERROR
-#   (7741c26); J4 (open, tests/broker/test_lost_replica_second_restart.py) a replica set aside
-#   as lost is forgotten at the next start - jbod seeds 565 and 996
+#   (7741c26); J4 a replica set aside as lost was forgotten at the next start - jbod seeds 565
+#   and 996 (ee43bc5, tests/broker/test_lost_replica_second_restart.py)
 
 
 # ---------------------------------------------------------------------- the in-memory disk

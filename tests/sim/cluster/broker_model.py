@@ -296,6 +296,7 @@ class SimBroker:
         lost = self.world.lost_replicas.get(self.broker_id, {})
         clean = True
         set_aside: list[tuple[TopicPartition, str]] = []
+        strays: list[tuple[TopicPartition, str]] = []
         for d in self.log_dirs:
             marker_path = posixpath.join(d, CLEAN_SHUTDOWN_FILE)
             marker = fo.exists(marker_path)
@@ -303,7 +304,13 @@ class SimBroker:
             rp, hw, start = (OffsetCheckpointFile(d, n, fo).read() for n in CHECKPOINTS)
             for name in fo.listdir(d):
                 full = posixpath.join(d, name)
-                if not fo.isdir(full) or name.endswith("-stray"):
+                if fo.isdir(full) and name.endswith("-stray"):  # LogManager._note_stray
+                    try:
+                        strays.append((TopicPartition.parse(name[:-6].rsplit(".", 1)[0]), d))
+                    except ValueError:
+                        pass
+                    continue
+                if not fo.isdir(full):
                     continue
                 try:
                     tp = TopicPartition.parse(name)
@@ -325,6 +332,11 @@ class SimBroker:
             if marker:
                 fo.unlink(marker_path)
                 fo.fsync_dir(d)
+        # LogManager.startup: a stray of a partition no dir holds a log of is still lost
+        # (ee43bc5, finding J4)
+        for tp, d in dict.fromkeys(strays):
+            if tp not in self.logs and (tp, d) not in set_aside:
+                set_aside.append((tp, d))
         for tp, d in set_aside:  # ReplicaManager.__init__: lost until re-created
             if tp not in self.logs:
                 self.offline_replicas[tp] = d
