@@ -144,6 +144,18 @@ def _assert_exactly_once_in_order(log: list[tuple[int, bytes]], acked: dict[int,
 
 async def test_a_follower_cut_from_its_leader_mid_stream_rejoins_with_nothing_lost_or_doubled(
         cluster_factory):
+    await _cut_follower(cluster_factory, stream_failures=1)
+
+
+@pytest.mark.soak
+async def test_a_follower_cut_for_a_minute_rejoins_soon_after_the_heal(cluster_factory):
+    """Held through several fetch timeouts (~a minute): TCP's retransmission back-off on a
+    connection kept open across the cut grows to tens of seconds, so a follower that went
+    on using it would wait that long after the heal; it must fetch again within 30 s."""
+    await _cut_follower(cluster_factory, stream_failures=5)
+
+
+async def _cut_follower(cluster_factory, stream_failures: int) -> None:
     c = cluster_factory(brokers=3, overrides=FAST)
     bs = c.bootstrap_servers
     await _create(bs, "t")
@@ -188,14 +200,17 @@ async def test_a_follower_cut_from_its_leader_mid_stream_rejoins_with_nothing_lo
         # Held until the follower gives the hung stream up (no answer within the fetch
         # timeout): after the heal it must open a new one, not resume the old connection.
         await eventually(lambda: len(_events(c.broker(follower), "fetch_failed"))
-                         > failures_before, timeout=30, what="the hung fetch stream failed")
+                         >= failures_before + stream_failures, timeout=30 * stream_failures,
+                         what="the hung fetch stream failed")
         assert len(acked) > acked_at_cut + 20, "acks=all stopped with two replicas in the ISR"
     finally:
         cut.heal()
     assert not cut.table_exists()
+    healed = time.monotonic()
     try:
         await eventually(lambda: _in_isr(bs, "t", follower), timeout=30,
                          what="the follower back in the ISR")
+        print(f"follower back in the ISR {time.monotonic() - healed:.1f} s after the heal")
         rejoined_at = len(acked)
         await eventually(lambda: len(acked) >= rejoined_at + 20, timeout=30,
                          what="records acknowledged with three in the ISR")
@@ -342,6 +357,8 @@ async def test_a_producer_cut_from_the_leader_mid_stream_loses_nothing(cluster_f
     doubled = {v for v, n in copies.items() if n > 1}
     acked_before_cut = {v.encode() for v, t in acked.values() if t < cut_at}
     assert not doubled & acked_before_cut, sorted(doubled & acked_before_cut)[:5]
-    print(f"duplicated by retries (allowed, no idempotence): {len(doubled)} records")
+    print(f"produce streams opened: {len(prod.streams_opened())}; records failed: "
+          f"{sum(1 for x in prod.lines() if 'err' in x)}; duplicated by retries (allowed, no "
+          f"idempotence): {len(doubled)}")
     for b in c.brokers:
         assert _log_records(c, b, "t", 0)[:len(log)] == log, f"broker {b} differs"
