@@ -5,21 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from common.errors import ConfigError
 from common.security.acl import (
     CLUSTER_RESOURCE,
     AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourcePattern,
+    ResourcePatternFilter,
     ResourceType,
     topic,
 )
-from common.security.acl_store import CHANGE_EXPIRATION_MS, AclStore
+from common.security.acl_store import CHANGE_EXPIRATION_MS, AclStore, create_acls, delete_acls
 from common.security.authorizer import AclAuthorizer, Requester, enabled, peer_host
 from common.security.principal import ANONYMOUS, KafkaPrincipal
 from common.zk_async import AsyncZk
@@ -174,3 +180,56 @@ async def test_notifications_after_the_session_expired_still_reach_the_cache(zks
                                what="the ACL written after the expiry to reach the cache")
     finally:
         await authorizer.stop()
+
+
+_PATTERNS = st.sampled_from([topic("t"), topic("u"), topic("*"), CLUSTER_RESOURCE,
+                             ResourcePattern(ResourceType.TOPIC, "t", PatternType.PREFIXED)])
+_ENTRIES = st.builds(AccessControlEntry, st.sampled_from(["User:a", "User:b", "User:*"]),
+                     st.sampled_from(["*", "10.0.0.1"]),
+                     st.sampled_from([AclOperation.READ, AclOperation.WRITE, AclOperation.ALL]),
+                     st.sampled_from(list(AclPermissionType)))
+_OPS = st.lists(st.tuples(st.sampled_from(["add", "remove", "remove-all"]), _PATTERNS,
+                          st.sets(_ENTRIES, min_size=1, max_size=3)), min_size=1, max_size=6)
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS)
+def test_store_and_every_cache_agree_with_a_model(zk_hosts, ops):
+    """Random additions and removals through the store (as replog acls and the brokers'
+    CreateAcls/DeleteAcls write them): ZooKeeper holds what a dict model holds, and an
+    authorizer started before them ends with the same cache through the notifications."""
+    chroot = f"{zk_hosts}/ex-{uuid.uuid4().hex[:8]}"
+
+    async def run():
+        writer, reader = AsyncZk(chroot, 6000), AsyncZk(chroot, 6000)
+        await writer.start()
+        await reader.start()
+        authorizer = AclAuthorizer(reader)
+        await authorizer.start()
+        try:
+            store = AclStore(writer)
+            model: dict = {}
+            for kind, pattern, entries in ops:
+                if kind == "add":
+                    await create_acls(store, [AclBinding(pattern, e) for e in entries])
+                    model[pattern] = model.get(pattern, frozenset()) | entries
+                else:
+                    f = ResourcePatternFilter(pattern.resource_type, pattern.name,
+                                              pattern.pattern_type)
+                    filters = [AclBindingFilter(f)] if kind == "remove-all" else [
+                        AclBindingFilter(f, e.principal, e.host, e.operation,
+                                         e.permission_type) for e in entries]
+                    await delete_acls(store, filters)
+                    left = frozenset() if kind == "remove-all" else \
+                        model.get(pattern, frozenset()) - entries
+                    model[pattern] = left
+            model = {p: e for p, e in model.items() if e}
+            assert await store.load_all() == model
+            await async_wait_until(lambda: authorizer.acls == model, timeout=10,
+                                   what="the cache to follow the notifications")
+        finally:
+            await authorizer.stop()
+            await reader.stop()
+            await writer.stop()
+    asyncio.run(run())
