@@ -24,6 +24,7 @@ denied. A principal matches itself or ``User:*``, a host itself or ``*``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -219,14 +220,21 @@ def matching_acls(acls: Mapping[ResourcePattern, Iterable[AccessControlEntry]],
     """AclAuthorizer.matchingAcls: the entries of the literal name, of the type's wildcard
     ``*`` and of every prefixed pattern ``name`` starts with."""
     out: list[AccessControlEntry] = []
-    for key in (ResourcePattern(resource_type, WILDCARD_RESOURCE),
-                ResourcePattern(resource_type, name)):
+    for key in _candidate_patterns(resource_type, name):
         out.extend(acls.get(key, ()))
-        if name == WILDCARD_RESOURCE:
-            break  # the literal name is the wildcard itself: count its entries once
-    for end in range(1, len(name) + 1):
-        out.extend(acls.get(ResourcePattern(resource_type, name[:end], PatternType.PREFIXED), ()))
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _candidate_patterns(resource_type: ResourceType, name: str) -> tuple[ResourcePattern, ...]:
+    """Every stored pattern that could apply to the name: the type's wildcard, the literal
+    name (once, when it is the wildcard) and each prefix. Kept per name: a request asks about
+    the same few topics again and again."""
+    literal = (ResourcePattern(resource_type, WILDCARD_RESOURCE),) if name == WILDCARD_RESOURCE \
+        else (ResourcePattern(resource_type, WILDCARD_RESOURCE),
+              ResourcePattern(resource_type, name))
+    return literal + tuple(ResourcePattern(resource_type, name[:end], PatternType.PREFIXED)
+                           for end in range(1, len(name) + 1))
 
 
 def _matches(acl: AccessControlEntry, principal: str, host: str, operation: AclOperation,
