@@ -4,8 +4,8 @@ ProduceStream to the leader are cut mid-stream, both ways, so the stream hangs (
 FIN: what a partition looks like to gRPC) and then healed.
 
 - FetchStream: the cut follower leaves the ISR (replica.lag.time.max.ms) while acks=all
-  records go on with the other two replicas; its stream times out, and after the heal it
-  fetches on a new connection and rejoins the ISR. Every replica then holds every
+  records go on with the other two replicas; its stream times out (and is dropped), and after
+  the heal it fetches on a new stream and rejoins the ISR. Every replica then holds every
   acknowledged record exactly once, at the offset it was acknowledged at, in send order.
 - ProduceStream: the producer's requests on the hung stream time out and are retried on a new
   stream; after the heal every acknowledged record is read back, in send order. replog's
@@ -198,7 +198,7 @@ async def _cut_follower(cluster_factory, stream_failures: int) -> None:
         await eventually(lambda: _isr_is(bs, "t", 2), timeout=30, what="the follower left the ISR")
         assert not await _in_isr(bs, "t", follower)
         # Held until the follower gives the hung stream up (no answer within the fetch
-        # timeout): after the heal it must open a new one, not resume the old connection.
+        # timeout): after the heal it must open a new stream, not resume the hung one.
         await eventually(lambda: len(_events(c.broker(follower), "fetch_failed"))
                          >= failures_before + stream_failures, timeout=30 * stream_failures,
                          what="the hung fetch stream failed")
@@ -219,6 +219,8 @@ async def _cut_follower(cluster_factory, stream_failures: int) -> None:
         await load
     failed = _events(c.broker(follower), "fetch_failed")[failures_before:]
     assert failed[0]["leader"] == leader and failed[0]["error"] == "DEADLINE_EXCEEDED", failed[0]
+    # Still over FetchStream (the unary fallback is only for a leader without it).
+    assert not _events(c.broker(follower), "fetch_stream_unsupported")
 
     end = max(acked) + 1
     await eventually(lambda: all(len(_log_records(c, b, "t", 0)) >= end for b in c.brokers),
