@@ -271,6 +271,9 @@ def check_records(batch, h: BatchHeader) -> None:
         b = buf[pos] if pos < end else 0x80
         if b < 0x80:
             length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif pos + 1 < end and buf[pos + 1] < 0x80:  # two bytes: records of 64..8191 bytes
+            raw = (b & 0x7F) | (buf[pos + 1] << 7)
+            length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
         else:
             length, pos = decode_varint(buf, pos, end)
         rec_end = pos + length
@@ -294,6 +297,9 @@ def check_records(batch, h: BatchHeader) -> None:
             b = buf[pos] if pos < rec_end else 0x80
             if b < 0x80:
                 n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif pos + 1 < rec_end and buf[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[pos + 1] << 7)
+                n, pos = (raw >> 1) ^ -(raw & 1), pos + 2
             else:
                 n, pos = decode_varint(buf, pos, rec_end)
             if n > 0:

@@ -182,3 +182,17 @@ def test_what_the_fuzzing_found_a_correct_crc_over_bad_records_is_refused_at_pro
     with pytest.raises(CorruptRecordError):
         log.append_as_leader(batch, 1)
     assert log.log_end_offset == 0
+
+
+@FUZZ
+@given(sizes=st.lists(st.sampled_from([0, 1, 63, 64, 127, 128, 8191, 8192, 20000]),
+                      min_size=1, max_size=4),
+       keyed=st.booleans(), headers=st.booleans())
+def test_produce_accepts_every_well_formed_batch(sizes, keyed, headers):
+    """check_records reads one-, two- and three-byte varints alike (record, key and value
+    lengths around 64 and 8192 bytes switch between them)."""
+    recs = [R.ProducerRecord(b"k" * n if keyed else None, b"v" * n,
+                             [("h", b"x" * n)] if headers else []) for n in sizes]
+    batch = R.build_batch(recs, now_ms=5)
+    R.check_records(batch, R.parse_header(batch))
+    assert len(R.decode_records(batch)) == len(sizes)
