@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from common.names import TopicPartition
+from common.names import TopicPartition, ascii_digits
 
 UNLIMITED = (1 << 63) - 1  # Kafka's Long.MaxValue default rate: no throttle
 ALL_PARTITIONS = frozenset({-1})  # "*" (Kafka's Constants.AllReplicas)
@@ -109,7 +109,8 @@ def parse_throttled_partitions(value: str | None, broker_id: int) -> frozenset[i
     out = set()
     for item in text.split(","):
         p, sep, b = item.strip().partition(":")
-        if sep and p.strip().isdigit() and b.strip().isdigit() and int(b) == broker_id:
+        if sep and ascii_digits(p.strip()) and ascii_digits(b.strip()) and \
+                int(b) == broker_id:
             out.add(int(p))
     return frozenset(out)
 

@@ -39,6 +39,7 @@ from enum import IntEnum
 
 from common.config import KEYS, Config
 from common.errors import ConfigError, ErrorCode, ReplogError
+from common.names import ascii_digits
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -102,7 +103,7 @@ def _replica_list(v: str) -> None:
         return
     for item in v.split(","):
         p, sep, b = item.strip().partition(":")
-        if not sep or not p.isdigit() or not b.isdigit():
+        if not sep or not ascii_digits(p) or not ascii_digits(b):
             raise ValueError("must be the literal '*' or a list of replicas in the following "
                              "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
 

@@ -54,6 +54,13 @@ class TopicPartition(NamedTuple):
         return cls(validate_topic(topic), int(part))
 
 
+def ascii_digits(text: str) -> bool:
+    """A non-empty run of ASCII digits: what may be read as a number from a znode name, a file
+    name or a config value. str.isdigit() also takes '²' (which int() refuses with a bare
+    ValueError) and '١' (which int() reads as 1)."""
+    return text.isascii() and text.isdigit()
+
+
 def validate_partition(p: int) -> int:
     if not isinstance(p, int) or isinstance(p, bool) or p < 0:
         raise InvalidTopicError(f"partition must be a non-negative integer, got {p!r}")

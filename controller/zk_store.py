@@ -50,7 +50,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from common import zk_layout as L
 from common.dynamic_config import DEFAULT_BROKER
-from common.names import TopicPartition
+from common.names import TopicPartition, ascii_digits
 from common.zk_async import AsyncZk
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
 from controller.decisions import PartitionWrite
@@ -230,7 +230,7 @@ class ZkStore:
 
     async def read_broker_ids(self, watch=None) -> list[int]:
         return sorted(int(c) for c in await self.zk.get_children(L.BROKER_IDS, watch=watch)
-                      if c.isdigit())
+                      if ascii_digits(c))
 
     async def read_brokers(self, watch=None, broker_watch=None
                            ) -> dict[int, BrokerRegistration]:
@@ -558,7 +558,7 @@ class ZkStore:
             parts = await self.zk.get_children(L.partitions_path(topic))
         except NoNodeError:
             parts = None
-        for p in sorted(parts or (), key=lambda x: int(x) if x.isdigit() else -1):
+        for p in sorted(parts or (), key=lambda x: int(x) if ascii_digits(x) else -1):
             base = f"{L.partitions_path(topic)}/{p}"
             try:
                 paths += [f"{base}/{c}" for c in await self.zk.get_children(base)]

@@ -27,6 +27,7 @@ from typing import Any
 from kazoo.exceptions import NoNodeError
 
 from common.errors import ConfigError
+from common.names import ascii_digits
 from common.security.acl import (
     CHANGE_PREFIX,
     EXTENDED_CHANGES_PATH,
@@ -192,7 +193,7 @@ class AclAuthorizer:
             except NoNodeError:
                 return
             seqs = sorted((int(c[len(CHANGE_PREFIX):]), c) for c in children
-                          if c.startswith(CHANGE_PREFIX) and c[len(CHANGE_PREFIX):].isdigit())
+                          if c.startswith(CHANGE_PREFIX) and ascii_digits(c[len(CHANGE_PREFIX):]))
             for seq, child in seqs:
                 if seq <= self._last_change[changes_path]:
                     continue
