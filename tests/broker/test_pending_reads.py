@@ -84,6 +84,17 @@ def _fetch(rm, offsets: dict[TopicPartition, int]):
                     [FetchPartitionRequest(tp, o, 1 << 20, 0, 0, 0) for tp, o in offsets.items()])
 
 
+async def _one_batch_behind_on_busy(rm) -> tuple[int, int]:
+    """The follower reads IDLE and BUSY to their LEOs, then BUSY takes a batch more. Returns the
+    follower's fetch offsets: IDLE's LEO and BUSY's previous one."""
+    idle_leo = await _append(rm, IDLE)
+    await _append(rm, BUSY)
+    await _fetch(rm, {IDLE: 0, BUSY: 0})
+    busy_leo = rm.partitions[BUSY].log.log_end_offset
+    await _append(rm, BUSY)
+    return idle_leo, busy_leo
+
+
 def _out_of_sync(rm, tp, clock) -> set[int]:
     p = rm.partitions[tp]
     return isr_rules.out_of_sync_replicas(p.isr, 1, p.followers, p.log.log_end_offset, clock(),
@@ -97,11 +108,7 @@ async def _held_up_idle_partition(tmp_path, pending_reads: bool):
     clock, pool = Clock(), GatedPool()
     rm, lm = await _leader(tmp_path, clock, pool, pending_reads)
     try:
-        idle_leo = await _append(rm, IDLE)
-        await _append(rm, BUSY)
-        await _fetch(rm, {IDLE: 0, BUSY: 0})  # the follower reads both to their LEOs
-        busy_leo = rm.partitions[BUSY].log.log_end_offset
-        await _append(rm, BUSY)
+        idle_leo, busy_leo = await _one_batch_behind_on_busy(rm)
 
         pool.gate.clear()  # the leader's disk turns slow
         fetch = asyncio.ensure_future(_fetch(rm, {IDLE: idle_leo, BUSY: busy_leo}))
@@ -161,11 +168,7 @@ async def test_a_slow_fetch_gives_up_every_partition_it_holds_up(tmp_path):
     rm, lm = await _leader(tmp_path, clock, pool, True, process_time_max_ms=20)
     rm.alter_partition = spy
     try:
-        idle_leo = await _append(rm, IDLE)
-        await _append(rm, BUSY)
-        await _fetch(rm, {IDLE: 0, BUSY: 0})
-        busy_leo = rm.partitions[BUSY].log.log_end_offset
-        await _append(rm, BUSY)
+        idle_leo, busy_leo = await _one_batch_behind_on_busy(rm)
         assert spy.relinquished == []
 
         pool.gate.clear()
