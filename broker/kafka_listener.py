@@ -445,7 +445,7 @@ class KafkaListener:
                                "leader_epoch": -1})
                     continue
                 cle = p["current_leader_epoch"]
-                code, ts, offset, epoch = self.rm.list_offset_and_timestamp(
+                code, ts, offset, epoch = await self.rm.list_offset_and_timestamp(
                     TopicPartition(t["name"], p["partition_index"]), p["timestamp"],
                     cle if cle >= 0 else None, -1)  # as a consumer: up to the HW
                 ps.append({"partition_index": p["partition_index"], "error_code": int(code),

@@ -509,14 +509,16 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         p = self.partitions.get(tp)
         return p if p is not None and p.log is not None else None
 
-    def list_offset_and_timestamp(self, tp: TopicPartition, timestamp: int,
-                                  current_leader_epoch: int | None, replica_id: int
-                                  ) -> tuple[ErrorCode, int, int, int]:
+    async def list_offset_and_timestamp(self, tp: TopicPartition, timestamp: int,
+                                        current_leader_epoch: int | None, replica_id: int
+                                        ) -> tuple[ErrorCode, int, int, int]:
         """(error, timestamp, offset, leader epoch) for latest (-1), earliest (-2), the largest
         timestamp (-3, KIP-734) or a time (Kafka's fetchOffsetForTimestamp: the first record
         at or after it). Consumers see the HW as "latest" and find only records below it,
         replicas the LEO (Kafka's rule). A time with no record at or after it is
-        (NONE, -1, -1, -1), as in Kafka."""
+        (NONE, -1, -1, -1), as in Kafka. A search by time reads the log's files: on the read
+        pool, as a Fetch's reads, never on the event loop (a slow disk held up every request of
+        the broker for as long as the search's reads took)."""
         if tp in self.offline_replicas:
             return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, -1
         p = self._online_replica(tp)
@@ -531,7 +533,8 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         if timestamp < MAX_TIMESTAMP:  # -4 and below are not defined here
             return ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1, -1
         try:
-            found = p.log.offset_for_timestamp(timestamp, upper)
+            found = await asyncio.get_running_loop().run_in_executor(
+                self._read_pool, p.log.offset_for_timestamp, timestamp, upper)
         except KafkaStorageError as e:
             self._report(e)
             return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, -1

@@ -376,7 +376,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                         error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), timestamp=-1,
                         offset=-1, leader_epoch=-1))
                     continue
-                code, ts, offset, epoch = self.rm.list_offset_and_timestamp(
+                code, ts, offset, epoch = await self.rm.list_offset_and_timestamp(
                     TopicPartition(t.topic, p.partition), p.timestamp,
                     p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
                     replica_id)
