@@ -33,11 +33,13 @@ from pathlib import Path
 
 import psutil
 
+from admin import cluster_security
 from admin.local_cluster import CLUSTER_JSON, REPO_ROOT, LocalCluster, _lock_holder
 from chaos.schedule import Timeouts
 from common import zk_layout
 from common.config import load_config, parse_properties_text
 from common.errors import ReplogError
+from common.security.zk_auth import zk_security
 
 READY_TIMEOUT_S = 60.0
 
@@ -232,7 +234,16 @@ class AttachedCluster:
         return Timeouts(cfg["zookeeper.session.timeout.ms"] / 1000,
                         cfg["replica.lag.time.max.ms"] / 1000)
 
-    # The same ZooKeeper reads as LocalCluster's (they use only _zk and zookeeper_connect).
+    @property
+    def zk_security(self):
+        """The running cluster's ZooKeeper credentials, for zk_client: a secure cluster's
+        (replog cluster up --security mtls keeps them under its data dir), else none."""
+        digest = cluster_security.ssl_dir(self.data_dir) / cluster_security.ZOOKEEPER_DIGEST_FILE
+        return zk_security(cluster_security.zookeeper_overrides(self.data_dir)
+                           if digest.is_file() else {})
+
+    # The same ZooKeeper reads as LocalCluster's (they use only _zk, zookeeper_connect and
+    # zk_security).
     zk_client = LocalCluster.zk_client
     active_controller_id = LocalCluster.active_controller_id
 
