@@ -66,6 +66,9 @@ def test_seed_1_kill_and_pause_is_valid_and_replays_its_schedule(tmp_path):
 @pytest.mark.skipif(netfilter.unavailable() is not None or disk.unavailable() is not None,
                     reason=f"partition/expire/ext4 nemeses: "
                            f"{netfilter.unavailable() or disk.unavailable()}")
+# A 30 s run: make soak runs it. make test replays the same nemeses (partition, expire, ext4,
+# enospc, elect) in regression seed 2's 8 s line (tests/chaos/regression_seeds.txt).
+@pytest.mark.soak
 def test_root_nemeses_partition_expire_and_ext4_are_valid(tmp_path):
     # Seed 3 draws a session expiry, a controller/broker partition and a full disk, with a
     # preferred election in the middle of the expiry.

@@ -44,6 +44,11 @@ async def produce_outcome(bs: str) -> int:
     return 0
 
 
+# About 40 s of a paused follower and config round trips: make soak runs it. make test keeps
+# the min ISR change at runtime through its sources on real processes
+# (tests/cluster/test_min_isr_sources.py) and the resolver's rules
+# (tests/broker/test_dynamic_config_rules.py).
+@pytest.mark.soak
 async def test_min_insync_replicas_change_applies_at_runtime(cluster_factory):
     # The session timeout is longer than the pause: the follower stays registered, so only
     # the leader's lag rule takes it out of the ISR (as in test_replication_faults).
