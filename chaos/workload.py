@@ -111,7 +111,9 @@ async def run_workload(bootstrap: str, topic: str, partitions: int, history: His
              for i, acks in enumerate(writers)]
     tasks.append(asyncio.create_task(reader(bootstrap, topic, partitions, history, stop)))
     await stop.wait()
-    _done, pending = await asyncio.wait(tasks, timeout=SEND_TIMEOUT_S + 5)
+    # every writer and the reader to finish (each ends at stop), bounded by the send timeout
+    _done, pending = await asyncio.wait(tasks, timeout=SEND_TIMEOUT_S + 5,
+                                        return_when=asyncio.ALL_COMPLETED)
     for t in pending:
         t.cancel()  # a send stuck past its own timeout: its outcome stays unknown (info)
     for r in await asyncio.gather(*tasks, return_exceptions=True):

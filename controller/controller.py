@@ -675,7 +675,9 @@ class Controller:
         ans = await self._request(E.DeleteTopics(topics=topics))
         results = ans.value
         if ans.deletions:
-            await asyncio.wait(list(ans.deletions.values()), timeout=_timeout_s(timeout_ms))
+            # every deletion, as Kafka's DeleteTopics waits for all within the request timeout
+            await asyncio.wait(list(ans.deletions.values()), timeout=_timeout_s(timeout_ms),
+                               return_when=asyncio.ALL_COMPLETED)
         out = []
         for res in results:
             fut = ans.deletions.get(res.name)
@@ -751,7 +753,9 @@ def _timeout_s(timeout_ms: int) -> float:
 
 async def _wait(futures: list[asyncio.Future], timeout_ms: int) -> None:
     if futures and timeout_ms > 0:
-        await asyncio.wait(futures, timeout=_timeout_s(timeout_ms))
+        # all of them (the request's timeout bounds the wait, as Kafka's purgatory does)
+        await asyncio.wait(futures, timeout=_timeout_s(timeout_ms),
+                           return_when=asyncio.ALL_COMPLETED)
 
 
 class _NullLog:
