@@ -66,7 +66,7 @@ class Timer:
     counts too.
     """
 
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         self._ru = resource.getrusage(resource.RUSAGE_SELF)
         self._t = time.perf_counter()
         return self
@@ -166,3 +166,35 @@ def json_line(bench: str, figure: str, data: dict) -> str:
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+@dataclass
+class ABRun:
+    """What an A/B benchmark run (two transports or two security modes, alternated per round)
+    starts from: its round and record counts, a fresh scratch dir, and the results header."""
+
+    rounds: int
+    records: int
+    e2e_records: int
+    root: str
+    started: float
+    results: dict
+
+
+def ab_run(opts, name: str, prefix: str, targets: dict) -> ABRun:
+    """The shared opening of bench_replication_transport, bench_produce_stream and bench_tls:
+    3 rounds of 60,000 records and 400 e2e records (1 round, 10,000 and 100 with --quick),
+    ``--runs`` and ``--data-dir`` as given."""
+    import tempfile
+    rounds = opts.runs or (1 if opts.quick else 3)
+    parent = opts.data_dir or "/tmp"
+    os.makedirs(parent, exist_ok=True)
+    started = time.time()
+    return ABRun(rounds=rounds, records=10000 if opts.quick else 60000,
+                 e2e_records=100 if opts.quick else 400,
+                 root=tempfile.mkdtemp(prefix=f"replog-bench-{prefix}-", dir=parent),
+                 started=started,
+                 results={"bench": name, "quick": bool(opts.quick), "rounds": rounds,
+                          "when": time.strftime("%Y-%m-%dT%H:%M:%S%z",
+                                                time.localtime(started)),
+                          "machine": machine_info(parent), "targets": targets})

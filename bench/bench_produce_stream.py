@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
-import tempfile
 import time
 
-from bench import json_line, log, machine_info, median, save_results
+from bench import ab_run, json_line, log, median, save_results
 from bench.bench_client import create_topics, produce_run, settle_writeback, startup_cpu
 from bench.harness import start_cluster
 
@@ -74,15 +72,8 @@ def _figures(rounds: list[dict]) -> dict:
 
 def main(opts: argparse.Namespace | None = None) -> dict:
     opts = opts or argparse.Namespace(quick=False, runs=None, data_dir=None)
-    rounds = opts.runs or (1 if opts.quick else 3)
-    records = 10000 if opts.quick else 60000
-    parent = opts.data_dir or "/tmp"
-    os.makedirs(parent, exist_ok=True)
-    root = tempfile.mkdtemp(prefix="replog-bench-produce-stream-", dir=parent)
-    started = time.time()
-    results: dict = {"bench": NAME, "quick": bool(opts.quick), "rounds": rounds,
-                     "when": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-                     "machine": machine_info(parent), "targets": TARGETS}
+    run = ab_run(opts, NAME, "produce-stream", TARGETS)
+    rounds, records, root, results = run.rounds, run.records, run.root, run.results
     c = start_cluster(root, NAME)
     try:
         asyncio.run(create_topics(c))
@@ -92,7 +83,7 @@ def main(opts: argparse.Namespace | None = None) -> dict:
         shutil.rmtree(root, ignore_errors=True)
     results["figures"] = _figures(raw)
     results["raw"] = raw
-    results["took_s"] = round(time.time() - started, 1)
+    results["took_s"] = round(time.time() - run.started, 1)
     _print(results)
     print(f"# saved {save_results(NAME, results)}")
     return results
