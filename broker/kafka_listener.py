@@ -67,7 +67,11 @@ from common.names import TopicPartition, validate_topic
 from common.security.acl import CLUSTER_RESOURCE, AclOperation, ResourcePattern
 from common.security.acl import topic as topic_resource
 from common.security.authorizer import ALLOW_ALL, Requester
-from common.security.principal import PrincipalBuilder, current_kafka_principal
+from common.security.principal import (
+    PrincipalBuilder,
+    SslAuthenticationFailed,
+    current_kafka_principal,
+)
 
 UNSUPPORTED_VERSION = 35  # Kafka's Errors.UNSUPPORTED_VERSION
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
@@ -166,12 +170,20 @@ class KafkaListener:
         task = asyncio.current_task()
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
-        # The TLS handshake is done before this is called: the peer certificate is known.
-        ssl_object = writer.get_extra_info("ssl_object")
-        current_kafka_principal.set(self.principal_builder.from_peer_certificate(
-            ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None))
         current_kafka_client_host.set(str(peer[0]) if isinstance(peer, tuple) and peer else "")
         try:
+            # The TLS handshake is done before this is called: the peer certificate is known.
+            ssl_object = writer.get_extra_info("ssl_object")
+            try:
+                current_kafka_principal.set(self.principal_builder.from_peer_certificate(
+                    ssl_object.getpeercert(binary_form=True) if ssl_object is not None
+                    else None))
+            except SslAuthenticationFailed as e:
+                # Kafka closes a connection whose principal cannot be built
+                # (DefaultKafkaPrincipalBuilder's NoMatchingRule), one line in its log
+                self.events.warning("kafka_authentication_failed", listener=self.listener,
+                                    peer=str(peer), reason=str(e)[:300])
+                return
             while True:
                 try:
                     size = int.from_bytes(await reader.readexactly(4), "big", signed=True)

@@ -34,12 +34,19 @@ def bind_listeners(listeners: tuple[EndPoint, ...],
     max_request = (config or {}).get("socket.request.max.bytes", DEFAULT_MAX_REQUEST_BYTES)
     out = []
     for listener in listeners:
-        server = grpc.aio.server(options=server_options(max_request))
         if lc is not None and lc.is_ssl(listener.listener):
-            from common.security.tls import SslSettings, grpc_server_credentials
+            from common.security.tls import (
+                SslSettings,
+                grpc_server_credentials,
+                ssl_server_interceptors,
+            )
             settings = SslSettings.from_properties(config, listener.listener)
+            # a certificate no ssl.principal.mapping.rules rule matches is refused
+            server = grpc.aio.server(options=server_options(max_request),
+                                     interceptors=ssl_server_interceptors(settings))
             port = server.add_secure_port(listener.address, grpc_server_credentials(settings))
         else:
+            server = grpc.aio.server(options=server_options(max_request))
             port = server.add_insecure_port(listener.address)
         if port == 0:
             raise OSError(f"cannot listen on {listener}")

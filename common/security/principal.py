@@ -34,6 +34,13 @@ class KafkaPrincipal:
         return cls(kind, name)
 
 
+class SslAuthenticationFailed(Exception):
+    """A connection's certificate names no principal: its subject matches no
+    ``ssl.principal.mapping.rules`` rule. Kafka's DefaultKafkaPrincipalBuilder throws from
+    SslPrincipalMapper's NoMatchingRule and the connection fails authentication; replog refuses
+    every gRPC call on it (UNAUTHENTICATED) and closes a Kafka-protocol connection."""
+
+
 # What Kafka calls every sender on a PLAINTEXT listener (KafkaPrincipal.ANONYMOUS).
 ANONYMOUS = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
 
@@ -52,7 +59,8 @@ class PrincipalBuilder:
 
     def from_peer_certificate(self, der: bytes | None) -> KafkaPrincipal:
         """The principal of a connection whose peer sent certificate ``der`` (DER bytes, None
-        when it sent none): the Kafka listener's form, built once per connection."""
+        when it sent none): the Kafka listener's form, built once per connection. Raises
+        SslAuthenticationFailed when the certificate maps to no principal."""
         return ANONYMOUS
 
 

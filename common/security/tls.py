@@ -30,11 +30,14 @@ the Kafka listener serves it as Kafka does (CERT_OPTIONAL).
 
 Principals: ``SslPrincipalBuilder`` maps the peer certificate's subject (RFC 2253 form, as
 Java's X500Principal.getName()) through the rules; a connection without a client certificate
-is ``User:ANONYMOUS`` (Kafka's DefaultKafkaPrincipalBuilder).
+is ``User:ANONYMOUS`` (Kafka's DefaultKafkaPrincipalBuilder). A subject no rule matches fails
+authentication, as Kafka's NoMatchingRule does: every gRPC call on the connection is refused
+UNAUTHENTICATED (``SslAuthenticationInterceptor``), a Kafka-protocol connection is closed.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import re
@@ -50,7 +53,13 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from common.errors import ConfigError
-from common.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, PrincipalBuilder
+from common.security.principal import (
+    ANONYMOUS,
+    USER_TYPE,
+    KafkaPrincipal,
+    PrincipalBuilder,
+    SslAuthenticationFailed,
+)
 from common.security.ssl_principal_mapper import NoMatchingRule, SslPrincipalMapper
 
 _log = logging.getLogger(__name__)
@@ -398,7 +407,13 @@ class SslPrincipalBuilder(PrincipalBuilder):
 
     def __init__(self, mapping_rules: str | None = "DEFAULT"):
         self.mapper = SslPrincipalMapper.from_rules(mapping_rules)
-        self._by_cert: dict[bytes, KafkaPrincipal] = {}
+        # a certificate's principal, or the reason it has none (a str: its refusal's message)
+        self._by_cert: dict[bytes, KafkaPrincipal | str] = {}
+
+    @property
+    def can_refuse(self) -> bool:
+        """Whether some subject can match no rule (the rules lack DEFAULT)."""
+        return not any(r.is_default for r in self.mapper.rules)
 
     def _cached(self, cert: bytes, load: Callable[[bytes], x509.Certificate]) -> KafkaPrincipal:
         got = self._by_cert.get(cert)
@@ -406,19 +421,24 @@ class SslPrincipalBuilder(PrincipalBuilder):
             if len(self._by_cert) >= self.CACHE_SIZE:
                 self._by_cert.clear()
             got = self._by_cert[cert] = self._principal(load(cert))
+        if isinstance(got, str):
+            raise SslAuthenticationFailed(got)
         return got
 
     def from_der(self, der: bytes) -> KafkaPrincipal:
         return self._cached(der, x509.load_der_x509_certificate)
 
-    def _principal(self, cert: x509.Certificate) -> KafkaPrincipal:
+    def _principal(self, cert: x509.Certificate) -> KafkaPrincipal | str:
+        dn = subject_dn(cert)
         try:
-            return KafkaPrincipal(USER_TYPE, self.mapper.get_name(subject_dn(cert)))
-        except NoMatchingRule as e:
-            # Kafka fails the connection's authentication; a request here is refused by
-            # whoever asks (its principal names no one an ACL can allow)
-            _log.warning("%s", e)
-            return KafkaPrincipal(USER_TYPE, "")
+            return KafkaPrincipal(USER_TYPE, self.mapper.get_name(dn))
+        except NoMatchingRule:
+            # DefaultKafkaPrincipalBuilder: the mapper's NoMatchingRule fails the
+            # connection's authentication (logged once per certificate: it is cached)
+            refusal = (f"SSL authentication failed: the certificate's DN '{dn}' matches no "
+                       f"ssl.principal.mapping.rules rule")
+            _log.warning("%s", refusal)
+            return refusal
 
     def from_peer_certificate(self, der: bytes | None) -> KafkaPrincipal:
         return ANONYMOUS if not der else self.from_der(der)
@@ -432,6 +452,55 @@ class SslPrincipalBuilder(PrincipalBuilder):
         if not pem:
             return ANONYMOUS
         return self._cached(pem, x509.load_pem_x509_certificate)
+
+
+_HANDLER_KINDS = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
+
+
+class SslAuthenticationInterceptor(grpc.aio.ServerInterceptor):
+    """Refuses every call on a connection whose certificate maps to no principal, with
+    UNAUTHENTICATED and the builder's one-line reason, before any servicer sees it: gRPC's
+    handshake cannot run the mapping rules, so this is where replog fails the connection's
+    authentication as Kafka's DefaultKafkaPrincipalBuilder does."""
+
+    def __init__(self, builder: SslPrincipalBuilder):
+        self.builder = builder
+
+    async def _check(self, context: Any) -> None:
+        try:
+            self.builder.from_grpc(context)
+        except SslAuthenticationFailed as e:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        kind = next(k for k in _HANDLER_KINDS if getattr(handler, k) is not None)
+        behavior, check = getattr(handler, kind), self._check
+        if inspect.isasyncgenfunction(behavior):
+            async def guarded(request, context):
+                await check(context)
+                async for item in behavior(request, context):
+                    yield item
+        else:
+            async def guarded(request, context):
+                await check(context)
+                out = behavior(request, context)
+                return await out if inspect.isawaitable(out) else out
+        return getattr(grpc, f"{kind}_rpc_method_handler")(
+            guarded, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+
+
+def ssl_server_interceptors(settings: SslSettings) -> tuple[grpc.aio.ServerInterceptor, ...]:
+    """The interceptors of a gRPC listener with ``settings``: the authentication check when a
+    client certificate is asked for and the mapping rules can refuse one, none otherwise (a
+    DEFAULT rule maps every subject, and the data path pays nothing)."""
+    builder = SslPrincipalBuilder(settings.principal_mapping_rules)
+    if settings.client_auth == "none" or not builder.can_refuse:
+        return ()
+    return (SslAuthenticationInterceptor(builder),)
 
 
 def principal_builder_for(cfg: Mapping[str, Any], listener: str) -> PrincipalBuilder:
