@@ -32,25 +32,21 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
-from analytics.schema import HISTORY_FILE, HISTORY_SCHEMA, VERDICT_FILE
+from analytics.schema import (
+    CHAOS_TABLES,
+    HISTORY_FILE,
+    HISTORY_SCHEMA,
+    VERDICT_FILE,
+    AnalyzeError,
+)
 
-# Table name -> what it holds; in report order.
-TABLES = {
-    "chaos_faults": ("Per fault window (from its start to its stop; to the heal for a fault never "
-                     "stopped; an instant for an admin operation): the writes in flight during "
-                     "it and the longest gap between two acknowledged acks=all writes of one "
-                     "partition overlapping it, against the run's detection bound."),
-    "chaos_partitions": ("Per partition over the whole run: write outcomes by acks and the "
-                         "longest gap between two acknowledged acks=all writes."),
-    "chaos_fault_partitions": "Per fault window and partition: the same figures.",
-}
+TABLES = CHAOS_TABLES  # name -> what it holds, in report order (defined in analytics.schema)
 ACKS = ("all", "1")
 OUTCOMES = ("ok", "fail", "unknown")
 COUNT_COLUMNS = [f"acks_{a}_{o}" for a in ACKS for o in OUTCOMES]
 
 
 def _error(message: str) -> Exception:
-    from analytics.job import AnalyzeError  # job imports this module lazily
     return AnalyzeError(message)
 
 

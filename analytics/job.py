@@ -38,8 +38,8 @@ from analytics.schema import (
     SAMPLES_DIR,
     SCRAPE_SCHEMA,
     SCRAPES_DIR,
+    AnalyzeError,
 )
-from common.errors import ReplogError
 
 # The tables, in report order; each is written as CSV and Parquet.
 TABLES = ("failover_summary", "failovers", "availability", "recoveries", "isr_changes",
@@ -47,10 +47,6 @@ TABLES = ("failover_summary", "failovers", "availability", "recoveries", "isr_ch
           "unclean_elections", "log_dir_failures", "reassignments", "throughput_by_broker",
           "throughput", "follower_lag", "under_replicated", "offline_partitions",
           "process_transitions", "scrape_health")
-
-
-class AnalyzeError(ReplogError):
-    """Input that cannot be analysed, or a Spark failure, said in one line."""
 
 
 # ---------------------------------------------------------------------------- input checks

@@ -21,6 +21,8 @@ import matplotlib
 matplotlib.use("Agg")  # no display: render to memory only
 import matplotlib.pyplot as plt
 
+from analytics.schema import CHAOS_TABLES
+
 MAX_ROWS = 60  # rows of a table shown in the page; the CSV beside it has all
 
 SECTIONS = [
@@ -188,7 +190,6 @@ def _head(title: str) -> str:
 
 def _chaos_section(chaos: dict) -> list[str]:
     """Chaos runs' histories (analytics.chaos_history): their tables, with what each holds."""
-    from analytics.chaos_history import TABLES as CHAOS_TABLES
     parts = ["<h2>Chaos runs: writes and acks=all availability</h2>",
              ("<p class=note>From the runs' history.jsonl; times are seconds since each run's "
               "workload started. Gaps are chaos.checker's availability figures.</p>")]

@@ -57,6 +57,27 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from common.errors import ReplogError
+
+
+class AnalyzeError(ReplogError):
+    """Input that cannot be analysed, or a Spark failure, said in one line. Here, not in
+    analytics.job, so that every analysis module raises it without importing the job."""
+
+
+# The chaos-history tables (analytics.chaos_history): name -> what it holds, in report order.
+# Here rather than in chaos_history so that the report names them without importing Spark code.
+CHAOS_TABLES = {
+    "chaos_faults": ("Per fault window (from its start to its stop; to the heal for a fault never "
+                     "stopped; an instant for an admin operation): the writes in flight during "
+                     "it and the longest gap between two acknowledged acks=all writes of one "
+                     "partition overlapping it, against the run's detection bound."),
+    "chaos_partitions": ("Per partition over the whole run: write outcomes by acks and the "
+                         "longest gap between two acknowledged acks=all writes."),
+    "chaos_fault_partitions": "Per fault window and partition: the same figures.",
+}
+
+
 EXPORT_FORMAT = "replog-export"
 EXPORT_VERSION = 1
 MANIFEST = "manifest.json"
