@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from admin.client.admin_client import AdminClient
 from admin.client.consumer import Consumer
 from admin.client.producer import Producer
+from admin.client.transport import default_channel_factory
 from common.records import iter_batches
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
@@ -32,9 +33,10 @@ async def partition_state(bootstrap: str, topic: str, partition: int = 0):
 
 async def standby_of(address: str, controller_id: int) -> bool:
     """Whether the controller at ``address`` is a standby that knows ``controller_id`` is
-    active: it refuses a request as NOT_CONTROLLER (41), naming that controller."""
+    active: it refuses a request as NOT_CONTROLLER (41), naming that controller. The channel
+    is the clients' (TLS with the admin certificate under REPLOG_CLUSTER_SECURITY)."""
     try:
-        async with grpc.aio.insecure_channel(address) as ch:
+        async with default_channel_factory()(address) as ch:
             await replog_pb2_grpc.ControllerStub(ch).DescribeCluster(
                 pb.DescribeClusterRequest(), timeout=2)
     except grpc.aio.AioRpcError as e:
