@@ -4,9 +4,9 @@ Every replog process listens on 127.0.0.1, so addresses cannot tell processes ap
 and sockets can. A process to be cut off is moved into its own cgroup v2 group
 (``<cgroup2 mount>/replog-chaos-<pid>/<name>``), and a rule in this runner's own table
 (``inet replog_chaos_<pid>``) drops packets that a socket of that group sends out on ``lo`` to
-the other side's listening ports. Dropping one direction of every connection between two
-processes stalls TCP both ways, which is what a partition looks like to gRPC and ZooKeeper:
-calls time out, sessions are not renewed. Nothing else is touched: rules only match ``lo``,
+the other side's listening ports; the other side's packets to the process's existing
+connections are dropped too. Both directions of every connection stop, which is what a
+partition looks like to gRPC and ZooKeeper: calls time out, sessions are not renewed. Nothing else is touched: rules only match ``lo``,
 only the cluster's own ports, and the table and groups are removed on heal.
 
 Needs root, the ``nft`` binary and a cgroup v2 hierarchy under /sys/fs/cgroup (nft resolves
@@ -51,8 +51,8 @@ def unavailable() -> str | None:
 
 
 class Netfilter:
-    """This runner's nftables table and cgroups; ``block(src, pid, ports)`` drops what the
-    process ``pid`` sends to ``ports``; ``heal()`` removes every rule and group."""
+    """This runner's nftables table and cgroups; ``block(src, pid, ports)`` cuts the process
+    ``pid`` off from ``ports``; ``heal()`` removes every rule and group."""
 
     def __init__(self, tag: str | None = None):
         self.tag = tag or str(os.getpid())
@@ -86,9 +86,10 @@ class Netfilter:
         return str(group.relative_to(NFT_BASE)), level
 
     def block(self, name: str, pid: int, ports: list[int]) -> None:
-        """Drop what ``pid`` sends to ``ports`` on lo: its new connections through its
-        cgroup, its existing ones through their local ports (a socket keeps the cgroup it
-        was created in, so moving the process does not move its open connections)."""
+        """Cut ``pid`` off from ``ports`` on lo: what it sends there, on new connections
+        through its cgroup and on existing ones through their local ports (a socket keeps the
+        cgroup it was created in, so moving the process does not move its open connections),
+        and what comes back from those ports to its existing connections."""
         self._ensure_table()
         path, level = self._group_of(name, pid)
         dports = _nft_set(ports)
@@ -98,6 +99,12 @@ class Netfilter:
         if local:
             self._nft("add", "rule", "inet", self.table, "out", "oifname", "lo", "tcp",
                       "sport", _nft_set(local), "tcp", "dport", dports, "drop")
+            # ... and what the other side sends back on those connections. Without this an
+            # answer already on its way (a long-poll fetch completing, a ZooKeeper reply)
+            # still reached the process, so a cut stream could deliver after the cut: a real
+            # partition drops both directions of a link.
+            self._nft("add", "rule", "inet", self.table, "out", "oifname", "lo", "tcp",
+                      "sport", dports, "tcp", "dport", _nft_set(local), "drop")
 
     def cuts(self, pid: int | None) -> bool:
         """Whether ``pid`` is cut off from something (moved into one of this table's groups)."""

@@ -52,22 +52,14 @@ FAST = {"zookeeper.session.timeout.ms": 6000, "replica.lag.time.max.ms": 2000,
 
 class Cut:
     """Both directions of every TCP connection between a process and a listening port dropped
-    on lo, and new connections from the process to that port too (Netfilter.block moves the
-    process into a cgroup for those). Netfilter.block alone drops what the process sends;
-    the answers the port's server sends back to the process's connections are dropped here as
-    well, so nothing at all crosses: the stream hangs."""
+    on lo, and new connections from the process to that port too (Netfilter.block): nothing at
+    all crosses, so the stream hangs rather than resets."""
 
     def __init__(self):
         self.net = netfilter.Netfilter(tag=f"stream_partition_{os.getpid()}")
 
     def cut(self, name: str, pid: int, port: int) -> None:
         self.net.block(name, pid, [port])
-        local = _ports_connected_to(pid, port)
-        if local:
-            subprocess.run(["nft", "add", "rule", "inet", self.net.table, "out", "oifname",
-                            "lo", "tcp", "sport", str(port), "tcp", "dport",
-                            "{ " + ", ".join(map(str, sorted(local))) + " }", "drop"],
-                           check=True, capture_output=True, text=True)
 
     def heal(self) -> None:
         self.net.heal()
