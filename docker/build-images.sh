@@ -19,8 +19,9 @@ rm -rf build/docker-wheels
 # image layer that copies it stays cached.
 SOURCE_DATE_EPOCH=315532800 "$PY" -m pip wheel -q --no-deps -w build/docker-wheels . 2>/dev/null
 # The broker's and controller's imports only: pyspark and matplotlib serve `replog analyze`,
-# which runs on the host against an export.
-pins=$("$PY" -m pip freeze | grep -iE '^(grpcio|grpcio-health-checking|protobuf|kazoo|aiofiles|structlog|prometheus[-_]client|crc32c|psutil|uvloop)==')
+# which runs on the host against an export. cryptography: common/security/tls.py imports it in
+# every process (TLS listeners, docker-compose.mtls.yml's certificates); cffi is its binding.
+pins=$("$PY" -m pip freeze | grep -iE '^(grpcio|grpcio-health-checking|protobuf|kazoo|aiofiles|structlog|prometheus[-_]client|crc32c|psutil|uvloop|cryptography|cffi|pycparser)==')
 # shellcheck disable=SC2086
 "$PY" -m pip download -q --only-binary=:all: -d build/docker-wheels $pins 2>&1 | grep -v "is ignored" || true
 # One build per image: compose would build replog:dev once per service that names it.
