@@ -134,3 +134,69 @@ def write_admin_properties(data_dir: str | os.PathLike) -> Path:
     """``client.properties`` beside cluster.json, for the admin principal."""
     ensure_ca(data_dir)
     return issue_client(data_dir, ADMIN_CN, Path(data_dir) / CLIENT_PROPERTIES)
+
+
+# ---------------------------------------------------------------------------- compose
+# The secure compose cluster (docker-compose.mtls.yml): its one-shot ``certs`` service runs
+# docker/mtls-certs.py, which calls these. Server material stays in the ``ssl`` named volume
+# (DATA_DIR/ssl inside the containers); the host gets self-contained client properties.
+
+
+def inline_client_properties(keystore: str | os.PathLike, truststore: str | os.PathLike) -> str:
+    """Kafka client properties carrying the key, its chain and the CA inline (KIP-651's
+    ``ssl.keystore.key``, ``ssl.keystore.certificate.chain``, ``ssl.truststore.certificates``),
+    one line each: valid wherever the file is copied, e.g. from a container's volume to the
+    host, where the volume's paths mean nothing."""
+    from common.security.tls import split_keystore
+
+    key, chain = split_keystore(Path(keystore).read_bytes(), None, str(keystore))
+
+    def one_line(pem: bytes) -> str:
+        return " ".join(pem.decode("ascii").split())
+    return ("# replog client properties (mutual TLS), key material inline; "
+            "--command-config FILE\n"
+            "security.protocol=SSL\n"
+            "ssl.keystore.type=PEM\n"
+            f"ssl.keystore.key={one_line(key)}\n"
+            f"ssl.keystore.certificate.chain={one_line(chain)}\n"
+            "ssl.truststore.type=PEM\n"
+            f"ssl.truststore.certificates={one_line(Path(truststore).read_bytes())}\n")
+
+
+def issue_inline_client(data_dir: str | os.PathLike, cn: str,
+                        out: str | os.PathLike) -> Path:
+    """Client ``cn``'s certificate (``User:<cn>``; issued once, kept in DATA_DIR/ssl) and its
+    inline client properties at ``out`` (0600: the private key is in it); ``out``."""
+    keystore = keystore_path(data_dir, f"client-{cn}")
+    if not keystore.is_file():
+        issue_client(data_dir, cn)
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(inline_client_properties(keystore, ssl_dir(data_dir) / certs.CA_CERT))
+    os.replace(tmp, path)
+    return path
+
+
+def init_compose(data_dir: str | os.PathLike, processes: tuple[str, ...],
+                 client_dir: str | os.PathLike) -> list[Path]:
+    """Everything a secure compose cluster reads, made once and kept on a rerun (a restarted
+    stack keeps its CA, so issued clients stay valid): the CA, each process's keystore with its
+    compose name as a server name (``<name>.keystore.pem``: the INTERNAL listener is dialled
+    by that name), the ZooKeeper digest credentials, the admin's certificate with
+    ``admin.properties`` (paths inside the volume, for ``docker-compose exec``) and, in
+    ``client_dir``, ``client.properties`` for the host (inline). The paths written."""
+    for name in processes:
+        if not name or name != name.strip() or any(c in name for c in ",/ "):
+            raise ValueError(f"--hosts: {name!r} is not a compose service name")
+    ensure_ca(data_dir)
+    written = [ensure_process_certificate(data_dir, name, (name,)) for name in processes]
+    written.append(Path(zookeeper_overrides(data_dir)["zookeeper.auth.digest.file"]))
+    admin = ssl_dir(data_dir) / f"{ADMIN_CN}.properties"
+    if not admin.is_file():
+        issue_client(data_dir, ADMIN_CN, admin)
+    written.append(admin)
+    written.append(issue_inline_client(data_dir, ADMIN_CN, Path(client_dir) / CLIENT_PROPERTIES))
+    return written
