@@ -93,8 +93,9 @@ class LoadProducer:
     each acknowledgement's time. Records that fail (a bounce, leader moves) are only counted:
     they were never acked."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int):
+    def __init__(self, bootstrap: str, topic: str, partitions: int, **producer_config):
         self.bootstrap = bootstrap
+        self.producer_config = producer_config  # Producer options over the defaults below
         self.topic = topic
         self.partitions = partitions
         self.acked: dict[tuple[int, int], bytes] = {}
@@ -116,8 +117,9 @@ class LoadProducer:
 
     async def run(self) -> None:
         pending = []
-        async with Producer(self.bootstrap, acks="all", linger_ms=5, delivery_timeout_ms=60000,
-                            request_timeout_ms=5000) as prod:
+        config = {"acks": "all", "linger_ms": 5, "delivery_timeout_ms": 60000,
+                  "request_timeout_ms": 5000, **self.producer_config}
+        async with Producer(self.bootstrap, **config) as prod:
             i = 0
             while not self.stop.is_set():
                 for _ in range(10):
