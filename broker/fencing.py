@@ -97,6 +97,20 @@ def leader_request_error(replica: ReplicaView | None, known_partition: bool,
     return leader_epoch_error(requested_epoch, replica.leader_epoch)
 
 
+def follower_fetch_error(replica_id: int, assigned: tuple[int, ...], leader_id: int,
+                         requested_epoch: int | None) -> ErrorCode | None:
+    """A follower fetch (replica_id >= 0) from a broker that is not one of the partition's
+    remote replicas is refused before anything is read or recorded (Kafka's
+    Partition.followerReplicaOrThrow): UNKNOWN_LEADER_EPOCH when the request carries a leader
+    epoch (it matched, so the (replica, epoch) pair is not yet known here: the follower
+    retries), NOT_LEADER_OR_FOLLOWER when it carries none."""
+    if replica_id in assigned and replica_id != leader_id:
+        return None
+    if requested_epoch is not None and requested_epoch >= 0:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
 def follower_fetch_is_stale(broker_epoch: int, recorded_broker_epoch: int) -> bool:
     """KIP-903: a follower fetch carrying a broker epoch older than the one the leader holds
     for that follower comes from a previous incarnation (-1: not known, not checked)."""

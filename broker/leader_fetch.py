@@ -230,6 +230,13 @@ class LeaderFetchPath:
                 if shows_leader else FetchResult(refused)
         log = p.log
         if replica_id >= 0:
+            refused = fencing.follower_fetch_error(replica_id, p.replicas, p.leader_id,
+                                                   fp.current_leader_epoch)
+            if refused is not None:
+                return FetchResult(refused, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
+                                   message=f"replica {replica_id} is not a replica of {tp} "
+                                           f"(replicas {list(p.replicas)}) in leader epoch "
+                                           f"{p.leader_epoch}")
             div = leader_divergence(fp.last_fetched_epoch, fp.fetch_offset,
                                     leader_end_for_epoch(fp.last_fetched_epoch,
                                                          log.end_offset_for_epoch),
