@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,6 +75,14 @@ class RunConfig:
     # The run's own cluster's ZooKeeper: 1 standalone server, or a 3|5-member ensemble
     # (replog chaos --zookeeper-nodes N): the zk-* nemeses
     zookeeper_nodes: int = 1
+    # The topic's replicas, partition -> brokers (replog lab's reassignment: the workload on
+    # brokers 1-3 of 4); None: the controller's assignment at replication factor 3
+    replica_assignment: dict[int, list[int]] | None = None
+    # Awaited with the bootstrap servers once the topic is up, before the workload starts (the
+    # lab's preload of the data a reassignment moves)
+    prepare: Callable[[str], Awaitable[None]] | None = None
+    # Handed to every nemesis in its ``shared`` dict (a lab arm's throttle, its failover)
+    nemesis_options: dict = field(default_factory=dict)
 
     def topology(self) -> Topology:
         c = self.cluster
@@ -134,7 +143,7 @@ async def _run(cfg: RunConfig, log) -> RunResult:
             zookeeper_nodes=cfg.zookeeper_nodes)
     else:
         cluster = cfg.cluster
-    shared: dict = {"netfilter": Netfilter(), "mounts": {}}
+    shared: dict = {"netfilter": Netfilter(), "mounts": {}, **cfg.nemesis_options}
     procs = ClusterProcesses(cluster, cfg.topic)
     nemeses = {n: NEMESIS_CLASSES[n](procs, shared) for n in schedule.nemeses}
     skipped = {n: why for n, nem in nemeses.items() if (why := nem.unavailable())}
@@ -156,6 +165,8 @@ async def _run(cfg: RunConfig, log) -> RunResult:
         shared["topic"] = cfg.topic
         log(f"Cluster up in {cluster.data_dir}: bootstrap {cluster.bootstrap_servers}")
         await _create_topic(cluster.bootstrap_servers, cfg)
+        if cfg.prepare is not None:
+            await cfg.prepare(cluster.bootstrap_servers)
         history = History(data / "history.jsonl")  # time 0 = the workload's start
         stop = asyncio.Event()
         workload = asyncio.create_task(run_workload(cluster.bootstrap_servers, cfg.topic,
@@ -192,9 +203,13 @@ async def _run(cfg: RunConfig, log) -> RunResult:
 
 async def _create_topic(bootstrap: str, cfg: RunConfig) -> None:
     async with AdminClient(bootstrap) as admin:
-        await admin.create_topic(cfg.topic, num_partitions=cfg.partitions,
-                                 replication_factor=min(3, len(cfg.topology().brokers)),
-                                 configs={"min.insync.replicas": "2"})
+        if cfg.replica_assignment is not None:
+            await admin.create_topic(cfg.topic, replica_assignment=cfg.replica_assignment,
+                                     configs={"min.insync.replicas": "2"})
+        else:
+            await admin.create_topic(cfg.topic, num_partitions=cfg.partitions,
+                                     replication_factor=min(3, len(cfg.topology().brokers)),
+                                     configs={"min.insync.replicas": "2"})
     if not await _wait_healed(bootstrap, cfg, 60.0):
         raise RuntimeError("the chaos topic's ISRs were not full within 60 s of creation")
 
