@@ -82,7 +82,6 @@ class ControllerCore:
         # AlterPartition re-admissions, the fence of /restart_partitions entries
         # (decisions/restarts.py): this core's memory only, like the URM's tasks
         self.isr_rejoins = D.IsrRejoins()
-        self._now_ms = 0.0  # the event being handled's time (tasks' start and waits)
         # ElectLeaders(UNCLEAN) answered once their recoveries end: request id -> results
         self._pending_elections: dict[int, dict[TopicPartition, E.ElectionResult | None]] = {}
         self._waiting: Handler | None = None
@@ -132,14 +131,14 @@ class ControllerCore:
                              f"{type(self._waiting_for).__name__}")
         if not self.ready and not isinstance(event, E.Activate):
             raise CoreMisuse(f"{event.name} stepped before Activate finished")
-        self._now_ms = event.now_ms
-        return self._drive(self._then_recoveries(self._handlers[type(event)](event)), None)
+        handler = self._handlers[type(event)](event)
+        return self._drive(self._then_recoveries(event.now_ms, handler), None)
 
-    def _then_recoveries(self, handler: Handler) -> Handler:
+    def _then_recoveries(self, now_ms: float, handler: Handler) -> Handler:
         yield from handler
-        yield from self._moves_at_target()
-        yield from self._recoveries()
-        yield from self._moves_at_target()  # a recovery's election too
+        yield from self._moves_at_target(now_ms)
+        yield from self._recoveries(now_ms)
+        yield from self._moves_at_target(now_ms)  # a recovery's election too
 
     def _drive(self, gen: Handler, value: Any) -> list[X.Effect]:
         out: list[X.Effect] = []
@@ -159,7 +158,7 @@ class ControllerCore:
 
     # ================================================================== carrying out a decision
 
-    def _execute(self, d: D.Decision, retry_creates: bool = True,
+    def _execute(self, now_ms: float, d: D.Decision, retry_creates: bool = True,
                  retries: int = REFUSED_WRITE_RETRIES) -> Handler:
         """Write the decision's states, apply what was written, tell the brokers - in that
         order. Refused writes (someone changed the znode): adopt ZooKeeper's state, create
@@ -188,7 +187,7 @@ class ControllerCore:
         yield from self._record(d, failed)
         for tp, strategy in sorted(d.recoveries.items()):
             if tp not in failed and self.urm.start(tp, strategy, ctx.replicas(tp),
-                                                   self._now_ms, tp in d.forced_recoveries):
+                                                   now_ms, tp in d.forced_recoveries):
                 s = ctx.leadership.get(tp)
                 yield self._emit("unclean_recovery_started", partition=str(tp),
                                  strategy=str(strategy), forced=tp in d.forced_recoveries,
@@ -200,13 +199,13 @@ class ControllerCore:
         orphans = [tp for tp in sorted(failed) if ctx.has_partition(tp)
                    and ctx.partition_sm.state(tp) is PartitionState.NonExistentPartition]
         if orphans and retry_creates:
-            more = yield from self._execute(D.on_new_partitions(ctx, orphans),
+            more = yield from self._execute(now_ms, D.on_new_partitions(ctx, orphans),
                                             retry_creates=False)
             failed = (failed - set(orphans)) | more
         if failed and retries > 0:
             again = D.reelect_after_refused_writes(ctx, sorted(failed))
             if not again.empty:
-                more = yield from self._execute(again, retry_creates=False,
+                more = yield from self._execute(now_ms, again, retry_creates=False,
                                                 retries=retries - 1)
                 failed = (failed - set(again.writes)) | more
         return failed
@@ -248,11 +247,11 @@ class ControllerCore:
                 yield X.DeleteTopic(t, ctx.epoch_zk_version)
         ctx.reset_states()
         yield X.UpdateBrokers(dict(ctx.live_brokers))
-        yield from self._execute(D.on_controller_failover(ctx))
-        yield from self._resume_reassignments(snap.admin_reassignments)
+        yield from self._execute(ev.now_ms, D.on_controller_failover(ctx))
+        yield from self._resume_reassignments(ev.now_ms, snap.admin_reassignments)
         # Entries a previous controller left (it may have applied one and died before
         # deleting it: re-applying is harmless, restarts.py).
-        yield from self._restart_partitions_change(None)
+        yield from self._apply_restart_entries(ev.now_ms)
         yield from self._arm_rebalance()
         self.ready = True
 
@@ -275,7 +274,7 @@ class ControllerCore:
                 yield self._emit("broker_failed", broker=b, broker_epoch=known[b].epoch,
                                  bounced=b in diff.bounced)
             yield X.UpdateBrokers(dict(ctx.live_brokers))
-            yield from self._execute(D.on_brokers_failed(ctx, diff.gone))
+            yield from self._execute(ev.now_ms, D.on_brokers_failed(ctx, diff.gone))
         if diff.arrived:
             for b in diff.arrived:
                 ctx.add_broker(regs[b])
@@ -283,7 +282,7 @@ class ControllerCore:
                                  address=regs[b].address, rack=regs[b].rack,
                                  clean_shutdown=regs[b].clean_shutdown)
             yield X.UpdateBrokers(dict(ctx.live_brokers))
-            yield from self._execute(D.on_brokers_started(ctx, diff.arrived))
+            yield from self._execute(ev.now_ms, D.on_brokers_started(ctx, diff.arrived))
 
     def _broker_modification(self, ev: E.BrokerModification) -> Handler:
         """A registration rewritten at the same epoch (appearance and disappearance are
@@ -295,7 +294,7 @@ class ControllerCore:
             return
         ctx.live_brokers[ev.broker_id] = reg
         yield X.UpdateBrokers(dict(ctx.live_brokers))
-        yield from self._execute(D.on_broker_modified(ctx, old, reg))
+        yield from self._execute(ev.now_ms, D.on_broker_modified(ctx, old, reg))
 
     def _topic_change(self, ev: E.TopicChange) -> Handler:
         """Topics that appeared in ZooKeeper without CreateTopics (written by another tool):
@@ -316,7 +315,7 @@ class ControllerCore:
             yield self._emit("topic_created", topic=t, topic_id=a.topic_id,
                              partitions=len(a.partitions), source="zookeeper")
         ctx.leadership.update(states)
-        yield from self._execute(D.on_new_partitions(ctx, tps))
+        yield from self._execute(ev.now_ms, D.on_new_partitions(ctx, tps))
 
     def _topic_config_change(self, ev: E.TopicConfigChange) -> Handler:
         ctx = self.ctx
@@ -326,7 +325,7 @@ class ControllerCore:
         before = ctx.unclean_allowed(ev.topic)
         strategy_was = ctx.recovery_strategy(ev.topic)
         ctx.topic_configs[ev.topic] = dict(cfg)
-        yield from self._execute(D.on_topic_config_changed(ctx, ev.topic, before,
+        yield from self._execute(ev.now_ms, D.on_topic_config_changed(ctx, ev.topic, before,
                                                            strategy_was))
 
     def _broker_default_config_change(self, ev: E.BrokerDefaultConfigChange) -> Handler:
@@ -339,7 +338,7 @@ class ControllerCore:
             yield self._emit("min_isr_default_changed", old=before.get("min.insync.replicas"),
                              new=cfg.get("min.insync.replicas"))
             # KIP-966: ELRs the new value leaves unneeded are cleared (finding D)
-            yield from self._execute(D.on_min_isr_changed(self.ctx))
+            yield from self._execute(ev.now_ms, D.on_min_isr_changed(self.ctx))
 
     def _timer_fired(self, ev: E.TimerFired) -> Handler:
         if ev.name != AUTO_REBALANCE:
@@ -348,8 +347,8 @@ class ControllerCore:
         tps = D.imbalanced_partitions(
             ctx, int(self.config["leader.imbalance.per.broker.percentage"]), ev.now_ms)
         if tps:
-            yield from self._execute(D.elect_leaders(ctx, D.ElectionType.PREFERRED, tps,
-                                                     ev.now_ms))
+            yield from self._execute(ev.now_ms, D.elect_leaders(
+                ctx, D.ElectionType.PREFERRED, tps, ev.now_ms))
         yield from self._arm_rebalance()
 
     # ================================================================== topic deletion
@@ -362,9 +361,9 @@ class ControllerCore:
             if t not in ctx.assignments:
                 yield X.DeleteTopic(t, ctx.epoch_zk_version)
         if new:
-            yield from self._start_deletion(new)
+            yield from self._start_deletion(ev.now_ms, new)
 
-    def _start_deletion(self, topics: list[str]) -> Handler:
+    def _start_deletion(self, now_ms: float, topics: list[str]) -> Handler:
         ctx = self.ctx
         for t in topics:
             ctx.topics_to_delete.add(t)
@@ -380,13 +379,13 @@ class ControllerCore:
             yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
                                             ctx.epoch_zk_version)
         d = D.start_topic_deletion(ctx, topics)
-        yield from self._execute(d)
+        yield from self._execute(now_ms, d)
         for topic in sorted(d.deletable_topics):  # nothing left to ask any broker
             yield from self._finish_deletion(topic)
 
     def _stop_replica_response(self, ev: E.StopReplicaResponse) -> Handler:
         d = D.on_stop_replica_response(self.ctx, ev.broker_id, dict(ev.errors))
-        yield from self._execute(d)
+        yield from self._execute(ev.now_ms, d)
         for topic in sorted(d.deletable_topics):
             yield from self._finish_deletion(topic)
 
@@ -465,7 +464,7 @@ class ControllerCore:
             if results[i].error_code == ErrorCode.NONE:
                 yield X.ReadTopicConfig(plan.name)
         if tps:
-            yield from self._execute(D.on_new_partitions(ctx, tps))
+            yield from self._execute(ev.now_ms, D.on_new_partitions(ctx, tps))
         yield X.Reply(ev.request_id, results, await_deliveries=True)
 
     def _create_partitions(self, ev: E.CreatePartitions) -> Handler:
@@ -512,7 +511,7 @@ class ControllerCore:
                              old_count=len(a.partitions), new_count=len(grown.partitions),
                              assignment={str(p): r for p, r in sorted(new.items())})
         if tps:
-            yield from self._execute(D.on_new_partitions(ctx, tps))
+            yield from self._execute(ev.now_ms, D.on_new_partitions(ctx, tps))
         yield X.Reply(ev.request_id, results, await_deliveries=True)
 
     def _delete_topics(self, ev: E.DeleteTopics) -> Handler:
@@ -534,7 +533,7 @@ class ControllerCore:
         # The answer (and who waits for which topic) goes out before the deletion can finish.
         yield X.Reply(ev.request_id, results, awaited_deletions=tuple(waits))
         if start:
-            yield from self._start_deletion(start)
+            yield from self._start_deletion(ev.now_ms, start)
 
     def _alter_partition(self, ev: E.AlterPartition) -> Handler:
         ctx = self.ctx
@@ -543,7 +542,7 @@ class ControllerCore:
         except D.RequestRejected as e:
             yield X.Reply(ev.request_id, error=X.Rejection(e.error_code, e.message))
             return
-        failed = yield from self._execute(d)
+        failed = yield from self._execute(ev.now_ms, d)
         self.isr_rejoins.observe(ctx, d, failed)
         for tp, o in d.outcomes.items():
             if o.error == ErrorCode.NEW_LEADER_ELECTED and tp not in failed:
@@ -571,7 +570,7 @@ class ControllerCore:
         # Seed 004 step 3: an ISR change is what a waiting move waits for.
         for tp in moving:
             if D.reassignment_complete(ctx, tp):
-                yield from self._complete_reassignment(tp)
+                yield from self._complete_reassignment(ev.now_ms, tp)
 
     def _controlled_shutdown(self, ev: E.ControlledShutdown) -> Handler:
         ctx = self.ctx
@@ -581,7 +580,7 @@ class ControllerCore:
             yield X.Reply(ev.request_id, error=X.Rejection(e.error_code, e.message))
             return
         ctx.shutting_down.add(ev.broker_id)
-        yield from self._execute(D.controlled_shutdown(ctx, ev.broker_id))
+        yield from self._execute(ev.now_ms, D.controlled_shutdown(ctx, ev.broker_id))
         remaining = D.remaining_leaderships(ctx, ev.broker_id)
         yield self._emit("controlled_shutdown", broker=ev.broker_id,
                          broker_epoch=ctx.broker_epoch(ev.broker_id), first_attempt=first,
@@ -590,7 +589,7 @@ class ControllerCore:
 
     def _elect_leaders(self, ev: E.ElectLeaders) -> Handler:
         d = D.elect_leaders(self.ctx, ev.election_type, ev.partitions, ev.now_ms)
-        failed = yield from self._execute(d)
+        failed = yield from self._execute(ev.now_ms, d)
         results: dict[TopicPartition, E.ElectionResult | None] = {}
         for tp, o in sorted(d.outcomes.items()):
             if tp in failed:
@@ -646,7 +645,7 @@ class ControllerCore:
             return
         ctx.admin_reassignments = dict(admin.entries)
         for tp in sorted(planned):
-            yield from self._on_partition_reassignment(tp, planned[tp], "zookeeper")
+            yield from self._on_partition_reassignment(ev.now_ms, tp, planned[tp], "zookeeper")
 
     def _alter_reassignments(self, ev: E.AlterReassignments) -> Handler:
         """AlterPartitionReassignments (KIP-455): validated whole (seed 004), answered once
@@ -668,7 +667,7 @@ class ControllerCore:
                                             self.ctx.epoch_zk_version)
         for tp in sorted(planned):
             yield from self._on_partition_reassignment(
-                tp, planned[tp], "rpc",
+                ev.now_ms, tp, planned[tp], "rpc",
                 cancel=dict(ev.items).get(tp, ()) is None)
         yield X.Reply(ev.request_id, [E.ReassignmentResult(tp) for tp in sorted(planned)],
                       await_deliveries=True)
@@ -684,7 +683,8 @@ class ControllerCore:
                 out.append(E.OngoingReassignment(tp, ra.replicas, ra.adding, ra.removing))
         yield X.Reply(ev.request_id, out)
 
-    def _resume_reassignments(self, admin: X.AdminReassignments | None) -> Handler:
+    def _resume_reassignments(self, now_ms: float, admin: X.AdminReassignments | None
+                              ) -> Handler:
         """A new controller resumes every move from what ZooKeeper holds (seed 004's failure
         cases, decisions/reassignment.py): moves in the topic znodes first (KIP-455), then
         the admin path's entries - clearing those already complete (case 5)."""
@@ -711,10 +711,11 @@ class ControllerCore:
             yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
                                             ctx.epoch_zk_version)
         for tp in sorted(moves):
-            yield from self._on_partition_reassignment(tp, moves[tp], "failover")
+            yield from self._on_partition_reassignment(now_ms, tp, moves[tp], "failover")
 
-    def _on_partition_reassignment(self, tp: TopicPartition, ra: D.ReplicaAssignment,
-                                   source: str, cancel: bool = False) -> Handler:
+    def _on_partition_reassignment(self, now_ms: float, tp: TopicPartition,
+                                   ra: D.ReplicaAssignment, source: str,
+                                   cancel: bool = False) -> Handler:
         """Kafka's onPartitionReassignment: steps 1 and 2, then 4-7 if TRS is in the ISR."""
         ctx = self.ctx
         current = D.replica_assignment(ctx, tp)
@@ -724,7 +725,7 @@ class ControllerCore:
             # replica the topic znode does not (validation kept an ISR member in RS).
             unneeded = [r for r in current.replicas if r not in ra.replicas]
             if unneeded and (yield from self._partition_step(
-                    tp, lambda: D.remove_replicas(ctx, tp, unneeded, stop=False))) is None:
+                    now_ms, tp, lambda: D.remove_replicas(ctx, tp, unneeded, stop=False))) is None:
                 yield self._emit("reassignment_stalled", "warning", partition=str(tp),
                                  step=1, reason="state write refused")
                 return
@@ -738,32 +739,104 @@ class ControllerCore:
                              adding=list(ra.adding), removing=list(ra.removing))
             yield self._step(tp, 1, replicas=list(ra.replicas))
             if unneeded:  # StopReplica(delete) to them: their files go
-                yield from self._execute(D.remove_replicas(ctx, tp, unneeded, isr=False))
-        yield from self._execute(D.new_replicas(ctx, tp))
+                yield from self._execute(now_ms, D.remove_replicas(ctx, tp, unneeded, isr=False))
+        yield from self._execute(now_ms, D.new_replicas(ctx, tp))
         if D.reassignment_complete(ctx, tp):
-            yield from self._complete_reassignment(tp)
+            yield from self._complete_reassignment(now_ms, tp)
             return
         # Step 2: start the adding replicas; step 3 waits for AlterPartition to add them.
         if (yield from self._partition_step(
-                tp, lambda: D.start_adding_replicas(ctx, tp))) is not None:
+                now_ms, tp, lambda: D.start_adding_replicas(ctx, tp))) is not None:
             yield self._step(tp, 2, adding=list(ra.adding))
         if D.reassignment_complete(ctx, tp):
-            yield from self._complete_reassignment(tp)
+            yield from self._complete_reassignment(now_ms, tp)
 
-    def _partition_step(self, tp: TopicPartition, decide) -> Handler:
+    def _partition_step(self, now_ms: float, tp: TopicPartition, decide) -> Handler:
         """One step's partition-state write; a refused write (another writer moved the
         znode) is decided again on the re-read state, a bounded number of times. Returns
         the decision whose write went through, or None."""
         for _ in range(REFUSED_WRITE_RETRIES):
             d = decide()
-            failed = yield from self._execute(d, retries=0)
+            failed = yield from self._execute(now_ms, d, retries=0)
             if tp not in failed:
                 return d
         return None
 
+    # ================================================================== reassignment steps 3-7
+
+    def _moves_at_target(self, now_ms: float) -> Handler:
+        """Step 3 for ISR changes other than AlterPartition (which checks its own): an
+        election or a controller-set ISR that put a move's TRS in the ISR goes on to steps
+        4-7 in the same event (decisions.targets_reached)."""
+        tps, self._targets_reached = sorted(self._targets_reached), set()
+        ctx = self.ctx
+        for tp in tps:  # unless finished meanwhile (by AlterPartition's own check)
+            if ctx.has_partition(tp) and D.replica_assignment(ctx, tp).being_reassigned \
+                    and D.reassignment_complete(ctx, tp):
+                yield from self._complete_reassignment(now_ms, tp)
+        self._targets_reached.clear()  # the steps' own writes: their move is done or waits
+
+    def _complete_reassignment(self, now_ms: float, tp: TopicPartition) -> Handler:
+        """Steps 4-7 for a partition whose TRS is in the ISR."""
+        ctx = self.ctx
+        if not ctx.has_partition(tp) or ctx.is_being_deleted(tp.topic):
+            return
+        ra = D.replica_assignment(ctx, tp)
+        written = ctx.assignments[tp.topic]
+        yield self._step(tp, 3, isr=list(ctx.leadership[tp].isr) if tp in ctx.leadership
+                         else [])
+        # Kafka's B2: the replicas are TRS in memory from here on, so the LeaderAndIsr of
+        # steps 4 and 5 carries them; ZooKeeper learns it at step 6. A refused step puts the
+        # in-memory assignment back to what the znode holds: the move stays in flight.
+        ctx.set_topic_assignment(D.with_partition(written, tp.partition,
+                                                  D.ReplicaAssignment(ra.target)))
+        # Step 4: a leader from TRS (or a new leader epoch for the one in it).
+        d = yield from self._partition_step(
+            now_ms, tp, lambda: D.move_leader_into_target(ctx, tp, ra.target))
+        outcome = d.outcomes.get(tp) if d is not None else None
+        no_leader = outcome is not None and outcome.error != ErrorCode.NONE
+        # A move in flight waits for a target replica that can lead (an ISR change
+        # retriggers it). A partition already at its target (a cancel, or a target equal to
+        # the original replicas) has nothing to wait for: offline like any other partition
+        # whose replicas are down, its move is finished.
+        if d is None or (no_leader and ra.being_reassigned):
+            ctx.set_topic_assignment(written)
+            yield self._emit("reassignment_stalled", "warning", partition=str(tp), step=4,
+                             reason=outcome.message if outcome else "state write refused")
+            return
+        yield self._step(tp, 4, leader=ctx.leadership[tp].leader if tp in ctx.leadership
+                         else -1)
+        # Step 5: RR out of the ISR; StopReplica(delete) to them.
+        if ra.removing and (yield from self._partition_step(
+                now_ms, tp, lambda: D.remove_replicas(ctx, tp, ra.removing))) is None:
+            ctx.set_topic_assignment(written)
+            yield self._emit("reassignment_stalled", "warning", partition=str(tp),
+                             step=5, reason="state write refused")
+            return
+        yield self._step(tp, 5, removed=list(ra.removing))
+        # Step 6: AR = TRS in the topic znode (adding/removing cleared).
+        final = D.with_partition(written, tp.partition, D.ReplicaAssignment(ra.target))
+        if final != written:  # a cancel of a move whose step 1 had reverted it already
+            yield X.WriteTopicAssignment(final, ctx.epoch_zk_version)
+        ctx.set_topic_assignment(final)
+        yield self._step(tp, 6, replicas=list(ra.target))
+        # Step 7: the admin path forgets the partition (deleted once empty).
+        if tp in ctx.admin_reassignments:
+            del ctx.admin_reassignments[tp]
+            yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
+                                            ctx.epoch_zk_version)
+        yield self._step(tp, 7)
+        yield from self._execute(now_ms, D.metadata_for(ctx, [tp]))
+        yield self._emit("reassignment_completed", partition=str(tp),
+                         replicas=list(ra.target), removed=list(ra.removing),
+                         added=list(ra.adding))
+
     # ================================================================== restarted partitions
 
-    def _restart_partitions_change(self, ev: E.RestartPartitionsChange | None) -> Handler:
+    def _restart_partitions_change(self, ev: E.RestartPartitionsChange) -> Handler:
+        yield from self._apply_restart_entries(ev.now_ms)
+
+    def _apply_restart_entries(self, now_ms: float) -> Handler:
         """Seed 003's /restart_partitions listener, as a queue: each entry in sequence order
         is applied (`decisions.restarts`), then deleted. At least once: a controller that
         dies in between leaves the entry to the next one, which applies it again to the same
@@ -783,7 +856,7 @@ class ControllerCore:
             d = D.restart_partitions(ctx, entry.broker, tps, stale)
             failed: set[TopicPartition] = set()
             for _ in range(REFUSED_WRITE_RETRIES + 1):
-                failed = yield from self._execute(d, retries=0)
+                failed = yield from self._execute(now_ms, d, retries=0)
                 if not failed:
                     break
                 d = D.restart_partitions(ctx, entry.broker, failed)  # on the re-read state
@@ -800,75 +873,6 @@ class ControllerCore:
                                        [tp for tp in tps if str(tp) not in skipped])
             yield X.DeleteRestartEntry(name, ctx.epoch_zk_version)
 
-    # ================================================================== reassignment steps 3-7
-
-    def _moves_at_target(self) -> Handler:
-        """Step 3 for ISR changes other than AlterPartition (which checks its own): an
-        election or a controller-set ISR that put a move's TRS in the ISR goes on to steps
-        4-7 in the same event (decisions.targets_reached)."""
-        tps, self._targets_reached = sorted(self._targets_reached), set()
-        ctx = self.ctx
-        for tp in tps:  # unless finished meanwhile (by AlterPartition's own check)
-            if ctx.has_partition(tp) and D.replica_assignment(ctx, tp).being_reassigned \
-                    and D.reassignment_complete(ctx, tp):
-                yield from self._complete_reassignment(tp)
-        self._targets_reached.clear()  # the steps' own writes: their move is done or waits
-
-    def _complete_reassignment(self, tp: TopicPartition) -> Handler:
-        """Steps 4-7 for a partition whose TRS is in the ISR."""
-        ctx = self.ctx
-        if not ctx.has_partition(tp) or ctx.is_being_deleted(tp.topic):
-            return
-        ra = D.replica_assignment(ctx, tp)
-        written = ctx.assignments[tp.topic]
-        yield self._step(tp, 3, isr=list(ctx.leadership[tp].isr) if tp in ctx.leadership
-                         else [])
-        # Kafka's B2: the replicas are TRS in memory from here on, so the LeaderAndIsr of
-        # steps 4 and 5 carries them; ZooKeeper learns it at step 6. A refused step puts the
-        # in-memory assignment back to what the znode holds: the move stays in flight.
-        ctx.set_topic_assignment(D.with_partition(written, tp.partition,
-                                                  D.ReplicaAssignment(ra.target)))
-        # Step 4: a leader from TRS (or a new leader epoch for the one in it).
-        d = yield from self._partition_step(
-            tp, lambda: D.move_leader_into_target(ctx, tp, ra.target))
-        outcome = d.outcomes.get(tp) if d is not None else None
-        no_leader = outcome is not None and outcome.error != ErrorCode.NONE
-        # A move in flight waits for a target replica that can lead (an ISR change
-        # retriggers it). A partition already at its target (a cancel, or a target equal to
-        # the original replicas) has nothing to wait for: offline like any other partition
-        # whose replicas are down, its move is finished.
-        if d is None or (no_leader and ra.being_reassigned):
-            ctx.set_topic_assignment(written)
-            yield self._emit("reassignment_stalled", "warning", partition=str(tp), step=4,
-                             reason=outcome.message if outcome else "state write refused")
-            return
-        yield self._step(tp, 4, leader=ctx.leadership[tp].leader if tp in ctx.leadership
-                         else -1)
-        # Step 5: RR out of the ISR; StopReplica(delete) to them.
-        if ra.removing and (yield from self._partition_step(
-                tp, lambda: D.remove_replicas(ctx, tp, ra.removing))) is None:
-            ctx.set_topic_assignment(written)
-            yield self._emit("reassignment_stalled", "warning", partition=str(tp),
-                             step=5, reason="state write refused")
-            return
-        yield self._step(tp, 5, removed=list(ra.removing))
-        # Step 6: AR = TRS in the topic znode (adding/removing cleared).
-        final = D.with_partition(written, tp.partition, D.ReplicaAssignment(ra.target))
-        if final != written:  # a cancel of a move whose step 1 had reverted it already
-            yield X.WriteTopicAssignment(final, ctx.epoch_zk_version)
-        ctx.set_topic_assignment(final)
-        yield self._step(tp, 6, replicas=list(ra.target))
-        # Step 7: the admin path forgets the partition (deleted once empty).
-        if tp in ctx.admin_reassignments:
-            del ctx.admin_reassignments[tp]
-            yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
-                                            ctx.epoch_zk_version)
-        yield self._step(tp, 7)
-        yield from self._execute(D.metadata_for(ctx, [tp]))
-        yield self._emit("reassignment_completed", partition=str(tp),
-                         replicas=list(ra.target), removed=list(ra.removing),
-                         added=list(ra.adding))
-
     # ================================================================== unclean recovery (C7)
 
     def _replica_log_info_response(self, ev: E.ReplicaLogInfoResponse) -> Handler:
@@ -878,13 +882,13 @@ class ControllerCore:
         self.urm.answered(ev.query_id, ev.broker_id, ev.broker_epoch,
                           None if ev.answers is None else dict(ev.answers), ev.now_ms)
 
-    def _recoveries(self) -> Handler:
+    def _recoveries(self, now_ms: float) -> Handler:
         """KIP-966's Unclean Recovery Manager, after every event: drop the tasks whose
         partition no longer needs them, elect the ones that may choose, ask what is still to
         be asked (one GetReplicaLogInfo per broker), and set the timer for the next wait that
         ends. Seed 001: "the controller elects the replica with the highest leader epoch and
         the longest log end offset"."""
-        urm, ctx, now = self.urm, self.ctx, self._now_ms
+        urm, ctx, now = self.urm, self.ctx, now_ms  # the event's time
         if not urm.tasks:
             return
         again: list[TopicPartition] = []
@@ -896,33 +900,34 @@ class ControllerCore:
             urm.drop(tp)
             if elect:
                 again.append(tp)
-            yield self._finished(task, "dropped", reason=reason)
+            yield self._finished(now_ms, task, "dropped", reason=reason)
             led = ctx.leadership.get(tp)
             code = ErrorCode.NONE if led is not None and led.leader in ctx.live_brokers \
                 else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
             yield from self._answer_waiters(task, code, "" if code == ErrorCode.NONE
                                             else f"Unclean recovery of {tp} ended: {reason}")
         if again:
-            yield from self._execute(D.elect_offline_partitions(ctx))
+            yield from self._execute(now_ms, D.elect_offline_partitions(ctx))
         choices = urm.choices(ctx, now)
         if choices:
             for c in choices:
                 urm.drop(c.task.tp)
-            failed = yield from self._execute(D.elect_recovered(ctx, choices))
+            failed = yield from self._execute(now_ms, D.elect_recovered(ctx, choices))
             for c in choices:
                 tp = c.task.tp
                 if tp in failed:
-                    yield self._finished(c.task, "failed", reason="the state write was refused")
+                    yield self._finished(now_ms, c.task, "failed",
+                                         reason="the state write was refused")
                     yield from self._answer_waiters(c.task, ErrorCode.UNKNOWN_SERVER_ERROR,
                                                     "the partition state write failed")
                     continue
-                yield self._finished(c.task, "elected", leader=c.leader,
+                yield self._finished(now_ms, c.task, "elected", leader=c.leader,
                                      leader_epoch=ctx.leadership[tp].leader_epoch,
                                      offsets_discarded=c.offsets_discarded)
                 yield from self._answer_waiters(c.task, ErrorCode.NONE, "")
         for task in urm.exhausted(ctx.live_ids):
             urm.drop(task.tp)
-            yield self._finished(task, "failed", reason="no live replica answered usably")
+            yield self._finished(now_ms, task, "failed", reason="no live replica answered usably")
             yield from self._answer_waiters(
                 task, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                 f"Unclean recovery of {task.tp} failed: no live replica could report its log")
@@ -935,7 +940,8 @@ class ControllerCore:
         if due is not None:
             yield X.SetTimer(UNCLEAN_RECOVERY, max(0.0, (due - now) / 1000))
 
-    def _finished(self, task: D.RecoveryTask, outcome: str, **fields: Any) -> X.Emit:
+    def _finished(self, now_ms: float, task: D.RecoveryTask, outcome: str,
+                  **fields: Any) -> X.Emit:
         """The event that ends a recovery task: the candidates, what each answered, the
         outcome (the shell counts replog_unclean_recoveries_total{strategy,outcome})."""
         answers = {str(b): {"last_written_leader_epoch": i.last_written_leader_epoch,
@@ -945,7 +951,7 @@ class ControllerCore:
                           "info" if outcome != "failed" else "warning",
                           partition=str(task.tp), strategy=str(task.strategy),
                           forced=task.forced, outcome=outcome, candidates=list(task.replicas),
-                          answers=answers, waited_ms=round(self._now_ms - task.started_ms),
+                          answers=answers, waited_ms=round(now_ms - task.started_ms),
                           **fields)
 
     def _answer_waiters(self, task: D.RecoveryTask, code: ErrorCode, message: str) -> Handler:
