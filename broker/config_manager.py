@@ -67,7 +67,14 @@ class ConfigManager:
             await self.zk.ensure_path(path)  # transactions cannot create parents
         children = await self.zk.get_children(zl.CONFIG_CHANGES, watch=self._watch)
         self.last_seq = cc.last_sequence(children)
-        await self._load_broker_configs()
+        try:
+            await self._load_broker_configs()
+        except zl.MalformedZnode as e:
+            # not a ZooKeeper error: the broker starts with the strictest settings until a
+            # change notification brings a config it can read
+            self._malformed(e)
+            self.per_broker = self.default = None
+            self.rm.apply_broker_config(None)
 
     def wake(self) -> None:
         """Process notifications now (also after a new ZooKeeper session: its watches are
@@ -129,20 +136,35 @@ class ConfigManager:
     # ------------------------------------------------------------------ broker-level configs
 
     async def _read_entity(self, entity_type: str, name: str) -> tuple[dict[str, str], int]:
-        """(config, znode version; -1 when there is no znode yet)."""
-        got = await self.zk.get_or_none(zl.entity_config_path(entity_type, name))
+        """(config, znode version; -1 when there is no znode yet). A znode no decoder reads
+        raises MalformedZnode naming it: DescribeConfigs and IncrementalAlterConfigs refuse
+        the resource with that line, a change notification is skipped."""
+        path = zl.entity_config_path(entity_type, name)
+        got = await self.zk.get_or_none(path)
         if got is None:
             return {}, -1
-        return zl.decode_entity_config(got[0]), got[1].version
+        try:
+            return zl.decode_entity_config(got[0]), got[1].version
+        except zl.MalformedZnode as e:
+            raise zl.MalformedZnode(f"{path}: {e}") from None
+
+    def _malformed(self, e: zl.MalformedZnode) -> None:
+        self.events.error("config_znode_malformed", error=str(e)[:300])
 
     async def _load_broker_configs(self) -> None:
-        self.per_broker = (await self._read_entity("brokers", str(self.broker_id)))[0]
-        self.default = (await self._read_entity("brokers", dc.DEFAULT_BROKER))[0]
+        per_broker = (await self._read_entity("brokers", str(self.broker_id)))[0]
+        default = (await self._read_entity("brokers", dc.DEFAULT_BROKER))[0]
+        self.per_broker, self.default = per_broker, default  # both read, or neither held
         self.rm.apply_broker_config({**self.default, **self.per_broker}, default=self.default)
 
     async def _reload_broker_configs(self) -> None:
         try:
             await self._load_broker_configs()
+        except zl.MalformedZnode as e:
+            # Kafka's ZkNodeChangeNotificationListener logs a notification it cannot process
+            # and goes on: the configs held stay in force (no retry: the znode will not mend
+            # itself; the next notification reads it again)
+            self._malformed(e)
         except Exception as e:  # noqa: BLE001 - unknown until read: strictest, retried
             self.events.error("broker_config_unavailable", error=str(e)[:200],
                               min_isr="replication factor until read")

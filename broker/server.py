@@ -330,8 +330,14 @@ class BrokerServer:
         os._exit(1)
 
     async def _load_topic_config(self, topic: str) -> dict[str, str]:
-        got = await self.zk.get_or_none(zl.topic_config_path(topic))
-        return zl.decode_topic_config(got[0]) if got else {}
+        """The topic's overrides; MalformedZnode naming the znode when it cannot be read
+        (broker/topic_config_state.py keeps the config held then)."""
+        path = zl.topic_config_path(topic)
+        got = await self.zk.get_or_none(path)
+        try:
+            return zl.decode_topic_config(got[0]) if got else {}
+        except zl.MalformedZnode as e:
+            raise zl.MalformedZnode(f"{path}: {e}") from None
 
     # ------------------------------------------------------------------ controller tracking
 
@@ -345,7 +351,16 @@ class BrokerServer:
             self.controller.set_controller(-1, None)
             self.metadata.controller_id, self.metadata.controller = -1, None
             return
-        info = zl.decode_controller(got[0])
+        try:
+            info = zl.decode_controller(got[0])
+        except zl.MalformedZnode as e:
+            # No controller can be read from it: none is known (the one held lost the znode)
+            # until the next write, which the watch just set reports.
+            self.events.error("controller_znode_malformed", znode=zl.CONTROLLER,
+                              error=str(e)[:300])
+            self.controller.set_controller(-1, None)
+            self.metadata.controller_id, self.metadata.controller = -1, None
+            return
         self.controller.set_controller(info.controller_id, info.address)
         # Clients find the controller through any broker's Metadata (admin operations).
         self.metadata.controller_id = info.controller_id

@@ -15,6 +15,7 @@ from broker.replication_quota import (
     rate_from,
 )
 from common.dynamic_config import configured_min_isr
+from common.zk_layout import MalformedZnode
 
 
 class TopicConfigState:
@@ -46,6 +47,15 @@ class TopicConfigState:
         ticket = self._config_tickets[topic] = self._config_tickets.get(topic, 0) + 1
         try:
             cfg = await self._load_topic_config(topic)
+        except MalformedZnode as e:
+            # Kafka's ZkNodeChangeNotificationListener logs a change it cannot process and
+            # goes on: the config held stays (none held: unknown, the strictest). Not retried,
+            # the znode will not mend itself; the next change notification reads it again.
+            if self._config_applied.get(topic, 0) < ticket:
+                self.events.error("topic_config_malformed", topic=topic, error=str(e)[:300])
+                if topic not in self.topic_configs:
+                    self.apply_topic_config(topic, None)
+            return False
         except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable or znode unreadable
             if self._config_applied.get(topic, 0) < ticket:
                 self.events.error("topic_config_unavailable", topic=topic, error=str(e)[:200],
