@@ -17,11 +17,15 @@ Figures per run (``run_table``):
 - ``p99_send_ms``: acks=all send latency (acknowledged ones), p99, from the first fault's start
   to the last fault's end;
 - ``leaderless_s`` / ``urp_s``: partition-seconds without a leader / with an ISR smaller than
-  the partition's largest ISR of the run (its replication factor once healthy), each sampled
-  state holding until the next sample, between the workload's start and the heal;
+  the partition's replication factor (``_rf``: its assigned replicas less those a
+  reassignment is adding; the largest ISR of the run where the assignment was not sampled),
+  each sampled state holding until the next sample, between the workload's start and the
+  heal;
 - ``isr_shrinks``: replicas removed from an ISR (one per replica and change) in that span;
 - ``time_to_full_s``: from the last fault's end until every partition's ISR is full again;
 - ``unclean_elections``, ``offsets_truncated`` (from the event logs);
+- in a run with a reassignment (``move_figures``): ``move_s``, ``caught_up_s``,
+  ``copy_mb_s``, ``throttle_ratio`` and ``p99_move_ms``;
 - ``wall_s``: the run's wall time, what a full lab costs per arm.
 
 Per arm (``summarize``): runs, sums of the losses, and for each figure in METRICS the median
@@ -38,7 +42,7 @@ import json
 import os
 from pathlib import Path
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -64,6 +68,10 @@ STATES_SCHEMA = StructType([
     StructField("leader", LongType()),
     StructField("isr", ArrayType(LongType())),
     StructField("elr", ArrayType(LongType())),
+    # The topic znode's assignment and the replicas a reassignment is adding (runs before
+    # these were sampled have neither: the largest ISR of the run stands for the RF then)
+    StructField("replicas", ArrayType(LongType())),
+    StructField("adding", ArrayType(LongType())),
 ])
 RESULT_SCHEMA = StructType([
     StructField("experiment", StringType()),
@@ -89,6 +97,12 @@ METRICS = {
     "time_to_full_s": "last fault's end to every ISR full (s)",
     "p99_send_ms": "acks=all send latency p99 during the faults (ms)",
     "offsets_truncated": "offsets truncated by followers",
+    "move_s": "reassignment accepted to complete (s)",
+    "caught_up_s": "reassignment accepted to every new replica in its ISR (s)",
+    "copy_s": "reassignment accepted to 95% of its bytes on the new broker (s)",
+    "copy_mb_s": "those bytes over that time: the copy's rate (MB/s)",
+    "throttle_ratio": "that rate over the throttle (<= 1: the throttle held)",
+    "p99_move_ms": "acks=all send latency p99 during the move (ms)",
     "wall_s": "the run's wall time, cluster start to stop (s)",
 }
 SUMMARY_KEYS = ("runs", "acked_lost", "clean_lost", "runs_with_loss", "unclean_elections")
@@ -111,6 +125,16 @@ def _span(history: DataFrame) -> DataFrame:
                  F.max("wall").alias("last_wall"))
             .select("run", "from_wall", "from_time",
                     F.coalesce("healed_wall", "last_wall").alias("to_wall")))
+
+
+def _rf() -> Column:
+    """A partition's replication factor in a sampled state: Kafka's (ReplicaManager's
+    under-replicated check) - the assigned replicas less those a reassignment is adding, so a
+    partition is not under-replicated merely because a new replica is catching up - and, for
+    states sampled without the assignment, the largest ISR of the partition in the run."""
+    largest = F.max(F.size("isr")).over(Window.partitionBy("run", "partition"))
+    assigned = F.size("replicas") - F.size(F.coalesce("adding", F.array().cast("array<long>")))
+    return F.when(F.col("replicas").isNotNull(), assigned).otherwise(largest)
 
 
 def write_figures(history: DataFrame) -> DataFrame:
@@ -140,9 +164,8 @@ def state_figures(states: DataFrame, history: DataFrame) -> DataFrame:
                   .groupBy("run").agg(F.max(F.col("to_s") - F.col("from_time") + F.col(
                       "from_wall")).alias("faults_end_wall")))
     w = Window.partitionBy("run", "partition").orderBy("wall")
-    rf = F.max(F.size("isr")).over(Window.partitionBy("run", "partition"))
     s = (states.withColumn("next_wall", F.lead("wall").over(w))
-         .withColumn("prev_isr", F.lag("isr").over(w)).withColumn("rf", rf)
+         .withColumn("prev_isr", F.lag("isr").over(w)).withColumn("rf", _rf())
          .join(span, "run"))
     held = F.greatest(F.lit(0.0), F.least("next_wall", "to_wall")
                       - F.greatest("wall", "from_wall"))
@@ -167,9 +190,47 @@ def state_figures(states: DataFrame, history: DataFrame) -> DataFrame:
     return figures.join(full, "run", "left")
 
 
-def run_table(results: DataFrame, writes: DataFrame, states: DataFrame) -> DataFrame:
+MOVE_NEMESIS = "lab-reassign"
+
+
+def move_figures(history: DataFrame) -> DataFrame:
+    """Per run with a reassignment (the ``lab-reassign`` nemesis, chaos/lab.py): what it
+    measured - move_s, caught_up_s, copy_mb_s (95% of the bytes broker 4 received over the
+    time they took), that over the arm's throttle as throttle_ratio (null unthrottled) - and
+    p99_move_ms, the acks=all send latency p99 of acknowledged sends invoked between the
+    request (the nemesis's invoke) and the move's completion (invoke + move_s)."""
+    mine = (history.where((F.col("process") == "nemesis") & (F.col("f") == "start")
+                          & (F.col("value.fault.nemesis") == MOVE_NEMESIS)))
+    res = F.col("value.result")
+    done = (mine.where(F.col("type") == "ok").groupBy("run")
+            .agg(F.max_by(res, "index").alias("result"))
+            .select("run", *[F.get_json_object("result", f"$.{k}").cast("double").alias(k)
+                             for k in ("move_s", "caught_up_s", "copy_s", "copy_bytes",
+                                       "throttle")]))
+    asked = (mine.where(F.col("type") == "invoke").groupBy("run")
+             .agg(F.min("time").alias("move_from_s")))
+    moves = (done.join(asked, "run", "left")
+             .withColumn("copy_mb_s", F.col("copy_bytes") / F.col("copy_s") / 1e6)
+             .withColumn("throttle_ratio", F.col("copy_mb_s") * 1e6 / F.col("throttle")))
+    ws = C.writes(history)
+    during = (ws.where((F.col("outcome") == "ok") & (F.col("acks") == "all"))
+              .join(moves.select("run", "move_from_s", "move_s"), "run")
+              .where((F.col("invoke_s") >= F.col("move_from_s"))
+                     & (F.col("invoke_s") <= F.col("move_from_s") + F.col("move_s")))
+              .groupBy("run")
+              .agg(F.percentile((F.col("complete_s") - F.col("invoke_s")) * 1000.0, 0.99)
+                   .alias("p99_move_ms")))
+    return (moves.join(during, "run", "left")
+            .select("run", "move_s", "caught_up_s", "copy_s", "copy_mb_s", "throttle_ratio",
+                    "p99_move_ms"))
+
+
+def run_table(results: DataFrame, writes: DataFrame, states: DataFrame,
+              moves: DataFrame | None = None) -> DataFrame:
     """One row per run: its result joined with the figures; clean_lost as defined above."""
     clean = (F.col("unclean_elections") == 0) & (F.col("recovery_offsets_discarded") == 0)
+    if moves is not None:
+        writes = writes.join(moves, "run", "left")
     return (results.join(writes, "run", "left").join(states, "run", "left")
             .withColumn("clean_lost", F.when(clean, F.col("acked_lost")).otherwise(F.lit(0))
                         .cast("long"))
@@ -226,8 +287,7 @@ def timelines(states: DataFrame, history: DataFrame) -> DataFrame:
     """Per run and sampling round: seconds since the workload's start (history time), the
     number of leaderless and of under-replicated partitions."""
     span = _span(history)
-    rf = F.max(F.size("isr")).over(Window.partitionBy("run", "partition"))
-    return (states.withColumn("rf", rf).join(span, "run")
+    return (states.withColumn("rf", _rf()).join(span, "run")
             .groupBy("run", "wall", "from_wall", "from_time")
             .agg(F.sum(F.when(F.col("leader") < 0, 1).otherwise(0)).alias("leaderless"),
                  F.sum(F.when(F.size("isr") < F.col("rf"), 1).otherwise(0)).alias("urp"))
@@ -267,7 +327,8 @@ def read_inputs(spark, out: Path) -> tuple[DataFrame, DataFrame, DataFrame]:
 
 def compute(results: DataFrame, history: DataFrame, states: DataFrame) -> dict[str, DataFrame]:
     history = history.cache()
-    runs = run_table(results, write_figures(history), state_figures(states, history)).cache()
+    runs = run_table(results, write_figures(history), state_figures(states, history),
+                     move_figures(history)).cache()
     intervals = median_ci(runs, list(METRICS)).cache()
     return {"runs": runs, "intervals": intervals, "summary": summarize(runs, intervals),
             "timelines": timelines(states, history), "acked_rate": acked_rate(history),
@@ -285,7 +346,13 @@ def format_table(summary: list[dict]) -> list[str]:
             ("longest_unavailable_s_median", "longest_unavail_s", 17, ".1f"),
             ("leaderless_s_median", "leaderless_s", 12, ".1f"),
             ("urp_s_median", "urp_s", 8, ".1f"), ("isr_shrinks_median", "isr_shrinks", 11, ".1f"),
-            ("unclean_elections", "unclean_el", 10, None)]
+            ("unclean_elections", "unclean_el", 10, None),
+            ("move_s_median", "move_s", 7, ".1f"), ("caught_up_s_median", "caught_up_s", 11, ".1f"),
+            ("throttle_ratio_median", "vs_throttle", 11, ".2f"),
+            ("p99_move_ms_median", "p99_move_ms", 11, ".0f")]
+    # a figure no arm has (the move's, in an experiment without a reassignment) is left out
+    cols = [c for c in cols if c[0] in SUMMARY_KEYS or c[0] == "arm"
+            or any(r.get(c[0]) is not None for r in summary)]
     head = " ".join(f"{h:>{w}}" if i else f"{h:<{w}}" for i, (_, h, w, _) in enumerate(cols))
     lines = [head]
     for r in summary:

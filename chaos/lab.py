@@ -32,7 +32,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,8 +150,206 @@ class LabPartitionEioNemesis(Nemesis):
             await self.procs.cluster.broker(b).arestart()
 
 
+# The reassignment experiment: a fourth broker to move replicas to, a second controller to take
+# over, and a bulk topic whose data the move has to copy.
+BULK_TOPIC = "lab-bulk"
+BULK_ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1]}
+WORKLOAD_ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
+NEW_BROKER = 4
+PRELOAD_BYTES = 40_000_000  # per bulk partition, before the workload starts
+PRELOAD_RECORD = 250_000
+MOVE_TIMEOUT_S = 240.0  # below the runner's OP_TIMEOUT_S
+MOVE_POLL_S = 0.1
+REASSIGN_BYTES_IN = "kafka_server_brokertopicmetrics_reassignmentbytesin_total"
+
+
+def reassignment_targets(current: dict[tuple[str, int], list[int]], leaving: int,
+                         joining: int = NEW_BROKER) -> dict[tuple[str, int], list[int]]:
+    """Each partition's replicas with ``leaving`` replaced by ``joining`` in its place (the
+    preferred leader stays first unless it is the one leaving); partitions without
+    ``leaving`` are not moved."""
+    return {tp: [joining if b == leaving else b for b in r]
+            for tp, r in sorted(current.items()) if leaving in r}
+
+
+def _bytes_in(url: str) -> float | None:
+    """The reassignment bytes a broker has received (its /metrics); None when it does not
+    answer."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == REASSIGN_BYTES_IN)
+
+
+def copy_figures(received: list[tuple[float, float]], share: float = 0.95) -> dict:
+    """From broker 4's reassignment bytes in, sampled (seconds since the request, bytes)
+    through the move: ``bytes_in`` in all, and ``copy_s``, when ``share`` of them had
+    arrived - the copy's own duration, which a new replica's entry to the ISR (it waits for
+    a controller to accept it, KIP-497) may well outlast - with ``copy_bytes``, that share.
+    The rate the throttle let through is copy_bytes / copy_s."""
+    if not received or received[-1][1] <= 0:
+        return {"bytes_in": None, "copy_s": None, "copy_bytes": None}
+    total = received[-1][1]
+    at = next(t for t, b in received if b >= share * total)
+    return {"bytes_in": int(total), "copy_s": round(at, 3), "copy_bytes": int(share * total)}
+
+
+class LabReassignNemesis(Nemesis):
+    """KAFKA-42 under load: the seed names a workload partition and a broker (1-3); that
+    broker's replicas of the partition and of both bulk partitions move to broker 4 through
+    ``replog reassign --execute`` (admin/reassign_cmd.py, Kafka's ReassignPartitionsCommand),
+    with ``--throttle RATE`` when the arm has one (KIP-73: the rate on every reassigning
+    broker, the moving replicas named in the topics' throttled-replicas lists), without any
+    throttle config otherwise. It then polls (every MOVE_POLL_S, through a controller
+    failover) until every target replica is in its ISR (``caught_up_s``) and the
+    reassignment is complete (none listed, replicas = target: ``move_s``), and clears the
+    throttles, as ``--verify`` does once the moves are done. Broker 4's reassignment bytes in,
+    sampled as it polls, give the copy's own time and the rate the throttle let through
+    (``copy_figures``). Runs in the runner's admin lane: the schedule's faults go on meanwhile."""
+
+    name = "lab-reassign"
+    admin = True
+
+    def __init__(self, procs, shared):
+        super().__init__(procs, shared)
+        self.throttled: dict[tuple[str, int], list[int]] = {}  # throttles still set
+
+    def _admin(self):
+        from admin.client.admin_client import AdminClient
+        return AdminClient(self.shared["bootstrap"], request_timeout_ms=5000,
+                           default_api_timeout_ms=15000)
+
+    def _caught_up(self, targets) -> bool:
+        """Every target replica in its partition's ISR, as the leaders wrote it to ZooKeeper
+        (the brokers' metadata would show it only once a controller sent it)."""
+        for (t, p), r in targets.items():
+            data, st = self.procs._zk_read("get", zk_layout.partition_state_path(t, p))
+            if not set(r) <= set(zk_layout.decode_partition_state(data, st.version).isr):
+                return False
+        return True
+
+    @staticmethod
+    async def _complete(admin, targets) -> bool:
+        """No reassignment of the targets listed, and their replicas the targets; raises while
+        the controller is failing over."""
+        if await admin.list_partition_reassignments(list(targets)):
+            return False
+        infos = await admin.describe_topics(sorted({t for t, _ in targets}))
+        return all(infos[t].partition(p) is not None
+                   and list(infos[t].partition(p).replicas) == r
+                   for (t, p), r in targets.items())
+
+    async def start(self, fault):
+        import argparse
+        import io
+
+        from admin import reassign_cmd
+        p = int(fault.target[0].removeprefix("partition-"))
+        leaving = int(fault.target[1].removeprefix("broker-"))
+        throttle = self.shared.get("lab_throttle")
+        tps = [(BULK_TOPIC, q) for q in sorted(BULK_ASSIGNMENT)] + [(self.shared["topic"], p)]
+        async with self._admin() as admin:
+            current = await reassign_cmd._current_replicas(admin, tps)
+            targets = reassignment_targets(current, leaving)
+            plan = self.procs.cluster.data_dir / f"reassign-{fault.index}.json"
+            plan.write_text(reassign_cmd.reassignment_json(targets))
+            url = self.procs.cluster.broker(NEW_BROKER).metrics_url
+            before = await asyncio.to_thread(_bytes_in, url)
+            args = argparse.Namespace(reassignment_json_file=str(plan), throttle=throttle,
+                                      replica_alter_log_dirs_throttle=None, additional=False,
+                                      timeout=None)
+            if throttle:
+                self.throttled = targets
+            t0 = time.monotonic()
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):  # the tool's messages
+                    rc = await reassign_cmd._execute(admin, args)
+            finally:
+                submitted(self.shared).set()  # the failover's cue, moved or not
+            if rc != 0:
+                self.throttled = {}
+                return {"moved": False, "rc": rc}
+            caught_up_s = None
+            received: list[tuple[float, float]] = []  # (s since the request, bytes in)
+            while True:
+                got = await asyncio.to_thread(_bytes_in, url)
+                if got is not None and before is not None:
+                    received.append((time.monotonic() - t0, got - before))
+                # Errors: ZooKeeper slow, a controller failing over - ask again.
+                if caught_up_s is None:
+                    with contextlib.suppress(Exception):
+                        if await asyncio.to_thread(self._caught_up, targets):
+                            caught_up_s = time.monotonic() - t0
+                complete = False
+                if caught_up_s is not None:
+                    with contextlib.suppress(Exception):
+                        complete = await self._complete(admin, targets)
+                if complete:
+                    break
+                if time.monotonic() - t0 > MOVE_TIMEOUT_S:
+                    raise RuntimeError(f"the reassignment was not complete after "
+                                       f"{MOVE_TIMEOUT_S:.0f}s")
+                await asyncio.sleep(MOVE_POLL_S)
+        move_s = time.monotonic() - t0
+        await self.undo()
+        return {"moved": {f"{t}-{q}": r for (t, q), r in targets.items()},
+                "from": {f"{t}-{q}": r for (t, q), r in current.items()},
+                "throttle": throttle, "move_s": round(move_s, 3),
+                "caught_up_s": round(caught_up_s if caught_up_s is not None else move_s, 3),
+                **copy_figures(received)}
+
+    undone = "throttles_cleared"
+
+    async def undo(self) -> list[str]:
+        if not self.throttled:
+            return []
+        import io
+
+        from admin import reassign_cmd
+        async with self._admin() as admin:
+            with contextlib.redirect_stdout(io.StringIO()):
+                await reassign_cmd._clear_all_throttles(admin, self.throttled)
+        done = sorted(f"{t}-{p}" for t, p in self.throttled)
+        self.throttled = {}
+        return done
+
+
+def submitted(shared: dict) -> asyncio.Event:
+    """Set once the run's reassignment request has been answered (accepted or not)."""
+    return shared.setdefault("lab_move_submitted", asyncio.Event())
+
+
+class LabFailoverNemesis(LabKillNemesis):
+    """The active controller SIGKILLed mid-move: the fault's second target seconds after the
+    reassignment request was accepted (a kill at a fixed time would find the unthrottled
+    move, well under a second, done); started again (as the standby) at the fault's end.
+    The other controller takes over once the killed one's session expires, and resumes the
+    reassignment in progress (seed 004's failover cases). An arm without failover keeps the
+    slot, recorded as skipped, so every arm has the same timeline."""
+
+    name = "lab-failover"
+    WAIT_S = 60.0
+
+    def unavailable(self):
+        if not self.shared.get("lab_failover"):
+            return "this arm has no controller failover"
+        return super().unavailable()
+
+    async def start(self, fault: Fault) -> dict:
+        await asyncio.wait_for(submitted(self.shared).wait(), self.WAIT_S)
+        await asyncio.sleep(float(fault.target[1]))
+        return {**await super().start(fault), "after_submit_s": float(fault.target[1])}
+
+
 # The chaos runner builds a schedule's nemeses from NEMESIS_CLASSES by name.
-for _cls in (LabStopNemesis, LabKillNemesis, LabPartitionEioNemesis):
+for _cls in (LabStopNemesis, LabKillNemesis, LabPartitionEioNemesis, LabReassignNemesis,
+             LabFailoverNemesis):
     NEMESIS_CLASSES.setdefault(_cls.name, _cls)
 
 
@@ -163,6 +361,7 @@ class Arm:
     description: str
     overrides: dict[str, str] = field(default_factory=dict)  # every process's config
     baseline: bool = False  # the pre-design behaviour, for comparison
+    options: dict = field(default_factory=dict)  # the nemeses' (a reassignment's throttle)
 
 
 @dataclass(frozen=True)
@@ -177,6 +376,11 @@ class Experiment:
     writers: tuple[str, ...] = ("all", "all", "1")
     settle_s: float = 3.0
     not_ready: str = ""  # why ``run`` refuses it, when schedule is None
+    brokers: int = 3
+    controllers: int = 1
+    assignment: dict[int, list[int]] | None = None  # the workload topic's; None: RF 3
+    # Awaited with the bootstrap servers once the workload topic exists (a preload)
+    prepare: Callable[[str], Awaitable[None]] | None = None
 
     def arm(self, name: str) -> Arm:
         for a in self.arms:
@@ -264,6 +468,76 @@ def slow_leader(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> Schedule:
                     label=f"kip-501 slow leader, seed {seed}")
 
 
+def reassignment_under_load(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> Schedule:
+    """KAFKA-42 under load, drawn from ``seed``: which workload partition moves with the bulk
+    partitions, which broker (1-3) gives its replicas of them up to broker 4, when the move
+    starts, and when - 0.3-0.8 s into the move, before even the unthrottled copy is done -
+    the active controller is SIGKILLed: 0.1-0.3 s after the reassignment request was
+    accepted, while even the unthrottled copy (about half a second here) is under way (the
+    failover arms; the others keep the slot, skipped). The killed controller comes back after
+    the other one has taken over (its session expired) and the move has had time to finish
+    without it."""
+    rng = random.Random(seed)
+    p = rng.randrange(len(WORKLOAD_ASSIGNMENT))
+    leaving = rng.randint(1, 3)
+    at = 3.0 + rng.uniform(0.0, 1.0)
+    after = rng.uniform(0.1, 0.3)
+    back = at + after + timeouts.session_timeout_s + rng.uniform(3.0, 5.0)
+    faults = (Fault(0, round(at, 2), "lab-reassign", (f"partition-{p}", f"broker-{leaving}"),
+                    0.0),
+              Fault(1, round(at, 2), "lab-failover", ("controller", f"{after:.2f}"),
+                    round(back - at, 2)))
+    return Schedule(seed, round(back + 1.0, 2), ("lab-reassign", "lab-failover"), faults,
+                    label=f"reassignment under load, seed {seed}")
+
+
+async def preload(bootstrap: str, total_bytes: int = PRELOAD_BYTES,
+                  record: int = PRELOAD_RECORD) -> None:
+    """The bulk topic (BULK_ASSIGNMENT, min.insync.replicas 2) with ``total_bytes`` per
+    partition, written acks=all so that every replica holds it before the workload starts:
+    what the reassignment copies to broker 4."""
+    from admin.client.admin_client import AdminClient
+    from admin.client.producer import Producer
+    async with AdminClient(bootstrap) as admin:
+        await admin.create_topic(BULK_TOPIC, replica_assignment=BULK_ASSIGNMENT,
+                                 configs={"min.insync.replicas": "2"})
+    value = bytes(range(256)) * (record // 256)
+    n = max(1, total_bytes // len(value))
+    async with Producer(bootstrap, acks="all", linger_ms=0, batch_size=len(value) + 1024,
+                        delivery_timeout_ms=120000, request_timeout_ms=30000) as prod:
+        for start in range(0, n, 16):
+            futures = [await prod.send(BULK_TOPIC, value, partition=q)
+                       for _ in range(start, min(n, start + 16)) for q in BULK_ASSIGNMENT]
+            for f in futures:
+                await f  # raises on a failed record
+
+
+def _throttle(rate: int | None, failover: bool) -> dict:
+    return {"lab_throttle": rate, "lab_failover": failover}
+
+
+THROTTLE_LOW = 4_000_000  # bytes/s: the 80 MB to copy take 20 s
+THROTTLE_HIGH = 16_000_000  # bytes/s: 5 s
+
+
+def _reassignment_arms() -> tuple[Arm, ...]:
+    arms = []
+    for failover in (False, True):
+        tail = "-failover" if failover else ""
+        kill = ("; the active controller SIGKILLed mid-move, the standby completes it"
+                if failover else "")
+        arms += [
+            Arm(f"unthrottled{tail}", "replog reassign --execute without --throttle: no "
+                f"throttle config at all{kill}", options=_throttle(None, failover),
+                baseline=True),
+            Arm(f"throttle-low{tail}", f"--throttle {THROTTLE_LOW} (KIP-73: "
+                f"{THROTTLE_LOW / 1e6:g} MB/s){kill}", options=_throttle(THROTTLE_LOW, failover)),
+            Arm(f"throttle-high{tail}", f"--throttle {THROTTLE_HIGH} (KIP-73: "
+                f"{THROTTLE_HIGH / 1e6:g} MB/s){kill}",
+                options=_throttle(THROTTLE_HIGH, failover))]
+    return tuple(arms)
+
+
 _NO_ELR = {"eligible.leader.replicas.enable": "false"}
 
 
@@ -320,10 +594,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         one_failed_disk, partitions=6, log_dirs_per_broker=2),
     Experiment(
         "reassignment", "replicas can move under load with bounded impact",
-        "a reassignment under load, unthrottled and throttled, with and without a controller "
-        "failover",
-        (Arm("unthrottled", "no throttle", baseline=True),),
-        None, not_ready="its arms and schedule are not defined yet"),
+        "one broker's replicas of a workload partition and of two bulk partitions (40 MB "
+        "each) move to a fourth broker under the workload, unthrottled and at 4 and 16 MB/s, "
+        "with and without the active controller killed mid-move (4 brokers, 2 controllers)",
+        _reassignment_arms(), reassignment_under_load, brokers=4, controllers=2,
+        assignment=WORKLOAD_ASSIGNMENT, prepare=preload),
 )}
 
 
@@ -369,12 +644,20 @@ def run_dir(out: Path, arm: str, seed: int) -> Path:
 async def _sample_states(cluster: LocalCluster, topic: str, partitions: int, path: Path,
                          run_id: str, stop: asyncio.Event) -> None:
     """The topic's partition states from ZooKeeper every STATE_INTERVAL_S, one line each:
-    {run, wall, partition, leader, isr, elr}; a read that fails (ZooKeeper busy) is skipped."""
+    {run, wall, partition, leader, isr, elr, replicas, adding} (the last two from the topic's
+    znode: its assignment, and the replicas a reassignment is adding); a read that fails
+    (ZooKeeper busy) is skipped."""
     client = cluster.zk_client()
     with path.open("a", encoding="utf-8") as f:
         while not stop.is_set():
             wall = time.time()
             lines = []
+            try:
+                data, _ = await asyncio.to_thread(
+                    lambda: client.get_async(zk_layout.topic_path(topic)).get(timeout=2.0))
+                assignment = zk_layout.decode_topic(topic, data)
+            except Exception:  # noqa: BLE001 - ZooKeeper slow: the states without it
+                assignment = None
             for p in range(partitions):
                 try:
                     data, st = await asyncio.to_thread(
@@ -383,9 +666,12 @@ async def _sample_states(cluster: LocalCluster, topic: str, partitions: int, pat
                 except Exception:  # noqa: BLE001, S112 - no state yet, or ZooKeeper slow: skip
                     continue
                 s = zk_layout.decode_partition_state(data, st.version)
-                lines.append(json.dumps({"run": run_id, "wall": round(wall, 4), "partition": p,
-                                         "leader": s.leader, "isr": list(s.isr),
-                                         "elr": list(s.elr)}, separators=(",", ":")))
+                line = {"run": run_id, "wall": round(wall, 4), "partition": p,
+                        "leader": s.leader, "isr": list(s.isr), "elr": list(s.elr)}
+                if assignment is not None and p in assignment.partitions:
+                    line["replicas"] = assignment.partitions[p]
+                    line["adding"] = assignment.adding_replicas.get(p, [])
+                lines.append(json.dumps(line, separators=(",", ":")))
             if lines:
                 f.write("\n".join(lines) + "\n")
                 f.flush()
@@ -437,14 +723,17 @@ async def run_one(r: LabRun, log=print) -> dict:
     # Started here and handed to the runner (its ``cluster``), not started by the runner: the
     # runner's own cluster has fixed overrides, and an arm is its config.
     cluster = LocalCluster(
-        cluster_dir, brokers=3, controllers=1, log_dirs_per_broker=exp.log_dirs_per_broker,
+        cluster_dir, brokers=exp.brokers, controllers=exp.controllers,
+        log_dirs_per_broker=exp.log_dirs_per_broker,
         overrides={**runner.cluster_overrides(r.timeouts), **r.arm.overrides},
         per_broker_overrides={b: {"fault.injection.file": str(faults_dir / f"broker-{b}.json")}
-                              for b in (1, 2, 3)})
+                              for b in range(1, exp.brokers + 1)})
     cfg = runner.RunConfig(seed=r.seed, duration_s=0.0, nemeses=(), data_dir=r.dir,
                            partitions=exp.partitions, timeouts=r.timeouts,
                            fixed_schedule=exp.schedule(r.seed, r.timeouts), writers=exp.writers,
-                           topic="lab", settle_s=exp.settle_s, cluster=cluster)
+                           topic="lab", settle_s=exp.settle_s, cluster=cluster,
+                           replica_assignment=exp.assignment, prepare=exp.prepare,
+                           nemesis_options=r.arm.options)
     stop = asyncio.Event()
     tasks: list[asyncio.Task] = []
     try:

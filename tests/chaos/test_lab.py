@@ -59,6 +59,65 @@ def test_one_fault_experiments(name):
     assert all(k and k == keys[0] for k in keys), keys
 
 
+def test_reassignment_schedule_is_the_seeds():
+    exp = lab.EXPERIMENTS["reassignment"]
+    t = Timeouts()
+    schedules = [exp.schedule(seed, t) for seed in range(1, 31)]
+    assert all(s.to_json() == exp.schedule(s.seed, t).to_json() for s in schedules)
+    assert len({s.to_json() for s in schedules}) == 30
+    for s in schedules:
+        move, kill = s.faults
+        assert (move.nemesis, move.duration_s) == ("lab-reassign", 0.0)
+        assert 3.0 <= move.at_s <= 4.0
+        p, leaving = move.target
+        assert p in {f"partition-{q}" for q in lab.WORKLOAD_ASSIGNMENT}
+        assert leaving in {"broker-1", "broker-2", "broker-3"}
+        # the kill's slot: with the move, 0.1-0.3 s after its request is accepted; the
+        # killed controller back only once the other one has taken over
+        assert (kill.nemesis, kill.target[0], kill.at_s) == ("lab-failover", "controller",
+                                                             move.at_s)
+        assert 0.1 <= float(kill.target[1]) <= 0.3
+        assert kill.duration_s > t.session_timeout_s + 3.0
+    # over the seeds, every partition and every leaving broker comes up
+    assert {s.faults[0].target[0] for s in schedules} == {"partition-0", "partition-1",
+                                                          "partition-2"}
+    assert {s.faults[0].target[1] for s in schedules} == {"broker-1", "broker-2", "broker-3"}
+
+
+def test_reassignment_arms():
+    exp = lab.EXPERIMENTS["reassignment"]
+    assert (exp.brokers, exp.controllers) == (4, 2)
+    by_name = {a.name: a for a in exp.arms}
+    assert list(by_name) == ["unthrottled", "throttle-low", "throttle-high",
+                             "unthrottled-failover", "throttle-low-failover",
+                             "throttle-high-failover"]
+    for name, a in by_name.items():
+        assert a.overrides == {}  # the cluster's config is the same: the move differs
+        assert a.options["lab_failover"] == name.endswith("-failover")
+        assert a.baseline == name.startswith("unthrottled")
+    assert by_name["unthrottled"].options["lab_throttle"] is None
+    assert by_name["throttle-low"].options["lab_throttle"] == lab.THROTTLE_LOW
+    assert by_name["throttle-high-failover"].options["lab_throttle"] == lab.THROTTLE_HIGH
+    assert lab.THROTTLE_LOW < lab.THROTTLE_HIGH
+
+
+def test_reassignment_targets():
+    current = {("b", 0): [1, 2, 3], ("b", 1): [2, 3, 1], ("lab", 2): [3, 1, 2],
+               ("lab", 0): [1, 2, 4]}
+    # broker 3's place goes to 4, in its position; a partition without 3 stays as it is
+    assert lab.reassignment_targets(current, 3) == {
+        ("b", 0): [1, 2, 4], ("b", 1): [2, 4, 1], ("lab", 2): [4, 1, 2]}
+    assert lab.reassignment_targets(current, 5) == {}
+
+
+def test_copy_figures():
+    # 100 bytes in all; 95 had arrived by 0.4 s
+    got = lab.copy_figures([(0.1, 0.0), (0.2, 50.0), (0.4, 95.0), (0.5, 99.0), (2.0, 100.0)])
+    assert got == {"bytes_in": 100, "copy_s": 0.4, "copy_bytes": 95}
+    assert lab.copy_figures([]) == {"bytes_in": None, "copy_s": None, "copy_bytes": None}
+    assert lab.copy_figures([(0.1, 0.0)])["copy_s"] is None  # nothing arrived
+
+
 def test_progress_line():
     r = lab.LabRun(lab.EXPERIMENTS["kip-966"], lab.EXPERIMENTS["kip-966"].arms[2], 2,
                    Path("x"))
@@ -83,16 +142,18 @@ async def test_list_names_every_experiment():
     assert rc == 0, err
     names = [line.split()[0] for line in out.splitlines()]
     assert names == ["kip-966", "kip-461", "kip-501", "jbod", "reassignment"]
-    assert "not runnable yet" in out.splitlines()[-1]
+    assert "not runnable" not in out  # every experiment runs
     assert "unclean-election, no-unclean-election, elr-balanced, elr-proactive, elr-manual" \
         in out
+    assert "unthrottled, throttle-low, throttle-high, unthrottled-failover, " \
+        "throttle-low-failover, throttle-high-failover" in out.splitlines()[-1]
 
 
 @pytest.mark.parametrize("args, message", [
     (["nope"], "no experiment 'nope'"),
     (["kip-966", "--arms", "elr-balanced,foo"], "experiment kip-966 has no arm 'foo'"),
     (["kip-966", "--seeds", "0"], "--seeds must be at least 1, got 0"),
-    (["reassignment"], "experiment reassignment cannot run yet"),
+    (["reassignment", "--arms", "throttled"], "experiment reassignment has no arm 'throttled'"),
 ])
 async def test_run_refuses_in_one_line_and_creates_nothing(tmp_path, args, message):
     out = tmp_path / "out"
