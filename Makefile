@@ -113,12 +113,23 @@ chaos-sweep: setup
 compose-build: setup
 	docker/build-images.sh $(PY)
 
+# SECURITY=mtls: with docker-compose.mtls.yml, mutual TLS on every listener, ACLs and ZooKeeper
+# ACLs (docs/security.md "Compose"); the host's admin client properties are
+# build/compose-mtls/client.properties. compose-down takes both files, so it removes either
+# stack with its certs container and ssl volume (and the host's client files: their CA is gone).
+ifneq ($(filter-out mtls,$(SECURITY)),)
+$(error SECURITY=$(SECURITY): expected mtls, or nothing for plaintext)
+endif
+COMPOSE_FILES = -f docker-compose.yml $(if $(SECURITY),-f docker-compose.mtls.yml)
+
 compose-up: compose-build
-	REPLOG_BASE_IMAGE=$${REPLOG_BASE_IMAGE:-replog-base:bookworm} docker-compose up -d
+	REPLOG_BASE_IMAGE=$${REPLOG_BASE_IMAGE:-replog-base:bookworm} docker-compose $(COMPOSE_FILES) up -d
 	@echo "bootstrap (the EXTERNAL listeners): 127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094; Prometheus: http://127.0.0.1:19090"
+	$(if $(SECURITY),@echo "mTLS: add --command-config build/compose-mtls/client.properties (User:admin)")
 
 compose-down:
-	docker-compose down -v
+	docker-compose -f docker-compose.yml -f docker-compose.mtls.yml down -v
+	rm -rf build/compose-mtls
 
 demo: setup
 	$(VENV)/bin/replog demo --data-dir demo-data
