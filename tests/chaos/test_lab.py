@@ -259,3 +259,35 @@ def test_a_run_that_breaks_costs_only_itself(tmp_path, monkeypatch):
     assert any("no-unclean-election/seed-1: FAILED, no result (RuntimeError: cluster did "
                "not start)" in x for x in lines), lines
     assert lines[-1] == "1 run(s) failed without a result: --resume runs them again"
+
+
+def test_bench_lab_reads_wall_times(tmp_path, monkeypatch, capsys):
+    """``python -m bench lab``: the wall time per arm and per run from a lab's results, and a
+    hint, exit status 0, where there is none."""
+    from bench import bench_lab
+    monkeypatch.setattr(bench_lab, "save_results", lambda *a: None)
+    monkeypatch.setenv("LAB_OUT", str(tmp_path))
+    bench_lab.main(None)
+    assert "no replog lab output in" in capsys.readouterr().out
+
+    out = tmp_path / "reassignment"
+    out.mkdir()
+    (out / "lab.json").write_text(json.dumps({"experiment": "reassignment",
+                                              "arms": {"a": {}, "b": {}, "c": {}}}))
+    for arm, seed, wall in (("a", 1, 20.0), ("a", 2, 30.0), ("a", 10, 40.0), ("b", 1, 50.0)):
+        d = lab.run_dir(out, arm, seed)
+        d.mkdir(parents=True)
+        (d / lab.RESULT).write_text(json.dumps({"arm": arm, "seed": seed, "wall_s": wall}))
+    assert bench_lab.lab_dirs(tmp_path) == [out] == bench_lab.lab_dirs(out)
+    experiment, walls = bench_lab.read_walls(out)
+    assert (experiment, walls) == ("reassignment", {"a": [20.0, 30.0, 40.0], "b": [50.0]})
+    lines, figures = bench_lab.table(experiment, walls)
+    assert figures == {"arms": {"a": {"runs": 3, "median_s": 30.0, "min_s": 20.0,
+                                      "max_s": 40.0, "total_s": 90.0},
+                                "b": {"runs": 1, "median_s": 50.0, "min_s": 50.0,
+                                      "max_s": 50.0, "total_s": 50.0}},
+                       "runs": 4, "mean_s": 35.0, "total_s": 140.0}
+    assert lines[0] == "reassignment: 4 runs, 35.0 s a run on average, 2.3 min in all"
+    bench_lab.main(None)
+    printed = capsys.readouterr().out
+    assert lines[2] in printed and '"figure":"reassignment/b"' in printed
