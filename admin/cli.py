@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 
-from common.errors import ReplogError
+# gRPC's core logs a failed TLS handshake at INFO on stderr (a second line beside the one
+# Error: line); its ERROR level keeps the one line (set before grpc is first imported).
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+from common.errors import ReplogError  # after GRPC_VERBOSITY
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,8 +96,17 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except (ReplogError, ValueError, OSError) as e:
-        print(f"Error: {e}", file=sys.stderr)
+        print(f"Error: {e}{_tls_hint(e)}", file=sys.stderr)
         return 1
+
+
+def _tls_hint(e: Exception) -> str:
+    """The TLS-mismatch hint for a connection failure, however deep in the error's line gRPC's
+    words are (admin/client/errors.py)."""
+    from admin.client.errors import tls_mismatch_hint
+    from admin.client.transport import default_channel_factory
+    from common.grpc_options import insecure_channel
+    return tls_mismatch_hint(str(e), default_channel_factory() is not insecure_channel)
 
 
 if __name__ == "__main__":

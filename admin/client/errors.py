@@ -153,6 +153,24 @@ _TRANSPORT_STATUSES = frozenset({
 })
 
 
+# What gRPC says when the two ends of a connection disagree about TLS: a plaintext client's
+# HTTP/2 preface makes a TLS server close the socket; a TLS client's ClientHello answered in
+# plaintext is an SSL record of a wrong version.
+_PLAINTEXT_TO_SSL = "Socket closed"
+_SSL_TO_PLAINTEXT = "WRONG_VERSION_NUMBER"
+
+
+def tls_mismatch_hint(message: str, client_tls: bool) -> str:
+    """A short hint to append to a connection failure's one line when it looks like a client
+    and a listener that disagree about TLS ("" when it does not)."""
+    if not client_tls and _PLAINTEXT_TO_SSL in message:
+        return " (is the listener SSL? pass --command-config with security.protocol=SSL)"
+    if client_tls and _SSL_TO_PLAINTEXT in message:
+        return (" (is the listener PLAINTEXT? --command-config asks for "
+                "security.protocol=SSL)")
+    return ""
+
+
 # The Kafka code a server put in the trailing metadata, if any.
 kafka_code_of = error_code_of
 
