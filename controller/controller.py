@@ -29,11 +29,10 @@ only translates and executes:
   controller resigns and reclaims /controller with a new epoch, reloading from the store -
   the core's memory is never trusted past a write that may or may not have happened.
 
-Test-only step hook (C6 acceptance): with `replog.test.kill.at.reassignment.step` = N the
-process SIGKILLs itself right after reassignment step N's effects of some partition are
-carried out - a real kill at a named step boundary, so a test can show the next controller
-resumes from whatever ZooKeeper holds.
-
+Test-only kill hooks (`KillHooks`, injected; built from the config by default): with
+`replog.test.kill.at.reassignment.step` = N the process SIGKILLs itself right after
+reassignment step N's effects of some partition are carried out - a real kill at a named step
+boundary, so a test can show the next controller resumes from whatever ZooKeeper holds.
 `replog.test.kill.after.restart.entry` does the same after a /restart_partitions entry is
 applied and before it is deleted (seed 003's at-least-once processing).
 
@@ -69,8 +68,8 @@ from common.rpc_status import error_code_of
 from common.zk_async import AsyncZk
 from common.zk_layout import ControllerInfo
 from controller import effects as X
+from controller import emitted, store_effects
 from controller import events as E
-from controller import store_effects
 from controller.channel import ControllerChannelManager, Delivery
 from controller.context import ControllerContext
 from controller.core import ControllerCore
@@ -85,6 +84,34 @@ MAX_WAIT_S = 300.0
 FAILOVER_RETRY_S = 1.0
 KILL_AT_STEP_KEY = "replog.test.kill.at.reassignment.step"
 KILL_AFTER_RESTART_KEY = "replog.test.kill.after.restart.entry"
+
+
+@dataclass(frozen=True)
+class KillHooks:
+    """Where a test may have the controller SIGKILL itself: after the effects of one
+    reassignment step (C6 acceptance), or after a /restart_partitions entry is applied and
+    before it is deleted (seed 003). Off unless a test sets the replog.test.* configs."""
+
+    at_reassignment_step: int | None = None
+    after_restart_entry: bool = False
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> KillHooks:
+        step = config.get(KILL_AT_STEP_KEY)
+        return cls(at_reassignment_step=None if step in (None, "") else int(step),
+                   after_restart_entry=bool(config.get(KILL_AFTER_RESTART_KEY)))
+
+    def kill_after(self, event: emitted.Emitted) -> str | None:
+        """Why to kill now that ``event``'s effects are out, or None."""
+        match event:
+            case emitted.ReassignmentStep(step=step, partition=tp) \
+                    if step == self.at_reassignment_step:
+                return f"after reassignment step {step} of {tp}"
+            case emitted.PartitionsRestarted(entry=entry) if self.after_restart_entry \
+                    and not isinstance(event, emitted.PartitionsRestartIncomplete):
+                # its state writes and requests are out; its deletion is the next effect
+                return f"after applying restart entry {entry} and before deleting it"
+        return None
 
 
 class NotControllerError(Exception):
@@ -161,7 +188,8 @@ class Controller:
                  rng: random.Random | None = None,
                  on_active_change: Callable[[bool], None] | None = None,
                  store: MetadataStore | None = None,
-                 channel_factory: ChannelFactory | None = None):
+                 channel_factory: ChannelFactory | None = None,
+                 kill_hooks: KillHooks | None = None):
         self.controller_id = controller_id
         self.zk = zk
         self.store: MetadataStore = store if store is not None else ZkStore(zk)
@@ -174,6 +202,7 @@ class Controller:
         self.rng = rng or random.Random()
         self.on_active_change = on_active_change
         self.channel_factory = channel_factory  # the transport to brokers (None: grpc.aio)
+        self.kill_hooks = kill_hooks if kill_hooks is not None else KillHooks.from_config(config)
         self.cluster_id = ""
         self.active: _Active | None = None
         self.active_controller: ControllerInfo | None = None  # as read from /controller
@@ -444,8 +473,10 @@ class Controller:
                     if not f.done():
                         f.set_result(True)
             case X.Emit():
-                if self._emit(eff, started):
-                    await self._kill_for_test(eff, deliveries)
+                self._emit(eff, started)
+                why = self.kill_hooks.kill_after(eff.event)
+                if why is not None:
+                    await self._kill_for_test(why, deliveries)
             case X.SetTimer(name=name, delay_s=delay):
                 old = act.timers.pop(name, None)
                 if old is not None:
@@ -479,50 +510,45 @@ class Controller:
             if eff.await_deliveries else []
         env.resolve(Answer(eff.value, awaited, deletions))
 
-    async def _kill_for_test(self, eff: X.Emit, deliveries: list[Delivery]) -> None:
-        """The step hook: SIGKILL once the step's requests have reached their brokers (or
-        failed), so the next controller meets exactly what this one left - ZooKeeper's state
-        *and* the brokers' (seed 004 case 3: step 4's UpdateMetadata delivered, step 5 not
-        begun). Without the wait the kill raced the channel and the brokers rarely saw it."""
+    async def _kill_for_test(self, why: str, deliveries: list[Delivery]) -> None:
+        """A kill hook fired: SIGKILL once this event's requests have reached their brokers
+        (or failed), so the next controller meets exactly what this one left - ZooKeeper's
+        state *and* the brokers' (seed 004 case 3: step 4's UpdateMetadata delivered, step 5
+        not begun). Without the wait the kill raced the channel and the brokers rarely saw
+        it."""
         if deliveries:
             await asyncio.wait([d.done for d in deliveries], timeout=10)
-        log.warning("test hook: killing this controller after reassignment step %s of %s",
-                    eff.fields["step"], eff.fields["partition"])
+        log.warning("test hook: killing this controller %s", why)
         logging.shutdown()
         os.kill(os.getpid(), signal.SIGKILL)
 
-    def _emit(self, eff: X.Emit, started: float) -> bool:
-        """Log and count one event; True when the reassignment step hook must kill now."""
-        f = eff.fields
-        (self.events.warning if eff.level == "warning" else self.events.info)(eff.name, **f)
-        if eff.name == "reassignment_step":
-            self.metrics.reassignment_steps.labels(str(f["step"])).inc()
-            if str(f["step"]) == str(self.config.get(KILL_AT_STEP_KEY, "")):
-                return True
-        elif eff.name == "partitions_restarted" and self.config.get(KILL_AFTER_RESTART_KEY):
-            # The entry's state writes and requests are out; its deletion is the next effect.
-            log.warning("test hook: killing this controller after applying restart entry %s "
-                        "and before deleting it", f["entry"])
-            logging.shutdown()
-            os.kill(os.getpid(), signal.SIGKILL)
-        elif eff.name == "invalid_state_transition":
-            self.metrics.invalid_transitions.labels(f["kind"]).inc()
-        elif eff.name == "reassignment_completed":
-            self.metrics.reassignments_completed.inc()
-        elif eff.name == "partitions_restarted":
-            self.metrics.restarted_partitions.inc(len(f["partitions"]))
-        elif eff.name == "unclean_recovery_finished":
-            self.metrics.unclean_recoveries.labels(f["strategy"], f["outcome"]).inc()
-            if f["outcome"] == "elected":
-                self.metrics.unclean_recovery_offsets_discarded.inc(f["offsets_discarded"])
-        if eff.name == "leader_election":
-            self.metrics.leader_elections.labels(f["reason"]).inc()
-            if f["unclean"]:
-                self.metrics.unclean_elections.inc()
-            if f["reason"] == str(ElectionReason.RELINQUISHED):
-                self.metrics.leadership_relinquished.inc()
-            self.metrics.election_latency_ms.observe((self.clock() - started) * 1000)
-        return False
+    def _emit(self, eff: X.Emit, started: float) -> None:
+        """Log one event, and count what the metrics count of it."""
+        (self.events.warning if eff.level == "warning" else self.events.info)(
+            eff.name, **eff.fields)
+        m = self.metrics
+        match eff.event:
+            case emitted.ReassignmentStep(step=step):
+                m.reassignment_steps.labels(str(step)).inc()
+            case emitted.InvalidStateTransition(kind=kind):
+                m.invalid_transitions.labels(kind).inc()
+            case emitted.ReassignmentCompleted():
+                m.reassignments_completed.inc()
+            case emitted.PartitionsRestartIncomplete():
+                pass
+            case emitted.PartitionsRestarted(partitions=partitions):
+                m.restarted_partitions.inc(len(partitions))
+            case emitted.UncleanRecoveryFinished(strategy=strategy, outcome=outcome):
+                m.unclean_recoveries.labels(strategy, outcome).inc()
+                if outcome == "elected":
+                    m.unclean_recovery_offsets_discarded.inc(eff.event.offsets_discarded)
+            case emitted.LeaderElection(reason=reason, unclean=unclean):
+                m.leader_elections.labels(reason).inc()
+                if unclean:
+                    m.unclean_elections.inc()
+                if reason == str(ElectionReason.RELINQUISHED):
+                    m.leadership_relinquished.inc()
+                m.election_latency_ms.observe((self.clock() - started) * 1000)
 
     def _on_response(self, generation: int, broker_id: int, kind: str, request, response,
                      error) -> None:

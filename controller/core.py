@@ -43,6 +43,7 @@ from common.names import TopicPartition
 from common.zk_layout import ControllerInfo, TopicAssignment
 from controller import decisions as D
 from controller import effects as X
+from controller import emitted
 from controller import events as E
 from controller.assignment import BrokerMetadata
 from controller.context import ControllerContext
@@ -153,8 +154,8 @@ class ControllerCore:
                 self._waiting, self._waiting_for = gen, eff
                 return out
 
-    def _emit(self, name: str, level: str = "info", **fields: Any) -> X.Emit:
-        return X.Emit(name, {**fields, "controller_epoch": self.ctx.epoch}, level)
+    def _emit(self, event: emitted.Emitted) -> X.Emit:
+        return X.Emit(event, self.ctx.epoch)
 
     # ================================================================== carrying out a decision
 
@@ -174,25 +175,25 @@ class ControllerCore:
             D.apply(ctx, d, failed)
             if failed:
                 ctx.leadership.update(outcome.current)
-                yield self._emit("partition_state_writes_refused", "warning",
-                                 partitions=[str(tp) for tp in sorted(failed)])
+                yield self._emit(emitted.PartitionStateWritesRefused(
+                    partitions=[str(tp) for tp in sorted(failed)]))
         else:
             D.apply(ctx, d)
         self._targets_reached.update(D.targets_reached(ctx, d, failed))
         for e in d.refused:  # C6: refused by the transition tables, never applied
-            yield self._emit("invalid_state_transition", "warning", kind=e.kind,
-                             key=str(e.what), current=str(e.current), target=str(e.target),
-                             message=str(e))
+            yield self._emit(emitted.InvalidStateTransition(
+                kind=e.kind, key=str(e.what), current=str(e.current), target=str(e.target),
+                message=str(e)))
         yield X.Decided(d, frozenset(failed))
         yield from self._record(d, failed)
         for tp, strategy in sorted(d.recoveries.items()):
             if tp not in failed and self.urm.start(tp, strategy, ctx.replicas(tp),
                                                    now_ms, tp in d.forced_recoveries):
                 s = ctx.leadership.get(tp)
-                yield self._emit("unclean_recovery_started", partition=str(tp),
-                                 strategy=str(strategy), forced=tp in d.forced_recoveries,
-                                 replicas=list(ctx.replicas(tp)),
-                                 last_known_elr=list(s.last_known_elr) if s else [])
+                yield self._emit(emitted.UncleanRecoveryStarted(
+                    partition=str(tp), strategy=str(strategy), forced=tp in d.forced_recoveries,
+                    replicas=list(ctx.replicas(tp)),
+                    last_known_elr=list(s.last_known_elr) if s else []))
         batches = build_requests(ctx, d, self.info, failed)
         if batches:
             yield X.SendRequests(batches)
@@ -216,17 +217,16 @@ class ControllerCore:
             if e.tp in failed:
                 continue
             s = ctx.leadership.get(e.tp)
-            yield self._emit("leader_election", partition=str(e.tp), old_leader=e.old_leader,
-                             new_leader=e.new_leader, leader_epoch=e.leader_epoch,
-                             unclean=e.unclean, reason=str(e.reason),
-                             isr=list(s.isr) if s else [],
-                             partition_epoch=s.partition_epoch if s else -1)
+            yield self._emit(emitted.LeaderElection(
+                partition=str(e.tp), old_leader=e.old_leader, new_leader=e.new_leader,
+                leader_epoch=e.leader_epoch, unclean=e.unclean, reason=str(e.reason),
+                isr=list(s.isr) if s else [], partition_epoch=s.partition_epoch if s else -1))
         for w in d.isr_changes():
             if w.tp not in failed:
-                yield self._emit("isr_change", partition=str(w.tp), leader=w.new.leader,
-                                 leader_epoch=w.new.leader_epoch, old_isr=list(w.old.isr),
-                                 new_isr=list(w.new.isr),
-                                 partition_epoch=w.new.partition_epoch)
+                yield self._emit(emitted.IsrChange(
+                    partition=str(w.tp), leader=w.new.leader, leader_epoch=w.new.leader_epoch,
+                    old_isr=list(w.old.isr), new_isr=list(w.new.isr),
+                    partition_epoch=w.new.partition_epoch))
 
     # ================================================================== failover
 
@@ -271,16 +271,16 @@ class ControllerCore:
             for b in diff.gone:
                 ctx.remove_broker(b)
                 self.urm.broker_gone(b)  # its answers no longer count (KIP-966)
-                yield self._emit("broker_failed", broker=b, broker_epoch=known[b].epoch,
-                                 bounced=b in diff.bounced)
+                yield self._emit(emitted.BrokerFailed(
+                    broker=b, broker_epoch=known[b].epoch, bounced=b in diff.bounced))
             yield X.UpdateBrokers(dict(ctx.live_brokers))
             yield from self._execute(ev.now_ms, D.on_brokers_failed(ctx, diff.gone))
         if diff.arrived:
             for b in diff.arrived:
                 ctx.add_broker(regs[b])
-                yield self._emit("broker_registered", broker=b, broker_epoch=regs[b].epoch,
-                                 address=regs[b].address, rack=regs[b].rack,
-                                 clean_shutdown=regs[b].clean_shutdown)
+                yield self._emit(emitted.BrokerRegistered(
+                    broker=b, broker_epoch=regs[b].epoch, address=regs[b].address,
+                    rack=regs[b].rack, clean_shutdown=regs[b].clean_shutdown))
             yield X.UpdateBrokers(dict(ctx.live_brokers))
             yield from self._execute(ev.now_ms, D.on_brokers_started(ctx, diff.arrived))
 
@@ -312,8 +312,8 @@ class ControllerCore:
         for t, a in assignments.items():
             ctx.add_topic(a, dict(configs.get(t, {})))
             tps += ctx.partitions_of(t)
-            yield self._emit("topic_created", topic=t, topic_id=a.topic_id,
-                             partitions=len(a.partitions), source="zookeeper")
+            yield self._emit(emitted.TopicCreated(
+                topic=t, topic_id=a.topic_id, partitions=len(a.partitions), source="zookeeper"))
         ctx.leadership.update(states)
         yield from self._execute(ev.now_ms, D.on_new_partitions(ctx, tps))
 
@@ -335,8 +335,8 @@ class ControllerCore:
         before = self.ctx.broker_default_config
         self.ctx.broker_default_config = dict(cfg)
         if before.get("min.insync.replicas") != cfg.get("min.insync.replicas"):
-            yield self._emit("min_isr_default_changed", old=before.get("min.insync.replicas"),
-                             new=cfg.get("min.insync.replicas"))
+            yield self._emit(emitted.MinIsrDefaultChanged(
+                old=before.get("min.insync.replicas"), new=cfg.get("min.insync.replicas")))
             # KIP-966: ELRs the new value leaves unneeded are cleared (finding D)
             yield from self._execute(ev.now_ms, D.on_min_isr_changed(self.ctx))
 
@@ -367,7 +367,7 @@ class ControllerCore:
         ctx = self.ctx
         for t in topics:
             ctx.topics_to_delete.add(t)
-            yield self._emit("topic_deletion_started", topic=t, topic_id=ctx.topic_id(t))
+            yield self._emit(emitted.TopicDeletionStarted(topic=t, topic_id=ctx.topic_id(t)))
         # Deletion wins over a move in flight, as in KRaft (the ZooKeeper controller deferred
         # the deletion until the move ended, which a stalled move blocked for good): every
         # replica of RS gets StopReplica(delete). The move's admin-path entries go now, or a
@@ -397,8 +397,9 @@ class ControllerCore:
         elect twice. Other codes (a stale epoch, an unknown topic) answer a request a newer one
         already superseded. So the core records them for the operator and decides nothing."""
         if ev.errors:
-            yield self._emit("leader_and_isr_errors", "warning", broker=ev.broker_id,
-                             errors={str(tp): code.name for tp, code in sorted(ev.errors.items())})
+            yield self._emit(emitted.LeaderAndIsrErrors(
+                broker=ev.broker_id,
+                errors={str(tp): code.name for tp, code in sorted(ev.errors.items())}))
 
     def _finish_deletion(self, topic: str) -> Handler:
         ctx = self.ctx
@@ -406,7 +407,7 @@ class ControllerCore:
         yield X.DeleteTopic(topic, ctx.epoch_zk_version)
         D.apply(ctx, D.finish_topic_deletion(ctx, topic))
         ctx.remove_topic(topic)
-        yield self._emit("topic_deleted", topic=topic, topic_id=topic_id)
+        yield self._emit(emitted.TopicDeleted(topic=topic, topic_id=topic_id))
         yield X.TopicDeleted(topic)
 
     # ================================================================== RPCs
@@ -455,11 +456,11 @@ class ControllerCore:
                 continue
             ctx.add_topic(a, plan.configs)
             tps += ctx.partitions_of(plan.name)
-            yield self._emit("topic_created", topic=plan.name, topic_id=plan.topic_id,
-                             partitions=len(plan.assignment),
-                             replication_factor=plan.replication_factor,
-                             assignment={str(p): r for p, r in plan.assignment.items()},
-                             configs=dict(plan.configs))
+            yield self._emit(emitted.TopicCreated(
+                topic=plan.name, topic_id=plan.topic_id, partitions=len(plan.assignment),
+                replication_factor=plan.replication_factor,
+                assignment={str(p): r for p, r in plan.assignment.items()},
+                configs=dict(plan.configs)))
         for i, plan in plans:  # arm each new topic's config watch
             if results[i].error_code == ErrorCode.NONE:
                 yield X.ReadTopicConfig(plan.name)
@@ -507,9 +508,10 @@ class ControllerCore:
             yield X.WriteTopicAssignment(grown, ctx.epoch_zk_version)
             ctx.set_topic_assignment(grown)
             tps += [TopicPartition(name, p) for p in sorted(new)]
-            yield self._emit("partitions_created", topic=name, topic_id=a.topic_id,
-                             old_count=len(a.partitions), new_count=len(grown.partitions),
-                             assignment={str(p): r for p, r in sorted(new.items())})
+            yield self._emit(emitted.PartitionsCreated(
+                topic=name, topic_id=a.topic_id, old_count=len(a.partitions),
+                new_count=len(grown.partitions),
+                assignment={str(p): r for p, r in sorted(new.items())}))
         if tps:
             yield from self._execute(ev.now_ms, D.on_new_partitions(ctx, tps))
         yield X.Reply(ev.request_id, results, await_deliveries=True)
@@ -547,9 +549,9 @@ class ControllerCore:
         for tp, o in d.outcomes.items():
             if o.error == ErrorCode.NEW_LEADER_ELECTED and tp not in failed:
                 s = ctx.leadership[tp]
-                yield self._emit("leadership_relinquished", partition=str(tp),
-                                 broker=ev.broker_id, new_leader=s.leader,
-                                 leader_epoch=s.leader_epoch)
+                yield self._emit(emitted.LeadershipRelinquished(
+                    partition=str(tp), broker=ev.broker_id, new_leader=s.leader,
+                    leader_epoch=s.leader_epoch))
         moving = [item.tp for item in ev.items if item.tp not in failed
                   and ctx.has_partition(item.tp)
                   and D.replica_assignment(ctx, item.tp).being_reassigned]
@@ -582,9 +584,9 @@ class ControllerCore:
         ctx.shutting_down.add(ev.broker_id)
         yield from self._execute(ev.now_ms, D.controlled_shutdown(ctx, ev.broker_id))
         remaining = D.remaining_leaderships(ctx, ev.broker_id)
-        yield self._emit("controlled_shutdown", broker=ev.broker_id,
-                         broker_epoch=ctx.broker_epoch(ev.broker_id), first_attempt=first,
-                         remaining=[str(tp) for tp in remaining])
+        yield self._emit(emitted.ControlledShutdown(
+            broker=ev.broker_id, broker_epoch=ctx.broker_epoch(ev.broker_id), first_attempt=first,
+            remaining=[str(tp) for tp in remaining]))
         yield X.Reply(ev.request_id, remaining)
 
     def _elect_leaders(self, ev: E.ElectLeaders) -> Handler:
@@ -611,12 +613,12 @@ class ControllerCore:
     def _step(self, tp: TopicPartition, step: int, **fields: Any) -> X.Emit:
         """Event-log record of a finished step (and the test-only step hook's boundary:
         the shell may kill its own process here, controller.py)."""
-        return self._emit("reassignment_step", partition=str(tp), step=step, **fields)
+        return self._emit(emitted.ReassignmentStep(partition=str(tp), step=step, **fields))
 
     def _rejected(self, source: str, errors: dict[TopicPartition, D.Outcome]) -> X.Emit:
-        return self._emit("reassignment_rejected", "warning", source=source,
-                          errors={str(tp): f"{o.error.name}: {o.message}"
-                                  for tp, o in sorted(errors.items())})
+        return self._emit(emitted.ReassignmentRejected(
+            source=source,
+            errors={str(tp): f"{o.error.name}: {o.message}" for tp, o in sorted(errors.items())}))
 
     def _reassignment_change(self, ev: E.ReassignmentChange) -> Handler:
         """Seed 004's PartitionReassignedListener: /admin/reassign_partitions was written.
@@ -629,8 +631,7 @@ class ControllerCore:
             ctx.admin_reassignments = {}
             return
         if admin.error is not None:
-            yield self._emit("reassignment_rejected", "warning", reason=admin.error,
-                             source="zookeeper")
+            yield self._emit(emitted.ReassignmentRejected(reason=admin.error, source="zookeeper"))
             yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
                                             ctx.epoch_zk_version)
             return
@@ -693,8 +694,7 @@ class ControllerCore:
                  if not ctx.is_being_deleted(tp.topic)}  # abandoned: see _start_deletion
         clear: dict[TopicPartition, D.Outcome] = {}
         if admin is not None and admin.error is not None:
-            yield self._emit("reassignment_rejected", "warning", reason=admin.error,
-                             source="zookeeper")
+            yield self._emit(emitted.ReassignmentRejected(reason=admin.error, source="zookeeper"))
             yield X.WriteAdminReassignments({}, ctx.epoch_zk_version)
         elif admin is not None:
             ctx.admin_reassignments = dict(admin.entries)
@@ -726,17 +726,17 @@ class ControllerCore:
             unneeded = [r for r in current.replicas if r not in ra.replicas]
             if unneeded and (yield from self._partition_step(
                     now_ms, tp, lambda: D.remove_replicas(ctx, tp, unneeded, stop=False))) is None:
-                yield self._emit("reassignment_stalled", "warning", partition=str(tp),
-                                 step=1, reason="state write refused")
+                yield self._emit(emitted.ReassignmentStalled(
+                    partition=str(tp), step=1, reason="state write refused"))
                 return
             # Step 1: RS = TRS + ORS, with AR and RR, in the topic znode.
             a = D.with_partition(ctx.assignments[tp.topic], tp.partition, ra)
             yield X.WriteTopicAssignment(a, ctx.epoch_zk_version)
             ctx.set_topic_assignment(a)
-            yield self._emit("reassignment_started" if not cancel else "reassignment_cancelled",
-                             partition=str(tp), source=source,
-                             original=list(current.origin), target=list(ra.target),
-                             adding=list(ra.adding), removing=list(ra.removing))
+            started = emitted.ReassignmentCancelled if cancel else emitted.ReassignmentStarted
+            yield self._emit(started(partition=str(tp), source=source,
+                                     original=list(current.origin), target=list(ra.target),
+                                     adding=list(ra.adding), removing=list(ra.removing)))
             yield self._step(tp, 1, replicas=list(ra.replicas))
             if unneeded:  # StopReplica(delete) to them: their files go
                 yield from self._execute(now_ms, D.remove_replicas(ctx, tp, unneeded, isr=False))
@@ -801,8 +801,9 @@ class ControllerCore:
         # whose replicas are down, its move is finished.
         if d is None or (no_leader and ra.being_reassigned):
             ctx.set_topic_assignment(written)
-            yield self._emit("reassignment_stalled", "warning", partition=str(tp), step=4,
-                             reason=outcome.message if outcome else "state write refused")
+            yield self._emit(emitted.ReassignmentStalled(
+                partition=str(tp), step=4,
+                reason=outcome.message if outcome else "state write refused"))
             return
         yield self._step(tp, 4, leader=ctx.leadership[tp].leader if tp in ctx.leadership
                          else -1)
@@ -810,8 +811,8 @@ class ControllerCore:
         if ra.removing and (yield from self._partition_step(
                 now_ms, tp, lambda: D.remove_replicas(ctx, tp, ra.removing))) is None:
             ctx.set_topic_assignment(written)
-            yield self._emit("reassignment_stalled", "warning", partition=str(tp),
-                             step=5, reason="state write refused")
+            yield self._emit(emitted.ReassignmentStalled(
+                partition=str(tp), step=5, reason="state write refused"))
             return
         yield self._step(tp, 5, removed=list(ra.removing))
         # Step 6: AR = TRS in the topic znode (adding/removing cleared).
@@ -827,9 +828,9 @@ class ControllerCore:
                                             ctx.epoch_zk_version)
         yield self._step(tp, 7)
         yield from self._execute(now_ms, D.metadata_for(ctx, [tp]))
-        yield self._emit("reassignment_completed", partition=str(tp),
-                         replicas=list(ra.target), removed=list(ra.removing),
-                         added=list(ra.adding))
+        yield self._emit(emitted.ReassignmentCompleted(
+            partition=str(tp), replicas=list(ra.target), removed=list(ra.removing),
+            added=list(ra.adding)))
 
     # ================================================================== restarted partitions
 
@@ -846,7 +847,7 @@ class ControllerCore:
         listing: X.RestartEntries = yield X.ReadRestartEntries()
         for name, entry in listing.entries:
             if isinstance(entry, str):
-                yield self._emit("restart_entry_invalid", "warning", entry=name, error=entry)
+                yield self._emit(emitted.RestartEntryInvalid(entry=name, error=entry))
                 yield X.DeleteRestartEntry(name, ctx.epoch_zk_version)
                 continue
             tps = [TopicPartition(t, p) for t, p in entry.partitions]
@@ -860,12 +861,13 @@ class ControllerCore:
                 if not failed:
                     break
                 d = D.restart_partitions(ctx, entry.broker, failed)  # on the re-read state
-            yield self._emit(
-                "partitions_restarted" if not failed else "partitions_restart_incomplete",
-                "info" if not failed else "warning", entry=name, broker=entry.broker,
-                log_dir=entry.log_dir, broker_epoch=entry.broker_epoch,
+            restarted = (emitted.PartitionsRestartIncomplete if failed
+                         else emitted.PartitionsRestarted)
+            yield self._emit(restarted(
+                entry=name, broker=entry.broker, log_dir=entry.log_dir,
+                broker_epoch=entry.broker_epoch,
                 partitions=[str(tp) for tp in sorted(tps) if str(tp) not in skipped],
-                skipped=skipped, refused=[str(tp) for tp in sorted(failed)])
+                skipped=skipped, refused=[str(tp) for tp in sorted(failed)]))
             if failed:
                 continue
             # the fence's start: where each replica was restarted (decisions/restarts.py)
@@ -877,8 +879,8 @@ class ControllerCore:
 
     def _replica_log_info_response(self, ev: E.ReplicaLogInfoResponse) -> Handler:
         if ev.answers is None:
-            yield self._emit("replica_log_info_failed", "warning", broker=ev.broker_id,
-                             broker_epoch=ev.broker_epoch, error=ev.error)
+            yield self._emit(emitted.ReplicaLogInfoFailed(
+                broker=ev.broker_id, broker_epoch=ev.broker_epoch, error=ev.error))
         self.urm.answered(ev.query_id, ev.broker_id, ev.broker_epoch,
                           None if ev.answers is None else dict(ev.answers), ev.now_ms)
 
@@ -947,12 +949,10 @@ class ControllerCore:
         answers = {str(b): {"last_written_leader_epoch": i.last_written_leader_epoch,
                             "log_end_offset": i.log_end_offset, "error": i.error.name}
                    for b, i in sorted(task.replies.items())}
-        return self._emit("unclean_recovery_finished",
-                          "info" if outcome != "failed" else "warning",
-                          partition=str(task.tp), strategy=str(task.strategy),
-                          forced=task.forced, outcome=outcome, candidates=list(task.replicas),
-                          answers=answers, waited_ms=round(now_ms - task.started_ms),
-                          **fields)
+        return self._emit(emitted.UncleanRecoveryFinished(
+            partition=str(task.tp), strategy=str(task.strategy), forced=task.forced,
+            outcome=outcome, candidates=list(task.replicas), answers=answers,
+            waited_ms=round(now_ms - task.started_ms), **fields))
 
     def _answer_waiters(self, task: D.RecoveryTask, code: ErrorCode, message: str) -> Handler:
         """ElectLeaders(UNCLEAN) callers waiting for this task: answered once every

@@ -23,6 +23,7 @@ from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import BrokerRegistration, LeaderAndIsr, RestartEntry, TopicAssignment
 from controller.decisions import Decision, PartitionWrite
+from controller.emitted import Emitted
 from controller.request_batch import BrokerBatch
 
 
@@ -270,11 +271,24 @@ class TopicDeleted(Effect):
 
 @dataclass(frozen=True)
 class Emit(Effect):
-    """A structured event for the event log (and the metrics derived from it)."""
+    """A typed record for the event log (controller/emitted.py), stamped with the epoch of
+    the controller that emitted it; the shell's metrics and test hooks match its type."""
 
-    name: str
-    fields: Mapping[str, Any] = field(default_factory=dict)
-    level: str = "info"
+    event: Emitted
+    controller_epoch: int
+
+    @property
+    def name(self) -> str:
+        return self.event.name
+
+    @property
+    def level(self) -> str:
+        return self.event.level
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The event log line's fields: the record's, then the controller epoch."""
+        return {**self.event.fields(), "controller_epoch": self.controller_epoch}
 
 
 @dataclass(frozen=True)
