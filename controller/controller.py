@@ -58,7 +58,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from kazoo.exceptions import KazooException
 
 from common.clock import wall_ms
 from common.errors import ErrorCode
@@ -75,7 +74,7 @@ from controller.context import ControllerContext
 from controller.core import ControllerCore
 from controller.metrics import ControllerMetrics
 from controller.selectors import ElectionReason
-from controller.store import ControllerMovedError, MetadataStore
+from controller.store import ControllerMovedError, MetadataStore, StoreError
 from controller.zk_store import ZkStore
 
 log = logging.getLogger(__name__)
@@ -262,7 +261,7 @@ class Controller:
         if was_active and self.zk.connected:
             try:
                 await self.store.resign(self.zk.session_id)
-            except KazooException:
+            except StoreError:
                 pass
         if self._closing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
@@ -369,13 +368,15 @@ class Controller:
                 self._post(Elect())
             except NotControllerError as e:
                 env.fail(e)
-            except KazooException as e:
-                # The store operation's outcome is unknown: the core cannot be trusted past
-                # it. Resign and reclaim (a new epoch, a fresh load); the caller may retry.
-                log.warning("ZooKeeper error handling %s: %r", type(env.event).__name__, e)
+            except StoreError as e:
+                # The store operation's outcome is unknown (or the store refused what the core
+                # expected to succeed): the core cannot be trusted past it. Resign and reclaim
+                # (a new epoch, a fresh load); the caller may retry.
+                log.warning("store error handling %s: %s: %s", type(env.event).__name__,
+                            type(e).__name__, e)
                 env.fail(RequestError(grpc.StatusCode.UNAVAILABLE,
-                                      ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {e!r}"))
-                self._abandon(f"ZooKeeper error: {e!r}")
+                                      ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}"))
+                self._abandon(f"store error: {type(e).__name__}: {e}")
             except Exception as e:
                 log.exception("controller event %s failed", type(env.event).__name__)
                 env.fail(RequestError(grpc.StatusCode.INTERNAL, ErrorCode.UNKNOWN_SERVER_ERROR,

@@ -22,9 +22,10 @@ from typing import Any, ClassVar
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import BrokerRegistration, LeaderAndIsr, RestartEntry, TopicAssignment
-from controller.decisions import Decision, PartitionWrite
+from controller.decisions import Decision
 from controller.emitted import Emitted
 from controller.request_batch import BrokerBatch
+from controller.store import PartitionWrite
 
 
 class Effect:

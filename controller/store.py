@@ -29,16 +29,49 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-
 from common import zk_layout as L
 from common.names import TopicPartition
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
-from controller.decisions import PartitionWrite
 
 
 class ControllerMovedError(Exception):
     """A write's /controller_epoch check failed: another controller took over."""
+
+
+@dataclass(frozen=True)
+class PartitionWrite:
+    """A partition state znode write. `old` None creates the znode (version 0); otherwise a
+    set with expected version old.partition_epoch, after which the version is new's. The
+    decisions (controller/decisions) produce them; the store carries them out."""
+
+    tp: TopicPartition
+    old: LeaderAndIsr | None
+    new: LeaderAndIsr
+
+
+# The store's own errors. Every MetadataStore raises these; ZkStore translates kazoo's into
+# them (zk_store.py), so nothing above the store names a kazoo exception.
+
+class StoreError(Exception):
+    """A store operation was refused or failed."""
+
+
+class NodeExists(StoreError):
+    """A create found the znode there already (a topic that exists, a broker id in use)."""
+
+
+class NoNode(StoreError):
+    """An operation needed a znode that is not there."""
+
+
+class BadVersion(StoreError):
+    """A conditional write named a version the znode no longer has."""
+
+
+class OutcomeUnknown(StoreError):
+    """Whether the operation took effect cannot be known: ZooKeeper's connection was lost,
+    its session expired or the request timed out. The controller trusts nothing it holds past
+    such an error: it resigns and reloads from the store (controller.py)."""
 
 
 class MetadataStore(Protocol):
@@ -134,7 +167,7 @@ class MemoryTree:
     def register_broker(self, reg: BrokerRegistration, session_id: int) -> int:
         """A broker's ephemeral /brokers/ids/<id>; returns its epoch (czxid)."""
         if reg.broker_id in self.brokers:
-            raise NodeExistsError()
+            raise NodeExists()
         czxid = self.zxid()
         self.brokers[reg.broker_id] = (replace(reg, epoch=czxid),
                                        Stat(0, czxid, session_id))
@@ -326,7 +359,7 @@ class InMemoryStore:
         self._check_epoch(epoch_version)
         t = self.tree
         if assignment.topic in t.topics:
-            raise NodeExistsError()
+            raise NodeExists()
         t.configs[assignment.topic] = dict(config)
         t.topics[assignment.topic] = assignment
         t.fire(("config", assignment.topic), WatchedEvent("CHANGED", assignment.topic))
@@ -336,7 +369,7 @@ class InMemoryStore:
                                      epoch_version: int) -> None:
         self._check_epoch(epoch_version)
         if assignment.topic not in self.tree.topics:
-            raise NoNodeError()
+            raise NoNode()
         self.tree.topics[assignment.topic] = assignment
 
     async def write_admin_reassignments(self, data: bytes | None,

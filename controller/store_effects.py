@@ -14,13 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kazoo.exceptions import NodeExistsError
-
 from common import zk_layout as L
 from common.names import TopicPartition
 from controller import effects as X
 from controller import events as E
-from controller.store import MetadataStore
+from controller.store import MetadataStore, NodeExists
 
 
 class Watches(Protocol):
@@ -149,7 +147,7 @@ async def perform(store: MetadataStore, eff: X.Effect, w: Watches,
         case X.CreateTopic(assignment=a, configs=cfg, epoch_version=v):
             try:
                 await store.create_topic(a, dict(cfg), v)
-            except NodeExistsError:
+            except NodeExists:
                 return False
             return True
         case X.MarkTopicForDeletion(topic=t, epoch_version=v):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
 import random
 from collections import namedtuple
@@ -31,12 +32,14 @@ from typing import Any
 from kazoo.exceptions import (
     EXCEPTIONS,
     BadVersionError,
+    KazooException,
     NodeExistsError,
     NoNodeError,
     RolledBackError,
     RuntimeInconsistency,
     UnimplementedError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import (
     GetData,
     MultiHeader,
@@ -53,8 +56,15 @@ from common.dynamic_config import DEFAULT_BROKER
 from common.names import TopicPartition, ascii_digits
 from common.zk_async import AsyncZk
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
-from controller.decisions import PartitionWrite
-from controller.store import ControllerMovedError
+from controller.store import (
+    BadVersion,
+    ControllerMovedError,
+    MetadataStore,
+    NodeExists,
+    NoNode,
+    OutcomeUnknown,
+    PartitionWrite,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +111,25 @@ class _MultiRead(namedtuple("_MultiRead", "paths")):
 
 # ControllerMovedError is defined with the store protocol (controller/store.py), so that
 # every MetadataStore raises the same one; it is re-exported here for existing imports.
+
+
+def _translated(method):
+    """kazoo's errors as the store's own (controller/store.py): this is the only place above
+    which nothing names a kazoo exception. Anything but a definite refusal - connection
+    loss, session expiry, a timeout - leaves the outcome unknown."""
+    @functools.wraps(method)
+    async def call(*args, **kwargs):
+        try:
+            return await method(*args, **kwargs)
+        except NodeExistsError as e:
+            raise NodeExists(f"{method.__name__}: the znode exists") from e
+        except NoNodeError as e:
+            raise NoNode(f"{method.__name__}: no such znode") from e
+        except BadVersionError as e:
+            raise BadVersion(f"{method.__name__}: the znode's version changed") from e
+        except (KazooException, KazooTimeoutError) as e:
+            raise OutcomeUnknown(f"{method.__name__}: ZooKeeper: {e!r}") from e
+    return call
 
 
 def _is_rollback(e: Any) -> bool:
@@ -175,7 +204,7 @@ class ZkStore:
         while True:
             try:
                 epoch, version = await self.read_controller_epoch()
-            except NoNodeError:
+            except NoNode:
                 await self.ensure_paths()
                 continue
             t = self.zk.transaction()
@@ -570,3 +599,9 @@ class ZkStore:
         tail = [L.topic_path(topic), L.topic_config_path(topic), f"{L.DELETE_TOPICS}/{topic}"]
         stats = await asyncio.gather(*(self.zk.exists(p) for p in tail))
         return paths + [p for p, st in zip(tail, stats) if st is not None]
+
+
+# The MetadataStore methods translate kazoo's errors; helpers such as multi_get keep them (their
+# callers here tell one kazoo error from another, e.g. UnimplementedError for no multiRead).
+for _name in [n for n in vars(MetadataStore) if not n.startswith("_")]:
+    setattr(ZkStore, _name, _translated(getattr(ZkStore, _name)))

@@ -25,6 +25,7 @@ from controller.state_machine import (
     ReplicaState,
     TransitionPlan,
 )
+from controller.store import PartitionWrite  # what a decision asks the store to write
 
 P = PartitionState
 R = ReplicaState
@@ -47,16 +48,6 @@ class ElectionRecord:
     leader_epoch: int
     unclean: bool
     reason: ElectionReason
-
-
-@dataclass(frozen=True)
-class PartitionWrite:
-    """A partition state znode write. `old` None creates the znode (version 0); otherwise a
-    set with expected version old.partition_epoch, after which the version is new's."""
-
-    tp: TopicPartition
-    old: LeaderAndIsr | None
-    new: LeaderAndIsr
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError
 
 from common import zk_layout as zl
 from common.names import TopicPartition
@@ -14,7 +13,7 @@ from common.zk_async import AsyncZk
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
 from common.zk_server import expire_session
 from controller.decisions import PartitionWrite
-from controller.store import ControllerMovedError, InMemoryStore, MemoryTree
+from controller.store import ControllerMovedError, InMemoryStore, MemoryTree, NodeExists
 from controller.zk_store import ZkStore
 from tests.controller.fakes import register, wait_for
 
@@ -136,7 +135,7 @@ async def test_conditional_partition_writes(backend):
     s, (_, version) = await _controller(backend)
     await s.create_topic(TopicAssignment("t", "id", {0: [1, 2], 1: [2, 1]}), {"a": "1"},
                          version)
-    with pytest.raises(NodeExistsError):
+    with pytest.raises(NodeExists):
         await s.create_topic(TopicAssignment("t", "id2", {0: [1]}), {}, version)
     s0, s1 = LeaderAndIsr(1, 0, (1, 2), 1), LeaderAndIsr(2, 0, (2, 1), 1)
     assert await s.write_partition_states([PartitionWrite(tp(0), None, s0),
