@@ -231,10 +231,14 @@ def run_table(results: DataFrame, writes: DataFrame, states: DataFrame,
     clean = (F.col("unclean_elections") == 0) & (F.col("recovery_offsets_discarded") == 0)
     if moves is not None:
         writes = writes.join(moves, "run", "left")
-    return (results.join(writes, "run", "left").join(states, "run", "left")
+    runs = (results.join(writes, "run", "left").join(states, "run", "left")
             .withColumn("clean_lost", F.when(clean, F.col("acked_lost")).otherwise(F.lit(0))
-                        .cast("long"))
-            .orderBy("experiment", "arm", "seed"))
+                        .cast("long")))
+    # every figure a column, null where the run has none (no move without ``moves``)
+    for m in METRICS:
+        if m not in runs.columns:
+            runs = runs.withColumn(m, F.lit(None).cast("double"))
+    return runs.orderBy("experiment", "arm", "seed")
 
 
 def median_ci(runs: DataFrame, metrics: list[str], keys: tuple[str, ...] = ("experiment",
