@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from admin.client import AdminClient, KafkaError, TopicInfo, UnknownTopicError
 from admin.client.admin_client import AlterConfigOp, PartitionReassignment
 from common import event_loop
+from common.assignment import AssignmentError, BrokerMetadata, assign_replicas
 from common.errors import ErrorCode, ReplogError
-from controller.assignment import AssignmentError, BrokerMetadata, assign_replicas
 
 TP = tuple[str, int]
 ANY_LOG_DIR = "any"
@@ -769,7 +769,7 @@ async def _progress(admin: AdminClient, ongoing: Mapping[TP, PartitionReassignme
             return b, *await asyncio.wait_for(asyncio.gather(
                 admin.replica_log_end_offsets(b, tps), admin.replica_sizes(b, tps)),
                 PROGRESS_TIMEOUT_S)
-        except (KafkaError, asyncio.TimeoutError):
+        except (TimeoutError, KafkaError):
             return b, {}, {}
 
     answers = {b: (leos, sizes) for b, leos, sizes in

@@ -38,6 +38,7 @@ import random
 from collections.abc import Generator, Mapping
 from typing import Any
 
+from common.assignment import BrokerMetadata
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import ControllerInfo, TopicAssignment
@@ -45,7 +46,6 @@ from controller import decisions as D
 from controller import effects as X
 from controller import emitted
 from controller import events as E
-from controller.assignment import BrokerMetadata
 from controller.context import ControllerContext
 from controller.elr import ElrConfig
 from controller.partitions import plan_partitions

@@ -14,7 +14,7 @@ AdminZkClient.createNewPartitionsAssignment chose the assignment:
 - an explicit assignment (one replica list per *new* partition, partition count - existing
   count of them) naming a broker that is not registered, with an empty or duplicated replica
   list, or whose replication factor differs from partition 0's: INVALID_REPLICA_ASSIGNMENT;
-- without one, Kafka's AdminUtils.assignReplicasToBrokers (controller/assignment.py) places
+- without one, Kafka's AdminUtils.assignReplicasToBrokers (common/assignment.py) places
   the new partitions with partition 0's replication factor, continuing the topic's pattern:
   the start index is the position of partition 0's preferred leader among the live brokers
   sorted by id (the first broker with an id at or above it), the shift the same, and the
@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from common.assignment import AssignmentError, BrokerMetadata, assign_replicas
 from common.errors import ErrorCode
 from common.zk_layout import TopicAssignment
-from controller.assignment import AssignmentError, BrokerMetadata, assign_replicas
 from controller.topics import TopicError
 
 

@@ -19,15 +19,15 @@ import random
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from common.dynamic_config import TOPIC_CONFIGS
-from common.errors import ErrorCode, InvalidTopicError, ReplogError
-from common.names import validate_topic
-from controller.assignment import (
+from common.assignment import (
     AssignmentError,
     BrokerMetadata,
     assign_replicas,
     validate_explicit_assignment,
 )
+from common.dynamic_config import TOPIC_CONFIGS
+from common.errors import ErrorCode, InvalidTopicError, ReplogError
+from common.names import validate_topic
 
 
 class TopicError(ReplogError):

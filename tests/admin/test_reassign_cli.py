@@ -50,9 +50,9 @@ from admin.reassign_cmd import (
     throttled_replicas,
     verify_lines,
 )
+from common.assignment import BrokerMetadata
 from common.errors import ErrorCode, ReplogError
 from common.rpc import replog_pb2 as pb
-from controller.assignment import BrokerMetadata
 from tests.admin.fake_cluster import FakeBroker, FakeCluster, FakeController, _abort
 from tests.admin.test_cli import assert_one_line_error, replog
 from tests.polling import wait_until

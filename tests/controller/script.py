@@ -63,6 +63,7 @@ import os
 import random
 from pathlib import Path
 
+from common.assignment import BrokerMetadata, assign_replicas
 from common.config import KEYS
 from common.errors import ErrorCode
 from common.names import TopicPartition
@@ -75,7 +76,6 @@ from common.zk_layout import (
 from controller import decisions as D
 from controller import effects as X
 from controller import events as E
-from controller.assignment import BrokerMetadata, assign_replicas
 from controller.elr import ElrConfig
 from controller.store import WatchedEvent
 from tests.sim.driver import Crashed, Driver

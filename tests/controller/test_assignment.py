@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.errors import ErrorCode
-from controller.assignment import (
+from common.assignment import (
     AssignmentError,
     BrokerMetadata,
     assign_replicas,
     rack_alternated_brokers,
     validate_explicit_assignment,
 )
+from common.errors import ErrorCode
 
 
 def metas(n: int, racks: dict[int, str] | None = None) -> list[BrokerMetadata]:

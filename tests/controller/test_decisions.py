@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.assignment import BrokerMetadata, assign_replicas
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import NO_LEADER, BrokerRegistration, ControllerInfo, TopicAssignment
 from controller import decisions as D
-from controller.assignment import BrokerMetadata, assign_replicas
 from controller.context import ControllerContext
 from controller.request_batch import build_requests
 from controller.state_machine import PartitionState

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.assignment import BrokerMetadata, assign_replicas
 from common.errors import ErrorCode
 from common.zk_layout import TopicAssignment
-from controller.assignment import BrokerMetadata, assign_replicas
 from controller.partitions import plan_partitions
 from controller.topics import TopicError
 

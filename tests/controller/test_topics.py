@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from common.assignment import BrokerMetadata
 from common.errors import ErrorCode
-from controller.assignment import BrokerMetadata
 from controller.topics import (
     TopicError,
     collides,
