@@ -270,16 +270,6 @@ class Config(Mapping[str, Any]):
         return self["log.roll.ms"] if self.is_set("log.roll.ms") else \
             self["log.roll.hours"] * 3600 * 1000
 
-    def log_config(self):
-        from broker.storage.log import LogConfig  # broker-only import
-        return LogConfig(segment_bytes=self["log.segment.bytes"], segment_ms=self.roll_ms,
-                         retention_ms=self.retention_ms,
-                         retention_bytes=self["log.retention.bytes"],
-                         flush_interval_messages=self["log.flush.interval.messages"],
-                         index_interval_bytes=self["log.index.interval.bytes"],
-                         max_message_bytes=self["message.max.bytes"],
-                         file_delete_delay_ms=self["file.delete.delay.ms"])
-
 
 def parse_properties_text(text: str, source: str) -> list[tuple[str, str, str]]:
     """(key, raw value, where) triples from java.util.Properties-style text."""

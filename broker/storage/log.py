@@ -19,7 +19,7 @@ import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from crc32c import crc32c
 
@@ -41,6 +41,9 @@ from common import records as rec
 from common.clock import wall_ms
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
 from common.names import TopicPartition
+
+if TYPE_CHECKING:
+    from common.config import Config
 
 
 class RecordTooLargeError(ReplogError):
@@ -66,6 +69,18 @@ class LogConfig:
     index_interval_bytes: int = 4096                 # log.index.interval.bytes
     max_message_bytes: int = 1048588                 # message.max.bytes
     file_delete_delay_ms: int = 60000                # file.delete.delay.ms
+
+    @classmethod
+    def from_config(cls, config: Config) -> LogConfig:
+        """The broker's log defaults from its ``log.*`` properties (Kafka's LogConfig built
+        from KafkaConfig)."""
+        return cls(segment_bytes=config["log.segment.bytes"], segment_ms=config.roll_ms,
+                   retention_ms=config.retention_ms,
+                   retention_bytes=config["log.retention.bytes"],
+                   flush_interval_messages=config["log.flush.interval.messages"],
+                   index_interval_bytes=config["log.index.interval.bytes"],
+                   max_message_bytes=config["message.max.bytes"],
+                   file_delete_delay_ms=config["file.delete.delay.ms"])
 
     def with_topic_overrides(self, overrides: dict[str, str] | None) -> LogConfig:
         """This (the broker's) config under a topic's overrides, as Kafka's LogConfig merges
