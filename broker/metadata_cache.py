@@ -9,55 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from broker.controller_requests import Endpoint, PartitionInfo, UpdateMetadataRequest
 from common.errors import ErrorCode
-from common.listeners import EndPoint
 from common.names import TopicPartition
+from common.zk_layout import LEADER_DURING_DELETE
 
-if TYPE_CHECKING:
-    from broker.controller_requests import UpdateMetadataRequest
-
-LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a topic being deleted (Kafka's)
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """A broker (or the controller): host/port of its inter-broker listener - where followers
-    fetch from - and every advertised listener's endpoint (KIP-103)."""
-
-    broker_id: int
-    host: str
-    port: int
-    rack: str | None = None
-    endpoints: tuple[EndPoint, ...] = ()
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def for_listener(self, listener: str) -> Endpoint | None:
-        """This node as seen through ``listener``: None when it has no such listener (Kafka's
-        MetadataCache leaves such a broker out of a Metadata answer). Without endpoints (sent
-        by a controller that predates listener names) host/port serve every listener."""
-        if not self.endpoints:
-            return self
-        e = next((e for e in self.endpoints if e.listener == listener), None)
-        return None if e is None else Endpoint(self.broker_id, e.host, e.port, self.rack)
-
-
-@dataclass
-class PartitionInfo:
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-    partition_epoch: int = 0
-    offline_replicas: tuple[int, ...] = ()
-    elr: tuple[int, ...] = ()
-    last_known_elr: tuple[int, ...] = ()
-    adding_replicas: tuple[int, ...] = ()
-    removing_replicas: tuple[int, ...] = ()
+__all__ = ["Endpoint", "MetadataCache", "PartitionInfo", "offline_replicas", "partition_error"]
 
 
 @dataclass

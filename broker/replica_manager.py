@@ -52,7 +52,7 @@ from broker.fetch_session import FetchSessionCache
 from broker.leader_fetch import LeaderFetchPath
 from broker.log_dir_failures import LogDirFailureHandling
 from broker.log_dir_ops import LogDirOps
-from broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
+from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
 from broker.produce_path import ProducePath
@@ -71,6 +71,7 @@ from common.clock import wall_ms
 from common.config import Config
 from common.errors import ErrorCode
 from common.names import TopicPartition
+from common.zk_layout import LEADER_DURING_DELETE
 
 if TYPE_CHECKING:
     from broker.alter_partition import AlterPartitionManager

@@ -418,6 +418,12 @@ def _decode_topic(topic: str, data: bytes, what: str) -> TopicAssignment:
 
 # ----------------------------------------------------------------------------- partition state
 
+# Kafka's LeaderAndIsr.LeaderDuringDelete / EpochDuringDelete: the leader an UpdateMetadata
+# names, and the epoch a StopReplica(delete) carries, for a topic being deleted.
+LEADER_DURING_DELETE = -2
+EPOCH_DURING_DELETE = -2
+
+
 @dataclass(frozen=True)
 class LeaderAndIsr:
     """One partition's state znode, plus its version (the partition epoch)."""

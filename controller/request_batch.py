@@ -21,13 +21,16 @@ from dataclasses import dataclass, field
 from common.listeners import PLAINTEXT, EndPoint
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
-from common.zk_layout import BrokerRegistration, ControllerInfo
+from common.zk_layout import (
+    EPOCH_DURING_DELETE,
+    LEADER_DURING_DELETE,
+    BrokerRegistration,
+    ControllerInfo,
+)
 from controller.context import ControllerContext
 from controller.decisions import Decision
 
 MAX_PARTITIONS_PER_REQUEST = 5000
-LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete
-EPOCH_DURING_DELETE = -2   # Kafka's LeaderAndIsr.EpochDuringDelete
 
 
 @dataclass

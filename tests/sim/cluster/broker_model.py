@@ -56,7 +56,6 @@ from broker.alter_partition import AlterPartitionManager, Proposal
 from broker.delayed_produce import ProduceWait, produce_wait
 from broker.fetch_failures import Outcome, Problem, classify
 from broker.log_dir_failures import LogDirFailureHandling
-from broker.metadata_cache import LEADER_DURING_DELETE
 from broker.partition import Partition
 from broker.restart_notifier import RestartNotifier
 from broker.storage import placement
@@ -74,6 +73,7 @@ from common import dynamic_config
 from common import records as rec
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError
 from common.names import TopicPartition
+from common.zk_layout import LEADER_DURING_DELETE
 from controller.decisions.recovery import ReplicaLogInfo
 from tests.sim.cluster.memfs import MemFileOps
 
