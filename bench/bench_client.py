@@ -1,4 +1,4 @@
-"""What users see (issue 7): latency and throughput through the real CLI and client library.
+"""What users see: latency and throughput through the real CLI and client library.
 
 Every figure runs the ``replog`` CLI as a child process (``python -m admin.cli``) against a
 ``LocalCluster`` of real processes (ZooKeeper, one controller, three brokers with two log dirs

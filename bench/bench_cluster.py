@@ -1,4 +1,4 @@
-"""Replicated-cluster figures of SPEC "Performance" and issue 3's ``bench/`` item.
+"""Replicated-cluster figures of SPEC "Performance".
 
 Every figure runs against real processes: a ``LocalCluster`` (ZooKeeper, one controller, three
 brokers with two log dirs each) started by the benchmark under ``--data-dir`` (default /tmp),
@@ -41,7 +41,7 @@ printed as tables (target beside each) plus one JSON line per figure, and saved 
     and its error answers; and the library's ``Producer`` (acks=all, default retries, 240
     records/s over 24 other partitions) reports every record that FAILED to the client, and the
     longest send -> ack of a record sent during the shutdown. The verdict at 10k is what clients
-    see (issue 7): max gap <= 3 s and no record failed to the Producer; the exit time, which
+    see: max gap <= 3 s and no record failed to the Producer; the exit time, which
     includes closing 10k logs after leadership has moved, is reported apart.
 (d) Leader elections per second after a broker failure, same topic: SIGKILL broker 1 and, from
     the controller's event log, the span from its ``broker_failed`` event to the last

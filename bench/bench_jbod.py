@@ -1,6 +1,6 @@
-"""Issue 10 ``bench/``: a log dir holding ~1k partition replicas fails; how long until new
-leaders serve, and until every lost replica is back in the ISR (re-created in the broker's
-healthy dir and caught up from the leaders).
+"""JBOD log-dir failure (C5, seed 003): a log dir holding ~1k partition replicas fails; how
+long until new leaders serve, and until every lost replica is back in the ISR (re-created in
+the broker's healthy dir and caught up from the leaders).
 
 Real processes: a LocalCluster of one controller and three brokers with two log dirs each;
 broker 2's second dir is an ext4 image loop-mounted ``errors=remount-ro`` (as root; otherwise

@@ -1,4 +1,4 @@
-"""Issue 9 ``bench/``: an unthrottled reassignment of ~1 GB across 100 partitions, as MB/s
+"""Reassignment (C6, KIP-455): an unthrottled reassignment of ~1 GB across 100 partitions, as MB/s
 against the raw replication throughput measured in the same run, and the producer's p99
 latency during the move against p99 without a move.
 

@@ -1,5 +1,5 @@
 """gRPC's own cost on this machine, with no replog code at all: the floor under the figures of
-``bench client`` and ``bench cluster`` (issue 7).
+``bench client`` and ``bench cluster`` (docs/profiles/README.md).
 
 A bare grpc.aio server (one child process: generic unary handler, raw ``bytes`` both ways, no
 protobuf) and a bare grpc.aio client (this process), both on the event loop and allocator that

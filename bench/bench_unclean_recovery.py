@@ -1,6 +1,6 @@
-"""Issue 11 ``bench/``: KIP-966 unclean recovery of ~1k leaderless partitions spread over 3
-brokers. Targets: time past the strategy's wait <= 1 s; GetReplicaLogInfo RPCs per recovery:
-one per broker.
+"""Unclean recovery (C7, seed 001): KIP-966 unclean recovery of ~1k leaderless partitions
+spread over 3 brokers. Targets: time past the strategy's wait <= 1 s; GetReplicaLogInfo RPCs
+per recovery: one per broker.
 
 Real processes: a LocalCluster of one controller and three brokers with two log dirs each,
 ``eligible.leader.replicas.enable=true`` and ``unclean.recovery.strategy=Balanced`` (cluster

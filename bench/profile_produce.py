@@ -1,6 +1,7 @@
-"""The profiles behind issue 7's missed targets: py-spy samples of the client, the leader and a
-follower while the load a target measures runs, summarised per process as the top functions by
-own and by total time (``docs/profiles/<workload>.md``; the analysis is docs/profiles/README.md).
+"""The profiles behind the missed SPEC "Performance" targets: py-spy samples of the client,
+the leader and a follower while the load a target measures runs, summarised per process as the
+top functions by own and by total time (``docs/profiles/<workload>.md``; the analysis is
+docs/profiles/README.md).
 
 ``python -m bench.profile_produce [--workloads produce,produce-rf1,lean,e2e,shutdown]
 [--out docs/profiles] [--raw-dir bench/results/profiles] [--rate 100] [--partitions 10000]``

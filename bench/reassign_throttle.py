@@ -1,4 +1,4 @@
-"""Issue 9 acceptance "Throttle": the rate of a throttled reassignment against the throttle
+"""Reassignment throttles (C6): the rate of a throttled reassignment against the throttle
 (KIP-73), through real processes. Target: within +-20% of the throttle.
 
 A LocalCluster of two brokers and one controller; a topic with one partition on broker 1 and a

@@ -11,7 +11,7 @@ A proposal is built whole when it is made - new ISR with each member's broker ep
 leader epoch and partition epoch - and sent as built, also on a retry (Kafka's
 AlterPartitionItem carries the LeaderAndIsr built at proposal time). Stamping it with the
 epochs current at *send* time let a proposal queued before a LeaderAndIsr pass the
-controller's fencing, and grow ZooKeeper's ISR past the leader's (issue 15, finding 3). A
+controller's fencing, and grow ZooKeeper's ISR past the leader's. A
 proposal whose leader or partition epoch is no longer the partition's is dropped unsent.
 """
 

@@ -5,7 +5,7 @@ broker no longer leads the partition, when the batch is no longer in the log as 
 (a leader epoch bump that truncated it), when the ISR fell below min.insync.replicas
 (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or when the request's timeout ran out. A leader epoch bump
 that left this broker leading with the batch intact is no failure: the batch is committed once
-the HW passes it, whatever the epoch (issue 15).
+the HW passes it, whatever the epoch.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ broker.storage.fileops.OPS); ``times`` limits how often an error fires. An empty
 
 One more rule moves the broker's clock: ``{"clock_offset_ms": 45000}`` (at most one; negative
 goes back). It offsets the wall clock the replica manager reads (``InjectedClock``): follower
-fetch times and ISR expiration, as Kafka's Time.milliseconds() is wall time - the clock
-nemesis of issue 14 (Jepsen's "clock" faults, where the code reads an injected clock).
+fetch times and ISR expiration, as Kafka's Time.milliseconds() is wall time - the chaos
+runner's clock nemesis (Jepsen's "clock" faults, where the code reads an injected clock).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Without sessions every follower Fetch names every partition the follower fetches from that
 leader, and every answer names them all again. At 10k partitions that is 10k entries parsed,
 built and walked on both sides per round trip, whether or not any partition has new data: the
-steady state that held the controlled-shutdown gap of issue 7 above 3 s (docs/profiles).
+steady state that held the controlled-shutdown gap above 3 s (docs/profiles/shutdown.md).
 
 KIP-227's protocol, as in Kafka's FetchSession.scala / FetchSessionHandler.java:
 - ``session_epoch`` 0 (INITIAL_EPOCH) is a full fetch that asks the leader for a session; the

@@ -272,7 +272,7 @@ class ReplicaFetcher:
                         continue  # removed or re-assigned while the fetch was in flight
                     items.append((tp, s, r))
             # Every partition's append is queued before any is awaited: one executor hand-off
-            # per log dir per round trip, not one per partition in turn (issue 7).
+            # per log dir per round trip, not one per partition in turn.
             appends = {tp: self._queue_append(tp, s, r) for tp, s, r in items
                        if r.error_code == ErrorCode.NONE and r.records
                        and not r.HasField("diverging_epoch")}
@@ -286,7 +286,7 @@ class ReplicaFetcher:
         """One Fetch, given up (None) when this fetcher gains partitions or one of its delayed
         partitions becomes ready: the leader parks a Fetch up to replica.fetch.wait.max.ms,
         and partitions that joined meanwhile - a new leader's, after a controlled shutdown
-        moved leadership - would wait that long for their first fetch (issue 7). Partitions
+        moved leadership - would wait that long for their first fetch. Partitions
         held back by the follower quota wait for the next round (KIP-73): they must not cut
         the long poll short, or a fetcher with a throttled partition would spin."""
         self._wake.clear()
@@ -391,8 +391,7 @@ class ReplicaFetcher:
                     p.data.notify()
                     if not self._still_following(tp, s, log):
                         # A LeaderAndIsr arrived during the append: the partition may lead
-                        # now, and this (old) leader's HW must not move its HW (issue 15,
-                        # finding 8).
+                        # now, and this (old) leader's HW must not move its HW.
                         return
                 leo = log.log_end_offset
                 new_hw = min(r.high_watermark, leo)
@@ -441,8 +440,8 @@ class ReplicaFetcher:
                       to_offset=log.log_end_offset, complete=decision.complete)
         if (log.log_end_offset, log.latest_epoch) == (before, before_epoch):
             # The truncation changed nothing, so the next fetch would carry the same offset
-            # and epoch and get the same answer: back off instead of spinning (issue 15,
-            # finding 2: a hot RPC loop cost every partition of the fetcher its long poll).
+            # and epoch and get the same answer: back off instead of spinning (a
+            # hot RPC loop cost every partition of the fetcher its long poll).
             s.delayed_until = self.monotonic() + m.backoff_s
 
     async def _reset_offset(self, tp: TopicPartition, s: FetchState) -> None:

@@ -144,8 +144,8 @@ def expansion_refused(refused_epoch: int | None, f: FollowerState) -> bool:
     controlled shutdown, or its broker epoch is not the registered one) and the follower still
     fetches with the broker epoch that was refused. Proposing it again on each of its fetches
     answers nothing new: a broker shutting down with 10k caught-up followers drew ~6,000
-    refused AlterPartition items a second from the new leaders, when clients needed them
-    (issue 7). A restart brings a new broker epoch; a new partition state and each
+    refused AlterPartition items a second from the new leaders, when clients needed them.
+    A restart brings a new broker epoch; a new partition state and each
     isr-expiration round clear the refusals, so nothing waits on them forever."""
     return refused_epoch is not None and refused_epoch == f.broker_epoch
 

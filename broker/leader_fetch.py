@@ -1,6 +1,6 @@
 """Fetch as leader: followers up to the LEO (their fetch state moves the HW and the ISR,
 Partition.on_follower_fetch), consumers up to the HW, long polling (DelayedFetch), the idle short
-path (issue 7), KIP-73's leader throttle and seed 002's relinquish.
+path, KIP-73's leader throttle and seed 002's relinquish.
 
 A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
 runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
@@ -127,7 +127,7 @@ class LeaderFetchPath:
                                             zero_copy, fetch_id)
             # Read again only the partitions that woke: the others' answers stand. A pass
             # over every partition per wake-up cost a leader of 10k partitions its event loop
-            # (each append woke both followers' fetches into 10k reads; issue 7). A partition
+            # (each append woke both followers' fetches into 10k reads). A partition
             # that stops leading here notifies both futures (Partition.become_follower), so
             # its NOT_LEADER answer is not held back.
             woken = sorted(i for fut in done for i in waiting.pop(fut))
@@ -185,7 +185,7 @@ class LeaderFetchPath:
         - nothing to read.
         What remains is Kafka's updateFollowerFetchState for a caught-up fetch
         (isr.update_fetch_state). At 10k partitions the full path was most of a leader's
-        event loop (issue 7)."""
+        event loop (docs/profiles/README.md)."""
         tp = fp.tp
         p = self.partitions.get(tp)
         if p is None or not p.is_leader or fp.current_leader_epoch != p.leader_epoch:
@@ -261,7 +261,7 @@ class LeaderFetchPath:
                 fp.fetch_offset >= log.log_start_offset:
             # Nothing to read yet - the common case for a caught-up follower or consumer, and
             # for most partitions of a multi-partition Fetch: answer without a read-pool
-            # hand-off (one per idle partition per round trip otherwise; issue 7).
+            # hand-off (one per idle partition per round trip otherwise).
             return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, b"",
                                leader_id=p.leader_id, leader_epoch=p.leader_epoch)
         if replica_id >= 0 and log.log_start_offset <= fp.fetch_offset < upper and \
@@ -282,8 +282,7 @@ class LeaderFetchPath:
         response's ``max_bytes`` of which ``budget`` is left: the first partition with data
         gets at least one whole batch (KIP-74), as in Kafka's readFromLog. Awaiting one
         hand-off per partition in turn made a leader take 10-20 ms to answer a follower
-        fetch of 20-30 partitions under acks=all load, and the producer waited it out
-        (issue 7)."""
+        fetch of 20-30 partitions under acks=all load, and the producer waited it out."""
         if not reads:
             return []
         started = self.monotonic()

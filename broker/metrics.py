@@ -30,7 +30,7 @@ class BrokerMetrics:
         # Kafka's kafka.network:type=RequestMetrics,name=RequestsPerSec,request=... (a counter
         # here, like bytesin): Produce, and Fetch split as Kafka splits it, FetchFollower
         # (a replica's) and FetchConsumer. Requests per GB is what a request's fixed cost is
-        # multiplied by (issue 7).
+        # multiplied by (docs/profiles/README.md).
         self.requests = Counter("kafka_network_requestmetrics_requests",
                                 "requests answered, by request type", ["request"], registry=r)
         self.fetch_follower_requests = self.requests.labels(request="FetchFollower")

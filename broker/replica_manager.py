@@ -145,7 +145,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         self.registered = True
         # Topic overrides as last read from /config/topics/<t>. A topic missing here while it
         # has partitions is *unknown* (ZooKeeper could not be read): its min ISR is then the
-        # strictest one, never the broker default (issue 15, finding 4).
+        # strictest one, never the broker default (an unread config must not weaken acks=all).
         self.topic_configs: dict[str, dict[str, str]] = {}
         # This broker's dynamic configs (/config/brokers/<default> under /config/brokers/<id>),
         # None while they cannot be read. Set by broker/config_manager.py.
@@ -233,7 +233,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         partitions costs a few executor hand-offs, not two per partition: (1) fence stale
         states and load topic configs, (2) create the missing logs in one job, (3) apply the
         states, (4) record the new leader epochs' start offsets, one job per log dir. Their
-        ``leader-epoch-checkpoint`` files are written after the answer (issue 7: 10k files
+        ``leader-epoch-checkpoint`` files are written after the answer (10k files
         delayed the UpdateMetadata queued behind this answer, so clients saw the new leaders
         seconds late), in chunks that appends on the same log dir can pass."""
         self._check_controller(req.controller_epoch, req.broker_epoch)
@@ -329,7 +329,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
                     # truncation, follower append or old-epoch produce append queued there
                     # runs first, and changes the LEO (Kafka reads it under the partition's
                     # write lock, after removing the fetcher). Reading it here, on the loop,
-                    # recorded a stale start and let replicas diverge (issue 15, finding 1).
+                    # recorded a stale start and let replicas diverge.
                     epoch_starts.setdefault(self.log_manager.log_dir_of(tp), []).append(
                         (p, p.log, s.leader_epoch))
                 if t.report_recovered and self.alter_partition is not None:

@@ -171,7 +171,7 @@ class BrokerServer:
         self.rm.registered = False  # controller requests are refused until _register()
         alter_partition.start()
         # Dynamic configs are read before registering, so no LeaderAndIsr is applied with a
-        # broker-level min ISR older than ZooKeeper's (issue 15, finding 4).
+        # broker-level min ISR older than ZooKeeper's.
         self.configs = ConfigManager(self.zk, self.broker_id, self.config, self.rm, self.events)
         await self.configs.start()
 
@@ -464,6 +464,6 @@ def run(config: Config) -> int:
     # Every Produce and Fetch allocates futures, protobuf messages and result objects by the
     # thousand; CPython's default gen-0 threshold (700) then collects hundreds of times a
     # second and each gen-2 pass re-scans every partition's state. Collect less often, as the
-    # controller does (issue 7: measured with the client, see bench/bench_client.py).
+    # controller does (measured with the client, see bench/bench_client.py).
     gc.set_threshold(50_000, 20, 20)
     return event_loop.run(BrokerServer(config).main())

@@ -341,7 +341,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             sum(len(r.records) for r in results))
         # Built in place with add(): constructing a FetchTopicResponse from a list of finished
         # partition messages deep-copies each of them, records included - ~10% of a leader's
-        # event-loop time under acks=all load (issue 7).
+        # event-loop time under acks=all load (docs/profiles/README.md).
         resp = pb.FetchResponse(session_id=ctx.session_id)
         topics: dict[str, pb.FetchTopicResponse] = {}
         for fp, r in ctx.answer(results):

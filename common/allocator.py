@@ -8,7 +8,7 @@ threshold back to the kernel when it is freed. For a buffer of this size, alloca
 freed several hundred times a second, the kernel does the work each time: page faults, then
 zeroing every page (``clear_page_erms``) before the copy into it. A ``perf`` profile of the
 leader's event-loop thread put 5% of it in ``clear_page_erms`` alone, beside the faults
-(issue 7).
+(docs/profiles/README.md).
 
 ``tune()`` pins the mmap threshold at glibc's maximum (32 MiB on 64-bit) and the trim
 threshold at 128 MiB, so those buffers are recycled from the heap. The cost is that up to

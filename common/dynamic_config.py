@@ -17,7 +17,7 @@ DescribeConfigs, the CLI when it prints):
 - ``describe_topic`` / ``describe_broker``: DescribeConfigs entries with their source and
   synonyms, most specific first (Kafka's ConfigSource order).
 - ``configured_min_isr`` / ``effective_min_isr``: the min ISR the controller and every leader
-  read, from one resolver. Issue 15, finding 4: a config that cannot
+  read, from one resolver. A config that cannot
   be read is *unknown*, never "no override"; until it is known the replication factor is used, so
   acks=all never becomes weaker than configured (a configured value above the replication factor
   only makes acks=all impossible; it adds no durability the full replica set does not give).
@@ -391,7 +391,7 @@ def configured_min_isr(topic_overrides: Mapping[str, str] | None,
     default (/config/brokers/<default>), the static ``min.insync.replicas``. A per-broker dynamic
     value is refused (``check_broker_entity_config``): it would make one broker's rule differ
     from the controller's. ``None`` means *unknown* (ZooKeeper could not be read): the
-    replication factor then, never a weaker fallback (issue 15, finding 4); so does a value
+    replication factor then, never a weaker fallback; so does a value
     written by hand around the checks."""
     strictest = max(1, replication_factor)
     if topic_overrides is None:

@@ -6,7 +6,7 @@ executor hand-off every log append and read takes (seed 002) -- cost a fraction 
 Python loop's. grpc.aio runs on it unchanged. REPLOG_EVENT_LOOP=asyncio picks the standard
 loop instead (for comparison, or where uvloop is not installed).
 
-Measured (issue 7; two clusters side by side, 8 alternating rounds of `replog produce` acks=all
+Measured (two clusters side by side, 8 alternating rounds of `replog produce` acks=all
 RF 3 64 KiB batches, then 6 of `replog e2e-latency` at 20 rec/s): leader CPU 10.4 -> 9.45 s/GB,
 followers 6.25 -> 5.8, client 12.6 -> 12.05, throughput 58.5 -> 62.8 MB/s (6 of 8 rounds won),
 e2e p50 6.44 -> 5.98 ms and p99 11.34 -> 10.64 ms.

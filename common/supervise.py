@@ -2,7 +2,7 @@
 
 A broker's isr-expiration, checkpoint and retention loops each catch the errors they expect
 (storage errors). Anything else used to end the task without a word, and checkpointing or
-retention stopped for the rest of the process's life (issue 15, finding 7). ``supervised``
+retention stopped for the rest of the process's life. ``supervised``
 runs such a loop, and when it raises anything but cancellation it logs the error as an event,
 counts it in ``replog_background_task_failures_total{task}``, waits a backoff and starts it
 again, much as Kafka's KafkaScheduler keeps running a periodic task whose run threw.

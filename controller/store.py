@@ -2,7 +2,7 @@
 ZooKeeper, and an in-memory implementation with the same conditional semantics.
 
 Why: scripts and a seeded simulation must be able to crash the controller between any two
-effects and fail it over (issue 8). A real failover keeps only what the store holds, so the
+effects and fail it over. A real failover keeps only what the store holds, so the
 in-memory store keeps exactly what ZooKeeper would - and refuses exactly what ZooKeeper would:
 
 - every write carries the ``/controller_epoch`` version its controller won with; a deposed

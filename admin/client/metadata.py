@@ -237,7 +237,7 @@ class MetadataCache:
         An ``immediate`` request that finds a refresh still waiting out its backoff makes it go
         now: before, it returned that task as it was, so the immediate refresh waited up to a
         retry.backoff.ms anyway (the producer's sender queues a delayed refresh as it starts,
-        so a leader move soon after always hit this; issue 7)."""
+        so a leader move soon after, as in a controlled shutdown, always hit this)."""
         task = self._refresh_task
         if task is not None and not task.done():
             if immediate and self._hurry is not None:

@@ -115,7 +115,7 @@ def _as_bytes(x: bytes | str | None) -> bytes | None:
 # ``_new_tuple(Cls, (a, b, ...))`` builds the same object as ``Cls(a, b, ...)`` for a NamedTuple
 # without the Python-level __new__ NamedTuple generates (a lambda that calls tuple.__new__):
 # two are built per record (the queued record, its RecordMetadata), and that call was ~5% of
-# the client's CPU in replog produce (issue 7, docs/profiles/produce.md).
+# the client's CPU in replog produce (docs/profiles/produce.md).
 _new_tuple = tuple.__new__
 
 
@@ -138,7 +138,7 @@ class _Callback:
     one that the sender uses: ``fn(metadata, None)`` or ``fn(None, exception)``, called once,
     from the sender, in record order (Kafka's ``send(record, callback)``). An asyncio future
     per record, its done-callback scheduled through ``call_soon``, cost ~3 of the ~10 us the
-    perf tool spent per record (issue 7); a plain call costs a tenth of that."""
+    perf tool spent per record (docs/profiles/produce.md); a plain call costs a tenth of that."""
 
     __slots__ = ("called", "fn")
 
@@ -446,7 +446,7 @@ class Producer:
         max.in.flight requests. The first of those to complete wakes the sender
         (``_send_request``), and a drain now would walk every partition for nothing. Under
         acks=all the window is nearly always full: one drain per batch was ~8% of the perf
-        tool's CPU (issue 7). A lone batch still wakes it, for its linger deadline."""
+        tool's CPU (docs/profiles). A lone batch still wakes it, for its linger deadline."""
         if full or len(self._batches[tp]) > 1:
             leader = self.metadata.leader(tp.topic, tp.partition)
             if leader is not None and self._in_flight.get(leader.id, 0) >= self.max_in_flight:
@@ -632,7 +632,7 @@ class Producer:
             # No KIP-951 hint applied: refresh now, not a retry.backoff after the last
             # refresh, and wake the sender when the answer is in, so the batch goes to the
             # new leader as soon as the metadata names one (see _drain), not after a fixed
-            # backoff (issue 7: controlled shutdown moves thousands of leaders at once).
+            # backoff (a controlled shutdown moves thousands of leaders at once).
             task = self.metadata.request_update(immediate=True)
             if task is not None:
                 task.add_done_callback(lambda _: self._wake())

@@ -55,7 +55,7 @@ class LeaderEpochCache:
         """Record that ``epoch`` starts at ``start_offset`` (when a batch of a new epoch lands,
         or when this replica becomes its leader). ``defer``: change only the memory and leave
         the file to ``flush_deferred`` -- a broker taking over 10k leaderships must not write
-        10k files before it answers LeaderAndIsr (issue 7)."""
+        10k files before it answers LeaderAndIsr."""
         if self._entries and self._entries[-1][0] == epoch:
             return
         if self._assign(epoch, start_offset):
@@ -77,7 +77,7 @@ class LeaderEpochCache:
         or a long outage moved the log start past it) the answer is (requested epoch, start of
         the first entry), as Kafka's LeaderEpochFileCache.endOffsetFor answers: the follower
         truncates to the leader's log start and carries on, where UNDEFINED made it truncate
-        nothing and ask again forever (issue 15, finding 2).
+        nothing and ask again forever.
         """
         if not self._entries or requested_epoch < 0:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET

@@ -240,8 +240,8 @@ class Log:
             except SegmentCorruption as c:
                 # A segment before the recovery point whose unindexed tail fails validation:
                 # the disk changed under flushed data. Recover it as an unflushed one - truncate
-                # at its first invalid batch - and drop every later segment (issue 15, finding
-                # 5: this path used the previous iteration's segment, or none at all).
+                # at its first invalid batch - and drop every later segment (this
+                # path used the previous iteration's segment, or none at all).
                 self.load_problems.append(f"segment {base} is corrupt before the recovery "
                                           f"point: {c.reason}")
                 truncated = max(1, seg.recover(on_batch=self._assign_epoch_on_recovery))

@@ -135,7 +135,7 @@ class LogManager:
         # threads: every change to ``logs``/``_dir_of`` and every iteration over them holds
         # this lock (iterations copy under it). Without it a checkpoint iterating while a
         # LeaderAndIsr created a log raised "dictionary changed size during iteration" and
-        # checkpointing stopped for good (issue 15, finding 7).
+        # checkpointing stopped for good.
         self._lock = threading.Lock()
         # Dirs where a partition's log failed alone (seed 003 step 3): its re-creation avoids
         # them and supersedes the copy left there.
@@ -478,7 +478,7 @@ class LogManager:
     def reload_log(self, tp: TopicPartition) -> Log:
         """Re-open a failed log from its files, with recovery from its recovery point (run on
         its dir's executor). A log that failed a write refuses writes until this rebuilds
-        its in-memory state from what is on disk (issue 15, finding 6)."""
+        its in-memory state from what is on disk."""
         old = self.logs[tp]
         d = self._dir_of[tp]
         old._close_fds()

@@ -89,7 +89,7 @@ class LogSegment:
         self.bytes_since_last_index = 0
         # In-memory indexes (absolute offsets) and how many entries their files already hold.
         # Offset index entries as (absolute offset, position) pairs: one list of pairs, so a
-        # reader on another thread never sees an offset without its position (issue 15).
+        # reader on another thread never sees an offset without its position.
         self.idx_entries: list[tuple[int, int]] = []
         self._idx_persisted = 0
         self.ti_timestamps: list[int] = []

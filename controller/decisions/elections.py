@@ -143,7 +143,7 @@ def reelect_after_refused_writes(ctx: ControllerContext,
     """Partitions whose state write was refused (someone else changed the znode; the
     controller has re-read it) and whose leader is now not eligible: decide their election
     again on the state ZooKeeper holds. Only adopting the re-read state left such a partition
-    led by a dead broker - offline until some unrelated event (issue 15)."""
+    led by a dead broker - offline until some unrelated event."""
     b = Builder(ctx)
     again = [tp for tp in tps if tp in ctx.leadership
              and ctx.leadership[tp].leader not in ctx.eligible_ids]

@@ -107,8 +107,8 @@ def choose_recovery_leader(assignment: Sequence[int],
 
 def offsets_discarded(assignment: Sequence[int], replies: Mapping[int, ReplicaLogInfo],
                       chosen: int) -> int:
-    """The metric of issue 11: the best log end offset among the answers minus the chosen
-    replica's (0 is the goal; more means acknowledged records may be gone)."""
+    """What an unclean recovery may have lost: the best log end offset among the answers
+    minus the chosen replica's (0 is the goal; more means acknowledged records may be gone)."""
     leos = [i.log_end_offset for r, i in replies.items()
             if r in assignment and i.error == ErrorCode.NONE]
     return max(leos) - replies[chosen].log_end_offset if leos else 0
