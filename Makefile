@@ -77,7 +77,7 @@ bench: setup
 # Long runs that do not belong in `make test`: the replication integration tests looped on
 # random seeds (SOAK_MINUTES, default 30); the first failure stops it and prints its seed.
 # The long runs, not in CI: 50,000 simulated controller seeds, 20,000 whole-cluster simulation
-# seeds x 60 steps (issue 26), 30 minutes of the replication
+# seeds x 60 steps (docs/simulation.md), 30 minutes of the replication
 # integration tests on random seeds (SOAK_MINUTES), the tests marked soak (ZooKeeper ensemble
 # fault rounds; `make test` deselects them), then replog chaos over SOAK_CHAOS_SEEDS seeds
 # (default 200) x 60 s with every nemesis (about 4.5 h on 2 cores; 0 skips it), over
