@@ -465,7 +465,7 @@ class ReplicaFetcher:
             return r.offset
         try:
             # Each RPC is an await: re-check that the partition still follows this leader at
-            # this epoch before touching the log, which may lead by now (finding 8).
+            # this epoch before touching the log, which may lead by now.
             leader_end = await offset(-1)
             if not self._still_following(tp, s, log):
                 return

@@ -1,5 +1,5 @@
 """The compose cluster's shipped configs keep the rules controller and brokers share equal
-(issue 26, defect 2: the brokers' min.insync.replicas=2 against a controller left at the
+(the brokers' min.insync.replicas=2 against a controller left at the
 default 1 made the controller's ELR rule differ from every leader's)."""
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ class Log:
         # Set by the first I/O error of a write: the files may no longer match what this
         # object believes (a partial write, a failed index or checkpoint update), so every
         # later append, truncation or roll is refused until the log is reloaded from disk
-        # (the JBOD issue takes its dir offline; finding 6).
+        # (JBOD's log-dir failure handling, C5, takes its dir offline).
         self.failed: str | None = None
         # KIP-113: set when an intra-broker move swapped a new log in for this one; work still
         # queued for this object is forwarded there (broker/alter_log_dirs.py).

@@ -300,7 +300,7 @@ class LogSegment:
         except OSError:
             # A partial write (ENOSPC, EIO) may have left some bytes after ``position``. With
             # O_APPEND the next write would land after them while every position here assumed
-            # they are not there, and recovery would later drop all that follows (finding 6):
+            # they are not there, and recovery would later drop all that follows:
             # cut the file back. The Log refuses further writes whether or not this works.
             try:
                 self.fileops.ftruncate(self.fd, position)

@@ -127,7 +127,7 @@ async def test_send_with_callback_calls_it_once_per_record_in_order(fake, caplog
 
 async def test_a_full_window_does_not_wake_the_sender_per_batch(fake, monkeypatch):
     """With max.in.flight requests outstanding, new full batches wait for a completion to
-    wake the sender; a drain per batch would walk every partition for nothing (issue 7).
+    wake the sender; a drain per batch would walk every partition for nothing.
     Everything is still delivered once the broker answers."""
     fake.state.add_topic("t", 1, 3)
     fake.state.produce_gate = gate = asyncio.Event()
@@ -222,7 +222,7 @@ async def test_retries_follow_a_leader_move(fake):
     assert brokers[0] == 1 and brokers[-1] == 2
 
 
-# Issue 7 (controlled shutdown moves thousands of leaders at once): a NOT_LEADER_OR_FOLLOWER
+# A controlled shutdown moves thousands of leaders at once: a NOT_LEADER_OR_FOLLOWER
 # must send the batch to the new leader as soon as the client knows it, not a retry.backoff
 # later. retry.backoff.ms is set to 10 minutes, so a producer that waits it out (before the
 # retry, or before the metadata refresh) never makes the retry the tests wait for.

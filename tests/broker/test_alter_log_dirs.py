@@ -1,4 +1,4 @@
-"""Intra-broker replica moves (KIP-113, issue 10 part 5), in process with real files: the pure
+"""Intra-broker replica moves (KIP-113), in process with real files: the pure
 decisions of the ReplicaAlterLogDirs copier, a move under produce load swapped in with the same
 batches and offsets, a failed destination dir and a cancelled move leaving the original intact,
 and a restart mid-move discarding the future replica."""

@@ -170,8 +170,8 @@ async def test_fenced_answer_drops_the_change(env):
 async def test_a_follower_refused_as_ineligible_is_not_proposed_again_with_that_epoch(env):
     """KIP-841: INELIGIBLE_REPLICA (the follower is in controlled shutdown). Its later fetches
     with the same broker epoch propose nothing: a 10k-partition controlled shutdown made the
-    new leaders propose the shutting-down broker back on every fetch, ~6,000 refusals/s
-    (issue 7). A new broker epoch, a new partition state or an isr-expiration round lets the
+    new leaders propose the shutting-down broker back on every fetch, ~6,000 refusals/s.
+    A new broker epoch, a new partition state or an isr-expiration round lets the
     leader propose it again."""
     servicer, mgr, metrics = env
     servicer.script = [ErrorCode.INELIGIBLE_REPLICA]
@@ -205,7 +205,7 @@ async def test_other_refusals_do_not_hold_the_follower_back(env):
 
 
 async def test_a_shrink_answer_carrying_an_elr_freezes_the_hw(env):
-    """Issue 26: the controller put the replica the shrink removed in the ELR (its min ISR is
+    """The controller put the replica the shrink removed in the ELR (its min ISR is
     higher than the one this leader has heard of yet); the answer says so and the leader keeps
     its HW frozen (Partition.maybe_advance_hw, tests/broker/test_hw_min_isr.py), so nothing the
     ELR member lacks is committed."""

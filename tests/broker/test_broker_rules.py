@@ -1,4 +1,4 @@
-"""The broker's pure rules moved out of the replica manager and the servicer (issue 8 item 5):
+"""The broker's pure rules moved out of the replica manager and the servicer:
 tables of inputs and the expected answer, no I/O."""
 
 from types import SimpleNamespace as NS
@@ -311,7 +311,7 @@ def test_stray_replica_rule(replicas, has_log, held, stray):
 @pytest.mark.parametrize("held", [None, NS(stopped=True, leader_epoch=0),
                                   NS(stopped=False, leader_epoch=4)])
 def test_a_replica_still_in_the_isr_is_never_a_stray(held):
-    """Issue 26, defect 4: reassignment step 4's UpdateMetadata (replicas = TRS, epoch E+1)
+    """Reassignment step 4's UpdateMetadata (replicas = TRS, epoch E+1)
     reaches a removed replica the ISR still names; only step 5's StopReplica deletes it."""
     assert partition_state.is_stray_replica(1, (2, 3), 5, True, held, isr=(1, 2, 3)) is False
     assert partition_state.is_stray_replica(1, (2, 3), 5, True, held, isr=(2, 3)) is True

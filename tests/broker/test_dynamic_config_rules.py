@@ -1,6 +1,6 @@
 """Dynamic configs, the pure parts: key and value checks, Kafka's incremental alteration, the
 description with sources and synonyms, the min ISR a leader enforces, and which change
-notifications a broker acts on (issue 15, finding 4)."""
+notifications a broker acts on (min ISR never weaker than configured)."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_effective_min_isr_is_capped_at_the_replication_factor(configured, rf, e
 
 
 def test_min_insync_replicas_is_refused_on_one_brokers_entity():
-    """Issue 26, defect 2: a per-broker value would make that broker's rule differ from the
+    """A per-broker value would make that broker's rule differ from the
     controller's; only the cluster-wide default entity may set it."""
     with pytest.raises(ConfigError, match="only be set cluster-wide"):
         check_broker_entity_config("min.insync.replicas", "1")

@@ -1,8 +1,7 @@
 """Dynamic configs against a real ZooKeeper and real gRPC: IncrementalAlterConfigs writes the
 config znode and a /config/changes notification together (or nothing), DescribeConfigs reads
 them back with Kafka's sources, other brokers reload the entity named by each notification,
-old notifications are pruned, and a topic config that cannot be read does not weaken min ISR
-(issue 15, finding 4)."""
+old notifications are pruned, and a topic config that cannot be read does not weaken min ISR."""
 
 from __future__ import annotations
 
@@ -112,7 +111,7 @@ async def test_alter_writes_config_and_notification_together(brokers, zk):
      ErrorCode.INVALID_CONFIG, "Cannot update these configs dynamically: log.dirs"),
     (alter_req(("min.insync.replicas", pb.SET, "2"), resource_type=pb.BROKER, name="2"),
      ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 1"),
-    # issue 26, defect 2: one value for the controller and every leader
+    # one min ISR for the controller and every leader
     (alter_req(("min.insync.replicas", pb.SET, "1"), resource_type=pb.BROKER, name="1"),
      ErrorCode.INVALID_CONFIG, "min.insync.replicas can only be set cluster-wide"),
     (alter_req(("min.insync.replicas", pb.SET, "2"), validate_only=True), ErrorCode.NONE, ""),

@@ -1,5 +1,5 @@
-"""The fault file's clock rule (issue 14's clock nemesis): it moves the wall clock the replica
-manager reads, and nothing else."""
+"""The fault file's clock rule (the chaos runner's clock nemesis): it moves the wall clock the
+replica manager reads, and nothing else."""
 
 from __future__ import annotations
 

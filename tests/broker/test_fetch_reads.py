@@ -1,8 +1,7 @@
 """A Fetch's log reads: one executor hand-off for all of its partitions, within the response's
 max_bytes in partition order (KIP-74: the first partition with data gets a whole batch even
 past the limit; later ones only what is left). One hand-off per partition in turn made a
-leader take 10-20 ms to answer a follower fetch of 20-30 partitions under acks=all load
-(issue 7)."""
+leader take 10-20 ms to answer a follower fetch of 20-30 partitions under acks=all load."""
 
 from __future__ import annotations
 

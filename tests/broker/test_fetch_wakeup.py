@@ -1,7 +1,7 @@
 """A parked multi-partition Fetch completes as soon as *one* of its partitions can add bytes
 (Kafka's DelayedFetch.tryComplete runs on every partition's append / HW change).
 
-Regression (issue 7): ``ReplicaManager.fetch`` waited with ``asyncio.wait``'s default
+Regression: ``ReplicaManager.fetch`` waited with ``asyncio.wait``'s default
 ALL_COMPLETED, so a fetch carrying several partitions - every follower fetcher's, every
 consumer's - woke only when every partition had new data or max_wait ran out: each acks=all
 produce waited up to replica.fetch.wait.max.ms.

@@ -1,4 +1,4 @@
-"""The leader's HW against min ISR (issue 26, defects 1 and 3), on a real Partition and Log.
+"""The leader's HW against min ISR, on a real Partition and Log.
 
 Kafka's Partition.maybeIncrementLeaderHW takes the minimum LEO over the *maximal* ISR (the
 committed ISR plus an expansion in flight), but freezes the HW while the *committed* ISR is below
@@ -86,7 +86,7 @@ def test_under_min_isr_counts_against_the_effective_min_isr(tmp_path) -> None:
 
 
 def test_a_follower_proposed_for_the_isr_bounds_the_hw_it_was_admitted_under(tmp_path) -> None:
-    """Finding H of the cluster simulation (issue 26): the leader must propose a caught-up
+    """Finding H of the whole-cluster simulation: the leader must propose a caught-up
     follower (setting the pending ISR) *before* it moves the HW, as Kafka's
     updateFollowerFetchState runs maybeExpandIsr before maybeIncrementLeaderHW. Here the HW
     lags at 4 (follower 2's fetch at 10 was recorded, the HW not yet recomputed); follower 3
@@ -109,7 +109,7 @@ def test_a_follower_proposed_for_the_isr_bounds_the_hw_it_was_admitted_under(tmp
 
 
 def test_the_hw_stays_frozen_while_the_controller_holds_an_elr(tmp_path) -> None:
-    """Issue 26: controller and leader hear of a min.insync.replicas change separately. Here
+    """Controller and leader hear of a min.insync.replicas change separately. Here
     the leader already reads the decrease (min ISR 1: ISR [1] would commit) while the
     controller's state still lists the ELR {2, 3}; committing now would expose records that a
     clean election of 2 or 3 loses. The HW moves only once a state without ELR arrives."""

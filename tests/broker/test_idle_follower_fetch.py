@@ -1,5 +1,5 @@
 """The leader's short path for idle, caught-up followers and its re-read of only the woken
-partitions of a parked fetch (issue 7: at 10k partitions the full per-partition path, and a
+partitions of a parked fetch (at 10k partitions the full per-partition path, and a
 pass over every partition at each wake-up, were most of a leader's event loop).
 
 Both must leave the leader exactly where the full path leaves it: the same answers, the same

@@ -1,4 +1,4 @@
-"""JBOD log-dir failure on the broker (seed 003, C5; issue 10 parts 1, 2 and 4), in process:
+"""JBOD log-dir failure on the broker (seed 003, C5), in process:
 EIO through the file seam on a whole log dir and on one partition's files reaches the one
 handler, which takes the dir (or the one log) offline while the broker keeps serving the
 rest; lost replicas answer KAFKA_STORAGE_ERROR, the restart entry is written to a real

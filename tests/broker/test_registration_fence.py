@@ -1,4 +1,4 @@
-"""A broker refuses controller requests until it has registered in ZooKeeper (issue 14's chaos
+"""A broker refuses controller requests until it has registered in ZooKeeper (replog chaos
 found a restarted broker applying what the controller had queued for its previous process)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The replica manager's injected seams (issue 8 item 5): the fetchers' transport, the clock
+"""The replica manager's injected seams: the fetchers' transport, the clock
 for request deadlines, DescribeLogDirs' disk call off the event loop, and the log-dir failure
 consumer."""
 

@@ -1,4 +1,4 @@
-"""Regression tests for the replication-core findings of issue 15, one per finding, named after
+"""Regression tests for the replication-core findings, one per finding, named after
 it. Each makes its interleaving happen deterministically: a log dir's executor is held by a
 job waiting on a threading.Event, so the storage calls queued behind it run in a known order
 relative to the LeaderAndIsr under test. No sleeps decide an outcome."""
@@ -120,7 +120,7 @@ async def test_fetcher_does_not_move_hw_of_partition_that_became_leader_during_a
 
 
 async def test_newer_broker_epoch_is_accepted_older_refused(nodes):
-    """Issue 15 ("broker epochs"): only an older broker epoch is stale. On the commit before,
+    """Broker epochs: only an older broker epoch is stale. On the commit before,
     a request carrying the broker's new registration epoch (which the controller saw before
     the broker recorded it) was refused as STALE_BROKER_EPOCH."""
     from broker.replica_types import RequestError
@@ -138,7 +138,7 @@ async def test_newer_broker_epoch_is_accepted_older_refused(nodes):
 
 
 async def test_acks_all_survives_a_leader_epoch_bump_that_keeps_the_batch(nodes):
-    """Issue 15 ("produce"): the leader is re-elected in a new epoch while an acks=all batch
+    """Produce: the leader is re-elected in a new epoch while an acks=all batch
     waits for its follower. It still leads and the batch is intact, so the produce succeeds
     once replicated; on the commit before it failed with NOT_LEADER_OR_FOLLOWER."""
     a, b = nodes
@@ -156,7 +156,7 @@ async def test_acks_all_survives_a_leader_epoch_bump_that_keeps_the_batch(nodes)
 
 
 async def test_fetch_from_an_older_follower_incarnation_does_not_move_the_hw(nodes):
-    """Issue 15 ("follower fetch state"): a fetch carrying an older broker epoch than the
+    """Follower fetch state: a fetch carrying an older broker epoch than the
     follower's known one is served but must not advance the HW (KIP-903)."""
     a, _ = nodes
     await a.rm.leader_and_isr(leader_and_isr_request(leader_and_isr(a, 1, 0, [1, 2], [1, 2], [])))
@@ -193,7 +193,7 @@ async def test_fetcher_offset_reset_truncates_to_the_leaders_end(nodes):
 
 
 async def test_stale_stop_replica_leaves_fetcher_and_failed_state_alone(nodes):
-    """Issue 15 ("StopReplica"): a StopReplica older than the partition's leader epoch is
+    """StopReplica: a StopReplica older than the partition's leader epoch is
     FENCED_LEADER_EPOCH and touches nothing. On the commit before, the fetcher dropped the
     partition and its KIP-461 failed state was cleared before the epoch was checked."""
     from common.errors import ErrorCode
@@ -249,7 +249,7 @@ async def test_partition_that_became_leader_while_an_earlier_one_appended_is_not
 
 
 async def test_reassignment_step_4_metadata_does_not_delete_a_replica_the_isr_names(nodes):
-    """Issue 26, defect 4 at the broker: reassignment [1, 2] -> [2, 3] reaches step 4 (the
+    """The stray rule at the broker: reassignment [1, 2] -> [2, 3] reaches step 4 (the
     UpdateMetadata carries replicas = TRS at a newer leader epoch) while ZooKeeper still lists
     broker 1 in the ISR - the controller died before step 5. Broker 1 keeps its log: only
     StopReplica(delete) after the ISR shrank may remove it. Once the metadata drops it from the
@@ -276,7 +276,7 @@ async def test_reassignment_step_4_metadata_does_not_delete_a_replica_the_isr_na
 
 
 async def test_deleting_one_partition_keeps_the_topics_overrides_for_the_others(nodes):
-    """Issue 26 (a finding of the cluster simulation, seed 811): StopReplica(delete) of t-0
+    """A finding of the cluster simulation (seed 811): StopReplica(delete) of t-0
     forgot topic t's overrides while the broker still held t-1, so the next broker-config
     refresh read t's override as *unknown* and t-1's min ISR became the replication factor."""
     from common.names import TopicPartition

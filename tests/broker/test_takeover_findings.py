@@ -1,4 +1,4 @@
-"""Issue 7: what a controlled shutdown of a broker leading 10k partitions found.
+"""What a controlled shutdown of a broker leading 10k partitions found.
 
 1. A broker that becomes leader answers LeaderAndIsr before it writes the new leader
 epochs' ``leader-epoch-checkpoint`` files. A controlled shutdown of a broker leading 10k
@@ -141,7 +141,7 @@ def test_deferred_epoch_is_written_and_synced_by_the_flush(tmp_path):
 
 
 # test_a_crash_before_the_deferred_write_rebuilds_the_epoch_from_the_batches: in
-# tests/storage/test_deferred_epochs.py, reopened from the checkpoints on disk (issue 26).
+# tests/storage/test_deferred_epochs.py, reopened from the checkpoints on disk.
 
 
 def test_a_clean_close_writes_the_deferred_epoch(tmp_path):

@@ -1,4 +1,4 @@
-"""A fault's stop must run, whatever the operations inside its window wait on (issue 14).
+"""A fault's stop must run, whatever the operations inside its window wait on.
 
 Seed 44 x 60 s killed ZooKeeper at 57.1 s and drew a controlled shutdown of broker-1 inside
 that window (58.95 s). The shutdown's restart read the broker's registration from ZooKeeper

@@ -1,4 +1,4 @@
-"""The ducktape replication matrix as tests (issue 14 item 5): {clean bounce, hard bounce,
+"""The ducktape replication matrix as tests (Kafka's replication_test): {clean bounce, hard bounce,
 clean kill, hard kill} x {leader, controller}, acks=all writers, min.insync.replicas=2, each
 run checked by the chaos checker (every acknowledged write read back at its offset, no
 offset with two values, writer order, in-sync replicas byte-identical below the HW).

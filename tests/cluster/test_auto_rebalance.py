@@ -1,4 +1,4 @@
-"""Issue 9 acceptance "Elections", the automatic half: after a broker bounce, with
+"""Preferred leader election (C6), the automatic half: after a broker bounce, with
 auto.leader.rebalance.enable the controller's periodic imbalance check returns leadership to
 the preferred replicas on its own. The manual half (auto rebalance off: leaders stay moved
 until ``replog elect --election-type preferred --all-topic-partitions``) is

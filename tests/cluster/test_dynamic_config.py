@@ -1,7 +1,7 @@
-"""Issue 15, finding 4, with real processes: a topic's min.insync.replicas changed at runtime
-through `replog configs` reaches the leader at once, and acks=all is then refused with
-NOT_ENOUGH_REPLICAS; the CLI's describe and `topics describe` show the live value; bad
-changes are one `Error:` line and change nothing."""
+"""Min ISR never weaker than configured, with real processes: a topic's min.insync.replicas
+changed at runtime through `replog configs` reaches the leader at once, and acks=all is then
+refused with NOT_ENOUGH_REPLICAS; the CLI's describe and `topics describe` show the live value;
+bad changes are one `Error:` line and change nothing."""
 
 from __future__ import annotations
 

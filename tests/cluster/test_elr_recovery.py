@@ -1,4 +1,4 @@
-"""Issue 11 acceptance (C7, seed 001 / KIP-966) with real processes and a real ZooKeeper: Eligible
+"""C7 acceptance (seed 001 / KIP-966) with real processes and a real ZooKeeper: Eligible
 Leader Replicas and the Unclean Recovery Manager.
 
 1. Kafka's eligible_leader_replicas_test: RF 3, min.insync.replicas 2, ELR on, an acks=all

@@ -1,4 +1,4 @@
-"""Issue 10 acceptance (C5, seed 003; Kafka's log_dir_failure_test) with real processes, a real
+"""C5 acceptance (seed 003; Kafka's log_dir_failure_test) with real processes, a real
 ZooKeeper and real disk faults: 3 brokers with 2 log dirs each, a topic of RF 3 and
 min.insync.replicas=2, an acks=all producer running; one of broker 2's dirs fails. Then:
 

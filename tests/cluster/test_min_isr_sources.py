@@ -1,6 +1,5 @@
-"""Issue 26 acceptance with real processes: the controller and the brokers read min ISR from one
-resolver (defect 2), and a topic whose RF is below min.insync.replicas still exposes its records
-(defect 3).
+"""With real processes: the controller and the brokers read min ISR from one resolver, and a
+topic whose RF is below min.insync.replicas still exposes its records.
 
 1. The controller is configured with min.insync.replicas=2, the cluster-wide dynamic broker
    default says 1. The followers stop one by one and the leader keeps acknowledging acks=all on

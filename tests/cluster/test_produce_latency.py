@@ -1,4 +1,4 @@
-"""Issue 7 with real processes: acks=all produce and consume finish without waiting out the
+"""With real processes: acks=all produce and consume finish without waiting out the
 long poll, in a cluster where every Fetch carries many partitions.
 
 3 brokers, three topics of 6 partitions each, RF 3: each broker leads about six partitions, so

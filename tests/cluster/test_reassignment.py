@@ -140,7 +140,7 @@ async def test_controller_killed_at_a_step_boundary(cluster_factory, case, step)
                      what=f"controller {first} killed at step {step}")
     assert c.controller(first).returncode in (-9, 137)
     if step == 4:
-        # Seed case 3 (issue 26, defect 4): step 4's UpdateMetadata (replicas = [3, 4] at a new
+        # Seed case 3 (the stray rule): step 4's UpdateMetadata (replicas = [3, 4] at a new
         # epoch) reached brokers 1 and 2 before the kill, step 5 has not shrunk the ISR: while
         # ZooKeeper lists them in the ISR (the standby takes over only once the killed
         # controller's session expires), their logs must still be there - a clean election

@@ -1,4 +1,4 @@
-"""Issue 9 acceptance "Under load", with a real controller, real ZooKeeper and real brokers:
+"""Reassignment "Under load" (C6), with a real controller, real ZooKeeper and real brokers:
 100 partitions moved while an acks=all producer runs and one broker is bounced. Every
 acknowledged record is read back at its offset, the moved partitions' replicas are
 byte-identical up to the HW, and no files of removed replicas remain.

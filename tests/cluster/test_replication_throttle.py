@@ -1,4 +1,4 @@
-"""Replication throttles (KIP-73, issue 9 "Throttles") with real processes, a real ZooKeeper and
+"""Replication throttles (KIP-73) with real processes, a real ZooKeeper and
 real gRPC: a follower that was down catches up through a small throttle - it is held back, not
 caught up, while the throttled bytes grow - and the in-sync follower under the same throttle
 keeps acks=all going; once the throttle is removed the lagging one catches up and rejoins the

@@ -18,7 +18,7 @@ def _batch(epoch: int) -> BrokerBatch:
 
 
 async def test_leader_and_isr_refused_by_a_freshly_registered_broker_is_retried():
-    """Issue 15 ("broker epochs"): the broker answers STALE_BROKER_EPOCH to a request that
+    """Broker epochs: the broker answers STALE_BROKER_EPOCH to a request that
     carries its *current* registration epoch (it has not recorded that epoch yet). On the
     commit before, FAILED_PRECONDITION was never retried and the new incarnation never got
     its LeaderAndIsr."""
@@ -35,7 +35,7 @@ async def test_leader_and_isr_refused_by_a_freshly_registered_broker_is_retried(
 
 
 async def test_channels_come_from_the_injected_factory_with_the_controller_options():
-    """The transport seam (issue 8): the manager opens its broker channels through the factory
+    """The transport seam: the manager opens its broker channels through the factory
     it is given, with the controller-to-broker options of common/grpc_options.py."""
     from common.grpc_options import CONTROLLER_TO_BROKER_OPTIONS, insecure_channel
     opened = []

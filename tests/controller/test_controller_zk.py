@@ -455,7 +455,7 @@ async def test_a_refused_write_is_reread_and_not_applied(controllers, fake_broke
 
 async def test_refused_election_write_is_reread_and_decided_again(
         controllers, fake_brokers, broker_sessions, zk):
-    """Issue 15 ("controller retries"): another writer rewrote t-0's state, so the election
+    """Controller retries: another writer rewrote t-0's state, so the election
     after its leader dies is refused. On the commit before, the controller only adopted the
     re-read state and t-0 stayed led by the dead broker; now it elects again on that state."""
     await fake_brokers(1, 2, 3)
@@ -503,7 +503,7 @@ async def test_restart_partitions_entry_is_applied_then_deleted(controllers, fak
 
 
 async def test_leader_and_isr_refusals_come_back_as_an_event(controllers, fake_brokers, zk):
-    """Issue 8: a broker's LeaderAndIsr answer reaches the core as an event. A replica refused
+    """A broker's LeaderAndIsr answer reaches the core as an event. A replica refused
     with KAFKA_STORAGE_ERROR is recorded and decides nothing (its broker's /restart_partitions
     entry is what re-elects, seed 003): the partition state is the one created."""
     brokers = await fake_brokers(1, 2, 3)

@@ -1,5 +1,5 @@
 """Kill the controller after every effect of an operation; a new controller, built only from
-the store, must finish it with the same result as the uninterrupted run (issue 8).
+the store, must finish it with the same result as the uninterrupted run.
 
 Each operation runs once uninterrupted to count its effects, then once per effect index n
 with `crash_after(n)`: the core dies after carrying out n effects (its in-memory state and

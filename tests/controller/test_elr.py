@@ -258,7 +258,7 @@ def test_EffectiveMinIsr():
 
 
 def test_the_controller_reads_min_isr_as_every_broker_does():
-    """Issue 26, defect 2: with min.insync.replicas=2 in the controller's config and a dynamic
+    """With min.insync.replicas=2 in the controller's config and a dynamic
     broker default of 1, the controller's ELR rule reads 1 - as each leader does
     (common.dynamic_config.configured_min_isr) - so it does not fill the ELR while the leader
     acknowledges acks=all on one replica. A topic override still wins."""
@@ -669,8 +669,8 @@ def _elr_invariants(seed: int, steps: int = 40) -> None:
                 d.crash()
                 d.elect()
             elif action == "min_isr":
-                # min.insync.replicas moves through either source the brokers read (issue 26,
-                # defect 2): the topic override or the dynamic broker default
+                # min.insync.replicas moves through either source the brokers read (one
+                # resolver): the topic override or the dynamic broker default
                 value = rng.choice([None, "1", "2", "3"])
                 if rng.random() < 0.5:
                     cfg = d.tree.configs.setdefault("t", {})
@@ -695,7 +695,7 @@ def _elr_invariants(seed: int, steps: int = 40) -> None:
             assert (isr | elr | lke) <= replicas, where
             # the min ISR every leader applies, from the brokers' own resolver over what
             # ZooKeeper holds - the controller's ELR must agree with it, not with a view of
-            # its own (issue 26, defect 2)
+            # its own
             rf = len(replicas)
             min_isr = effective_min_isr(configured_min_isr(
                 d.tree.configs.get("t", {}), d.tree.broker_default_config, 2, rf), rf)

@@ -1,4 +1,4 @@
-"""KIP-966 defects the whole-cluster simulation found in the controller (issue 26, findings D, E
+"""KIP-966 defects the whole-cluster simulation found in the controller (findings D, E
 and F of tests/sim/test_cluster_simulation.py), each on the pure decisions and, where the
 event path matters, through the core (tests/sim/driver.py).
 

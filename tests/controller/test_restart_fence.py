@@ -1,5 +1,6 @@
-"""The /restart_partitions fence (issue 26 defect 8): `stale_restart` over every short partition
-history, the AlterPartition record it reads (`IsrRejoins`), and the entry's epochs on the wire.
+"""The /restart_partitions fence (a late duplicate entry must not take a replica that rejoined
+the ISR for an empty one): `stale_restart` over every short partition history, the
+AlterPartition record it reads (`IsrRejoins`), and the entry's epochs on the wire.
 The core-level scenario is testdata/restart_fence.txt."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """One contract, two MetadataStores: ZkStore on a real ZooKeeper and InMemoryStore. Every
-test runs against both, so the in-memory store (for scripts and the simulation of issue 8)
+test runs against both, so the in-memory store (for scripts and the controller simulation)
 refuses exactly what ZooKeeper refuses."""
 
 from __future__ import annotations

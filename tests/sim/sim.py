@@ -33,7 +33,7 @@ After every step the invariants are checked:
       its ISR - until AlterPartition adds it back (it re-created and caught up) - and leads
       only through a later election;
     - a late duplicate of a restart entry leaves a broker that AlterPartition re-admitted
-      after the loss in its ISR or ELR (issue 26 defect 8), when the core that saw the
+      after the loss in its ISR or ELR, when the core that saw the
       re-admission handles it.
 
 A failing seed prints its number and the step; rerunning it replays the same run. The
@@ -92,7 +92,7 @@ class Simulation:
         self.refused: list[str] = []
         # (partition, broker) replicas lost with a log dir -> out of the ISR since the loss?
         self.lost: dict[tuple[TopicPartition, int], bool] = {}
-        # issue 26 defect 8: every restart entry written (data, broker, partitions, epochs),
+        # the restart fence: every restart entry written (data, broker, partitions, epochs),
         # for late duplicates; (partition, broker) -> (partition epoch, core) of its last
         # re-admission by AlterPartition; what a duplicate must leave alone, checked after it
         self.restart_log: list[tuple[bytes, int, tuple[TopicPartition, ...], tuple[int, ...]]] \
@@ -300,7 +300,7 @@ class Simulation:
             # already out of the ISR and not leading: the restart has nothing to take away
             st = self.d.tree.states.get(tp)
             self.lost[(tp, b)] = st is not None and b not in st.isr and st.leader != b
-            # the fence (issue 26 defect 8): the partition epoch the broker held
+            # the fence: the partition epoch the broker held
             epochs.append(st.partition_epoch if st is not None else -1)
         data = encode_restart_entry(RestartEntry(
             b, "/d1", tuple((tp.topic, tp.partition) for tp in lost),
@@ -311,7 +311,7 @@ class Simulation:
     def _duplicate_restart(self) -> None:
         """The notifier's retry of an entry whose write timed out but landed: written again,
         maybe after the broker's re-created replica was re-admitted to the ISR. The core that
-        saw that re-admission must leave it in the ISR and ELR (issue 26 defect 8); a new core
+        saw that re-admission must leave it in the ISR and ELR; a new core
         has no record and applies it (unfenced: the replica only catches up again)."""
         core = self.d.core
         if not self.restart_log or core is None:

@@ -1,6 +1,6 @@
 """The whole-cluster simulation (tests/sim/cluster) as tests: its in-memory disk keeps exactly
-what was fsynced, a seed replays byte for byte, each planted defect of issue 26 is found within
-a fixed number of seeds, and a sweep of seeds keeps the invariants."""
+what was fsynced, a seed replays byte for byte, each planted defect (cluster/planted.py) is
+found within a fixed number of seeds, and a sweep of seeds keeps the invariants."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ SWEEP_STEPS = 40
 JBOD_SEEDS = int(os.environ.get("CLUSTER_SIM_JBOD_SEEDS", "100"))
 JBOD_STEPS = 60
 
-# What the simulation found beyond the issue's defects 1-9, all fixed (issue 26's closing note):
+# What the simulation found beyond the defects it was built to find, all fixed:
 #   A  an ELR-only state change reached the leader by UpdateMetadata alone (107d679)
 #   B  a failover resent a cancel's replicas at the epochs held; brokers ignored it (df681f3)
 #   D  a min ISR decrease kept the ELR (36ec7dc); the leader and the controller hear of a change

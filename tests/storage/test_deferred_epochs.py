@@ -1,5 +1,6 @@
-"""The deferred leader-epoch entry (issue 7: becoming leader writes ``leader-epoch-checkpoint``
-after LeaderAndIsr is answered) against what a crash leaves on disk (issue 26, defects 5 and 9).
+"""The deferred leader-epoch entry (becoming leader writes ``leader-epoch-checkpoint``
+after LeaderAndIsr is answered) against what a crash leaves on disk: a truncation checkpoints
+the lowered recovery point at once, and the deferred writer follows a swapped log (KIP-113).
 
 A crash is a LogManager dropped without shutdown (helpers.crash) and a fresh one started over
 the same dirs: the recovery point, HW and log start come from the checkpoint files, never from

@@ -134,7 +134,7 @@ def test_index_maps_offsets_to_positions_after_reopen(tmp_path):
 
 
 def test_index_lookup_never_pairs_an_offset_with_another_entrys_position(tmp_path, monkeypatch):
-    # Issue 15 (index reads): lookup() runs on the fetch read pool while the log dir's thread
+    # Index reads: lookup() runs on the fetch read pool while the log dir's thread
     # truncates and appends. Replayed deterministically: right after the reader's bisect, the
     # index is truncated and a later batch indexed in the reader's slot. With offsets and
     # positions in two lists the reader paired its offset with that batch's position - a read

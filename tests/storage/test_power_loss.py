@@ -1,4 +1,4 @@
-"""Real power loss (issue 15): unflushed data is really lost, and recovery still gives a prefix.
+"""Real power loss: unflushed data is really lost, and recovery still gives a prefix.
 
 SIGKILL keeps the page cache, so a killed broker's unflushed appends survive and crash
 recovery is only half tested by it. Here the log dir is an ext4 image, loop-mounted. While a

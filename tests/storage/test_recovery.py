@@ -199,7 +199,7 @@ class _SyncRecorder(FileOps):
 
 
 def test_the_flush_after_a_process_crash_fsyncs_the_recovered_unflushed_segments(tmp_path):
-    """Cluster simulation seed 23001 (issue 26). Broker 3's follower log truncated offset 2
+    """Cluster simulation seed 23001. Broker 3's follower log truncated offset 2
     (epoch 0) and fetched offsets 2..3 of epoch 1 without a flush; kill -9 kept them in the page
     cache; the unclean start recovered them from the recovery point 2, and later flushes moved
     the recovery point to 4 and 7 without ever fsyncing segment 0 - a segment loaded from disk

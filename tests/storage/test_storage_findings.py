@@ -1,5 +1,5 @@
-"""Regression tests for the storage findings of issue 15 (5: corruption before the recovery
-point; 6: partial writes; the recovery point after an unclean recovery; segment contiguity),
+"""Regression tests for the storage findings (corruption before the recovery
+point; partial writes; the recovery point after an unclean recovery; segment contiguity),
 on real files, with faults through the file-operation seam."""
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def test_failed_log_takes_writes_again_once_reloaded_from_its_files(tmp_path):
 
 
 def test_retention_renames_to_deleted_and_removes_after_the_delay(tmp_path):
-    """Issue 15 ("retention"): a segment leaving the log is renamed at once and removed only
+    """Retention: a segment leaving the log is renamed at once and removed only
     after file.delete.delay.ms, so a read already holding its fd finishes; on the commit
     before, its fd was closed under such reads."""
     from tests.storage.helpers import Clock
@@ -233,7 +233,7 @@ def test_retention_renames_to_deleted_and_removes_after_the_delay(tmp_path):
 
 
 def test_new_segments_directory_entries_are_fsynced_by_the_next_flush(tmp_path):
-    """Issue 15 ("power-loss durability"): a rolled segment's directory entry reaches the disk
+    """Power-loss durability: a rolled segment's directory entry reaches the disk
     with the flush, or a power loss could lose the whole file although its data was fsynced."""
     synced = []
 

@@ -89,7 +89,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
                "log-start-offset-checkpoint")
 FETCH_MAX_BYTES = 1 << 20
-# issue 26 defect 4's fix passes the ISR to the stray rule; the code before it takes none
+# the fixed stray rule takes the ISR (an ISR member is never a stray); the code before, none
 _STRAY_TAKES_ISR = "isr" in inspect.signature(partition_state.is_stray_replica).parameters
 
 
@@ -371,7 +371,7 @@ class SimBroker:
 
     def _adopt(self, tp: TopicPartition, log: Log, d: str) -> None:
         """LogManager._adopt: the log is this broker's; a truncation checkpoints the dir at
-        once (Kafka's LogManager.truncateTo, issue 26 defect 5), where the Log offers it."""
+        once (Kafka's LogManager.truncateTo), where the Log offers it."""
         if hasattr(log, "on_truncation"):
             log.on_truncation = self.checkpoint
         self.logs[tp] = log
@@ -454,7 +454,7 @@ class SimBroker:
 
     def _min_isr(self, topic: str, replication_factor: int) -> int:
         resolve = getattr(dynamic_config, "configured_min_isr", None)
-        if resolve is None:  # before issue 26's one resolver (defect 2): the old signature
+        if resolve is None:  # before the one min-ISR resolver: the old signature
             resolve = dynamic_config.effective_min_isr
         return resolve(self.topic_configs.get(topic), self.broker_dynamic,
                        self.static_min_isr, replication_factor)

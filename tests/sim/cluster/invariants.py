@@ -93,7 +93,7 @@ class Invariants:
     def _epoch_cache_agrees(self, b: SimBroker, tp: TopicPartition) -> None:
         """The leader-epoch cache places every batch in the epoch the batch carries: what
         OffsetForLeaderEpoch and the diverging-epoch answers (KIP-101/279/595) rest on. A
-        deferred entry lost below the recovery point (issue 26, defect 5) breaks it."""
+        deferred entry lost below the recovery point (a truncation not checkpointed) breaks it."""
         self.content(b, tp)
         cache = b.logs[tp].epoch_cache
         for base, epoch in self._batch_epochs.get((b.broker_id, tp), ()):

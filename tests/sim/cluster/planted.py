@@ -1,4 +1,4 @@
-"""Planted bugs: each re-creates one of issue 26's defects on top of the fixed code, as a
+"""Planted bugs: each re-creates a fixed defect (docs/simulation.md) on top of the code, as a
 test-only monkeypatch (nothing here is imported by production modules). The simulation is
 not done unless it finds each of them within a fixed, small number of seeds
 (tests/sim/test_cluster_simulation.py), which proves its checker is not vacuous.

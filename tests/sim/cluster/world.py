@@ -751,8 +751,9 @@ class World:
             self.tick()
 
     def _lead_after_truncation(self) -> None:
-        """Issue 26 defect 5's window, composed from ordinary faults (no tick of it is
-        forced; each can miss, and the schedule goes on from wherever it stopped):
+        """The window of planted defect 5 (truncation_not_checkpointed), composed from
+        ordinary faults (no tick of it is forced; each can miss, and the schedule goes on from
+        wherever it stopped):
           1. leader L takes acks=1 writes its followers have not fetched, until its
              flush.messages flush syncs them, and the checkpoint job records that recovery
              point R (L.checkpoint is the job the tick runs, fired now);
