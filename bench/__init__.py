@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 MB = 1_000_000
 GB = 1_000_000_000
@@ -114,6 +116,8 @@ def machine_info(data_dir: str | None = None) -> dict:
         "cpus": os.cpu_count(),
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
     }
+    # psutil has no API for the CPU's model name (cpu_freq, cpu_count, cpu_stats only), so
+    # it is read from the kernel's /proc/cpuinfo, as lscpu does.
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -128,18 +132,19 @@ def machine_info(data_dir: str | None = None) -> dict:
 
 
 def filesystem_of(path: str) -> str:
-    """The mount point and type of the filesystem holding ``path`` (from /proc/mounts)."""
+    """The mount point and type of the filesystem holding ``path``: the longest mount point
+    above it in the whole mount table (psutil's, all=True: tmpfs and overlay included)."""
     path = os.path.realpath(path)
     best = ("", "?", "?")
     try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                dev, mnt, fstype = line.split()[:3]
-                if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and \
-                        len(mnt) >= len(best[0]):
-                    best = (mnt, fstype, dev)
+        mounts = psutil.disk_partitions(all=True)
     except OSError:
         return "?"
+    for m in mounts:
+        mnt = m.mountpoint
+        if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[0]):
+            # psutil reports the kernel's "none" device as ""
+            best = (mnt, m.fstype, m.device or "none")
     return f"{best[1]} ({best[2]} on {best[0]})"
 
 

@@ -226,6 +226,8 @@ def settle_writeback() -> float:
     gave p99 68 ms against 7.8 after a sync (docs/profiles). Each figure then measures its own
     workload, not the previous one's writeback."""
     dirty = 0.0
+    # psutil.virtual_memory() has no Dirty or Writeback field (total, available, used, free,
+    # active, inactive, buffers, cached, shared, slab), so they are read from /proc/meminfo.
     try:
         with open("/proc/meminfo") as f:
             for line in f:
