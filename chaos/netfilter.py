@@ -28,14 +28,10 @@ NFT_BASE = Path("/sys/fs/cgroup")
 
 def cgroup2_mount() -> Path | None:
     try:
-        with open("/proc/mounts", encoding="utf-8") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) > 2 and parts[2] == "cgroup2":
-                    return Path(parts[1])
+        mounts = psutil.disk_partitions(all=True)
     except OSError:
         return None
-    return None
+    return next((Path(m.mountpoint) for m in mounts if m.fstype == "cgroup2"), None)
 
 
 def unavailable() -> str | None:
@@ -129,6 +125,7 @@ class Netfilter:
 
 
 def _current_cgroup(pid: int) -> Path:
+    # psutil has no cgroup API: the process's cgroup v2 path is read from /proc itself
     mount = cgroup2_mount()
     assert mount is not None
     for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():

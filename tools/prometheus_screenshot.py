@@ -1,5 +1,5 @@
 """Re-make ``docs/prometheus-graph.png``: Prometheus's graph page for a replog metric, from a live
-run, taken with headless Chromium (README "Prometheus, alerts and dashboards").
+run, taken with headless Chromium (docs/observability.md, "Prometheus, alerts and dashboards").
 
 What it runs, the way an operator would:
 
