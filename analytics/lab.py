@@ -25,7 +25,7 @@ Figures per run (``run_table``):
 - ``time_to_full_s``: from the last fault's end until every partition's ISR is full again;
 - ``unclean_elections``, ``offsets_truncated`` (from the event logs);
 - in a run with a reassignment (``move_figures``): ``move_s``, ``caught_up_s``,
-  ``copy_mb_s``, ``throttle_ratio`` and ``p99_move_ms``;
+  ``copy_mb_s``, ``throttle_ratio``, ``p99_move_ms`` and ``p99_before_move_ms``;
 - ``wall_s``: the run's wall time, what a full lab costs per arm.
 
 Per arm (``summarize``): runs, sums of the losses, and for each figure in METRICS the median
@@ -103,6 +103,7 @@ METRICS = {
     "copy_mb_s": "those bytes over that time: the copy's rate (MB/s)",
     "throttle_ratio": "that rate over the throttle (<= 1: the throttle held)",
     "p99_move_ms": "acks=all send latency p99 during the move (ms)",
+    "p99_before_move_ms": "the same before the move, for reference (ms)",
     "wall_s": "the run's wall time, cluster start to stop (s)",
 }
 SUMMARY_KEYS = ("runs", "acked_lost", "clean_lost", "runs_with_loss", "unclean_elections")
@@ -198,7 +199,8 @@ def move_figures(history: DataFrame) -> DataFrame:
     measured - move_s, caught_up_s, copy_mb_s (95% of the bytes broker 4 received over the
     time they took), that over the arm's throttle as throttle_ratio (null unthrottled) - and
     p99_move_ms, the acks=all send latency p99 of acknowledged sends invoked between the
-    request (the nemesis's invoke) and the move's completion (invoke + move_s)."""
+    request (the nemesis's invoke) and the move's completion (invoke + move_s), beside
+    p99_before_move_ms, the same of those invoked before the request."""
     mine = (history.where((F.col("process") == "nemesis") & (F.col("f") == "start")
                           & (F.col("value.fault.nemesis") == MOVE_NEMESIS)))
     res = F.col("value.result")
@@ -212,17 +214,18 @@ def move_figures(history: DataFrame) -> DataFrame:
     moves = (done.join(asked, "run", "left")
              .withColumn("copy_mb_s", F.col("copy_bytes") / F.col("copy_s") / 1e6)
              .withColumn("throttle_ratio", F.col("copy_mb_s") * 1e6 / F.col("throttle")))
-    ws = C.writes(history)
-    during = (ws.where((F.col("outcome") == "ok") & (F.col("acks") == "all"))
-              .join(moves.select("run", "move_from_s", "move_s"), "run")
-              .where((F.col("invoke_s") >= F.col("move_from_s"))
-                     & (F.col("invoke_s") <= F.col("move_from_s") + F.col("move_s")))
-              .groupBy("run")
-              .agg(F.percentile((F.col("complete_s") - F.col("invoke_s")) * 1000.0, 0.99)
-                   .alias("p99_move_ms")))
-    return (moves.join(during, "run", "left")
+    acked = (C.writes(history).where((F.col("outcome") == "ok") & (F.col("acks") == "all"))
+             .join(moves.select("run", "move_from_s", "move_s"), "run"))
+    during = (F.col("invoke_s") >= F.col("move_from_s")) & \
+        (F.col("invoke_s") <= F.col("move_from_s") + F.col("move_s"))
+    ms = (F.col("complete_s") - F.col("invoke_s")) * 1000.0
+    p99 = acked.groupBy("run").agg(
+        F.percentile(F.when(during, ms), 0.99).alias("p99_move_ms"),
+        F.percentile(F.when(F.col("invoke_s") < F.col("move_from_s"), ms), 0.99)
+        .alias("p99_before_move_ms"))
+    return (moves.join(p99, "run", "left")
             .select("run", "move_s", "caught_up_s", "copy_s", "copy_mb_s", "throttle_ratio",
-                    "p99_move_ms"))
+                    "p99_move_ms", "p99_before_move_ms"))
 
 
 def run_table(results: DataFrame, writes: DataFrame, states: DataFrame,
@@ -353,7 +356,8 @@ def format_table(summary: list[dict]) -> list[str]:
             ("unclean_elections", "unclean_el", 10, None),
             ("move_s_median", "move_s", 7, ".1f"), ("caught_up_s_median", "caught_up_s", 11, ".1f"),
             ("throttle_ratio_median", "vs_throttle", 11, ".2f"),
-            ("p99_move_ms_median", "p99_move_ms", 11, ".0f")]
+            ("p99_move_ms_median", "p99_move_ms", 11, ".0f"),
+            ("p99_before_move_ms_median", "p99_before", 10, ".0f")]
     # a figure no arm has (the move's, in an experiment without a reassignment) is left out
     cols = [c for c in cols if c[0] in SUMMARY_KEYS or c[0] == "arm"
             or any(r.get(c[0]) is not None for r in summary)]

@@ -62,6 +62,7 @@ def test_move_figures(spark, tmp_path):
     assert t["throttle_ratio"] == pytest.approx(2.0)  # twice the 4 MB/s throttle
     # acks=all sends invoked in [1.0, 2.5]: 100 and 300 ms (p99 interpolates between them)
     assert t["p99_move_ms"] == pytest.approx(298.0)
+    assert t["p99_before_move_ms"] == pytest.approx(700.0)  # the one send before it
     u = got["unthrottled"]
     assert u["copy_mb_s"] == pytest.approx(8.0) and u["throttle_ratio"] is None
 
@@ -91,10 +92,10 @@ def _summary_rows(with_move: bool) -> list[dict]:
             "longest_unavailable_s_median": 0.4, "leaderless_s_median": 0.0,
             "urp_s_median": 1.0, "isr_shrinks_median": 1.0, "unclean_elections": 0,
             "move_s_median": None, "caught_up_s_median": None, "throttle_ratio_median": None,
-            "p99_move_ms_median": None}
+            "p99_move_ms_median": None, "p99_before_move_ms_median": None}
     if with_move:
         base.update(move_s_median=5.7, caught_up_s_median=5.6, throttle_ratio_median=0.88,
-                    p99_move_ms_median=24.0)
+                    p99_move_ms_median=24.0, p99_before_move_ms_median=19.4)
     return [base]
 
 
@@ -102,8 +103,9 @@ def test_table_shows_the_move_only_where_there_was_one():
     plain = L.format_table(_summary_rows(False))
     assert "move_s" not in plain[0] and plain[0].split()[-1] == "unclean_el"
     moved = L.format_table(_summary_rows(True))
-    assert moved[0].split()[-4:] == ["move_s", "caught_up_s", "vs_throttle", "p99_move_ms"]
-    assert moved[1].split()[-4:] == ["5.7", "5.6", "0.88", "24"]
+    assert moved[0].split()[-5:] == ["move_s", "caught_up_s", "vs_throttle", "p99_move_ms",
+                                     "p99_before"]
+    assert moved[1].split()[-5:] == ["5.7", "5.6", "0.88", "24", "19"]
 
 
 def test_analyze_reads_the_move(spark, tmp_path):

@@ -291,3 +291,46 @@ def test_bench_lab_reads_wall_times(tmp_path, monkeypatch, capsys):
     bench_lab.main(None)
     printed = capsys.readouterr().out
     assert lines[2] in printed and '"figure":"reassignment/b"' in printed
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(os.environ.get("REPLOG_LAB_TESTS") != "1",
+                    reason="about 90 s of real runs: 'make lab' runs it (REPLOG_LAB_TESTS=1)")
+def test_reassignment_end_to_end(tmp_path):
+    """``replog lab run reassignment`` on seed 1, unthrottled and throttled with a failover:
+    the same move on the same timeline, completed in both (by the second controller after
+    the kill), with the throttle only where the arm has one, nothing lost, and the move's
+    figures in the summary."""
+    out = tmp_path / "lab"
+    rc = subprocess.run(
+        [sys.executable, "-m", "admin.cli", "lab", "run", "reassignment", "--seeds", "1",
+         "--arms", "unthrottled,throttle-high-failover", "--out", str(out)],
+        cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True,
+        text=True, timeout=600, check=False)
+    assert rc.returncode == 0, (rc.stdout[-3000:], rc.stderr[-3000:])
+    plain, failover = (lab.run_dir(out, a, 1) for a in ("unthrottled",
+                                                         "throttle-high-failover"))
+    assert (plain / "schedule.json").read_text() == (failover / "schedule.json").read_text()
+
+    def nemesis_ok(d: Path, name: str) -> dict:
+        ops = [json.loads(x) for x in (d / "history.jsonl").read_text().splitlines()]
+        return next(o["value"]["result"] for o in ops if o["process"] == "nemesis"
+                    and o["type"] == "ok" and o["f"] == "start"
+                    and o["value"]["fault"]["nemesis"] == name)
+
+    moves = {d: nemesis_ok(d, "lab-reassign") for d in (plain, failover)}
+    assert moves[plain]["moved"] == moves[failover]["moved"]
+    assert all(4 in r for r in moves[plain]["moved"].values())
+    assert moves[plain]["throttle"] is None
+    assert moves[failover]["throttle"] == lab.THROTTLE_HIGH
+    assert moves[failover]["bytes_in"] >= 2 * lab.PRELOAD_BYTES * 0.9
+    killed = nemesis_ok(failover, "lab-failover")["killed"]
+    assert killed.startswith("controller-")
+    for d in (plain, failover):
+        result = json.loads((d / lab.RESULT).read_text())
+        assert result["valid"] and result["acked_lost"] == 0, result
+    summary = json.loads((out / "summary.json").read_text())
+    for arm in ("unthrottled", "throttle-high-failover"):
+        assert summary["arms"][arm]["move_s_median"] > 0
+    assert summary["arms"]["unthrottled"]["throttle_ratio_median"] is None
+    assert summary["arms"]["throttle-high-failover"]["throttle_ratio_median"] > 0
