@@ -140,10 +140,13 @@ lint: setup
 clean:
 	rm -rf $(VENV) common/rpc/*_pb2*.py data
 
-# replog lab (docs/lab.md): the lab's own end-to-end test (a kip-966 A/B run interrupted and
-# resumed), then every runnable experiment (replog lab list) with LAB_SEEDS seeds per arm
-# (default 10) into LAB_OUT/<experiment> (default lab-results/); a stopped 'make lab' goes on
-# where it stopped (--resume). About 35 s per run here: kip-966 (5 arms x 10 seeds) ~30 min.
+# replog lab (docs/lab.md): the lab's own end-to-end tests (a kip-966 A/B run interrupted and
+# resumed, a reassignment run with a controller failover: about 3 min), then every runnable
+# experiment (replog lab list) with LAB_SEEDS seeds per arm (default 10) into
+# LAB_OUT/<experiment> (default lab-results/); a stopped 'make lab' goes on where it stopped
+# (--resume). 20-40 s per run here: kip-966 (5 arms x 10 seeds) ~30 min, kip-461, kip-501
+# and jbod (2 x 10) ~8 min each, reassignment (6 x 10) ~35 min: about 1.5 hours in all.
+# 'python -m bench lab' prints the wall time per arm and per run of what it wrote.
 .PHONY: lab
 lab: setup
 	REPLOG_LAB_TESTS=1 $(PY) -m pytest -q tests/chaos/test_lab.py
