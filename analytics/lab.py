@@ -361,6 +361,8 @@ def format_table(summary: list[dict]) -> list[str]:
     # a figure no arm has (the move's, in an experiment without a reassignment) is left out
     cols = [c for c in cols if c[0] in SUMMARY_KEYS or c[0] == "arm"
             or any(r.get(c[0]) is not None for r in summary)]
+    # the arm column as wide as the longest arm (throttle-high-failover)
+    cols[0] = ("arm", "arm", max([20, *(len(str(r.get("arm"))) for r in summary)]), None)
     head = " ".join(f"{h:>{w}}" if i else f"{h:<{w}}" for i, (_, h, w, _) in enumerate(cols))
     lines = [head]
     for r in summary:

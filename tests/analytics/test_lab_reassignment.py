@@ -106,6 +106,9 @@ def test_table_shows_the_move_only_where_there_was_one():
     assert moved[0].split()[-5:] == ["move_s", "caught_up_s", "vs_throttle", "p99_move_ms",
                                      "p99_before"]
     assert moved[1].split()[-5:] == ["5.7", "5.6", "0.88", "24", "19"]
+    # an arm name longer than the column's 20 characters widens it: the columns stay aligned
+    long = L.format_table([{**_summary_rows(True)[0], "arm": "throttle-high-failover"}])
+    assert len({len(line) for line in long}) == 1, long
 
 
 def test_analyze_reads_the_move(spark, tmp_path):
