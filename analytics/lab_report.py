@@ -13,6 +13,8 @@ from analytics.report import _head, _png, _table, plt
 
 SHOWN = ("acked_lost", "longest_unavailable_s", "leaderless_s", "urp_s", "isr_shrinks",
          "time_to_full_s")
+# shown only where the experiment measures them (a reassignment: the move's own figures)
+SHOWN_IF_MEASURED = ("move_s", "copy_mb_s", "throttle_ratio", "p99_move_ms")
 FAULT_COLORS = {"lab-stop": "tab:blue", "lab-kill": "tab:red"}
 
 
@@ -20,8 +22,15 @@ def _arms(lab: dict, summary: dict) -> list[str]:
     return list(summary["arms"]) or list(lab.get("arms", {}))
 
 
+def shown_figures(runs: list[dict], metrics: dict[str, str]) -> list[str]:
+    """The figures plotted: the common ones, then those only some experiments measure."""
+    return [m for m in SHOWN if m in metrics] + [
+        m for m in SHOWN_IF_MEASURED
+        if m in metrics and any(r.get(m) is not None for r in runs)]
+
+
 def distributions(runs: list[dict], arms: list[str], metrics: dict[str, str]) -> str:
-    shown = [m for m in SHOWN if m in metrics]
+    shown = shown_figures(runs, metrics)
     fig, axes = plt.subplots(1, len(shown), figsize=(3.1 * len(shown), 3.4), squeeze=False)
     for ax, m in zip(axes[0], shown):
         for i, arm in enumerate(arms):
