@@ -143,10 +143,7 @@ class ConfigManager:
         got = await self.zk.get_or_none(path)
         if got is None:
             return {}, -1
-        try:
-            return zl.decode_entity_config(got[0]), got[1].version
-        except zl.MalformedZnode as e:
-            raise zl.MalformedZnode(f"{path}: {e}") from None
+        return zl.decode_at(path, got[0], zl.decode_entity_config), got[1].version
 
     def _malformed(self, e: zl.MalformedZnode) -> None:
         self.events.error("config_znode_malformed", error=str(e)[:300])

@@ -335,10 +335,7 @@ class BrokerServer:
         (broker/topic_config_state.py keeps the config held then)."""
         path = zl.topic_config_path(topic)
         got = await self.zk.get_or_none(path)
-        try:
-            return zl.decode_topic_config(got[0]) if got else {}
-        except zl.MalformedZnode as e:
-            raise zl.MalformedZnode(f"{path}: {e}") from None
+        return zl.decode_at(path, got[0], zl.decode_topic_config) if got else {}
 
     # ------------------------------------------------------------------ controller tracking
 
@@ -349,8 +346,7 @@ class BrokerServer:
             if await self.zk.exists(zl.CONTROLLER, watch=watch) is not None:
                 await self._refresh_controller()
                 return
-            self.controller.set_controller(-1, None)
-            self.metadata.controller_id, self.metadata.controller = -1, None
+            self._set_controller(None)
             return
         try:
             info = zl.decode_controller(got[0])
@@ -359,11 +355,17 @@ class BrokerServer:
             # until the next write, which the watch just set reports.
             self.events.error("controller_znode_malformed", znode=zl.CONTROLLER,
                               error=str(e)[:300])
+            info = None
+        self._set_controller(info)
+
+    def _set_controller(self, info: zl.ControllerInfo | None) -> None:
+        """The controller this broker sends AlterPartition and the rest to, and the one its
+        Metadata answers name (clients find it there for admin operations); None: none known."""
+        if info is None:
             self.controller.set_controller(-1, None)
             self.metadata.controller_id, self.metadata.controller = -1, None
             return
         self.controller.set_controller(info.controller_id, info.address)
-        # Clients find the controller through any broker's Metadata (admin operations).
         self.metadata.controller_id = info.controller_id
         self.metadata.controller = Endpoint(info.controller_id, info.host, info.port,
                                             endpoints=info.endpoints)

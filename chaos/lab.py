@@ -172,19 +172,15 @@ def reassignment_targets(current: dict[tuple[str, int], list[int]], leaving: int
             for tp, r in sorted(current.items()) if leaving in r}
 
 
-def _bytes_in(url: str) -> float | None:
-    """The reassignment bytes a broker has received (its /metrics); None when it does not
-    answer."""
-    import urllib.request
-
-    from prometheus_client.parser import text_string_to_metric_families
+async def _bytes_in(url: str) -> float | None:
+    """The reassignment bytes a broker has received (its /metrics, read as the exporter reads
+    it); None when it does not answer."""
+    from analytics.export import http_get, parse_samples
     try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            text = resp.read().decode()
-    except OSError:
+        text = await http_get(url, timeout=5)
+    except (OSError, TimeoutError):
         return None
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == REASSIGN_BYTES_IN)
+    return sum(v for name, _, v in parse_samples(text) if name == REASSIGN_BYTES_IN)
 
 
 def copy_figures(received: list[tuple[float, float]], share: float = 0.95) -> dict:
@@ -260,7 +256,7 @@ class LabReassignNemesis(Nemesis):
             plan = self.procs.cluster.data_dir / f"reassign-{fault.index}.json"
             plan.write_text(reassign_cmd.reassignment_json(targets))
             url = self.procs.cluster.broker(NEW_BROKER).metrics_url
-            before = await asyncio.to_thread(_bytes_in, url)
+            before = await _bytes_in(url)
             args = argparse.Namespace(reassignment_json_file=str(plan), throttle=throttle,
                                       replica_alter_log_dirs_throttle=None, additional=False,
                                       timeout=None)
@@ -278,7 +274,7 @@ class LabReassignNemesis(Nemesis):
             caught_up_s = None
             received: list[tuple[float, float]] = []  # (s since the request, bytes in)
             while True:
-                got = await asyncio.to_thread(_bytes_in, url)
+                got = await _bytes_in(url)
                 if got is not None and before is not None:
                     received.append((time.monotonic() - t0, got - before))
                 # Errors: ZooKeeper slow, a controller failing over - ask again.

@@ -116,6 +116,15 @@ class MalformedZnode(ValueError):
     callers written before it catch)."""
 
 
+def decode_at(path: str, data: bytes, decode):
+    """``decode(data)``, a MalformedZnode naming ``path`` when it cannot be read (the decoders
+    name the kind of znode, not which one)."""
+    try:
+        return decode(data)
+    except MalformedZnode as e:
+        raise MalformedZnode(f"{path}: {e}") from None
+
+
 def _loads(data: bytes, what: str) -> dict:
     try:
         obj = json.loads(bytes(data).decode("utf-8"))
