@@ -33,7 +33,7 @@ import contextlib
 import sys
 from collections.abc import Iterable
 
-from admin.client import KafkaError
+from client import KafkaError
 from common import event_loop
 from common.errors import ReplogError
 from common.rpc import replog_pb2 as pb
@@ -362,7 +362,7 @@ async def _run(args) -> int:
 @contextlib.asynccontextmanager
 async def _acl_service(args, props: dict[str, str]):
     if args.bootstrap_server:
-        from admin.client import AdminClient
+        from client import AdminClient
         async with AdminClient(args.bootstrap_server) as admin:
             yield _Brokers(admin)
         return

@@ -74,7 +74,7 @@ def _add_command_config(parser: argparse.ArgumentParser) -> None:
 def _apply_command_config(path: str | None) -> None:
     if not path:
         return
-    from admin.client.transport import set_default_channel_factory
+    from client.transport import set_default_channel_factory
     from common.security.tls import client_channel_factory
     set_default_channel_factory(client_channel_factory(path))
 
@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _tls_hint(e: Exception) -> str:
     """The TLS-mismatch hint for a connection failure, however deep in the error's line gRPC's
-    words are (admin/client/errors.py)."""
-    from admin.client.errors import tls_mismatch_hint
-    from admin.client.transport import default_channel_factory
+    words are (client/errors.py)."""
+    from client.errors import tls_mismatch_hint
+    from client.transport import default_channel_factory
     from common.grpc_options import insecure_channel
     return tls_mismatch_hint(str(e), default_channel_factory() is not insecure_channel)
 

@@ -1,4 +1,4 @@
-"""``replog cluster up|down`` — a local cluster of real processes (see admin/local_cluster.py).
+"""``replog cluster up|down`` — a local cluster of real processes (see harness/local_cluster.py).
 
 ``up`` runs in the foreground until Ctrl-C or SIGTERM, then stops the brokers (SIGTERM: each
 does a controlled shutdown), the controllers and ZooKeeper, in that order. Run it in the
@@ -6,7 +6,7 @@ background (``replog cluster up --data-dir d &``) and ``replog cluster down --da
 it the same way; if the supervisor itself was killed, ``down`` stops the processes listed in
 ``d/cluster.json``.
 
-``up --security mtls`` starts a secure cluster (admin/cluster_security.py): TLS with client
+``up --security mtls`` starts a secure cluster (harness/cluster_security.py): TLS with client
 certificates on every listener and ``client.properties`` for the admin principal beside
 cluster.json; ``cluster certs --data-dir d --cn NAME`` issues another client's certificate from
 the cluster's CA and writes its properties file.
@@ -19,9 +19,9 @@ import subprocess
 import sys
 import threading
 
-from admin.local_cluster import LocalCluster, stop_cluster_in
 from common.config import build_config, parse_override
 from common.errors import ReplogError
+from harness.local_cluster import LocalCluster, stop_cluster_in
 
 
 def _overrides(items: list[str] | None) -> dict[str, str]:
@@ -41,7 +41,7 @@ def _up(args) -> int:
         raise ReplogError("--zookeeper-nodes starts an ensemble here; --zookeeper uses one "
                           "running elsewhere: give one or the other")
     if args.prometheus:
-        from admin.prometheus import prometheus_binary
+        from harness.prometheus import prometheus_binary
         prometheus_binary()  # no binary: the install command, before anything is started
     hosts = _hosts_options(args)
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, controllers=args.controllers,
@@ -116,7 +116,7 @@ def _up(args) -> int:
 
 
 def _hosts_options(args):
-    """--hosts and its rack options (admin/cluster_hosts.py), refused in one line before
+    """--hosts and its rack options (harness/cluster_hosts.py), refused in one line before
     anything starts: without --hosts, when not root, or with bad values."""
     shaped = args.racks != 1 or args.inter_rack_latency_ms or args.inter_rack_loss_pct
     if not args.hosts:
@@ -124,8 +124,8 @@ def _hosts_options(args):
             raise ReplogError("--racks, --inter-rack-latency-ms and --inter-rack-loss-pct "
                               "need --hosts")
         return None
-    from admin.cluster_hosts import HostsOptions
     from common import hosts as hostlib
+    from harness.cluster_hosts import HostsOptions
     why = hostlib.unavailable()
     if why:
         raise ReplogError(why)
@@ -163,8 +163,8 @@ def _start_exporter(cluster: LocalCluster, out: str, interval_ms: int) -> subpro
 
 def _start_prometheus(cluster: LocalCluster, port: int):
     """Debian's Prometheus scraping every process in cluster.json, with the alert and recording
-    rules of docker/prometheus/rules (admin/prometheus.py)."""
-    from admin.prometheus import PrometheusServer
+    rules of docker/prometheus/rules (harness/prometheus.py)."""
+    from harness.prometheus import PrometheusServer
     server = PrometheusServer(cluster.cluster_json_path, cluster.data_dir / "prometheus",
                               port=port).start()
     print(f"Prometheus: {server.url} (alerts: {server.url}/alerts; log "
@@ -190,7 +190,7 @@ def _down(args) -> int:
 
 
 def _certs(args) -> int:
-    from admin.cluster_security import issue_client
+    from harness.cluster_security import issue_client
     path = issue_client(args.data_dir, args.cn, args.out)
     print(f"Issued a client certificate for User:{args.cn}; client properties: {path}")
     return 0

@@ -19,13 +19,13 @@ def _process(module: str, required: tuple[str, ...]):
 
 
 def _zookeeper(args) -> int:
-    """Replace this process with the ZooKeeper JVM for ``args.config`` (common/zk_server.py's
+    """Replace this process with the ZooKeeper JVM for ``args.config`` (harness/zk_server.py's
     command line, the one ``replog cluster up`` runs): same pid, so signals and the exit status
     are the server's own, and a supervisor restarts a member as it restarts a broker."""
     import os
 
     from common.errors import ReplogError
-    from common.zk_server import ZooKeeperServerError, server_command
+    from harness.zk_server import ZooKeeperServerError, server_command
     try:
         cmd = server_command(args.config)
     except ZooKeeperServerError as e:

@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 import sys
 
-from admin.client import AdminClient, KafkaError
-from admin.client.admin_client import AlterConfigOp, ConfigEntry
+from client import AdminClient, KafkaError
+from client.admin_client import AlterConfigOp, ConfigEntry
 from common import event_loop
 from common.dynamic_config import DEFAULT_BROKER
 from common.errors import ReplogError

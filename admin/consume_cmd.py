@@ -29,8 +29,8 @@ import sys
 import time
 from datetime import datetime
 
-from admin.client import Consumer, ConsumerRecord, KafkaError, TopicPartition
 from admin.produce_cmd import _unescape, client_kwargs, parse_kv
+from client import Consumer, ConsumerRecord, KafkaError, TopicPartition
 from common import event_loop
 from common.errors import ReplogError
 

@@ -31,9 +31,9 @@ import struct
 import sys
 import time
 
-from admin.client import Consumer, KafkaError, Producer, parse_acks
 from admin.consume_cmd import consumer_kwargs
 from admin.produce_cmd import parse_kv, producer_kwargs
+from client import Consumer, KafkaError, Producer, parse_acks
 from common import event_loop
 from common.errors import ReplogError
 

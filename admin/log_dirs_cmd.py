@@ -19,7 +19,7 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 
-from admin.client import AdminClient, KafkaError
+from client import AdminClient, KafkaError
 from common import event_loop
 from common.errors import ErrorCode, ReplogError
 from common.rpc import replog_pb2 as pb

@@ -49,8 +49,8 @@ from array import array
 from datetime import datetime
 from typing import NamedTuple
 
-from admin.client import KafkaError, Producer
-from admin.client.errors import KafkaTimeoutError, RecordTooLargeError, UnknownTopicError
+from client import KafkaError, Producer
+from client.errors import KafkaTimeoutError, RecordTooLargeError, UnknownTopicError
 from common import event_loop
 from common.config import parse_properties_text
 from common.errors import ErrorCode, ReplogError
@@ -80,7 +80,7 @@ _PRODUCER_KEYS = {
     "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", int),
     "metadata.max.age.ms": ("metadata_max_age_ms", int),
     # replog's own: false sends each request as a unary Produce call instead of on the
-    # broker's long-lived ProduceStream (the A/B baseline; admin/client/producer.py).
+    # broker's long-lived ProduceStream (the A/B baseline; client/producer.py).
     "produce.stream.enable": ("produce_stream_enable", _kafka_bool),
     # Accepted and ignored: replog has neither compression nor an idempotent producer.
     "bootstrap.servers": (None, str),

@@ -33,8 +33,8 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from admin.client import AdminClient, KafkaError, TopicInfo, UnknownTopicError
-from admin.client.admin_client import AlterConfigOp, PartitionReassignment
+from client import AdminClient, KafkaError, TopicInfo, UnknownTopicError
+from client.admin_client import AlterConfigOp, PartitionReassignment
 from common import event_loop
 from common.assignment import AssignmentError, BrokerMetadata, assign_replicas
 from common.errors import ErrorCode, ReplogError

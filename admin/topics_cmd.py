@@ -32,7 +32,7 @@ import re
 import sys
 from collections.abc import Iterable
 
-from admin.client import AdminClient, KafkaError, NewPartitions, PartitionInfo, TopicInfo
+from client import AdminClient, KafkaError, NewPartitions, PartitionInfo, TopicInfo
 from common import event_loop
 from common.errors import ErrorCode, ReplogError
 from common.names import validate_topic

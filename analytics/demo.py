@@ -40,10 +40,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from admin.client import AdminClient, Consumer, KafkaError, Producer
-from admin.local_cluster import LocalCluster
 from analytics.export import Exporter
+from client import AdminClient, Consumer, KafkaError, Producer
 from common.errors import ReplogError
+from harness.local_cluster import LocalCluster
+from harness.polling import async_wait_until
 
 TOPIC = "demo"
 PARTITIONS = 6
@@ -71,17 +72,10 @@ def _say(msg: str) -> None:
 
 
 async def _until(check, what: str, timeout: float = 60.0, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got = await check()
-        except (ReplogError, KafkaError, OSError):
-            got = None  # a broker down mid-question: ask again
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise ReplogError(f"demo: {what} not reached within {timeout:.0f}s")
-        await asyncio.sleep(interval)
+    # A broker down mid-question (ReplogError, KafkaError, OSError): ask again.
+    return await async_wait_until(
+        check, timeout, interval=interval, ignore=(ReplogError, KafkaError, OSError),
+        timed_out=lambda _: ReplogError(f"demo: {what} not reached within {timeout:.0f}s"))
 
 
 async def _partitions(bootstrap: str):

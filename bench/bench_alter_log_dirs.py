@@ -50,9 +50,9 @@ async def sizes(admin) -> tuple[dict[str, int], dict[str, int]]:
 
 async def one_run(data_dir: str, rate: int | None, backlog_bytes: int) -> dict:
     """One fresh cluster; ``rate`` None: no throttle (the reference run)."""
-    from admin.client.admin_client import AdminClient, AlterConfigOp
-    from admin.client.producer import Producer
-    from admin.local_cluster import LocalCluster
+    from client.admin_client import AdminClient, AlterConfigOp
+    from client.producer import Producer
+    from harness.local_cluster import LocalCluster
 
     c = LocalCluster(data_dir, brokers=1, controllers=1, log_dirs_per_broker=2, overrides={
         "zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": "false"},

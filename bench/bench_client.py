@@ -44,10 +44,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from admin.client import AdminClient
-from admin.local_cluster import LocalCluster
 from bench import GB, MB, json_line, log, machine_info, median, save_results
 from bench.harness import CpuMeter, rotating_assignment, start_cluster, zk_pid
+from client import AdminClient
+from harness.local_cluster import LocalCluster
 
 NAME = "client"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

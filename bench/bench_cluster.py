@@ -19,7 +19,7 @@ printed as tables (target beside each) plus one JSON line per figure, and saved 
     broker and controller processes (their own CPU times, before/after) per GB acknowledged by
     the client (MB/GB decimal, counting record values: 1 KiB per record), the load generator's own
     (this process) and ZooKeeper's reported apart. Secondary lines: the same with the real
-    ``admin.client.Producer`` (batch_size=65536, linger_ms=5), what users run.
+    ``client.Producer`` (batch_size=65536, linger_ms=5), what users run.
 (b) Client-observed unavailability after SIGKILL of a leader: 12 partitions RF=3
     min.insync.replicas=2 (4 led per broker), a prober producing one small record acks=all to
     every partition every 10 ms straight to its leader (one request in flight per partition; on
@@ -78,8 +78,6 @@ import grpc
 import grpc.aio
 from prometheus_client.parser import text_string_to_metric_families
 
-from admin.client import AdminClient, KafkaError, Producer
-from admin.local_cluster import LocalCluster
 from bench import (
     GB,
     Sample,
@@ -107,9 +105,11 @@ from bench.harness import (
     wait_partitions,
     zk_pid,
 )
+from client import AdminClient, KafkaError, Producer
 from common import records as rec
 from common.errors import ErrorCode
 from common.rpc import replog_pb2 as pb
+from harness.local_cluster import LocalCluster
 
 NAME = "cluster"
 RECORD_BYTES = 1024
@@ -270,7 +270,7 @@ async def lean_produce(brokers: Brokers, c: LocalCluster, topic: str, acks: int,
 
 async def producer_produce(c: LocalCluster, topic: str, acks: str, warmup_s: float,
                            seconds: float) -> tuple[Sample, Sample, float, Counter, None]:
-    """The real admin.client Producer: send() 1 KiB records as fast as it accepts them."""
+    """The real client Producer: send() 1 KiB records as fast as it accepts them."""
     value = os.urandom(RECORD_BYTES)
     acked = [0]
     errors: Counter = Counter()

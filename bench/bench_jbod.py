@@ -77,11 +77,11 @@ def _detected_at(event_log) -> float:
 
 
 async def one_run(data_dir: str, partitions: int) -> dict:
-    from admin.client.admin_client import AdminClient
-    from admin.client.producer import Producer
-    from admin.local_cluster import LocalCluster
     from chaos import disk
+    from client.admin_client import AdminClient
+    from client.producer import Producer
     from common import zk_layout as zl
+    from harness.local_cluster import LocalCluster
 
     rules = Path(data_dir) / "faults.json"
     rules.write_text("[]")

@@ -53,8 +53,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from admin.client import AdminClient
-from admin.local_cluster import LocalCluster
 from bench import MB, json_line, log, machine_info, median, save_results
 from bench.bench_client import _CONSUME_LINE, _PERF_LINE, per_gb, settle_writeback
 from bench.harness import (
@@ -66,6 +64,8 @@ from bench.harness import (
     wait_partitions,
     zk_pid,
 )
+from client import AdminClient
+from harness.local_cluster import LocalCluster
 
 NAME = "kafka_clients"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -31,13 +31,13 @@ import shutil
 import time
 import urllib.request
 
-from admin.client.admin_client import AdminClient
-from admin.cluster_hosts import HostsOptions
-from admin.local_cluster import LocalCluster
 from bench import ab_run, json_line, log, median, save_results
 from bench.bench_client import _PERF_LINE, LATENCY_RECORD_BYTES, replog_cli
 from bench.harness.cluster import CLUSTER_OVERRIDES
+from client.admin_client import AdminClient
 from common import hosts as hostlib
+from harness.cluster_hosts import HostsOptions
+from harness.local_cluster import LocalCluster
 
 NAME = "racks"
 DELAYS_MS = (20.0, 0.0)

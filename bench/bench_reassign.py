@@ -18,7 +18,7 @@ Real processes: a LocalCluster of one controller and three brokers (one log dir 
    RAR, removal of the old replicas, the ZooKeeper writes), and SIZE over it is the end-to-end
    MB/s. The ratios are against the raw rate of the same run.
 
-Latency: throughout, a separate process runs the real ``admin.client.producer.Producer``
+Latency: throughout, a separate process runs the real ``client.producer.Producer``
 (acks=all, linger 1 ms) sending 200-byte records at a fixed 200 records/s to topic ``lat``
 (6 partitions, RF 3, min.insync.replicas=2, leaders on all three brokers). Each record's
 latency is send() to acknowledgement; records are grouped by the phase their send fell in:
@@ -43,6 +43,7 @@ import tempfile
 import time
 
 from bench import MB, json_line, log, machine_info, median, save_results
+from harness.polling import async_wait_until
 
 PARTITIONS = 100
 RECORD = 100_000
@@ -66,7 +67,7 @@ def _probe_main(bootstrap: str, conn) -> None:
 async def _probe(bootstrap: str, conn) -> None:
     """Send at LAT_RATE until the parent says stop; then send back (sent, latency or None)
     per record, times from time.monotonic() (CLOCK_MONOTONIC: the parent's clock too)."""
-    from admin.client.producer import Producer
+    from client.producer import Producer
 
     out: list[list] = []
     value = b"x" * LAT_VALUE
@@ -150,7 +151,7 @@ def pct(values: list[float], q: float) -> float:
 # ============================================================================ one run
 
 async def _size(admin, broker: int) -> int:
-    from admin.client.errors import KafkaError
+    from client.errors import KafkaError
     try:
         return sum((await admin.replica_sizes(broker, MOVE)).values())
     except KafkaError:  # a restarted broker not yet in the metadata: nothing copied yet
@@ -158,13 +159,8 @@ async def _size(admin, broker: int) -> int:
 
 
 async def _wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = await cond()
-        if got:
-            return got
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+    return await async_wait_until(cond, timeout, interval=0.1, timed_out=lambda _: TimeoutError(
+        f"timed out after {timeout:g} s waiting for {what}"))
 
 
 async def _isr_full(admin, topic: str, rf: int) -> bool:
@@ -194,7 +190,7 @@ async def _copy(admin, broker: int, target: int, until) -> dict:
 
 
 async def _produce(bs: str, nbytes: int) -> float:
-    from admin.client.producer import Producer
+    from client.producer import Producer
 
     n = nbytes // RECORD
     value = os.urandom(RECORD)
@@ -208,8 +204,8 @@ async def _produce(bs: str, nbytes: int) -> float:
 
 
 async def one_run(data_dir: str, nbytes: int) -> dict:
-    from admin.client.admin_client import AdminClient
-    from admin.local_cluster import LocalCluster
+    from client.admin_client import AdminClient
+    from harness.local_cluster import LocalCluster
 
     c = LocalCluster(data_dir, brokers=3, controllers=1, log_dirs_per_broker=1,
                      overrides=OVERRIDES, startup_timeout_s=180.0)

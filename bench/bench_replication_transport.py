@@ -20,8 +20,6 @@ import asyncio
 import shutil
 import time
 
-from admin.client import AdminClient
-from admin.client.admin_client import AlterConfigOp
 from bench import ab_run, json_line, log, median, save_results
 from bench.bench_client import (
     LATENCY_RECORD_BYTES,
@@ -33,6 +31,8 @@ from bench.bench_client import (
     startup_cpu,
 )
 from bench.harness import start_cluster
+from client import AdminClient
+from client.admin_client import AlterConfigOp
 
 NAME = "replication_transport"
 BATCH = 65536

@@ -25,10 +25,10 @@ SLOW_READ_MS = 1000
 
 
 async def one_run(data_dir: str) -> dict:
-    from admin.client.admin_client import AdminClient
-    from admin.client.errors import KafkaError
-    from admin.client.producer import Producer
-    from admin.local_cluster import LocalCluster
+    from client.admin_client import AdminClient
+    from client.errors import KafkaError
+    from client.producer import Producer
+    from harness.local_cluster import LocalCluster
 
     faults = os.path.join(data_dir, "faults-1.json")
     c = LocalCluster(data_dir, brokers=3, overrides={

@@ -25,9 +25,6 @@ import os
 import shutil
 import time
 
-from admin.client.admin_client import AdminClient
-from admin.client.transport import ChannelPool
-from admin.local_cluster import LocalCluster
 from bench import ab_run, json_line, log, median, save_results
 from bench.bench_client import (
     _E2E_P,
@@ -42,6 +39,9 @@ from bench.bench_client import (
     settle_writeback,
 )
 from bench.harness.cluster import CLUSTER_OVERRIDES, rotating_assignment
+from client.admin_client import AdminClient
+from client.transport import ChannelPool
+from harness.local_cluster import LocalCluster
 
 NAME = "tls"
 MODES = ("mtls", "plaintext")

@@ -51,6 +51,7 @@ import psutil
 
 from bench import GB, RESULTS_DIR, json_line, log, machine_info, median, save_results
 from common import event_loop
+from harness.polling import wait_until
 
 NAME = "transport"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -190,12 +191,18 @@ def _start_server(tmp: str) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen([sys.executable, "-c",
                              f"from bench.bench_transport import serve; serve({port_file!r})"],
                             cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
-    deadline = time.monotonic() + 30
-    while not os.path.exists(port_file):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("the bare gRPC server did not start")
-        time.sleep(0.05)
+    def started() -> bool:
+        if os.path.exists(port_file):
+            return True
+        if proc.poll() is not None:
+            raise RuntimeError("the bare gRPC server exited while starting")
+        return False
+
+    def timed_out(_last) -> RuntimeError:
+        proc.kill()
+        return RuntimeError("the bare gRPC server did not start")
+
+    wait_until(started, 30, interval=0.05, timed_out=timed_out)
     with open(port_file) as f:
         return proc, int(f.read())
 

@@ -148,7 +148,7 @@ async def _kill(c, tail: EventTail, topics, broker: int, expect) -> None:
 
 
 async def _produce(bootstrap: str, topics) -> None:
-    from admin.client.producer import Producer
+    from client.producer import Producer
     async with Producer(bootstrap, acks="all", linger_ms=5) as prod:
         futs = [await prod.send(t, b"r" * 100, partition=p)
                 for t, n in topics for p in range(n) for _ in range(RECORDS)]
@@ -156,10 +156,10 @@ async def _produce(bootstrap: str, topics) -> None:
 
 
 async def one_run(data_dir: str, topics) -> dict:
-    from admin.client.admin_client import AdminClient
-    from admin.local_cluster import LocalCluster
     from bench.harness.cluster import rotating_assignment
+    from client.admin_client import AdminClient
     from common import zk_layout as zl
+    from harness.local_cluster import LocalCluster
 
     total = sum(n for _, n in topics)
     c = LocalCluster(Path(data_dir) / "cluster", brokers=3, controllers=1,

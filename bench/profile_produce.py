@@ -51,8 +51,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from admin.client import AdminClient
-from admin.local_cluster import LocalCluster
 from bench import MB, RESULTS_DIR, log
 from bench.bench_client import RECORD_BYTES, create_topics
 from bench.bench_cluster import lean_produce, make_batch, wait_new_leaders
@@ -65,6 +63,8 @@ from bench.harness import (
     start_cluster,
     wait_partitions,
 )
+from client import AdminClient
+from harness.local_cluster import LocalCluster
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("produce", "produce-rf1", "lean", "e2e", "shutdown")

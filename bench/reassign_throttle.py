@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from bench import json_line, log, machine_info, measured_rate, save_results
+from harness.polling import async_wait_until
 
 RATE = 1_000_000  # bytes/s: the issue's "1 MB/s"
 RECORD = 100_000
@@ -83,20 +84,19 @@ FOLLOWER_METRICS = {"kafka_server_brokertopicmetrics_reassignmentbytesin_total",
 
 async def wait_isr(admin, isr: set[int], timeout: float = 60) -> None:
     """Until t-0 is led by broker 1 with this ISR."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    async def led_by_1() -> bool:
         info = (await admin.describe_topics(["t"]))["t"].partition(0)
-        if info is not None and info.leader == 1 and set(info.isr) == isr:
-            return
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"ISR of t-0 never became {sorted(isr)}")
+        return info is not None and info.leader == 1 and set(info.isr) == isr
+
+    await async_wait_until(led_by_1, timeout, interval=0.1, timed_out=lambda _: TimeoutError(
+        f"ISR of t-0 never became {sorted(isr)}"))
 
 
 async def one_run(data_dir: str, rate: int | None, backlog_bytes: int, method: str) -> dict:
     """One fresh cluster; ``rate`` None: no throttle (the reference run)."""
-    from admin.client.admin_client import AdminClient, AlterConfigOp
-    from admin.client.producer import Producer
-    from admin.local_cluster import LocalCluster
+    from client.admin_client import AdminClient, AlterConfigOp
+    from client.producer import Producer
+    from harness.local_cluster import LocalCluster
 
     c = LocalCluster(data_dir, brokers=2, controllers=1, log_dirs_per_broker=1, overrides={
         "zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": "false"},

@@ -180,7 +180,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         is answered with that error in the message, the stream stays open."""
         # The response headers go at once: they tell the client this broker serves the stream
         # (an older one answers UNIMPLEMENTED), before it writes any request
-        # (admin/client/transport.py ProduceStream._handshake).
+        # (client/transport.py ProduceStream._handshake).
         await context.send_initial_metadata(())
         who = self._who(context)
         answers: asyncio.Queue = asyncio.Queue()

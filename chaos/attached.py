@@ -1,7 +1,7 @@
 """``replog chaos --cluster DATA_DIR``: a running cluster, found through its ``cluster.json``.
 
 :class:`AttachedCluster` offers what the runner and the nemeses use of a
-:class:`~admin.local_cluster.LocalCluster` (brokers and controllers by id, the bootstrap
+:class:`~harness.local_cluster.LocalCluster` (brokers and controllers by id, the bootstrap
 servers, a ZooKeeper client, the active controller) for processes this run did not start:
 pids, config files, log files and log dirs come from ``cluster.json``, liveness from the pid
 and its command line (a recycled pid never counts).
@@ -28,18 +28,18 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 
-from admin import cluster_security
-from admin.local_cluster import CLUSTER_JSON, REPO_ROOT, LocalCluster, _lock_holder
 from chaos.schedule import Timeouts
 from common import zk_layout
 from common.config import load_config, parse_properties_text
 from common.errors import ReplogError
 from common.security.zk_auth import zk_security
+from harness import cluster_security
+from harness.local_cluster import CLUSTER_JSON, REPO_ROOT, LocalCluster, _lock_holder
+from harness.polling import poll, wait_until
 
 READY_TIMEOUT_S = 60.0
 
@@ -98,18 +98,13 @@ class AttachedProcess:
         self.paused = False
 
     def _wait_gone(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.is_running():
-            if self._proc is not None and self._proc.pid == self._pid:
-                try:
-                    self._proc.wait(max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    return False
-                continue
-            if time.monotonic() >= deadline:
+        if self._proc is not None and self._proc.pid == self._pid:
+            try:
+                self._proc.wait(timeout)  # our own child: waiting also reaps it
+            except subprocess.TimeoutExpired:
                 return False
-            time.sleep(0.05)
-        return True
+            return True
+        return poll(lambda: not self.is_running(), timeout, interval=0.05) is not None
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         self._signal(sig)
@@ -148,24 +143,20 @@ class AttachedProcess:
         self._wait_ready(before)
 
     def _wait_ready(self, previous_czxid: int | None) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
+        def ready() -> bool:
             if not self.is_running():
                 raise ReplogError(f"{self.name} exited while starting; see {self.log_file}")
             if self.role == "controller":
                 try:
                     with socket.create_connection((self.host, self.port), timeout=0.5):
-                        return
+                        return True
                 except OSError:
-                    pass
-            else:
-                czxid = self.cluster.registration_czxid(self.id)
-                if czxid is not None and czxid != previous_czxid:
-                    return
-            if time.monotonic() >= deadline:
-                raise ReplogError(f"{self.name} not ready after {READY_TIMEOUT_S:.0f}s; see "
-                                  f"{self.log_file}")
-            time.sleep(0.05)
+                    return False
+            czxid = self.cluster.registration_czxid(self.id)
+            return czxid is not None and czxid != previous_czxid
+
+        wait_until(ready, READY_TIMEOUT_S, interval=0.05, timed_out=lambda _: ReplogError(
+            f"{self.name} not ready after {READY_TIMEOUT_S:.0f}s; see {self.log_file}"))
 
     async def astart(self, wait: bool = True, timeout: float | None = None) -> AttachedProcess:
         await asyncio.to_thread(self.start)

@@ -100,8 +100,8 @@ def _hosts(args):
     if args.cluster:
         raise ReplogError("--hosts starts the run's own cluster; a --cluster is on hosts when "
                           "it was started with replog cluster up --hosts")
-    from admin.cluster_hosts import HostsOptions
     from common import hosts as hostlib
+    from harness.cluster_hosts import HostsOptions
     why = hostlib.unavailable()
     if why:
         raise ReplogError(why)

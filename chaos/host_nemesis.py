@@ -23,9 +23,9 @@ import contextlib
 import json
 import subprocess
 
-from admin import cluster_hosts
 from chaos.nemesis import NEMESIS_CLASSES, ClusterProcesses, Nemesis
 from common import hosts as hostlib
+from harness import cluster_hosts
 
 
 def host_plan(procs: ClusterProcesses) -> hostlib.HostsPlan | None:

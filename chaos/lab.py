@@ -36,12 +36,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from admin.local_cluster import LocalCluster
 from chaos import runner
 from chaos.nemesis import NEMESIS_CLASSES, Nemesis
 from chaos.schedule import Fault, Schedule, Timeouts
 from common import zk_layout
 from common.errors import ReplogError
+from harness.local_cluster import LocalCluster
 
 STATE_INTERVAL_S = 0.25
 EXPORT_INTERVAL_MS = 500
@@ -217,7 +217,7 @@ class LabReassignNemesis(Nemesis):
         self.throttled: dict[tuple[str, int], list[int]] = {}  # throttles still set
 
     def _admin(self):
-        from admin.client.admin_client import AdminClient
+        from client.admin_client import AdminClient
         return AdminClient(self.shared["bootstrap"], request_timeout_ms=5000,
                            default_api_timeout_ms=15000)
 
@@ -492,8 +492,8 @@ async def preload(bootstrap: str, total_bytes: int = PRELOAD_BYTES,
     """The bulk topic (BULK_ASSIGNMENT, min.insync.replicas 2) with ``total_bytes`` per
     partition, written acks=all so that every replica holds it before the workload starts:
     what the reassignment copies to broker 4."""
-    from admin.client.admin_client import AdminClient
-    from admin.client.producer import Producer
+    from client.admin_client import AdminClient
+    from client.producer import Producer
     async with AdminClient(bootstrap) as admin:
         await admin.create_topic(BULK_TOPIC, replica_assignment=BULK_ASSIGNMENT,
                                  configs={"min.insync.replicas": "2"})

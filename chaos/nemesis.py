@@ -34,11 +34,11 @@ import signal
 import time
 from pathlib import Path
 
-from admin import cluster_hosts
-from admin.local_cluster import LocalCluster, ProcessHandle
 from chaos import disk, netfilter
 from chaos.schedule import Fault, parse_log_dir
 from common import zk_layout
+from harness import cluster_hosts
+from harness.local_cluster import LocalCluster, ProcessHandle
 
 SLOW_READ_DELAY_MS = 1500  # seed 002's slow leader: reads slower than replica.lag.time.max.ms
 # kazoo's synchronous reads wait for a reconnect without end: while ZooKeeper is down (a
@@ -78,7 +78,7 @@ class ClusterProcesses:
             sum(m.is_running() for m in ens.members.values()) < ens.quorum
 
     def ensemble(self):
-        """The cluster's own ZooKeeper ensemble (common.zk_server.ZooKeeperEnsemble), or None:
+        """The cluster's own ZooKeeper ensemble (harness.zk_server.ZooKeeperEnsemble), or None:
         a standalone server, an external one, or an attached cluster's (never the run's)."""
         return getattr(self.cluster, "zookeeper_ensemble", None)
 
@@ -424,7 +424,7 @@ class ExpireNemesis(PartitionNemesis):
     """A real ZooKeeper session expiry of a broker or controller in another process: its
     link to ZooKeeper is cut past the session timeout, so the *server* expires the session
     (ephemeral znodes deleted, the controller told); on heal the client reconnects, learns
-    of the expiry and builds a new session. common.zk_server.expire_session would do it
+    of the expiry and builds a new session. harness.zk_server.expire_session would do it
     without root, but needs the session's password, which only the process itself has."""
 
     name = "expire"
@@ -598,7 +598,7 @@ class PreferredElectionNemesis(Nemesis):
     admin = True
 
     async def start(self, fault):
-        from admin.client.admin_client import AdminClient
+        from client.admin_client import AdminClient
         async with AdminClient(self.shared["bootstrap"], request_timeout_ms=5000,
                                default_api_timeout_ms=15000) as admin:
             results = await admin.elect_leaders("preferred", None, timeout_ms=10000)
@@ -626,7 +626,7 @@ class ReassignNemesis(Nemesis):
         self.moved: dict[int, list[int]] = {}  # partition -> its replicas before the move
 
     def _admin(self):
-        from admin.client.admin_client import AdminClient
+        from client.admin_client import AdminClient
         return AdminClient(self.shared["bootstrap"], request_timeout_ms=5000,
                            default_api_timeout_ms=15000)
 

@@ -28,10 +28,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from admin.client.admin_client import AdminClient
-from admin.client.consumer import Consumer
-from admin.cluster_hosts import HostsOptions
-from admin.local_cluster import LocalCluster
 from chaos import checker, host_nemesis  # host_nemesis registers the host nemeses
 from chaos.attached import AttachedCluster
 from chaos.disk import LoopMountedLogDir
@@ -40,7 +36,11 @@ from chaos.nemesis import NEMESIS_CLASSES, ClusterProcesses, Nemesis
 from chaos.netfilter import Netfilter
 from chaos.schedule import Schedule, Timeouts, Topology, make_schedule
 from chaos.workload import final_read, run_workload
+from client.admin_client import AdminClient
+from client.consumer import Consumer
 from common.records import iter_batches
+from harness.cluster_hosts import HostsOptions
+from harness.local_cluster import LocalCluster
 
 TOPIC = "chaos"
 # No nemesis operation may hold the schedule up for good: what it waits on may be undone only

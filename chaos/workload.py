@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import asyncio
 
-from admin.client.consumer import Consumer
-from admin.client.errors import KafkaError
-from admin.client.producer import Producer
 from chaos.history import History, write_value
+from client.consumer import Consumer
+from client.errors import KafkaError
+from client.producer import Producer
 from common.errors import ErrorCode
 
 SEND_TIMEOUT_S = 10.0

@@ -62,7 +62,7 @@ CONTROLLER_TO_BROKER_OPTIONS: Options = (
     ("grpc.max_reconnect_backoff_ms", 2000),
 )
 
-# Producers, consumers and admin clients (admin/client/transport.py).
+# Producers, consumers and admin clients (client/transport.py).
 CLIENT_OPTIONS: Options = _MESSAGE_SIZE + (
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),

@@ -51,7 +51,7 @@ def start_metrics_endpoint(registry: CollectorRegistry, port: int = 0,
 def dump_stacks_on_sigusr1(loop) -> None:
     """``kill -USR1 <pid>`` prints every thread's stack and every asyncio task's to stderr (the
     process log): what a hung process waits on. The local cluster sends it before it SIGKILLs
-    a process that did not stop in time (admin/local_cluster.py), as ``jstack`` would be run
+    a process that did not stop in time (harness/local_cluster.py), as ``jstack`` would be run
     on a Kafka broker that would not shut down."""
     import faulthandler
     import signal

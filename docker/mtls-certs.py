@@ -1,6 +1,6 @@
 """The secure compose cluster's one-shot ``certs`` service (docker-compose.mtls.yml): makes the
 CA, each process's keystore, the ZooKeeper digest credentials and the admin's client material
-(admin/cluster_security.py, the same as ``replog cluster up --security mtls``), or issues one
+(harness/cluster_security.py, the same as ``replog cluster up --security mtls``), or issues one
 more client's.
 
   mtls-certs.py init --data-dir /etc/replog --hosts zookeeper-1,...,broker-3 --client-dir DIR
@@ -15,8 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from admin.cluster_security import init_compose, issue_inline_client
 from common.security.tls import SslConfigError
+from harness.cluster_security import init_compose, issue_inline_client
 
 parser = argparse.ArgumentParser(prog="mtls-certs.py")
 actions = parser.add_subparsers(dest="action", required=True)

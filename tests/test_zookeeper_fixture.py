@@ -1,4 +1,4 @@
-"""The ZooKeeper test fixtures and common/zk_server.py against a real ZooKeeper 3.8 process."""
+"""The ZooKeeper test fixtures and harness/zk_server.py against a real ZooKeeper 3.8 process."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from common.zk_server import (
+from harness.zk_server import (
     ZooKeeperNotInstalledError,
     ZooKeeperServer,
     ZooKeeperServerError,

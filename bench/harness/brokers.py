@@ -11,12 +11,12 @@ from collections import Counter
 import grpc
 import grpc.aio
 
-from admin.client import AdminClient
-from admin.local_cluster import LocalCluster
 from bench import log
+from client import AdminClient
 from common.errors import ErrorCode
 from common.grpc_options import CLIENT_OPTIONS
 from common.rpc import replog_pb2 as pb
+from harness.local_cluster import LocalCluster
 
 _PRODUCE = "/replog.v1.Broker/Produce"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import time
 
-from admin.local_cluster import LocalCluster
 from bench import log
+from harness.local_cluster import LocalCluster
 
 SESSION_TIMEOUT_MS = 3000
 CLUSTER_OVERRIDES = {

@@ -8,7 +8,7 @@ import contextlib
 
 import pytest
 
-from admin.client import (
+from client import (
     AdminClient,
     Consumer,
     KafkaError,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 
-from admin.local_cluster import LocalCluster
+from harness.local_cluster import LocalCluster
 
 
 def test_concurrent_rewrites_of_cluster_json(tmp_path):

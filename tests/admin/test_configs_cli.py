@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from admin.client.admin_client import ConfigEntry, ConfigSynonym
 from admin.configs_cmd import completed_message, describe_lines, parse_add_config
+from client.admin_client import ConfigEntry, ConfigSynonym
 from common.errors import ReplogError
 from tests.admin.test_cli import assert_one_line_error, replog
 

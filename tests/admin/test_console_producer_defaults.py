@@ -6,7 +6,7 @@ failed record logged once, as ErrorLoggingCallback logs it; `--sync` sending one
 time and stopping at the first failure with exit status 1.
 
 The configuration tests build the producer the command builds (no cluster). The cluster test runs
-the real CLI against a real cluster (admin/testing.py): an RF 3 topic with
+the real CLI against a real cluster (harness/testing.py): an RF 3 topic with
 min.insync.replicas=3 and one broker stopped, so every acks=all produce is refused with
 NOT_ENOUGH_REPLICAS. How many Produce requests the brokers answered (their
 kafka_network_requestmetrics_requests_total{request="Produce"} counters) says how many times
@@ -26,8 +26,8 @@ import pytest
 
 from admin import produce_cmd
 from admin.cli import build_parser
-from admin.client import Consumer, TopicPartition
-from admin.local_cluster import LocalCluster
+from client import Consumer, TopicPartition
+from harness.local_cluster import LocalCluster
 from tests.cluster.helpers import scrape
 from tests.polling import wait_until
 

@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from admin.client import AdminClient, Consumer, NewPartitions, Producer
-from admin.local_cluster import LocalCluster
+from client import AdminClient, Consumer, NewPartitions, Producer
 from common.errors import ErrorCode
+from harness.local_cluster import LocalCluster
 from tests.admin.test_integration import describe, one_line_error, replog
 from tests.polling import wait_until
 

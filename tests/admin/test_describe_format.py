@@ -2,7 +2,6 @@
 
 import pytest
 
-from admin.client.metadata import PartitionInfo, TopicInfo
 from admin.topics_cmd import (
     describe_lines,
     format_partition_line,
@@ -10,6 +9,7 @@ from admin.topics_cmd import (
     parse_configs,
     parse_replica_assignment,
 )
+from client.metadata import PartitionInfo, TopicInfo
 from common.errors import ReplogError
 
 

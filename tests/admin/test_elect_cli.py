@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from admin.client import AdminClient
-from admin.client.errors import KafkaError, UnknownTopicError
 from admin.elect_cmd import parse_election_json, parse_election_type, result_lines
+from client import AdminClient
+from client.errors import KafkaError, UnknownTopicError
 from common.errors import ErrorCode, ReplogError
 from tests.admin.test_cli import assert_one_line_error, replog
 from tests.polling import wait_until

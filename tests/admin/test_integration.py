@@ -1,6 +1,6 @@
 """Client, CLI and local cluster against real processes: ZooKeeper, a controller, brokers.
 
-Each test runs a LocalCluster (admin/testing.py); nothing is faked and nothing is timed.
+Each test runs a LocalCluster (harness/testing.py); nothing is faked and nothing is timed.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from admin.client import AdminClient, Consumer, KafkaError, Producer, TopicPartition
-from admin.local_cluster import LocalCluster, LocalClusterError
+from client import AdminClient, Consumer, KafkaError, Producer, TopicPartition
 from common.errors import ErrorCode
+from harness.local_cluster import LocalCluster, LocalClusterError
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration

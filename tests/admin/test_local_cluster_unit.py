@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from admin.local_cluster import LocalCluster, LocalClusterError, stop_cluster_in
 from common.config import load_config
+from harness.local_cluster import LocalCluster, LocalClusterError, stop_cluster_in
 
 
 def test_generated_properties_are_valid_configs(tmp_path):

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from admin.client import AdminClient, Producer
 from admin.log_dirs_cmd import STORAGE_ERROR, describe_json, parse_list
+from client import AdminClient, Producer
 from common.errors import ErrorCode, ReplogError
 from common.rpc import replog_pb2 as pb
 from tests.admin.test_cli import assert_one_line_error, replog

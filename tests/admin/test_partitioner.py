@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from admin.client.partitioner import DefaultPartitioner, murmur2, partition_for_key, to_positive
+from client.partitioner import DefaultPartitioner, murmur2, partition_for_key, to_positive
 
 # org.apache.kafka.common.utils.UtilsTest#testMurmur2 (same values in librdkafka's rdmurmur2.c
 # and kafkajs' murmur2 spec).

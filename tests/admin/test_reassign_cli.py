@@ -21,9 +21,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from admin.client import AdminClient, Producer
-from admin.client.admin_client import PartitionReassignment
-from admin.client.errors import KafkaError
 from admin.reassign_cmd import (
     CANNOT_EXECUTE_BECAUSE_OF_EXISTING,
     PartitionMove,
@@ -50,6 +47,9 @@ from admin.reassign_cmd import (
     throttled_replicas,
     verify_lines,
 )
+from client import AdminClient, Producer
+from client.admin_client import PartitionReassignment
+from client.errors import KafkaError
 from common.assignment import BrokerMetadata
 from common.errors import ErrorCode, ReplogError
 from common.rpc import replog_pb2 as pb

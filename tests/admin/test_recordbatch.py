@@ -3,7 +3,7 @@ and an independent Kafka parser (kafka-python) reads what it writes."""
 
 import random
 
-from admin.client.recordbatch import build_producer_batch, estimate_record_size
+from client.recordbatch import build_producer_batch, estimate_record_size
 from common.records import ProducerRecord, build_batch, decode_all
 
 

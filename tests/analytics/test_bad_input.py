@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from admin.local_cluster import REPO_ROOT
+from harness.local_cluster import REPO_ROOT
 
 
 def _analyze(input_dir, tmp_path) -> subprocess.CompletedProcess:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from admin.local_cluster import REPO_ROOT
 from analytics import chaos_history as C
 from analytics.job import AnalyzeError, analyze
 from chaos import checker
 from chaos.history import History, read_history, write_value
+from harness.local_cluster import REPO_ROOT
 from tests.analytics.conftest import rows
 
 PARTITIONS = 3

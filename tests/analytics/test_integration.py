@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from admin.client import AdminClient, KafkaError, Producer
-from admin.local_cluster import REPO_ROOT, LocalCluster, free_port
+from client import AdminClient, KafkaError, Producer
+from harness.local_cluster import REPO_ROOT, LocalCluster, free_port
 from tests.cluster.helpers import eventually
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ from collections import Counter
 import grpc
 import pytest
 
-from admin.client import Producer
-from admin.client.transport import ChannelPool
+from client import Producer
+from client.transport import ChannelPool
 from common.errors import ErrorCode
 from common.grpc_options import SERVER_OPTIONS
 from common.names import TopicPartition

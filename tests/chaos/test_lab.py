@@ -15,9 +15,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from admin.local_cluster import REPO_ROOT
 from chaos import lab
 from chaos.schedule import Timeouts
+from harness.local_cluster import REPO_ROOT
 from tests.admin.test_cli import replog
 
 

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from admin.local_cluster import LocalCluster
 from chaos.runner import RunConfig, cluster_overrides, run
 from chaos.schedule import FAILURES, MATRIX_TARGETS, Timeouts, matrix_schedule
-from common.zk_server import ensure_chroot
+from harness.local_cluster import LocalCluster
+from harness.zk_server import ensure_chroot
 
 pytestmark = pytest.mark.integration
 TIMEOUTS = Timeouts()

@@ -1,1 +1,1 @@
-from admin.testing import *  # noqa: F403 - the cluster fixtures (admin/testing.py)
+from harness.testing import *  # noqa: F403 - the cluster fixtures (harness/testing.py)

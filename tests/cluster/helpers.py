@@ -12,10 +12,10 @@ import urllib.request
 import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from admin.client.admin_client import AdminClient
-from admin.client.consumer import Consumer
-from admin.client.producer import Producer
-from admin.client.transport import default_channel_factory
+from client.admin_client import AdminClient
+from client.consumer import Consumer
+from client.producer import Producer
+from client.transport import default_channel_factory
 from common.records import iter_batches
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc

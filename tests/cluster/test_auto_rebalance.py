@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from admin.client.admin_client import AdminClient
+from client.admin_client import AdminClient
 from tests.cluster.helpers import eventually, scrape
 
 pytestmark = pytest.mark.integration

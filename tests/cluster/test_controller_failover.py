@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from admin.client.admin_client import AdminClient
-from admin.client.producer import Producer
+from client.admin_client import AdminClient
+from client.producer import Producer
 from common import zk_layout as zl
 from tests.cluster.helpers import eventually, partition_state, standby_of
 

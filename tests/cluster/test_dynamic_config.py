@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from admin.client.errors import KafkaError
-from admin.client.producer import Producer
+from client.errors import KafkaError
+from client.producer import Producer
 from common.errors import ErrorCode
 from tests.cluster.helpers import eventually, partition_state
 from tests.cluster.test_replication_faults import FAST, create

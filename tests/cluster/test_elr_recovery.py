@@ -28,10 +28,10 @@ from collections.abc import Callable
 
 import pytest
 
-from admin.client.admin_client import AdminClient, AlterConfigOp
-from admin.client.consumer import Consumer
-from admin.client.errors import KafkaError
-from admin.client.producer import Producer
+from client.admin_client import AdminClient, AlterConfigOp
+from client.consumer import Consumer
+from client.errors import KafkaError
+from client.producer import Producer
 from common import zk_layout as zl
 from tests.admin.test_cli import replog
 from tests.cluster.helpers import (

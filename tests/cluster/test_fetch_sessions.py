@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from admin.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
-from admin.client.errors import UnknownTopicError
+from client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from client.errors import UnknownTopicError
 from tests.cluster.helpers import scrape
 from tests.polling import async_wait_until
 

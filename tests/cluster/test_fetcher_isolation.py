@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from admin.client.admin_client import AdminClient
-from admin.client.producer import Producer
+from client.admin_client import AdminClient
+from client.producer import Producer
 from tests.cluster.helpers import (
     eventually,
     partition_dir,

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from admin.client.producer import Producer
+from client.producer import Producer
 from tests.cluster.helpers import eventually, partition_dir
 from tests.cluster.test_fetcher_isolation import (
     _events,
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 
 async def test_one_partitions_fault_stops_the_whole_fetcher(cluster_factory, tmp_path):
-    from admin.client.admin_client import AdminClient
+    from client.admin_client import AdminClient
     faults = {b: tmp_path / f"faults-{b}.json" for b in (1, 2, 3)}
     c = cluster_factory(
         brokers=3,

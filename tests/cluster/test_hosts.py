@@ -18,9 +18,9 @@ import time
 import psutil
 import pytest
 
-from admin.cluster_hosts import HostsOptions
-from admin.local_cluster import REPO_ROOT, LocalCluster
 from common import hosts as hostlib
+from harness.cluster_hosts import HostsOptions
+from harness.local_cluster import REPO_ROOT, LocalCluster
 from tests.admin.test_integration import exited, replog
 from tests.polling import wait_until
 

@@ -44,15 +44,15 @@ import contextlib
 import grpc
 import pytest
 
-from admin.client.admin_client import AdminClient
-from admin.cluster_hosts import HostsOptions, zookeeper_names
-from admin.local_cluster import LocalCluster
+from client.admin_client import AdminClient
 from common import hosts as hostlib
 from common import zk_layout as zl
 from common.errors import ErrorCode
 from common.records import ProducerRecord, build_batch
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from harness.cluster_hosts import HostsOptions, zookeeper_names
+from harness.local_cluster import LocalCluster
 from tests.cluster.helpers import (
     LoadProducer,
     assert_acked_read_back,
@@ -197,7 +197,7 @@ def _no_offset_acked_twice(*writers) -> None:
 
 
 async def _values_up_to_hw(c: LocalCluster, topic: str) -> dict[tuple[int, int], bytes]:
-    from admin.client.consumer import Consumer
+    from client.consumer import Consumer
     async with Consumer(c.bootstrap_servers) as cons:
         hw = (await cons.end_offsets([(topic, 0)]))
     hw = next(iter(hw.values()))

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from admin.local_cluster import REPO_ROOT
 from common import hosts, netdelay
+from harness.local_cluster import REPO_ROOT
 
 PROCS = ["zookeeper-1", "controller-100", "broker-1", "broker-2", "broker-3", "broker-4"]
 

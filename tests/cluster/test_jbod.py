@@ -22,9 +22,9 @@ import subprocess
 
 import pytest
 
-from admin.client.admin_client import AdminClient
 from admin.log_dirs_cmd import STORAGE_ERROR
 from chaos import disk
+from client.admin_client import AdminClient
 from common import zk_layout as zl
 from tests.admin.test_cli import replog
 from tests.cluster.helpers import (

@@ -19,9 +19,9 @@ import asyncio
 
 import pytest
 
-from admin.client.admin_client import AdminClient, AlterConfigOp
-from admin.client.errors import KafkaError
-from admin.client.producer import Producer
+from client.admin_client import AdminClient, AlterConfigOp
+from client.errors import KafkaError
+from client.producer import Producer
 from common.errors import ErrorCode
 from tests.admin.test_cli import replog
 from tests.cluster.helpers import LoadProducer

@@ -22,8 +22,8 @@ import asyncio
 
 import pytest
 
-from admin.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
-from admin.client.transport import ChannelPool, call
+from client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from client.transport import ChannelPool, call
 from common.rpc import replog_pb2 as pb
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from admin.client.admin_client import AdminClient, AlterConfigOp
-from admin.client.producer import Producer
+from client.admin_client import AdminClient, AlterConfigOp
+from client.producer import Producer
 from common import zk_layout as zl
 from tests.cluster.helpers import eventually, partition_state
 from tests.cluster.test_replication_faults import consume_all

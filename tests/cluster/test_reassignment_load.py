@@ -20,7 +20,7 @@ import os
 
 import pytest
 
-from admin.client.admin_client import AdminClient, AlterConfigOp
+from client.admin_client import AdminClient, AlterConfigOp
 from common import zk_layout as zl
 from tests.cluster.helpers import LoadProducer, assert_acked_read_back, eventually, replica_batches
 

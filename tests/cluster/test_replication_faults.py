@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from admin.client.admin_client import AdminClient
-from admin.client.consumer import Consumer
-from admin.client.errors import KafkaError
-from admin.client.producer import Producer
+from client.admin_client import AdminClient
+from client.consumer import Consumer
+from client.errors import KafkaError
+from client.producer import Producer
 from tests.cluster.helpers import eventually, partition_state, replica_batches
 
 pytestmark = pytest.mark.integration

@@ -20,10 +20,10 @@ import signal
 
 import pytest
 
-from admin.client.admin_client import AdminClient
-from admin.client.consumer import Consumer
-from admin.client.errors import KafkaError
-from admin.client.producer import Producer
+from client.admin_client import AdminClient
+from client.consumer import Consumer
+from client.errors import KafkaError
+from client.producer import Producer
 from tests.cluster.helpers import eventually, replica_batches
 
 pytestmark = pytest.mark.integration

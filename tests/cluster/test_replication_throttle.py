@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from admin.client.admin_client import AdminClient, AlterConfigOp
-from admin.client.producer import Producer
+from client.admin_client import AdminClient, AlterConfigOp
+from client.producer import Producer
 from tests.cluster.helpers import eventually, partition_state, scrape
 from tests.cluster.test_replication_faults import FAST
 

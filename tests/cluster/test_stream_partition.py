@@ -31,10 +31,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from admin.client.admin_client import AdminClient
-from admin.client.errors import KafkaError
-from admin.client.producer import Producer
 from chaos import netfilter
+from client.admin_client import AdminClient
+from client.errors import KafkaError
+from client.producer import Producer
 from common.records import decode_records, iter_batches
 from tests.cluster.helpers import eventually, partition_state
 
@@ -230,9 +230,9 @@ async def _cut_follower(cluster_factory, stream_failures: int) -> None:
 _PRODUCER = r"""
 import asyncio, json, os, sys, time
 import grpc
-from admin.client.errors import KafkaError
-from admin.client.producer import Producer
-from admin.client.transport import ChannelPool
+from client.errors import KafkaError
+from client.producer import Producer
+from client.transport import ChannelPool
 from common.grpc_options import insecure_channel
 
 bootstrap, topic, stop = sys.argv[1:4]

@@ -11,10 +11,10 @@ from common import zk_layout as zl
 from common.names import TopicPartition
 from common.zk_async import AsyncZk
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
-from common.zk_server import expire_session
 from controller.decisions import PartitionWrite
 from controller.store import ControllerMovedError, InMemoryStore, MemoryTree, NodeExists
 from controller.zk_store import ZkStore
+from harness.zk_server import expire_session
 from tests.controller.fakes import register, wait_for
 
 

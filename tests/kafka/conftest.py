@@ -1,1 +1,1 @@
-from admin.testing import *  # the cluster fixtures (admin/testing.py)
+from harness.testing import *  # the cluster fixtures (harness/testing.py)

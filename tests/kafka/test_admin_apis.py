@@ -28,9 +28,9 @@ from confluent_kafka.admin import NewTopic as CNewTopic
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 
-from admin.client.admin_client import AdminClient, AlterConfigOp
-from admin.client.errors import UnknownTopicError
-from admin.client.producer import Producer
+from client.admin_client import AdminClient, AlterConfigOp
+from client.errors import UnknownTopicError
+from client.producer import Producer
 from common.errors import ErrorCode
 from common.kafka_protocol.admin_messages import APIS as ADMIN_APIS
 from common.kafka_protocol.admin_messages import AdminApiKey

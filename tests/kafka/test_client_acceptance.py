@@ -16,8 +16,8 @@ import confluent_kafka
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from admin.client.admin_client import AdminClient
 from chaos import disk
+from client.admin_client import AdminClient
 from common import zk_layout as zl
 from tests.cluster.test_elr_recovery import ELR_ON, _state
 from tests.kafka.test_clients import (

@@ -12,8 +12,8 @@ import sys
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from admin.client.admin_client import AdminClient
-from admin.local_cluster import REPO_ROOT
+from client.admin_client import AdminClient
+from harness.local_cluster import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 TOPIC = "t"

@@ -86,7 +86,7 @@ BAD_INPUT = {
 
 @pytest.fixture(scope="module")
 def module_cluster(tmp_path_factory):
-    from admin.local_cluster import LocalCluster
+    from harness.local_cluster import LocalCluster
     cluster = LocalCluster(tmp_path_factory.mktemp("kafka-wire"), brokers=1,
                            log_dirs_per_broker=1)
     cluster.start()
@@ -208,7 +208,7 @@ def test_a_batch_above_the_topics_max_message_bytes_is_message_too_large(module_
     default message.max.bytes) is refused with MESSAGE_TOO_LARGE and nothing is appended."""
     import asyncio
 
-    from admin.client.admin_client import AdminClient
+    from client.admin_client import AdminClient
 
     async def create():
         async with AdminClient(module_cluster.bootstrap_servers) as admin:
@@ -235,7 +235,7 @@ def test_list_offsets_by_time_finds_the_first_record_at_or_after_it(module_clust
     every record (-1, -1) with no error."""
     import asyncio
 
-    from admin.client.admin_client import AdminClient
+    from client.admin_client import AdminClient
 
     async def create():
         async with AdminClient(module_cluster.bootstrap_servers) as admin:

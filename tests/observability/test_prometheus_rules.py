@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from admin.prometheus import RULES_DIR, scrape_config
+from harness.prometheus import RULES_DIR, scrape_config
 from tests.observability.catalog import PROM_DIR, REPO, referenced_metrics, sample_names
 
 DASHBOARDS = REPO / "docker" / "grafana" / "dashboards.py"

@@ -21,13 +21,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from admin import cluster_security
-from admin.local_cluster import LocalCluster
 from common.errors import ErrorCode
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.rpc_status import error_code_of
 from common.security.tls import client_channel_factory
+from harness import cluster_security
+from harness.local_cluster import LocalCluster
 from tests.polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]

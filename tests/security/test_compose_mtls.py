@@ -27,7 +27,6 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from admin import cluster_security
 from common.config import build_config, parse_override, parse_properties_text
 from common.listeners import listener_config
 from common.security.principal import KafkaPrincipal
@@ -38,6 +37,7 @@ from common.security.tls import (
     load_client_properties,
     principal_builder_for,
 )
+from harness import cluster_security
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = yaml.safe_load((REPO / "docker-compose.yml").read_text())

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from admin.client import AdminClient, Producer
-from admin.client.transport import default_channel_factory
-from admin.testing import *  # the real-cluster fixtures (cluster_factory)
 from broker.fencing import follower_fetch_error
+from client import AdminClient, Producer
+from client.transport import default_channel_factory
 from common.errors import ErrorCode
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from harness.testing import *  # the real-cluster fixtures (cluster_factory)
 from tests.cluster.helpers import partition_state
 
 TOPIC = "assigned-to-one"

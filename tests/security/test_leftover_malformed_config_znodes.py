@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from admin.client import AdminClient, Producer
-from admin.client.errors import KafkaError
-from admin.testing import *  # the real-cluster fixtures (cluster_factory)
+from client import AdminClient, Producer
+from client.errors import KafkaError
 from common import zk_layout as zl
+from harness.testing import *  # the real-cluster fixtures (cluster_factory)
 from tests.cluster.helpers import eventually
 
 pytestmark = pytest.mark.integration

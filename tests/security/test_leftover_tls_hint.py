@@ -12,8 +12,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2_grpc
 
-from admin.client.errors import tls_mismatch_hint
-from admin.local_cluster import LocalCluster
+from client.errors import tls_mismatch_hint
+from harness.local_cluster import LocalCluster
 from tests.security.test_tls_cluster import _replog
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from admin.cli import _apply_command_config, _leaf_parsers, build_parser
-from admin.client import transport
+from client import transport
 from common.errors import ConfigError
 from common.grpc_options import insecure_channel
 from common.security import certs

@@ -18,13 +18,13 @@ import grpc
 import pytest
 from cryptography import x509
 
-from admin import cluster_security
-from admin.local_cluster import LocalCluster
 from common.records import iter_batches
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.security import certs
 from common.security.tls import SslChannelFactory, SslSettings, split_keystore
+from harness import cluster_security
+from harness.local_cluster import LocalCluster
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -184,8 +184,8 @@ def test_the_kafka_listener_serves_librdkafka_over_mutual_tls(secure):
 
 
 async def _create_topic(c: LocalCluster, topic: str) -> None:
-    from admin.client.admin_client import AdminClient
-    from admin.client.transport import ChannelPool
+    from client.admin_client import AdminClient
+    from client.transport import ChannelPool
     async with AdminClient(c.bootstrap_servers, pool=ChannelPool(c.channel_factory())) as a:
         await a.create_topic(topic, 1, 3)
 
@@ -273,7 +273,7 @@ def test_cluster_certs_issues_a_second_principal_in_one_command(secure):
 
 
 def test_replog_cluster_security_makes_every_local_cluster_secure(tmp_path, monkeypatch):
-    from admin.local_cluster import SECURITY_ENV
+    from harness.local_cluster import SECURITY_ENV
     monkeypatch.setenv(SECURITY_ENV, "mtls")
     assert LocalCluster(tmp_path / "a", brokers=1).security == "mtls"
     monkeypatch.setenv(SECURITY_ENV, "")

@@ -16,10 +16,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from admin.client import AdminClient, Consumer, Producer
-from admin.local_cluster import LocalCluster
-from admin.testing import *  # the real-cluster fixtures (cluster_factory)
+from client import AdminClient, Consumer, Producer
 from common import zk_layout as zl
+from harness.local_cluster import LocalCluster
+from harness.testing import *  # the real-cluster fixtures (cluster_factory)
 from tests.admin.test_integration import replog
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from admin.local_cluster import free_port
+from harness.local_cluster import free_port
 from tests.polling import wait_until
 from tests.storage.test_real_disk_faults import ext4_dir  # noqa: F401 - the fixture
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from admin.local_cluster import free_port
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.records import ProducerRecord, build_batch
 from common.rpc import replog_pb2 as pb
+from harness.local_cluster import free_port
 from tests.broker.inprocess import Node, leader_and_isr, produce_req, wait_until
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

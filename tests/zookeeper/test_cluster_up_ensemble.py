@@ -14,9 +14,9 @@ import time
 import psutil
 import pytest
 
-from admin.local_cluster import REPO_ROOT
 from common.config import load_config
-from common.zk_server import server_state
+from harness.local_cluster import REPO_ROOT
+from harness.zk_server import server_state
 from tests.admin.test_integration import exited, one_line_error, replog
 from tests.polling import wait_until
 

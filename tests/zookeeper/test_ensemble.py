@@ -14,8 +14,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-from admin.local_cluster import REPO_ROOT
-from common.zk_server import ZooKeeperEnsemble, server_state
+from harness.local_cluster import REPO_ROOT
+from harness.zk_server import ZooKeeperEnsemble, server_state
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration

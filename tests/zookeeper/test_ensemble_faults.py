@@ -19,8 +19,8 @@ import json
 
 import pytest
 
-from admin.client.admin_client import AdminClient
-from admin.client.errors import KafkaError
+from client.admin_client import AdminClient
+from client.errors import KafkaError
 from common import zk_layout as zl
 from common.errors import ErrorCode
 from tests.cluster.helpers import (

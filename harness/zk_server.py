@@ -48,6 +48,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from common.ports import free_port, is_free
+from harness.polling import wait_until
 
 __all__ = [
     "DEFAULT_ZOOKEEPER_JAR",
@@ -91,7 +92,7 @@ _JVM_FLAGS = (
 )
 
 _LOG4J_PROPERTIES = """\
-# Written by replog's common/zk_server.py: log to the console, which the launcher redirects to
+# Written by replog's harness/zk_server.py: log to the console, which the launcher redirects to
 # the server's log file.
 log4j.rootLogger=INFO, CONSOLE
 log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
@@ -450,7 +451,7 @@ class ZooKeeperServer:
     def _write_config(self) -> None:
         kind = f"ensemble member {self.myid}" if self.peers else "a standalone server"
         lines = [
-            f"# Written by replog's common/zk_server.py: {kind} for tests and",
+            f"# Written by replog's harness/zk_server.py: {kind} for tests and",
             "# `replog cluster up`; rewritten on every start.",
             f"dataDir={self.data_dir}",
             f"clientPort={self._port}",
@@ -509,9 +510,10 @@ class ZooKeeperServer:
 
     def _wait_until_serving(self, timeout: float) -> None:
         assert self._proc is not None
-        deadline = time.monotonic() + timeout
         last_reply = ""
-        while True:
+
+        def serving() -> bool:
+            nonlocal last_reply
             code = self._proc.poll()
             if code is not None:
                 raise ZooKeeperServerError(
@@ -523,17 +525,15 @@ class ZooKeeperServer:
                 # instance is not currently serving requests" until the database is loaded.
                 if four_letter_word(self.host, self._port, "ruok", timeout=1.0) == "imok":
                     last_reply = four_letter_word(self.host, self._port, "srvr", timeout=1.0)
-                    if "Mode:" in last_reply:
-                        return
+                    return "Mode:" in last_reply
             except OSError as exc:
                 last_reply = repr(exc)
-            if time.monotonic() >= deadline:
-                raise ZooKeeperServerError(
-                    f"ZooKeeper on {self.hosts} not serving after {timeout:.0f}s "
-                    f"(last probe: {last_reply.strip()!r}); last lines of {self.log_file}:\n"
-                    f"{self.log_tail()}"
-                )
-            time.sleep(0.05)
+            return False
+
+        wait_until(serving, timeout, interval=0.05, timed_out=lambda _: ZooKeeperServerError(
+            f"ZooKeeper on {self.hosts} not serving after {timeout:.0f}s "
+            f"(last probe: {last_reply.strip()!r}); last lines of {self.log_file}:\n"
+            f"{self.log_tail()}"))
 
     def _terminate(self, timeout: float = _STOP_GRACE_S) -> None:
         proc = self._proc
@@ -664,8 +664,11 @@ class ZooKeeperEnsemble:
                         ) -> int:
         """Wait until every running member (or those in `members`) serves and exactly one is
         the leader; return the leader's myid."""
-        deadline = time.monotonic() + timeout
-        while True:
+        want: list[ZooKeeperServer] = []
+        states: dict[int, str | None] = {}
+
+        def leader() -> int | None:
+            nonlocal want, states
             want = [self.member(i) for i in members] if members is not None else \
                 [m for m in self.members.values() if m.is_running()]
             for m in want:
@@ -679,13 +682,17 @@ class ZooKeeperEnsemble:
             if want and all(st in ("leader", "follower") for st in states.values()) \
                     and len(leaders) == 1:
                 return leaders[0]
-            if time.monotonic() >= deadline:
-                tails = "".join(f"--- member {m.myid} ({m.log_file}) ---\n{m.log_tail(10)}"
-                                for m in want)
-                raise ZooKeeperServerError(
-                    f"ZooKeeper ensemble {self.hosts} has no quorum after {timeout:.0f}s "
-                    f"(member states {states})\n{tails}")
-            time.sleep(0.1)
+            return None
+
+        def timed_out(_last) -> ZooKeeperServerError:
+            tails = "".join(f"--- member {m.myid} ({m.log_file}) ---\n{m.log_tail(10)}"
+                            for m in want)
+            return ZooKeeperServerError(
+                f"ZooKeeper ensemble {self.hosts} has no quorum after {timeout:.0f}s "
+                f"(member states {states})\n{tails}")
+
+        # myid 0 is not a member id (ZooKeeper's myid is 1..255), so a leader is always truthy.
+        return wait_until(leader, timeout, timed_out=timed_out)
 
     def kill(self, myid: int) -> None:
         """SIGKILL one member (a host crash for ZooKeeper: no clean shutdown)."""

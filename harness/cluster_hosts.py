@@ -1,6 +1,6 @@
 """The LocalCluster side of ``replog cluster up --hosts`` (common/hosts.py has the plan).
 
-Kept apart from admin/local_cluster.py, which only calls in here: before ZooKeeper starts, the
+Kept apart from harness/local_cluster.py, which only calls in here: before ZooKeeper starts, the
 cluster's hosts are created (one namespace per ZooKeeper member, controller and broker, racks
 round-robin) and every :class:`ProcessHandle` takes its host's address, namespace and rack;
 each process is then started through ``ip netns exec <its namespace>`` and binds and advertises
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from common import hosts as hostlib
 
 if TYPE_CHECKING:
-    from admin.local_cluster import LocalCluster
+    from harness.local_cluster import LocalCluster
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ shared server is not used), with ``cluster.kill_zookeeper(myid)`` / ``restart_zo
 When a test fails, the report gets a section with each process's last log lines and the paths
 of the full logs and event files.
 
-Use it from a conftest.py with ``pytest_plugins = ["admin.testing"]`` (root conftest only) or
-``from admin.testing import *  # noqa: F403`` (any conftest).
+Use it from a conftest.py with ``pytest_plugins = ["harness.testing"]`` (root conftest only) or
+``from harness.testing import *  # noqa: F403`` (any conftest).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from admin.local_cluster import LocalCluster
+from harness.local_cluster import LocalCluster
 
 __all__ = ["cluster", "cluster_factory", "pytest_runtest_makereport"]
 

@@ -16,9 +16,9 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from admin.client.errors import KafkaError, KafkaTimeoutError, TransportError, UnknownTopicError
-from admin.client.metadata import BrokerInfo, ClusterMetadata, MetadataCache, TopicInfo
-from admin.client.transport import ChannelPool, call, parse_bootstrap_servers
+from client.errors import KafkaError, KafkaTimeoutError, TransportError, UnknownTopicError
+from client.metadata import BrokerInfo, ClusterMetadata, MetadataCache, TopicInfo
+from client.transport import ChannelPool, call, parse_bootstrap_servers
 from common.errors import ErrorCode
 from common.rpc import replog_pb2 as pb
 

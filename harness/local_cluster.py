@@ -2,7 +2,7 @@
 
 Used by ``replog cluster up`` and by every integration and fault test. Given a data dir it
 
-- starts a real ZooKeeper 3.8 (``common.zk_server.ZooKeeperServer``) unless a connect string is
+- starts a real ZooKeeper 3.8 (``harness.zk_server.ZooKeeperServer``) unless a connect string is
   given, or with ``zookeeper_nodes=3|5`` a real ensemble (``ZooKeeperEnsemble``: one data dir,
   ``myid`` and ``zoo.cfg`` per member under ``zookeeper/zookeeper-<myid>``) whose members all go
   into ``zookeeper.connect``; it uses a chroot (``/replog`` by default) so several clusters can
@@ -23,7 +23,7 @@ Used by ``replog cluster up`` and by every integration and fault test. Given a d
 - with ``security="mtls"`` (``replog cluster up --security mtls``) turns every listener to TLS
   with client certificates required: a CA and a certificate per process under ``ssl/``, the
   gRPC listeners named SSL, and ``client.properties`` (the admin principal's Kafka client
-  properties) beside cluster.json (admin/cluster_security.py). The cluster's own health
+  properties) beside cluster.json (harness/cluster_security.py). The cluster's own health
   checks connect with the admin certificate.
 
 Fault injection goes through :class:`ProcessHandle`: ``kill()`` (SIGKILL), ``pause()``
@@ -50,7 +50,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -59,11 +58,12 @@ from typing import Self
 
 import psutil
 
-from admin import cluster_hosts, cluster_security
 from common import zk_layout
 from common.errors import ReplogError
-from common.ports import free_port  # also imported from here by admin.prometheus and tests
+from common.ports import free_port  # also imported from here by harness.prometheus and tests
 from common.security.zk_auth import zk_security
+from harness import cluster_hosts, cluster_security
+from harness.polling import Deadline, poll, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_FILE = ".cluster.lock"
@@ -113,7 +113,7 @@ def _alive(pid: int) -> bool:
 
 def _write_properties(path: Path, props: Mapping[str, object], header: str) -> None:
     lines = [f"# {header}",
-             "# Written by replog's admin/local_cluster.py; rewritten on every start."]
+             "# Written by replog's harness/local_cluster.py; rewritten on every start."]
     lines += [f"{k}={v}" for k, v in props.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -240,27 +240,26 @@ class ProcessHandle:
         """Broker: registered in ZooKeeper (a registration newer than ``previous_czxid``) and
         answering Metadata with an active controller. Controller: its gRPC port accepts."""
         timeout = self.cluster.startup_timeout_s if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def ready() -> bool:
             self._check_alive("while starting")
             if self.role == "controller":
-                if _port_open(self.host, self.port):
-                    return
-            else:
-                czxid = self.cluster._registration_czxid(self.id)
-                if czxid is not None and czxid != previous_czxid:
-                    if not check_metadata:
-                        return
-                    md = self.cluster._metadata(self)
-                    if md is not None and md.controller_id >= 0:
-                        return
-            if time.monotonic() >= deadline:
-                what = ("listening" if self.role == "controller"
-                        else "registered in ZooKeeper with an active controller in its metadata")
-                raise LocalClusterError(
-                    f"{self.name} not {what} after {timeout:.0f}s; last lines of "
-                    f"{self.log_file}:\n{self.log_tail()}")
-            time.sleep(0.05)
+                return _port_open(self.host, self.port)
+            czxid = self.cluster._registration_czxid(self.id)
+            if czxid is None or czxid == previous_czxid:
+                return False
+            if not check_metadata:
+                return True
+            md = self.cluster._metadata(self)
+            return md is not None and md.controller_id >= 0
+
+        def timed_out(_last) -> LocalClusterError:
+            what = ("listening" if self.role == "controller"
+                    else "registered in ZooKeeper with an active controller in its metadata")
+            return LocalClusterError(f"{self.name} not {what} after {timeout:.0f}s; last lines "
+                                     f"of {self.log_file}:\n{self.log_tail()}")
+
+        wait_until(ready, timeout, interval=0.05, timed_out=timed_out)
 
     def _check_alive(self, when: str) -> None:
         if self.proc is not None and self.proc.poll() is not None:
@@ -414,7 +413,7 @@ class LocalCluster:
         # Children run this checkout's code, whatever the venv's editable install points at.
         self.env["PYTHONPATH"] = os.pathsep.join(
             [str(REPO_ROOT)] + [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        # --hosts: every process on a network namespace of its own (admin/cluster_hosts.py)
+        # --hosts: every process on a network namespace of its own (harness/cluster_hosts.py)
         self.hosts_options = hosts
         self.running_hosts = None
         self.zookeeper_server = None  # the standalone server this cluster started
@@ -525,19 +524,19 @@ class LocalCluster:
             if self.security is not None:
                 cluster_security.write_admin_properties(self.data_dir)
                 if self._security_from_env:
-                    from admin.client.transport import set_default_channel_factory
+                    from client.transport import set_default_channel_factory
                     set_default_channel_factory(self.channel_factory())
             self._start_zookeeper()
             for h in self.controllers.values():
                 h.start(wait=False)
             for h in self.brokers.values():
                 h.start(wait=False)
-            deadline = time.monotonic() + timeout
+            deadline = Deadline(timeout)
             for h in self.controllers.values():
-                h.wait_ready(max(1.0, deadline - time.monotonic()))
-            self.wait_for_controller(max(1.0, deadline - time.monotonic()))
-            self.wait_for_brokers(timeout=max(1.0, deadline - time.monotonic()))
-            self.wait_for_metadata(timeout=max(1.0, deadline - time.monotonic()))
+                h.wait_ready(deadline.remaining(floor=1.0))
+            self.wait_for_controller(deadline.remaining(floor=1.0))
+            self.wait_for_brokers(timeout=deadline.remaining(floor=1.0))
+            self.wait_for_metadata(timeout=deadline.remaining(floor=1.0))
         except BaseException:
             self.stop(graceful=False)
             raise
@@ -596,7 +595,7 @@ class LocalCluster:
     # ------------------------------------------------------------------ ZooKeeper
 
     def _start_zookeeper(self) -> None:
-        from common.zk_server import ZooKeeperEnsemble, ZooKeeperServer, ensure_chroot
+        from harness.zk_server import ZooKeeperEnsemble, ZooKeeperServer, ensure_chroot
         if self.zookeeper_nodes > 1:
             if self.zookeeper_ensemble is None:  # ports kept across stop/start of the cluster
                 self.zookeeper_ensemble = ZooKeeperEnsemble(
@@ -636,7 +635,7 @@ class LocalCluster:
         return {"auth_data": self.zk_security.auth_data, "acl": self.zk_security.chroot_acls()}
 
     def zookeeper_member(self, myid: int):
-        """Ensemble member ``myid`` (a common.zk_server.ZooKeeperServer)."""
+        """Ensemble member ``myid`` (a harness.zk_server.ZooKeeperServer)."""
         if self.zookeeper_ensemble is None:
             raise LocalClusterError("this cluster runs no ZooKeeper ensemble "
                                     "(zookeeper_nodes=1 or an external ZooKeeper)")
@@ -720,19 +719,21 @@ class LocalCluster:
     # ------------------------------------------------------------------ waiting
 
     def _wait(self, what: str, check, timeout: float, handles: Iterable[ProcessHandle] = ()):
-        deadline = time.monotonic() + timeout
         handles = list(handles)
-        while True:
+
+        def cond():
             result = check()
-            if result:
-                return result
-            for h in handles:
-                h._check_alive(f"while waiting for {what}")
-            if time.monotonic() >= deadline:
-                tails = "\n".join(f"--- {h.log_file} ---\n{h.log_tail(15)}" for h in handles)
-                raise LocalClusterError(f"timed out after {timeout:.0f}s waiting for {what}"
-                                        + (f"\n{tails}" if tails else ""))
-            time.sleep(0.05)
+            if not result:
+                for h in handles:
+                    h._check_alive(f"while waiting for {what}")
+            return result
+
+        def timed_out(_last) -> LocalClusterError:
+            tails = "\n".join(f"--- {h.log_file} ---\n{h.log_tail(15)}" for h in handles)
+            return LocalClusterError(f"timed out after {timeout:.0f}s waiting for {what}"
+                                     + (f"\n{tails}" if tails else ""))
+
+        return wait_until(cond, timeout, interval=0.05, timed_out=timed_out)
 
     def wait_for_controller(self, timeout: float = 30.0, exclude: Iterable[int] = ()
                             ) -> int:
@@ -947,16 +948,14 @@ def stop_cluster_in(data_dir: str | os.PathLike[str], timeout: float = 120.0,
     if not data_dir.is_dir():
         raise LocalClusterError(f"no such data dir: {data_dir}")
     holder = _lock_holder(data_dir)
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     stopped_any = False
     if holder is not None and holder > 0:
         log(f"Stopping the replog cluster supervisor (pid {holder}) of {data_dir}")
         os.kill(holder, signal.SIGTERM)
-        while _lock_holder(data_dir) is not None:
-            if time.monotonic() >= deadline:
-                raise LocalClusterError(f"the supervisor (pid {holder}) did not stop within "
-                                        f"{timeout:.0f}s")
-            time.sleep(0.1)
+        wait_until(lambda: _lock_holder(data_dir) is None, timeout,
+                   timed_out=lambda _: LocalClusterError(
+                       f"the supervisor (pid {holder}) did not stop within {timeout:.0f}s"))
         stopped_any = True
     info = _read_cluster_json(data_dir)
     if info is None:
@@ -973,12 +972,9 @@ def stop_cluster_in(data_dir: str | os.PathLike[str], timeout: float = 120.0,
                 os.kill(pid, signal.SIGTERM)
                 os.kill(pid, signal.SIGCONT)
         for pid in pids:
-            while _alive(pid):
-                if time.monotonic() >= deadline:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                    break
-                time.sleep(0.1)
+            if poll(lambda pid=pid: not _alive(pid), deadline.remaining()) is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         stopped_any = stopped_any or bool(pids)
     cluster_hosts.cleanup_after_down(data_dir, log)
     return stopped_any

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from admin.client.errors import KafkaError, KafkaTimeoutError, TransportError, UnknownTopicError
-from admin.client.transport import ChannelPool, call
+from client.errors import KafkaError, KafkaTimeoutError, TransportError, UnknownTopicError
+from client.transport import ChannelPool, call
 from common.errors import ErrorCode
 from common.rpc import replog_pb2 as pb
 

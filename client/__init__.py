@@ -25,7 +25,7 @@ Example::
         records = await consumer.poll(5000)
 """
 
-from admin.client.admin_client import (
+from client.admin_client import (
                                        AdminClient,
                                        ClusterDescription,
                                        CreatedTopic,
@@ -33,8 +33,8 @@ from admin.client.admin_client import (
                                        NewTopic,
                                        PartitionReassignment,
 )
-from admin.client.consumer import Consumer, ConsumerRecord, OffsetOutOfRangeError
-from admin.client.errors import (
+from client.consumer import Consumer, ConsumerRecord, OffsetOutOfRangeError
+from client.errors import (
                                        KafkaError,
                                        KafkaTimeoutError,
                                        RecordTooLargeError,
@@ -42,9 +42,9 @@ from admin.client.errors import (
                                        UnknownTopicError,
                                        error_name,
 )
-from admin.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
-from admin.client.partitioner import DefaultPartitioner, murmur2, partition_for_key, to_positive
-from admin.client.producer import Producer, RecordMetadata, TopicPartition, parse_acks
+from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+from client.partitioner import DefaultPartitioner, murmur2, partition_for_key, to_positive
+from client.producer import Producer, RecordMetadata, TopicPartition, parse_acks
 
 __all__ = [
     "AdminClient", "BrokerInfo", "ClusterDescription", "ClusterMetadata", "Consumer",

@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from admin.local_cluster import HOST, REPO_ROOT, LocalClusterError, _tail, free_port
+from harness.local_cluster import HOST, REPO_ROOT, LocalClusterError, _tail, free_port
+from harness.polling import wait_until
 
 RULES_DIR = REPO_ROOT / "docker" / "prometheus" / "rules"
 INSTALL_HINT = "apt-get install prometheus"
@@ -98,17 +98,21 @@ class PrometheusServer:
         with self.log_file.open("ab") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while not self._ready():
+        def ready() -> bool:
+            if self._ready():
+                return True
             if self.proc.poll() is not None:
                 raise LocalClusterError(
                     f"prometheus exited with code {self.proc.returncode}; last lines of "
                     f"{self.log_file}:\n{_tail(self.log_file)}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise LocalClusterError(f"prometheus not ready after {timeout:.0f}s; last lines "
-                                        f"of {self.log_file}:\n{_tail(self.log_file)}")
-            time.sleep(0.1)
+            return False
+
+        def timed_out(_last) -> LocalClusterError:
+            self.stop()
+            return LocalClusterError(f"prometheus not ready after {timeout:.0f}s; last lines "
+                                     f"of {self.log_file}:\n{_tail(self.log_file)}")
+
+        wait_until(ready, timeout, timed_out=timed_out)
         return self
 
     def _ready(self) -> bool:

@@ -21,7 +21,7 @@ import logging
 import grpc
 import grpc.aio
 
-from admin.client.errors import KafkaError, TransportError, from_rpc_error
+from client.errors import KafkaError, TransportError, from_rpc_error
 from common.grpc_options import CLIENT_OPTIONS, ChannelFactory, insecure_channel
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc

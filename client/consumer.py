@@ -26,10 +26,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Self
 
-from admin.client.errors import KafkaError, KafkaTimeoutError, TransportError
-from admin.client.metadata import MetadataCache, TopicInfo
-from admin.client.producer import TopicPartition
-from admin.client.transport import ChannelPool, call, parse_bootstrap_servers
+from client.errors import KafkaError, KafkaTimeoutError, TransportError
+from client.metadata import MetadataCache, TopicInfo
+from client.producer import TopicPartition
+from client.transport import ChannelPool, call, parse_bootstrap_servers
 from common.errors import ErrorCode
 from common.records import decode_records, iter_batches
 from common.rpc import replog_pb2 as pb

@@ -12,7 +12,7 @@
 - Transport (``produce_stream_enable``, ``produce.stream.enable`` in ``replog produce``'s
   properties, default true): the requests to a broker are pipelined on one long-lived
   Broker.ProduceStream, as Kafka's NetworkClient pipelines them on one connection, answers
-  matched by correlation id (admin/client/transport.py ``ProduceStream``); a message on an open
+  matched by correlation id (client/transport.py ``ProduceStream``); a message on an open
   stream costs gRPC a fraction of a call (``python -m bench transport``). A broken stream fails
   its requests in flight as transport errors (retried as below) and is reopened on next use; a
   broker without the stream (older, in a rolling upgrade) gets unary calls. False: one unary
@@ -47,15 +47,15 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Self
 
-from admin.client.errors import (
+from client.errors import (
     KafkaError,
     KafkaTimeoutError,
     RecordTooLargeError,
 )
-from admin.client.metadata import MetadataCache, TopicInfo
-from admin.client.partitioner import DefaultPartitioner
-from admin.client.recordbatch import build_producer_batch, estimate_record_size
-from admin.client.transport import ChannelPool, ProduceStream, call, parse_bootstrap_servers
+from client.metadata import MetadataCache, TopicInfo
+from client.partitioner import DefaultPartitioner
+from client.recordbatch import build_producer_batch, estimate_record_size
+from client.transport import ChannelPool, ProduceStream, call, parse_bootstrap_servers
 from common.clock import wall_ms
 from common.errors import ErrorCode
 from common.records import HEADER_SIZE
