@@ -55,7 +55,7 @@ def register(sub) -> None:
 
     for name in ("admin.cluster_cmd", "admin.topics_cmd", "admin.produce_cmd",
                  "admin.consume_cmd", "admin.e2e_latency_cmd", "analytics.cli", "chaos.cli",
-                 "admin.configs_cmd", "admin.reassign_cmd", "admin.elect_cmd",
+                 "admin.configs_cmd", "admin.reassign", "admin.elect_cmd",
                  "admin.log_dirs_cmd", "chaos.lab_cli", "admin.zk_security_migration",
                  "admin.acls_cmd"):
         importlib.import_module(name).add_parsers(sub)

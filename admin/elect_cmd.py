@@ -19,7 +19,7 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 
-from admin.reassign_cmd import read_json_file
+from admin.reassign.parsing import read_json_file
 from client import AdminClient, KafkaError
 from common import event_loop
 from common.errors import ErrorCode, ReplogError

@@ -199,7 +199,7 @@ def copy_figures(received: list[tuple[float, float]], share: float = 0.95) -> di
 class LabReassignNemesis(Nemesis):
     """KAFKA-42 under load: the seed names a workload partition and a broker (1-3); that
     broker's replicas of the partition and of both bulk partitions move to broker 4 through
-    ``replog reassign --execute`` (admin/reassign_cmd.py, Kafka's ReassignPartitionsCommand),
+    ``replog reassign --execute`` (admin/reassign/, Kafka's ReassignPartitionsCommand),
     with ``--throttle RATE`` when the arm has one (KIP-73: the rate on every reassigning
     broker, the moving replicas named in the topics' throttled-replicas lists), without any
     throttle config otherwise. It then polls (every MOVE_POLL_S, through a controller
@@ -245,16 +245,16 @@ class LabReassignNemesis(Nemesis):
         import argparse
         import io
 
-        from admin import reassign_cmd
+        from admin.reassign import actions, messages
         p = int(fault.target[0].removeprefix("partition-"))
         leaving = int(fault.target[1].removeprefix("broker-"))
         throttle = self.shared.get("lab_throttle")
         tps = [(BULK_TOPIC, q) for q in sorted(BULK_ASSIGNMENT)] + [(self.shared["topic"], p)]
         async with self._admin() as admin:
-            current = await reassign_cmd._current_replicas(admin, tps)
+            current = await actions.current_replicas(admin, tps)
             targets = reassignment_targets(current, leaving)
             plan = self.procs.cluster.data_dir / f"reassign-{fault.index}.json"
-            plan.write_text(reassign_cmd.reassignment_json(targets))
+            plan.write_text(messages.reassignment_json(targets))
             url = self.procs.cluster.broker(NEW_BROKER).metrics_url
             before = await _bytes_in(url)
             args = argparse.Namespace(reassignment_json_file=str(plan), throttle=throttle,
@@ -265,7 +265,7 @@ class LabReassignNemesis(Nemesis):
             t0 = time.monotonic()
             try:
                 with contextlib.redirect_stdout(io.StringIO()):  # the tool's messages
-                    rc = await reassign_cmd._execute(admin, args)
+                    rc = await actions.execute(admin, args)
             finally:
                 submitted(self.shared).set()  # the failover's cue, moved or not
             if rc != 0:
@@ -307,10 +307,10 @@ class LabReassignNemesis(Nemesis):
             return []
         import io
 
-        from admin import reassign_cmd
+        from admin.reassign import throttles
         async with self._admin() as admin:
             with contextlib.redirect_stdout(io.StringIO()):
-                await reassign_cmd._clear_all_throttles(admin, self.throttled)
+                await throttles.clear_all_throttles(admin, self.throttled)
         done = sorted(f"{t}-{p}" for t, p in self.throttled)
         self.throttled = {}
         return done

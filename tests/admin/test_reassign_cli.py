@@ -21,32 +21,31 @@ from pathlib import Path
 import grpc
 import pytest
 
-from admin.reassign_cmd import (
+from admin.reassign.messages import (
     CANNOT_EXECUTE_BECAUSE_OF_EXISTING,
-    PartitionMove,
-    ReassignmentState,
     cancelled_message,
     cancelled_moves_message,
     generate_output,
     list_lines,
-    log_dir_move,
     log_dir_move_lines,
     log_dir_moves_message,
-    merge_throttled,
-    parse_log_dirs,
-    parse_reassignment,
-    parse_topics_to_move,
     progress_line,
-    propose_assignment,
-    proposed_moves,
-    reassigning_brokers,
     reassignment_json,
     result_error_lines,
     rollback_output,
     started_message,
-    throttled_replicas,
     verify_lines,
 )
+from admin.reassign.parsing import parse_log_dirs, parse_reassignment, parse_topics_to_move
+from admin.reassign.planning import (
+    PartitionMove,
+    ReassignmentState,
+    log_dir_move,
+    propose_assignment,
+    proposed_moves,
+    reassigning_brokers,
+)
+from admin.reassign.throttles import merge_throttled, throttled_replicas
 from client import AdminClient, Producer
 from client.admin_client import PartitionReassignment
 from client.errors import KafkaError

@@ -1,5 +1,5 @@
 """The admin JSON files fuzzed: kafka-reassign-partitions' reassignment and topics-to-move
-files (admin/reassign_cmd.py), kafka-leader-election's --path-to-json-file (admin/elect_cmd.py)
+files (admin/reassign/parsing.py), kafka-leader-election's --path-to-json-file (admin/elect_cmd.py)
 and the log-dirs option lists (admin/log_dirs_cmd.py).
 
 Property: a parser returns what the file says or raises ReplogError (which the CLI prints as
@@ -15,8 +15,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from admin import elect_cmd, log_dirs_cmd, reassign_cmd
+from admin import elect_cmd, log_dirs_cmd
 from admin.cli import main
+from admin.reassign import parsing
 from common.errors import ReplogError
 from tests.security.fuzzing import FUZZ, JSON_VALUES, byte_mutations, mutations
 
@@ -31,14 +32,14 @@ ELECTION = json.dumps({"partitions": [{"topic": "foo", "partition": 1},
 
 
 def _reassignment(text: str):
-    out = reassign_cmd.parse_reassignment(text)
+    out = parsing.parse_reassignment(text)
     assert all(p in INT32 and r and all(b in INT32 for b in r) for (_, p), r in out.items())
-    reassign_cmd.parse_log_dirs(text)  # runs on what parse_reassignment accepted
+    parsing.parse_log_dirs(text)  # runs on what parse_reassignment accepted
     return out
 
 
 def _topics(text: str):
-    return reassign_cmd.parse_topics_to_move(text)
+    return parsing.parse_topics_to_move(text)
 
 
 def _election(text: str):
