@@ -17,9 +17,10 @@ from common.names import TopicPartition
 
 
 @dataclass(frozen=True)
-class Endpoint:
-    """A broker (or the controller): host/port of its inter-broker listener - where followers
-    fetch from - and every advertised listener's endpoint (KIP-103)."""
+class BrokerNode:
+    """A broker (or the controller) as the metadata names it (Kafka's Broker/Node): host/port of
+    its inter-broker listener - where followers fetch from - and every advertised listener's
+    :class:`EndPoint` (KIP-103)."""
 
     broker_id: int
     host: str
@@ -31,14 +32,14 @@ class Endpoint:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def for_listener(self, listener: str) -> Endpoint | None:
+    def for_listener(self, listener: str) -> BrokerNode | None:
         """This node as seen through ``listener``: None when it has no such listener (Kafka's
         MetadataCache leaves such a broker out of a Metadata answer). Without endpoints (sent
         by a controller that predates listener names) host/port serve every listener."""
         if not self.endpoints:
             return self
         e = next((e for e in self.endpoints if e.listener == listener), None)
-        return None if e is None else Endpoint(self.broker_id, e.host, e.port, self.rack)
+        return None if e is None else BrokerNode(self.broker_id, e.host, e.port, self.rack)
 
 
 @dataclass
@@ -86,7 +87,7 @@ class LeaderAndIsrRequest:
     broker_epoch: int
     partition_states: tuple[LeaderAndIsrPartitionState, ...]
     topic_ids: Mapping[str, str] = field(default_factory=dict)
-    live_leaders: tuple[Endpoint, ...] = ()
+    live_leaders: tuple[BrokerNode, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class UpdateMetadataRequest:
     controller_id: int
     controller_epoch: int
     broker_epoch: int
-    live_brokers: tuple[Endpoint, ...]
-    controller: Endpoint | None
+    live_brokers: tuple[BrokerNode, ...]
+    controller: BrokerNode | None
     topic_ids: Mapping[str, str]
     partition_states: tuple[tuple[TopicPartition, PartitionInfo], ...]

@@ -58,8 +58,8 @@ from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
 from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
-from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult, RequestError
-from common.errors import ErrorCode, InvalidTopicError
+from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult
+from common.errors import ErrorCode, InvalidTopicError, RequestError
 from common.kafka_protocol.headers import RequestHeader, read_request_header, response_header
 from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes

@@ -10,21 +10,21 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from broker.controller_requests import Endpoint, PartitionInfo, UpdateMetadataRequest
+from broker.controller_requests import BrokerNode, PartitionInfo, UpdateMetadataRequest
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import LEADER_DURING_DELETE
 
-__all__ = ["Endpoint", "MetadataCache", "PartitionInfo", "offline_replicas", "partition_error"]
+__all__ = ["BrokerNode", "MetadataCache", "PartitionInfo", "offline_replicas", "partition_error"]
 
 
 @dataclass
 class MetadataCache:
     cluster_id: str = ""
     controller_id: int = -1
-    controller: Endpoint | None = None
+    controller: BrokerNode | None = None
     controller_epoch: int = -1
-    brokers: dict[int, Endpoint] = field(default_factory=dict)
+    brokers: dict[int, BrokerNode] = field(default_factory=dict)
     partitions: dict[TopicPartition, PartitionInfo] = field(default_factory=dict)
     topic_ids: dict[str, str] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)

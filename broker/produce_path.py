@@ -14,11 +14,10 @@ from broker.delayed_produce import ERROR_CODES, ProduceWait, produce_wait
 from broker.partition import Partition
 from broker.replica_types import (
     ProduceResult,
-    RequestError,
 )
 from broker.storage.errors import KafkaStorageError
 from broker.storage.log import RecordTooLargeError
-from common.errors import CorruptRecordError, ErrorCode
+from common.errors import CorruptRecordError, ErrorCode, RequestError
 from common.names import TopicPartition
 
 

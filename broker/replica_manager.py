@@ -69,7 +69,7 @@ from broker.storage.log_manager import LogManager
 from broker.topic_config_state import TopicConfigState
 from common.clock import wall_ms
 from common.config import Config
-from common.errors import ErrorCode
+from common.errors import ErrorCode, RequestError
 from common.names import TopicPartition
 from common.zk_layout import LEADER_DURING_DELETE
 
@@ -83,7 +83,6 @@ from broker.replica_types import (
     EARLIEST_TIMESTAMP,
     EPOCH_CHECKPOINT_CHUNK,
     LATEST_TIMESTAMP,
-    RequestError,
 )
 
 

@@ -24,14 +24,6 @@ _NO_METADATA_LOOKUP = False
 EPOCH_CHECKPOINT_CHUNK = 256
 
 
-class RequestError(ReplogError):
-    """A whole-request failure (stale controller epoch, stale broker epoch...)."""
-
-    def __init__(self, code: ErrorCode, message: str):
-        super().__init__(message)
-        self.error_code = code
-
-
 @dataclass
 class ProduceResult:
     error: ErrorCode = ErrorCode.NONE

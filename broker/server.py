@@ -40,7 +40,7 @@ from broker.controller_client import ControllerClient
 from broker.fault_injection import InjectedClock, watch_fault_file
 from broker.fetcher import ReplicaFetcherManager
 from broker.kafka_listener import KafkaListener
-from broker.metadata_cache import Endpoint, MetadataCache
+from broker.metadata_cache import BrokerNode, MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.restart_notifier import (
@@ -367,7 +367,7 @@ class BrokerServer:
             return
         self.controller.set_controller(info.controller_id, info.address)
         self.metadata.controller_id = info.controller_id
-        self.metadata.controller = Endpoint(info.controller_id, info.host, info.port,
+        self.metadata.controller = BrokerNode(info.controller_id, info.host, info.port,
                                             endpoints=info.endpoints)
 
     def _on_controller_event(self, _event) -> None:

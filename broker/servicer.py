@@ -36,11 +36,11 @@ from broker.controller_requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from broker.metadata_cache import Endpoint, PartitionInfo, offline_replicas, partition_error
+from broker.metadata_cache import BrokerNode, PartitionInfo, offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
-from broker.replica_types import FetchPartitionRequest, FetchResult, RequestError
+from broker.replica_types import FetchPartitionRequest, FetchResult
 from common import rpc_status
-from common.errors import ErrorCode, InvalidTopicError
+from common.errors import ErrorCode, InvalidTopicError, RequestError
 from common.listeners import PLAINTEXT, EndPoint
 from common.names import TopicPartition, validate_topic
 from common.rpc import replog_pb2 as pb
@@ -69,15 +69,15 @@ async def abort(context, code: ErrorCode, message: str):
                            message)
 
 
-def _endpoint_pb(e: Endpoint, listener: str) -> pb.BrokerEndpoint:
+def _endpoint_pb(e: BrokerNode, listener: str) -> pb.BrokerEndpoint:
     return pb.BrokerEndpoint(broker_id=e.broker_id, host=e.host, port=e.port, listener=listener,
                              **({"rack": e.rack} if e.rack else {}))
 
 
 # ---------------------------------------------------------------------- wire -> plain values
 
-def _endpoint(e: pb.BrokerEndpoint, with_rack: bool = True) -> Endpoint:
-    return Endpoint(e.broker_id, e.host, e.port,
+def _endpoint(e: pb.BrokerEndpoint, with_rack: bool = True) -> BrokerNode:
+    return BrokerNode(e.broker_id, e.host, e.port,
                     e.rack if with_rack and e.HasField("rack") else None,
                     tuple(EndPoint(x.listener, x.host, x.port) for x in e.endpoints))
 

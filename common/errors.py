@@ -67,6 +67,18 @@ class ReplogError(Exception):
     error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+class RequestError(ReplogError):
+    """A whole-request failure (a stale controller or broker epoch, an invalid request, no
+    ZooKeeper connection): the Kafka code and message a caller sees, and the gRPC status it
+    travels with (proto convention 1; None: the servicer maps the code to one)."""
+
+    def __init__(self, error_code: ErrorCode, message: str, status: object = None):
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+        self.status = status  # a grpc.StatusCode; common does not import grpc here
+
+
 class CorruptRecordError(ReplogError, ValueError):
     """A record batch fails its structural or CRC checks (Kafka's CorruptRecordException)."""
 

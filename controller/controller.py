@@ -60,7 +60,7 @@ from typing import Any
 import grpc
 
 from common.clock import wall_ms
-from common.errors import ErrorCode
+from common.errors import ErrorCode, RequestError
 from common.grpc_options import ChannelFactory
 from common.names import TopicPartition
 from common.rpc_status import error_code_of
@@ -115,16 +115,6 @@ class KillHooks:
 
 class NotControllerError(Exception):
     error_code = ErrorCode.NOT_CONTROLLER
-
-
-class RequestError(Exception):
-    """A whole-request failure: gRPC status + Kafka code (proto convention 1)."""
-
-    def __init__(self, status: grpc.StatusCode, error_code: ErrorCode, message: str):
-        super().__init__(message)
-        self.status = status
-        self.error_code = error_code
-        self.message = message
 
 
 # ---- the shell's own events: the election is not the core's business ----------------------
@@ -374,13 +364,13 @@ class Controller:
                 # (a new epoch, a fresh load); the caller may retry.
                 log.warning("store error handling %s: %s: %s", type(env.event).__name__,
                             type(e).__name__, e)
-                env.fail(RequestError(grpc.StatusCode.UNAVAILABLE,
-                                      ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}"))
+                env.fail(RequestError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}",
+                                      status=grpc.StatusCode.UNAVAILABLE))
                 self._abandon(f"store error: {type(e).__name__}: {e}")
             except Exception as e:
                 log.exception("controller event %s failed", type(env.event).__name__)
-                env.fail(RequestError(grpc.StatusCode.INTERNAL, ErrorCode.UNKNOWN_SERVER_ERROR,
-                                      f"{type(e).__name__}: {e}"))
+                env.fail(RequestError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                      f"{type(e).__name__}: {e}", status=grpc.StatusCode.INTERNAL))
                 self._abandon(f"{type(e).__name__}: {e}")
             finally:
                 self._current = None
@@ -398,9 +388,10 @@ class Controller:
         is immediate and says nothing was written."""
         if not isinstance(event, E.ListReassignments) and not self.zk.connected:
             raise RequestError(
-                grpc.StatusCode.UNAVAILABLE, ErrorCode.REQUEST_TIMED_OUT,
+                ErrorCode.REQUEST_TIMED_OUT,
                 f"controller {self.controller_id} has no ZooKeeper connection (quorum lost or "
-                f"a member down); nothing was written: retry when ZooKeeper is back")
+                f"a member down); nothing was written: retry when ZooKeeper is back",
+                status=grpc.StatusCode.UNAVAILABLE)
 
     async def _handle(self, env: _Envelope) -> None:
         ev = env.event
@@ -497,8 +488,8 @@ class Controller:
         if env is None:
             return
         if eff.error is not None:
-            env.fail(RequestError(grpc.StatusCode.FAILED_PRECONDITION, eff.error.error_code,
-                                  eff.error.message))
+            env.fail(RequestError(eff.error.error_code, eff.error.message,
+                                  status=grpc.StatusCode.FAILED_PRECONDITION))
             return
         loop = asyncio.get_running_loop()
         deletions = {}

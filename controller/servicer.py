@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 
 from common import rpc_status
-from common.errors import ErrorCode
+from common.errors import ErrorCode, RequestError
 from common.listeners import PLAINTEXT
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
@@ -41,7 +41,7 @@ from common.security.authorizer import ALLOW_ALL, Requester, grpc_requester
 from common.security.principal import PrincipalBuilder
 from controller import decisions as D
 from controller import events as E
-from controller.controller import Controller, NotControllerError, RequestError
+from controller.controller import Controller, NotControllerError
 from controller.request_batch import controller_endpoint, endpoint_on_listener
 
 MAX_TOPICS_PER_REQUEST = 10_000

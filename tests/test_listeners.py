@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.metadata_cache import Endpoint
+from broker.metadata_cache import BrokerNode
 from broker.servicer import update_metadata_request
 from common import zk_layout as zl
 from common.config import build_config, load_config
@@ -187,12 +187,12 @@ def test_update_metadata_carries_every_listener_and_the_cache_picks_one():
     b = req.live_brokers[0]
     # host/port stay the inter-broker listener's: followers fetch there.
     assert b.address == "broker-1:9092"
-    assert b.for_listener("EXTERNAL") == Endpoint(1, "127.0.0.1", 19092, "r1")
+    assert b.for_listener("EXTERNAL") == BrokerNode(1, "127.0.0.1", 19092, "r1")
     assert b.for_listener("OTHER") is None
     assert req.controller.for_listener("INTERNAL").address == "controller-1:9093"
     assert req.controller.for_listener("EXTERNAL") is None
     # From a controller that predates listener names: one endpoint for every listener.
-    legacy = Endpoint(2, "h", 1)
+    legacy = BrokerNode(2, "h", 1)
     assert legacy.for_listener("EXTERNAL") is legacy
 
 

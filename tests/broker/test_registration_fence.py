@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.replica_types import RequestError
 from broker.servicer import leader_and_isr_request
-from common.errors import ErrorCode
+from common.errors import ErrorCode, RequestError
 from common.names import TopicPartition
 from tests.broker.inprocess import Node, leader_and_isr
 

@@ -123,7 +123,7 @@ async def test_newer_broker_epoch_is_accepted_older_refused(nodes):
     """Broker epochs: only an older broker epoch is stale. On the commit before,
     a request carrying the broker's new registration epoch (which the controller saw before
     the broker recorded it) was refused as STALE_BROKER_EPOCH."""
-    from broker.replica_types import RequestError
+    from common.errors import RequestError
     a, _ = nodes
     newer = leader_and_isr(a, 1, 0, [1], [1, 2], [])
     newer.broker_epoch = a.rm.broker_epoch + 5
