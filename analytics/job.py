@@ -28,7 +28,7 @@ from pathlib import Path
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 
-from analytics import transforms as T
+from analytics import transforms
 from analytics.schema import (
     EVENT_SCHEMA,
     EVENTS_DIR,
@@ -154,7 +154,7 @@ def read_export(spark, checked: dict) -> dict:
     files = checked["files"]
     raw_events = _read(spark, EVENT_SCHEMA, files[EVENTS_DIR], corrupt_column=True).cache()
     malformed = raw_events.where("_corrupt_record IS NOT NULL").count()
-    events = T.normalize_events(raw_events).cache()
+    events = transforms.normalize_events(raw_events).cache()
     samples = _read(spark, SAMPLE_SCHEMA, files[SAMPLES_DIR]).where("ts IS NOT NULL").cache()
     scrapes = _read(spark, SCRAPE_SCHEMA, files[SCRAPES_DIR]).where("ts IS NOT NULL").cache()
     return {"events": events, "samples": samples, "scrapes": scrapes,
@@ -165,34 +165,34 @@ def read_export(spark, checked: dict) -> dict:
 
 def compute(events, samples, scrapes, span: tuple[float, float]) -> dict:
     """Every table of the report (lazy DataFrames) from the three inputs: pure."""
-    transitions = T.process_transitions(scrapes).cache()
-    losses = T.leader_losses(events, transitions, scrapes)
-    failover = T.failovers(losses, events).cache()
-    changes = T.isr_changes(events).cache()
-    replica_changes = T.isr_replica_changes(changes).cache()
-    rates = T.counter_rates(samples).cache()
+    transitions = transforms.process_transitions(scrapes).cache()
+    losses = transforms.leader_losses(events, transitions, scrapes)
+    failover = transforms.failovers(losses, events).cache()
+    changes = transforms.isr_changes(events).cache()
+    replica_changes = transforms.isr_replica_changes(changes).cache()
+    rates = transforms.counter_rates(samples).cache()
     return {
-        "failover_summary": T.failover_summary(failover),
+        "failover_summary": transforms.failover_summary(failover),
         "failovers": failover,
-        "availability": T.availability(failover, T.partitions(events), *span),
-        "recoveries": T.replica_recoveries(replica_changes, events, transitions),
+        "availability": transforms.availability(failover, transforms.partitions(events), *span),
+        "recoveries": transforms.replica_recoveries(replica_changes, events, transitions),
         "isr_changes": changes.orderBy("ts", "partition"),
-        "isr_churn_by_partition": T.isr_churn_by_partition(changes),
-        "isr_churn_by_broker": T.isr_churn_by_broker(replica_changes),
-        "flapping_partitions": T.flapping_partitions(changes),
-        "unclean_elections": T.unclean_elections(events),
-        "log_dir_failures": T.log_dir_failures(events, replica_changes),
-        "reassignments": T.reassignments(events, samples),
-        "throughput_by_broker": T.throughput_by_broker(rates),
+        "isr_churn_by_partition": transforms.isr_churn_by_partition(changes),
+        "isr_churn_by_broker": transforms.isr_churn_by_broker(replica_changes),
+        "flapping_partitions": transforms.flapping_partitions(changes),
+        "unclean_elections": transforms.unclean_elections(events),
+        "log_dir_failures": transforms.log_dir_failures(events, replica_changes),
+        "reassignments": transforms.reassignments(events, samples),
+        "throughput_by_broker": transforms.throughput_by_broker(rates),
         "throughput": rates,
-        "follower_lag": T.follower_lag(samples),
-        "under_replicated": T.gauge_series(
+        "follower_lag": transforms.follower_lag(samples),
+        "under_replicated": transforms.gauge_series(
             samples, "kafka_server_replicamanager_underreplicatedpartitions"),
-        "offline_partitions": T.gauge_series(
+        "offline_partitions": transforms.gauge_series(
             samples, "kafka_controller_kafkacontroller_offlinepartitionscount"),
         "process_transitions": transitions.orderBy("ts", "process"),
-        "scrape_health": T.scrape_health(scrapes),
-        "_skew": T.skew_bound(events),
+        "scrape_health": transforms.scrape_health(scrapes),
+        "_skew": transforms.skew_bound(events),
     }
 
 
@@ -294,10 +294,10 @@ def _check_all(input_dir: str | None, chaos_runs) -> tuple[dict | None, list | N
 
 
 def _analyze_chaos(spark, runs: list, tables_dir: Path) -> tuple[dict, int]:
-    from analytics import chaos_history as C
-    history, malformed = C.read_histories(spark, runs)
-    tables = C.compute(history, C.bounds_frame(spark, runs))
-    return write_tables(tables, C.TABLES, tables_dir), malformed
+    from analytics import chaos_history
+    history, malformed = chaos_history.read_histories(spark, runs)
+    tables = chaos_history.compute(history, chaos_history.bounds_frame(spark, runs))
+    return write_tables(tables, chaos_history.TABLES, tables_dir), malformed
 
 
 def analyze(spark, input_dir: str | None, output_dir: str, render: bool = True,
@@ -315,7 +315,7 @@ def analyze(spark, input_dir: str | None, output_dir: str, render: bool = True,
     try:
         if checked is not None:
             frames = read_export(spark, checked)
-            span = T.observed_span(frames["events"], frames["scrapes"])
+            span = transforms.observed_span(frames["events"], frames["scrapes"])
             if span[0] is None:
                 raise AnalyzeError(f"{input_dir} holds no event or scrape with a time")
             tables = compute(frames["events"], frames["samples"], frames["scrapes"], span)

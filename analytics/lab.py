@@ -54,7 +54,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from analytics import chaos_history as C
+from analytics import chaos_history
 
 GAP_S = 1.0
 MIN_RUNS_FOR_CI = 5
@@ -141,12 +141,12 @@ def _rf() -> Column:
 def write_figures(history: DataFrame) -> DataFrame:
     """Per run: longest_unavailable_s, unavailable_total_s, p99_send_ms (chaos_history's
     pairing of sends and its gaps)."""
-    ws = C.writes(history)
-    gaps = C.ack_gaps(ws).groupBy("run").agg(
+    ws = chaos_history.writes(history)
+    gaps = chaos_history.ack_gaps(ws).groupBy("run").agg(
         F.max("gap_s").alias("longest_unavailable_s"),
         F.sum(F.when(F.col("gap_s") > GAP_S, F.col("gap_s")).otherwise(0.0))
         .alias("unavailable_total_s"))
-    faults = C.fault_windows(history).groupBy("run").agg(
+    faults = chaos_history.fault_windows(history).groupBy("run").agg(
         F.min("from_s").alias("faults_from_s"), F.max("to_s").alias("faults_to_s"))
     latency = (ws.where((F.col("outcome") == "ok") & (F.col("acks") == "all"))
                .join(faults, "run")
@@ -161,7 +161,7 @@ def write_figures(history: DataFrame) -> DataFrame:
 def state_figures(states: DataFrame, history: DataFrame) -> DataFrame:
     """Per run: leaderless_s, urp_s, isr_shrinks, time_to_full_s from the sampled states."""
     span = _span(history)
-    last_fault = (C.fault_windows(history).join(span, "run")
+    last_fault = (chaos_history.fault_windows(history).join(span, "run")
                   .groupBy("run").agg(F.max(F.col("to_s") - F.col("from_time") + F.col(
                       "from_wall")).alias("faults_end_wall")))
     w = Window.partitionBy("run", "partition").orderBy("wall")
@@ -214,7 +214,8 @@ def move_figures(history: DataFrame) -> DataFrame:
     moves = (done.join(asked, "run", "left")
              .withColumn("copy_mb_s", F.col("copy_bytes") / F.col("copy_s") / 1e6)
              .withColumn("throttle_ratio", F.col("copy_mb_s") * 1e6 / F.col("throttle")))
-    acked = (C.writes(history).where((F.col("outcome") == "ok") & (F.col("acks") == "all"))
+    acked = (chaos_history.writes(history)
+             .where((F.col("outcome") == "ok") & (F.col("acks") == "all"))
              .join(moves.select("run", "move_from_s", "move_s"), "run"))
     during = (F.col("invoke_s") >= F.col("move_from_s")) & \
         (F.col("invoke_s") <= F.col("move_from_s") + F.col("move_s"))
@@ -305,7 +306,7 @@ def timelines(states: DataFrame, history: DataFrame) -> DataFrame:
 
 def acked_rate(history: DataFrame) -> DataFrame:
     """Per run and second of history time: acknowledged acks=all writes."""
-    ws = C.writes(history)
+    ws = chaos_history.writes(history)
     return (ws.where((F.col("outcome") == "ok") & (F.col("acks") == "all"))
             .groupBy("run", F.floor("complete_s").cast("long").alias("second"))
             .agg(F.count("*").alias("acked")).orderBy("run", "second"))
@@ -325,7 +326,7 @@ def read_inputs(spark, out: Path) -> tuple[DataFrame, DataFrame, DataFrame]:
     names = [f.name for f in RESULT_SCHEMA.fields]
     res = spark.createDataFrame([tuple(r.get(n) for n in names) for r in results],
                                 RESULT_SCHEMA)
-    history, _malformed = C.read_histories(
+    history, _malformed = chaos_history.read_histories(
         spark, [(r["run"], d / "history.jsonl", None) for r, d in zip(results, dirs)])
     states = spark.read.schema(STATES_SCHEMA).json([str(d / "states.jsonl") for d in dirs
                                                     if (d / "states.jsonl").is_file()])
@@ -339,7 +340,7 @@ def compute(results: DataFrame, history: DataFrame, states: DataFrame) -> dict[s
     intervals = median_ci(runs, list(METRICS)).cache()
     return {"runs": runs, "intervals": intervals, "summary": summarize(runs, intervals),
             "timelines": timelines(states, history), "acked_rate": acked_rate(history),
-            "faults": C.fault_windows(history).orderBy("run", "fault")}
+            "faults": chaos_history.fault_windows(history).orderBy("run", "fault")}
 
 
 def _plain(v):

@@ -1,6 +1,6 @@
 """CreatePartitions on the Kafka listener, forwarded to the active controller over gRPC (as a
 KRaft broker forwards it, KIP-590). Translation only: every check and decision is the
-controller's (controller/partitions.py).
+controller's (controller/create_partitions.py).
 
 Kafka's answer is a map by topic name (KafkaApis.handleCreatePartitionsRequest), so a topic
 listed twice gets one result, INVALID_REQUEST "Duplicate topic in request.", as the controller

@@ -18,7 +18,7 @@ same start index and shift):
   replica lands in a different rack.
 
 Complete for C2. Adding partitions to an existing topic goes through `start_partition` (Kafka's
-startPartitionId) and a fixed start index: controller/partitions.py.
+startPartitionId) and a fixed start index: controller/create_partitions.py.
 """
 
 from __future__ import annotations

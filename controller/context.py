@@ -31,6 +31,7 @@ from typing import NamedTuple
 from common.dynamic_config import configured_min_isr, effective_min_isr
 from common.names import TopicPartition
 from common.zk_layout import NO_LEADER, BrokerRegistration, LeaderAndIsr, TopicAssignment
+from controller.create_topics import unclean_election_enabled
 from controller.elr import ElrConfig, recovery_strategy
 from controller.selectors import UncleanRecoveryStrategy
 from controller.state_machine import (
@@ -40,7 +41,6 @@ from controller.state_machine import (
     partition_state_machine,
     replica_state_machine,
 )
-from controller.topics import unclean_election_enabled
 
 
 class PartitionReplica(NamedTuple):

@@ -66,9 +66,7 @@ from common.names import TopicPartition
 from common.rpc_status import error_code_of
 from common.zk_async import AsyncZk
 from common.zk_layout import ControllerInfo
-from controller import effects as X
-from controller import emitted, store_effects
-from controller import events as E
+from controller import effects, emitted, events, store_effects
 from controller.channel import ControllerChannelManager, Delivery
 from controller.context import ControllerContext
 from controller.core import ControllerCore
@@ -386,7 +384,7 @@ class Controller:
         written whenever the quorum returns - after its caller gave up, a topic nobody is
         told about. Kafka's ZooKeeperClient blocks such a request until then; the answer here
         is immediate and says nothing was written."""
-        if not isinstance(event, E.ListReassignments) and not self.zk.connected:
+        if not isinstance(event, events.ListReassignments) and not self.zk.connected:
             raise RequestError(
                 ErrorCode.REQUEST_TIMED_OUT,
                 f"controller {self.controller_id} has no ZooKeeper connection (quorum lost or "
@@ -415,7 +413,7 @@ class Controller:
             return  # for an earlier activation (a response or timer of a resigned core)
         await self._run(act, ev, env)
 
-    async def _run(self, act: _Active, ev: E.Event, env: _Envelope | None) -> None:
+    async def _run(self, act: _Active, ev: events.Event, env: _Envelope | None) -> None:
         """Step one event and carry out its effects (core.py's rules)."""
         started = env.enqueued if env is not None else self.clock()
         deliveries: list[Delivery] = []
@@ -426,7 +424,7 @@ class Controller:
             if self.active is not act:
                 raise NotControllerError("controller resigned")
             if eff.needs_result:
-                pending.extend(act.core.step(E.Completed(value=result)))
+                pending.extend(act.core.step(events.Completed(value=result)))
 
     def _not_controller_message(self) -> str:
         c = self.active_controller
@@ -436,53 +434,53 @@ class Controller:
 
     # ================================================================== effects
 
-    async def _perform(self, act: _Active, eff: X.Effect, env: _Envelope | None,
+    async def _perform(self, act: _Active, eff: effects.Effect, env: _Envelope | None,
                        deliveries: list[Delivery], started: float) -> Any:
         if eff.needs_result:
             result = await store_effects.perform(self.store, eff, self._watches, self.rng)
-            if isinstance(result, X.PartitionWritesOutcome) and result.failed:
+            if isinstance(result, effects.PartitionWritesOutcome) and result.failed:
                 log.warning("partition state writes refused (version changed): %s",
                             ", ".join(map(str, sorted(result.failed))))
             return result
         match eff:
-            case X.UpdateBrokers(live=live):
+            case effects.UpdateBrokers(live=live):
                 act.channel.update_brokers(dict(live))
-            case X.SendRequests(batches=batches):
+            case effects.SendRequests(batches=batches):
                 deliveries += act.channel.send(dict(batches))
-            case X.QueryReplicaLogs():
+            case effects.QueryReplicaLogs():
                 self.metrics.replica_log_info_requests.inc()
                 act.channel.get_replica_log_info(
                     eff.broker_id, eff.broker_epoch, eff.partitions,
                     lambda b, epoch, answers, error, q=eff.query_id: self._post(
-                        E.ReplicaLogInfoResponse(query_id=q, broker_id=b, broker_epoch=epoch,
+                        events.ReplicaLogInfoResponse(query_id=q, broker_id=b, broker_epoch=epoch,
                                                  answers=answers, error=error),
                         generation=act.generation))
-            case X.Reply():
+            case effects.Reply():
                 self._reply(eff, deliveries)
-            case X.TopicDeleted(topic=t):
+            case effects.TopicDeleted(topic=t):
                 self._watchers.pop(("config", t), None)
                 for f in self._deletion_waiters.pop(t, []):
                     if not f.done():
                         f.set_result(True)
-            case X.Emit():
+            case effects.Emit():
                 self._emit(eff, started)
                 why = self.kill_hooks.kill_after(eff.event)
                 if why is not None:
                     await self._kill_for_test(why, deliveries)
-            case X.SetTimer(name=name, delay_s=delay):
+            case effects.SetTimer(name=name, delay_s=delay):
                 old = act.timers.pop(name, None)
                 if old is not None:
                     old.cancel()
                 act.timers[name] = asyncio.get_running_loop().call_later(
-                    delay, lambda: self._post(E.TimerFired(name=name),
+                    delay, lambda: self._post(events.TimerFired(name=name),
                                               generation=act.generation))
-            case X.Decided():
+            case effects.Decided():
                 pass
             case _:
                 raise TypeError(f"unknown effect {eff!r}")
         return None
 
-    def _reply(self, eff: X.Reply, deliveries: list[Delivery]) -> None:
+    def _reply(self, eff: effects.Reply, deliveries: list[Delivery]) -> None:
         # the request's envelope, possibly not the event being handled (a deferred answer)
         env = self._requests.pop(eff.request_id, None)
         if env is None:
@@ -514,7 +512,7 @@ class Controller:
         logging.shutdown()
         os.kill(os.getpid(), signal.SIGKILL)
 
-    def _emit(self, eff: X.Emit, started: float) -> None:
+    def _emit(self, eff: effects.Emit, started: float) -> None:
         """Log one event, and count what the metrics count of it."""
         (self.events.warning if eff.level == "warning" else self.events.info)(
             eff.name, **eff.fields)
@@ -563,13 +561,13 @@ class Controller:
                     if tp in errors:
                         errors[tp] = _code(r.error_code)
             if errors:
-                self._post(E.StopReplicaResponse(broker_id=broker_id, errors=errors),
+                self._post(events.StopReplicaResponse(broker_id=broker_id, errors=errors),
                            generation=generation)
         elif kind == "LeaderAndIsr" and response is not None:
             refused = {TopicPartition(r.topic, r.partition): _code(r.error_code)
                        for r in response.partition_errors if r.error_code != ErrorCode.NONE}
             if refused:
-                self._post(E.LeaderAndIsrResponse(broker_id=broker_id, errors=refused),
+                self._post(events.LeaderAndIsrResponse(broker_id=broker_id, errors=refused),
                            generation=generation)
 
     # ================================================================== election
@@ -628,7 +626,7 @@ class Controller:
         self.events.info("controller_elected", controller_id=self.controller_id,
                          controller_epoch=epoch)
         try:
-            await self._run(act, E.Activate(), None)
+            await self._run(act, events.Activate(), None)
         except asyncio.CancelledError:
             self._resign("failover interrupted")
             raise
@@ -652,7 +650,7 @@ class Controller:
 
     # ================================================================== public API (servicer)
 
-    async def _request(self, event: E.Event) -> Answer:
+    async def _request(self, event: events.Event) -> Answer:
         if self.active is None:
             raise NotControllerError(self._not_controller_message())
         self._check_zookeeper(event)
@@ -664,33 +662,33 @@ class Controller:
         finally:
             self._requests.pop(rid, None)
 
-    async def create_topics(self, topics: tuple[E.NewTopic, ...], validate_only: bool,
-                            timeout_ms: int) -> list[E.TopicResult]:
+    async def create_topics(self, topics: tuple[events.NewTopic, ...], validate_only: bool,
+                            timeout_ms: int) -> list[events.TopicResult]:
         """Answers once the topics and their leaders are in ZooKeeper and every live broker
         has acknowledged its LeaderAndIsr/UpdateMetadata, or when timeout_ms expires -
         whichever is first; with timeout_ms <= 0 it does not wait for brokers. (A registered
         but unreachable broker makes the answer wait for the timeout; the result is still
         NONE - the change is made.)"""
-        ans = await self._request(E.CreateTopics(topics=topics, validate_only=validate_only))
+        ans = await self._request(events.CreateTopics(topics=topics, validate_only=validate_only))
         await _wait(ans.deliveries, timeout_ms)
         return ans.value
 
-    async def create_partitions(self, topics: tuple[E.NewPartitions, ...], validate_only: bool,
-                                timeout_ms: int) -> list[E.PartitionsResult]:
+    async def create_partitions(self, topics: tuple[events.NewPartitions, ...], validate_only: bool,
+                                timeout_ms: int) -> list[events.PartitionsResult]:
         """Answers as create_topics does: once the grown assignments and the new partitions'
         leaders are in ZooKeeper and the live brokers acknowledged their requests, or at
         timeout_ms (<= 0: without waiting for brokers, as a KRaft controller answers)."""
-        ans = await self._request(E.CreatePartitions(topics=topics,
+        ans = await self._request(events.CreatePartitions(topics=topics,
                                                      validate_only=validate_only))
         await _wait(ans.deliveries, timeout_ms)
         return ans.value
 
     async def delete_topics(self, topics: tuple[str, ...], timeout_ms: int
-                            ) -> list[E.DeletionResult]:
+                            ) -> list[events.DeletionResult]:
         """Answers once every listed topic is deleted (all replicas acknowledged
         StopReplica(delete) and the znodes are gone), or REQUEST_TIMED_OUT for those still
         in progress at timeout_ms (the deletion continues)."""
-        ans = await self._request(E.DeleteTopics(topics=topics))
+        ans = await self._request(events.DeleteTopics(topics=topics))
         results = ans.value
         if ans.deletions:
             # every deletion, as Kafka's DeleteTopics waits for all within the request timeout
@@ -710,39 +708,39 @@ class Controller:
         return out
 
     async def alter_partition(self, broker_id: int, broker_epoch: int,
-                              items: tuple) -> list[E.PartitionAnswer]:
-        ans = await self._request(E.AlterPartition(broker_id=broker_id,
+                              items: tuple) -> list[events.PartitionAnswer]:
+        ans = await self._request(events.AlterPartition(broker_id=broker_id,
                                                    broker_epoch=broker_epoch, items=items))
         return ans.value
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int
                                   ) -> list[TopicPartition]:
-        ans = await self._request(E.ControlledShutdown(broker_id=broker_id,
+        ans = await self._request(events.ControlledShutdown(broker_id=broker_id,
                                                        broker_epoch=broker_epoch))
         return ans.value
 
     async def elect_leaders(self, election_type: int,
                             partitions: tuple[TopicPartition, ...] | None,
-                            timeout_ms: int) -> list[E.ElectionResult]:
-        ans = await self._request(E.ElectLeaders(election_type=election_type,
+                            timeout_ms: int) -> list[events.ElectionResult]:
+        ans = await self._request(events.ElectLeaders(election_type=election_type,
                                                  partitions=partitions))
         await _wait(ans.deliveries, timeout_ms)
         return ans.value
 
     async def alter_partition_reassignments(
             self, items: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...],
-            timeout_ms: int) -> list[E.ReassignmentResult]:
+            timeout_ms: int) -> list[events.ReassignmentResult]:
         """Answers once every move has started (steps 1-2 written and sent; with timeout_ms
         > 0 also delivered to the live brokers), or with the per-partition errors of a
         request rejected whole."""
-        ans = await self._request(E.AlterReassignments(items=items))
+        ans = await self._request(events.AlterReassignments(items=items))
         await _wait(ans.deliveries, timeout_ms)
         return ans.value
 
     async def list_partition_reassignments(
             self, partitions: tuple[TopicPartition, ...] | None
-    ) -> list[E.OngoingReassignment]:
-        ans = await self._request(E.ListReassignments(partitions=partitions))
+    ) -> list[events.OngoingReassignment]:
+        ans = await self._request(events.ListReassignments(partitions=partitions))
         return ans.value
 
     def cluster_view(self) -> tuple[str, ControllerContext]:

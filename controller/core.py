@@ -42,18 +42,15 @@ from common.assignment import BrokerMetadata
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import ControllerInfo, TopicAssignment
-from controller import decisions as D
-from controller import effects as X
-from controller import emitted
-from controller import events as E
+from controller import decisions, effects, emitted, events
 from controller.context import ControllerContext
+from controller.create_partitions import plan_partitions
+from controller.create_topics import TopicError, plan_topic
 from controller.elr import ElrConfig
-from controller.partitions import plan_partitions
 from controller.request_batch import build_requests
 from controller.state_machine import PartitionState
-from controller.topics import TopicError, plan_topic
 
-Handler = Generator[X.Effect, Any, Any]
+Handler = Generator[effects.Effect, Any, Any]
 
 AUTO_REBALANCE = "auto_rebalance"
 UNCLEAN_RECOVERY = "unclean_recovery"  # the Unclean Recovery Manager's wake-up timer
@@ -79,38 +76,38 @@ class ControllerCore:
         self.ready = False  # Activate done: loaded, brokers told
         # KIP-966's Unclean Recovery Manager (decisions/recovery.py): its tasks live as long
         # as this core; a new controller starts them again from ZooKeeper's state.
-        self.urm = D.UncleanRecoveryManager(self.ctx.elr.recovery_timeout_ms)
+        self.urm = decisions.UncleanRecoveryManager(self.ctx.elr.recovery_timeout_ms)
         # AlterPartition re-admissions, the fence of /restart_partitions entries
         # (decisions/restarts.py): this core's memory only, like the URM's tasks
-        self.isr_rejoins = D.IsrRejoins()
+        self.isr_rejoins = decisions.IsrRejoins()
         # ElectLeaders(UNCLEAN) answered once their recoveries end: request id -> results
-        self._pending_elections: dict[int, dict[TopicPartition, E.ElectionResult | None]] = {}
+        self._pending_elections: dict[int, dict[TopicPartition, events.ElectionResult | None]] = {}
         self._waiting: Handler | None = None
-        self._waiting_for: X.Effect | None = None
+        self._waiting_for: effects.Effect | None = None
         # Moves whose TRS this event's writes put in the ISR (_moves_at_target)
         self._targets_reached: set[TopicPartition] = set()
         self._handlers = {
-            E.Activate: self._activate,
-            E.BrokerChange: self._broker_change,
-            E.BrokerModification: self._broker_modification,
-            E.TopicChange: self._topic_change,
-            E.TopicDeletionChange: self._topic_deletion_change,
-            E.TopicConfigChange: self._topic_config_change,
-            E.BrokerDefaultConfigChange: self._broker_default_config_change,
-            E.StopReplicaResponse: self._stop_replica_response,
-            E.TimerFired: self._timer_fired,
-            E.CreateTopics: self._create_topics,
-            E.CreatePartitions: self._create_partitions,
-            E.DeleteTopics: self._delete_topics,
-            E.AlterPartition: self._alter_partition,
-            E.ControlledShutdown: self._controlled_shutdown,
-            E.ElectLeaders: self._elect_leaders,
-            E.ReassignmentChange: self._reassignment_change,
-            E.AlterReassignments: self._alter_reassignments,
-            E.ListReassignments: self._list_reassignments,
-            E.RestartPartitionsChange: self._restart_partitions_change,
-            E.ReplicaLogInfoResponse: self._replica_log_info_response,
-            E.LeaderAndIsrResponse: self._leader_and_isr_response,
+            events.Activate: self._activate,
+            events.BrokerChange: self._broker_change,
+            events.BrokerModification: self._broker_modification,
+            events.TopicChange: self._topic_change,
+            events.TopicDeletionChange: self._topic_deletion_change,
+            events.TopicConfigChange: self._topic_config_change,
+            events.BrokerDefaultConfigChange: self._broker_default_config_change,
+            events.StopReplicaResponse: self._stop_replica_response,
+            events.TimerFired: self._timer_fired,
+            events.CreateTopics: self._create_topics,
+            events.CreatePartitions: self._create_partitions,
+            events.DeleteTopics: self._delete_topics,
+            events.AlterPartition: self._alter_partition,
+            events.ControlledShutdown: self._controlled_shutdown,
+            events.ElectLeaders: self._elect_leaders,
+            events.ReassignmentChange: self._reassignment_change,
+            events.AlterReassignments: self._alter_reassignments,
+            events.ListReassignments: self._list_reassignments,
+            events.RestartPartitionsChange: self._restart_partitions_change,
+            events.ReplicaLogInfoResponse: self._replica_log_info_response,
+            events.LeaderAndIsrResponse: self._leader_and_isr_response,
         }
 
     # ================================================================== stepping
@@ -120,8 +117,8 @@ class ControllerCore:
         """An effect's outcome is due: only `Completed` may be stepped now."""
         return self._waiting is not None
 
-    def step(self, event: E.Event) -> list[X.Effect]:
-        if isinstance(event, E.Completed):
+    def step(self, event: events.Event) -> list[effects.Effect]:
+        if isinstance(event, events.Completed):
             gen = self._waiting
             if gen is None:
                 raise CoreMisuse("an outcome arrived while no effect was waiting for one")
@@ -130,7 +127,7 @@ class ControllerCore:
         if self._waiting is not None:
             raise CoreMisuse(f"{event.name} stepped while waiting for the outcome of "
                              f"{type(self._waiting_for).__name__}")
-        if not self.ready and not isinstance(event, E.Activate):
+        if not self.ready and not isinstance(event, events.Activate):
             raise CoreMisuse(f"{event.name} stepped before Activate finished")
         handler = self._handlers[type(event)](event)
         return self._drive(self._then_recoveries(event.now_ms, handler), None)
@@ -141,8 +138,8 @@ class ControllerCore:
         yield from self._recoveries(now_ms)
         yield from self._moves_at_target(now_ms)  # a recovery's election too
 
-    def _drive(self, gen: Handler, value: Any) -> list[X.Effect]:
-        out: list[X.Effect] = []
+    def _drive(self, gen: Handler, value: Any) -> list[effects.Effect]:
+        out: list[effects.Effect] = []
         while True:
             try:
                 eff = gen.send(value)
@@ -154,12 +151,12 @@ class ControllerCore:
                 self._waiting, self._waiting_for = gen, eff
                 return out
 
-    def _emit(self, event: emitted.Emitted) -> X.Emit:
-        return X.Emit(event, self.ctx.epoch)
+    def _emit(self, event: emitted.Emitted) -> effects.Emit:
+        return effects.Emit(event, self.ctx.epoch)
 
     # ================================================================== carrying out a decision
 
-    def _execute(self, now_ms: float, d: D.Decision, retry_creates: bool = True,
+    def _execute(self, now_ms: float, d: decisions.Decision, retry_creates: bool = True,
                  retries: int = REFUSED_WRITE_RETRIES) -> Handler:
         """Write the decision's states, apply what was written, tell the brokers - in that
         order. Refused writes (someone changed the znode): adopt ZooKeeper's state, create
@@ -169,22 +166,22 @@ class ControllerCore:
         ctx = self.ctx
         failed: set[TopicPartition] = set()
         if d.writes:
-            outcome: X.PartitionWritesOutcome = yield X.WritePartitionStates(
+            outcome: effects.PartitionWritesOutcome = yield effects.WritePartitionStates(
                 tuple(d.writes.values()), ctx.epoch_zk_version)
             failed = set(outcome.failed)
-            D.apply(ctx, d, failed)
+            decisions.apply(ctx, d, failed)
             if failed:
                 ctx.leadership.update(outcome.current)
                 yield self._emit(emitted.PartitionStateWritesRefused(
                     partitions=[str(tp) for tp in sorted(failed)]))
         else:
-            D.apply(ctx, d)
-        self._targets_reached.update(D.targets_reached(ctx, d, failed))
+            decisions.apply(ctx, d)
+        self._targets_reached.update(decisions.targets_reached(ctx, d, failed))
         for e in d.refused:  # C6: refused by the transition tables, never applied
             yield self._emit(emitted.InvalidStateTransition(
                 kind=e.kind, key=str(e.what), current=str(e.current), target=str(e.target),
                 message=str(e)))
-        yield X.Decided(d, frozenset(failed))
+        yield effects.Decided(d, frozenset(failed))
         yield from self._record(d, failed)
         for tp, strategy in sorted(d.recoveries.items()):
             if tp not in failed and self.urm.start(tp, strategy, ctx.replicas(tp),
@@ -196,22 +193,22 @@ class ControllerCore:
                     last_known_elr=list(s.last_known_elr) if s else []))
         batches = build_requests(ctx, d, self.info, failed)
         if batches:
-            yield X.SendRequests(batches)
+            yield effects.SendRequests(batches)
         orphans = [tp for tp in sorted(failed) if ctx.has_partition(tp)
                    and ctx.partition_sm.state(tp) is PartitionState.NonExistentPartition]
         if orphans and retry_creates:
-            more = yield from self._execute(now_ms, D.on_new_partitions(ctx, orphans),
+            more = yield from self._execute(now_ms, decisions.on_new_partitions(ctx, orphans),
                                             retry_creates=False)
             failed = (failed - set(orphans)) | more
         if failed and retries > 0:
-            again = D.reelect_after_refused_writes(ctx, sorted(failed))
+            again = decisions.reelect_after_refused_writes(ctx, sorted(failed))
             if not again.empty:
                 more = yield from self._execute(now_ms, again, retry_creates=False,
                                                 retries=retries - 1)
                 failed = (failed - set(again.writes)) | more
         return failed
 
-    def _record(self, d: D.Decision, failed: set[TopicPartition]) -> Handler:
+    def _record(self, d: decisions.Decision, failed: set[TopicPartition]) -> Handler:
         ctx = self.ctx
         for e in d.elections:
             if e.tp in failed:
@@ -230,24 +227,24 @@ class ControllerCore:
 
     # ================================================================== failover
 
-    def _activate(self, ev: E.Activate) -> Handler:
+    def _activate(self, ev: events.Activate) -> Handler:
         """Kafka's onControllerFailover: load everything, tell every broker, elect."""
         ctx = self.ctx
-        snap: X.ClusterSnapshot = yield X.ReadCluster()
+        snap: effects.ClusterSnapshot = yield effects.ReadCluster()
         self.cluster_id = snap.cluster_id
         for reg in snap.brokers.values():
             ctx.add_broker(reg)
         for topic, a in snap.assignments.items():
             ctx.add_topic(a, dict(snap.configs.get(topic, {})))
         ctx.leadership.update(snap.states)
-        ctx.broker_default_config = yield X.ReadBrokerDefaultConfig()
+        ctx.broker_default_config = yield effects.ReadBrokerDefaultConfig()
         ctx.topics_to_delete = {t for t in snap.topics_to_delete if t in ctx.assignments}
         for t in snap.topics_to_delete:
             if t not in ctx.assignments:  # a finished deletion's leftover entry
-                yield X.DeleteTopic(t, ctx.epoch_zk_version)
+                yield effects.DeleteTopic(t, ctx.epoch_zk_version)
         ctx.reset_states()
-        yield X.UpdateBrokers(dict(ctx.live_brokers))
-        yield from self._execute(ev.now_ms, D.on_controller_failover(ctx))
+        yield effects.UpdateBrokers(dict(ctx.live_brokers))
+        yield from self._execute(ev.now_ms, decisions.on_controller_failover(ctx))
         yield from self._resume_reassignments(ev.now_ms, snap.admin_reassignments)
         # Entries a previous controller left (it may have applied one and died before
         # deleting it: re-applying is harmless, restarts.py).
@@ -257,57 +254,57 @@ class ControllerCore:
 
     def _arm_rebalance(self) -> Handler:
         if self.config["auto.leader.rebalance.enable"]:
-            yield X.SetTimer(AUTO_REBALANCE,
+            yield effects.SetTimer(AUTO_REBALANCE,
                              float(self.config["leader.imbalance.check.interval.seconds"]))
 
     # ================================================================== cluster changes
 
-    def _broker_change(self, ev: E.BrokerChange) -> Handler:
+    def _broker_change(self, ev: events.BrokerChange) -> Handler:
         ctx = self.ctx
-        regs = yield X.ReadBrokers()
+        regs = yield effects.ReadBrokers()
         known = dict(ctx.live_brokers)
-        diff = D.diff_brokers(known, regs)
+        diff = decisions.diff_brokers(known, regs)
         if diff.gone:
             for b in diff.gone:
                 ctx.remove_broker(b)
                 self.urm.broker_gone(b)  # its answers no longer count (KIP-966)
                 yield self._emit(emitted.BrokerFailed(
                     broker=b, broker_epoch=known[b].epoch, bounced=b in diff.bounced))
-            yield X.UpdateBrokers(dict(ctx.live_brokers))
-            yield from self._execute(ev.now_ms, D.on_brokers_failed(ctx, diff.gone))
+            yield effects.UpdateBrokers(dict(ctx.live_brokers))
+            yield from self._execute(ev.now_ms, decisions.on_brokers_failed(ctx, diff.gone))
         if diff.arrived:
             for b in diff.arrived:
                 ctx.add_broker(regs[b])
                 yield self._emit(emitted.BrokerRegistered(
                     broker=b, broker_epoch=regs[b].epoch, address=regs[b].address,
                     rack=regs[b].rack, clean_shutdown=regs[b].clean_shutdown))
-            yield X.UpdateBrokers(dict(ctx.live_brokers))
-            yield from self._execute(ev.now_ms, D.on_brokers_started(ctx, diff.arrived))
+            yield effects.UpdateBrokers(dict(ctx.live_brokers))
+            yield from self._execute(ev.now_ms, decisions.on_brokers_started(ctx, diff.arrived))
 
-    def _broker_modification(self, ev: E.BrokerModification) -> Handler:
+    def _broker_modification(self, ev: events.BrokerModification) -> Handler:
         """A registration rewritten at the same epoch (appearance and disappearance are
         BrokerChange's business)."""
         ctx = self.ctx
-        reg = yield X.ReadBroker(ev.broker_id)
+        reg = yield effects.ReadBroker(ev.broker_id)
         old = ctx.live_brokers.get(ev.broker_id)
         if reg is None or old is None or reg.epoch != old.epoch or reg == old:
             return
         ctx.live_brokers[ev.broker_id] = reg
-        yield X.UpdateBrokers(dict(ctx.live_brokers))
-        yield from self._execute(ev.now_ms, D.on_broker_modified(ctx, old, reg))
+        yield effects.UpdateBrokers(dict(ctx.live_brokers))
+        yield from self._execute(ev.now_ms, decisions.on_broker_modified(ctx, old, reg))
 
-    def _topic_change(self, ev: E.TopicChange) -> Handler:
+    def _topic_change(self, ev: events.TopicChange) -> Handler:
         """Topics that appeared in ZooKeeper without CreateTopics (written by another tool):
         initialize their partitions. Topics that vanished outside a deletion are forgotten."""
         ctx = self.ctx
-        names = set((yield X.ReadTopicNames()))
+        names = set((yield effects.ReadTopicNames()))
         for t in sorted(set(ctx.assignments) - names):
             if not ctx.is_being_deleted(t):
                 ctx.remove_topic(t)
         new = sorted(names - set(ctx.assignments))
         if not new:
             return
-        assignments, configs, states = yield X.ReadTopics(tuple(new))
+        assignments, configs, states = yield effects.ReadTopics(tuple(new))
         tps: list[TopicPartition] = []
         for t, a in assignments.items():
             ctx.add_topic(a, dict(configs.get(t, {})))
@@ -315,51 +312,51 @@ class ControllerCore:
             yield self._emit(emitted.TopicCreated(
                 topic=t, topic_id=a.topic_id, partitions=len(a.partitions), source="zookeeper"))
         ctx.leadership.update(states)
-        yield from self._execute(ev.now_ms, D.on_new_partitions(ctx, tps))
+        yield from self._execute(ev.now_ms, decisions.on_new_partitions(ctx, tps))
 
-    def _topic_config_change(self, ev: E.TopicConfigChange) -> Handler:
+    def _topic_config_change(self, ev: events.TopicConfigChange) -> Handler:
         ctx = self.ctx
-        cfg = yield X.ReadTopicConfig(ev.topic)
+        cfg = yield effects.ReadTopicConfig(ev.topic)
         if ev.topic not in ctx.assignments:
             return
         before = ctx.unclean_allowed(ev.topic)
         strategy_was = ctx.recovery_strategy(ev.topic)
         ctx.topic_configs[ev.topic] = dict(cfg)
-        yield from self._execute(ev.now_ms, D.on_topic_config_changed(ctx, ev.topic, before,
+        yield from self._execute(ev.now_ms, decisions.on_topic_config_changed(ctx, ev.topic, before,
                                                            strategy_was))
 
-    def _broker_default_config_change(self, ev: E.BrokerDefaultConfigChange) -> Handler:
+    def _broker_default_config_change(self, ev: events.BrokerDefaultConfigChange) -> Handler:
         """The cluster-wide dynamic broker configs changed: from now on the ELR rules read
         its min.insync.replicas, as every broker's leader does."""
-        cfg = yield X.ReadBrokerDefaultConfig()
+        cfg = yield effects.ReadBrokerDefaultConfig()
         before = self.ctx.broker_default_config
         self.ctx.broker_default_config = dict(cfg)
         if before.get("min.insync.replicas") != cfg.get("min.insync.replicas"):
             yield self._emit(emitted.MinIsrDefaultChanged(
                 old=before.get("min.insync.replicas"), new=cfg.get("min.insync.replicas")))
             # KIP-966: ELRs the new value leaves unneeded are cleared (finding D)
-            yield from self._execute(ev.now_ms, D.on_min_isr_changed(self.ctx))
+            yield from self._execute(ev.now_ms, decisions.on_min_isr_changed(self.ctx))
 
-    def _timer_fired(self, ev: E.TimerFired) -> Handler:
+    def _timer_fired(self, ev: events.TimerFired) -> Handler:
         if ev.name != AUTO_REBALANCE:
             return
         ctx = self.ctx
-        tps = D.imbalanced_partitions(
+        tps = decisions.imbalanced_partitions(
             ctx, int(self.config["leader.imbalance.per.broker.percentage"]), ev.now_ms)
         if tps:
-            yield from self._execute(ev.now_ms, D.elect_leaders(
-                ctx, D.ElectionType.PREFERRED, tps, ev.now_ms))
+            yield from self._execute(ev.now_ms, decisions.elect_leaders(
+                ctx, decisions.ElectionType.PREFERRED, tps, ev.now_ms))
         yield from self._arm_rebalance()
 
     # ================================================================== topic deletion
 
-    def _topic_deletion_change(self, ev: E.TopicDeletionChange) -> Handler:
+    def _topic_deletion_change(self, ev: events.TopicDeletionChange) -> Handler:
         ctx = self.ctx
-        names = yield X.ReadTopicsToDelete()
+        names = yield effects.ReadTopicsToDelete()
         new = [t for t in names if t in ctx.assignments and not ctx.is_being_deleted(t)]
         for t in names:
             if t not in ctx.assignments:
-                yield X.DeleteTopic(t, ctx.epoch_zk_version)
+                yield effects.DeleteTopic(t, ctx.epoch_zk_version)
         if new:
             yield from self._start_deletion(ev.now_ms, new)
 
@@ -376,20 +373,20 @@ class ControllerCore:
         if abandoned:
             for tp in abandoned:
                 del ctx.admin_reassignments[tp]
-            yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
+            yield effects.WriteAdminReassignments(dict(ctx.admin_reassignments),
                                             ctx.epoch_zk_version)
-        d = D.start_topic_deletion(ctx, topics)
+        d = decisions.start_topic_deletion(ctx, topics)
         yield from self._execute(now_ms, d)
         for topic in sorted(d.deletable_topics):  # nothing left to ask any broker
             yield from self._finish_deletion(topic)
 
-    def _stop_replica_response(self, ev: E.StopReplicaResponse) -> Handler:
-        d = D.on_stop_replica_response(self.ctx, ev.broker_id, dict(ev.errors))
+    def _stop_replica_response(self, ev: events.StopReplicaResponse) -> Handler:
+        d = decisions.on_stop_replica_response(self.ctx, ev.broker_id, dict(ev.errors))
         yield from self._execute(ev.now_ms, d)
         for topic in sorted(d.deletable_topics):
             yield from self._finish_deletion(topic)
 
-    def _leader_and_isr_response(self, ev: E.LeaderAndIsrResponse) -> Handler:
+    def _leader_and_isr_response(self, ev: events.LeaderAndIsrResponse) -> Handler:
         """Partitions a broker refused in LeaderAndIsr. Kafka's ZooKeeper controller answers
         KAFKA_STORAGE_ERROR here with onReplicasBecomeOffline; in seed 003's design the broker
         itself writes a /restart_partitions entry for a replica its failed dir lost (and for
@@ -404,25 +401,25 @@ class ControllerCore:
     def _finish_deletion(self, topic: str) -> Handler:
         ctx = self.ctx
         topic_id = ctx.topic_id(topic)
-        yield X.DeleteTopic(topic, ctx.epoch_zk_version)
-        D.apply(ctx, D.finish_topic_deletion(ctx, topic))
+        yield effects.DeleteTopic(topic, ctx.epoch_zk_version)
+        decisions.apply(ctx, decisions.finish_topic_deletion(ctx, topic))
         ctx.remove_topic(topic)
         yield self._emit(emitted.TopicDeleted(topic=topic, topic_id=topic_id))
-        yield X.TopicDeleted(topic)
+        yield effects.TopicDeleted(topic)
 
     # ================================================================== RPCs
 
-    def _create_topics(self, ev: E.CreateTopics) -> Handler:
+    def _create_topics(self, ev: events.CreateTopics) -> Handler:
         ctx = self.ctx
         names = [t.name for t in ev.topics]
         dups = {n for n in names if names.count(n) > 1}
         live = [BrokerMetadata(b, r.rack) for b, r in sorted(ctx.live_brokers.items())]
         existing = set(ctx.assignments)
-        results: list[E.TopicResult] = []
+        results: list[events.TopicResult] = []
         plans = []
         for t in ev.topics:
             if t.name in dups:
-                results.append(E.TopicResult(
+                results.append(events.TopicResult(
                     t.name, ErrorCode.INVALID_REQUEST,
                     f"Create topics request contains multiple entries for the topic {t.name}"))
                 continue
@@ -435,23 +432,23 @@ class ControllerCore:
                     default_replication_factor=int(self.config["default.replication.factor"]),
                     rng=self.rng)
             except TopicError as e:
-                results.append(E.TopicResult(t.name, e.error_code, e.message))
+                results.append(events.TopicResult(t.name, e.error_code, e.message))
                 continue
             existing.add(plan.name)
             plans.append((len(results), plan))
-            results.append(E.TopicResult(plan.name, topic_id=plan.topic_id,
+            results.append(events.TopicResult(plan.name, topic_id=plan.topic_id,
                                          num_partitions=len(plan.assignment),
                                          replication_factor=plan.replication_factor,
                                          configs=dict(plan.configs)))
         if ev.validate_only:
-            yield X.Reply(ev.request_id, results)
+            yield effects.Reply(ev.request_id, results)
             return
         tps: list[TopicPartition] = []
         for i, plan in plans:
             a = TopicAssignment(plan.name, plan.topic_id, plan.assignment)
-            created = yield X.CreateTopic(a, dict(plan.configs), ctx.epoch_zk_version)
+            created = yield effects.CreateTopic(a, dict(plan.configs), ctx.epoch_zk_version)
             if not created:
-                results[i] = E.TopicResult(plan.name, ErrorCode.TOPIC_ALREADY_EXISTS,
+                results[i] = events.TopicResult(plan.name, ErrorCode.TOPIC_ALREADY_EXISTS,
                                            f"Topic '{plan.name}' already exists.")
                 continue
             ctx.add_topic(a, plan.configs)
@@ -463,29 +460,29 @@ class ControllerCore:
                 configs=dict(plan.configs)))
         for i, plan in plans:  # arm each new topic's config watch
             if results[i].error_code == ErrorCode.NONE:
-                yield X.ReadTopicConfig(plan.name)
+                yield effects.ReadTopicConfig(plan.name)
         if tps:
-            yield from self._execute(ev.now_ms, D.on_new_partitions(ctx, tps))
-        yield X.Reply(ev.request_id, results, await_deliveries=True)
+            yield from self._execute(ev.now_ms, decisions.on_new_partitions(ctx, tps))
+        yield effects.Reply(ev.request_id, results, await_deliveries=True)
 
-    def _create_partitions(self, ev: E.CreatePartitions) -> Handler:
+    def _create_partitions(self, ev: events.CreatePartitions) -> Handler:
         """Kafka's CreatePartitions, as its ZooKeeper mode ran it, in one event: check each
-        topic (controller/partitions.py), write the grown assignment to /brokers/topics/<t>,
-        then create the new partitions exactly as a new topic's (onNewPartitionCreation: New
-        -> Online, LeaderAndIsr with is_new, UpdateMetadata). Being this controller's own
-        event, the check cannot race a reassignment's znode writes (ZkAdminManager's reason
-        for REASSIGNMENT_IN_PROGRESS) or a deletion starting. A controller that dies after the
-        znode write leaves partitions without state: the next one's failover initializes them
+        topic (controller/create_partitions.py), write the grown assignment to
+        /brokers/topics/<t>, then create the new partitions exactly as a new topic's
+        (onNewPartitionCreation: New -> Online, LeaderAndIsr with is_new, UpdateMetadata).
+        Being this controller's own event, the check cannot race a reassignment's znode writes
+        (ZkAdminManager's reason for REASSIGNMENT_IN_PROGRESS) or a deletion starting. A
+        controller that dies after the znode write leaves partitions without state: the next one's failover initializes them
         (ControllerContext.reset_states makes them New)."""
         ctx = self.ctx
         names = [t.name for t in ev.topics]
         dups = {n for n in names if names.count(n) > 1}
         live = [BrokerMetadata(b, r.rack) for b, r in sorted(ctx.live_brokers.items())]
-        results: list[E.PartitionsResult] = []
+        results: list[events.PartitionsResult] = []
         plans: list[tuple[str, dict[int, list[int]]]] = []
         for t in ev.topics:
             if t.name in dups:  # KafkaApis: every entry of a duplicated topic is refused
-                results.append(E.PartitionsResult(t.name, ErrorCode.INVALID_REQUEST,
+                results.append(events.PartitionsResult(t.name, ErrorCode.INVALID_REQUEST,
                                                   "Duplicate topic in request."))
                 continue
             try:
@@ -494,18 +491,18 @@ class ControllerCore:
                                       being_deleted=ctx.is_being_deleted(t.name),
                                       live_brokers=live)
             except TopicError as e:
-                results.append(E.PartitionsResult(t.name, e.error_code, e.message))
+                results.append(events.PartitionsResult(t.name, e.error_code, e.message))
                 continue
             plans.append((t.name, new))
-            results.append(E.PartitionsResult(t.name))
+            results.append(events.PartitionsResult(t.name))
         if ev.validate_only:
-            yield X.Reply(ev.request_id, results)
+            yield effects.Reply(ev.request_id, results)
             return
         tps: list[TopicPartition] = []
         for name, new in plans:
             a = ctx.assignments[name]
             grown = dataclasses.replace(a, partitions={**a.partitions, **new})
-            yield X.WriteTopicAssignment(grown, ctx.epoch_zk_version)
+            yield effects.WriteTopicAssignment(grown, ctx.epoch_zk_version)
             ctx.set_topic_assignment(grown)
             tps += [TopicPartition(name, p) for p in sorted(new)]
             yield self._emit(emitted.PartitionsCreated(
@@ -513,36 +510,36 @@ class ControllerCore:
                 new_count=len(grown.partitions),
                 assignment={str(p): r for p, r in sorted(new.items())}))
         if tps:
-            yield from self._execute(ev.now_ms, D.on_new_partitions(ctx, tps))
-        yield X.Reply(ev.request_id, results, await_deliveries=True)
+            yield from self._execute(ev.now_ms, decisions.on_new_partitions(ctx, tps))
+        yield effects.Reply(ev.request_id, results, await_deliveries=True)
 
-    def _delete_topics(self, ev: E.DeleteTopics) -> Handler:
+    def _delete_topics(self, ev: events.DeleteTopics) -> Handler:
         ctx = self.ctx
-        results: list[E.DeletionResult] = []
+        results: list[events.DeletionResult] = []
         waits: list[str] = []
         start: list[str] = []
         for name in dict.fromkeys(ev.topics):
             if name not in ctx.assignments:
-                results.append(E.DeletionResult(
+                results.append(events.DeletionResult(
                     name, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     "This server does not host this topic-partition."))
                 continue
-            results.append(E.DeletionResult(name, ctx.topic_id(name)))
+            results.append(events.DeletionResult(name, ctx.topic_id(name)))
             waits.append(name)
             if not ctx.is_being_deleted(name):
-                yield X.MarkTopicForDeletion(name, ctx.epoch_zk_version)
+                yield effects.MarkTopicForDeletion(name, ctx.epoch_zk_version)
                 start.append(name)
         # The answer (and who waits for which topic) goes out before the deletion can finish.
-        yield X.Reply(ev.request_id, results, awaited_deletions=tuple(waits))
+        yield effects.Reply(ev.request_id, results, awaited_deletions=tuple(waits))
         if start:
             yield from self._start_deletion(ev.now_ms, start)
 
-    def _alter_partition(self, ev: E.AlterPartition) -> Handler:
+    def _alter_partition(self, ev: events.AlterPartition) -> Handler:
         ctx = self.ctx
         try:
-            d = D.alter_partition(ctx, ev.broker_id, ev.broker_epoch, ev.items, ev.now_ms)
-        except D.RequestRejected as e:
-            yield X.Reply(ev.request_id, error=X.Rejection(e.error_code, e.message))
+            d = decisions.alter_partition(ctx, ev.broker_id, ev.broker_epoch, ev.items, ev.now_ms)
+        except decisions.RequestRejected as e:
+            yield effects.Reply(ev.request_id, error=effects.Rejection(e.error_code, e.message))
             return
         failed = yield from self._execute(ev.now_ms, d)
         self.isr_rejoins.observe(ctx, d, failed)
@@ -554,107 +551,108 @@ class ControllerCore:
                     leader_epoch=s.leader_epoch))
         moving = [item.tp for item in ev.items if item.tp not in failed
                   and ctx.has_partition(item.tp)
-                  and D.replica_assignment(ctx, item.tp).being_reassigned]
+                  and decisions.replica_assignment(ctx, item.tp).being_reassigned]
         answers = []
         for item in ev.items:
             tp = item.tp
-            o = d.outcomes.get(tp, D.Outcome(ErrorCode.UNKNOWN_SERVER_ERROR))
+            o = d.outcomes.get(tp, decisions.Outcome(ErrorCode.UNKNOWN_SERVER_ERROR))
             # A refused write: the leader's view is stale; it re-reads via LeaderAndIsr.
             code = ErrorCode.INVALID_UPDATE_VERSION if tp in failed else o.error
             s = ctx.leadership.get(tp)
             if s is None:
-                answers.append(E.PartitionAnswer(tp, item.topic_id, code))
+                answers.append(events.PartitionAnswer(tp, item.topic_id, code))
             else:
-                answers.append(E.PartitionAnswer(
+                answers.append(events.PartitionAnswer(
                     tp, item.topic_id, code, s.leader, s.leader_epoch, tuple(s.isr),
                     s.leader_recovery_state, s.partition_epoch, tuple(s.elr)))
-        yield X.Reply(ev.request_id, answers)
+        yield effects.Reply(ev.request_id, answers)
         # Seed 004 step 3: an ISR change is what a waiting move waits for.
         for tp in moving:
-            if D.reassignment_complete(ctx, tp):
+            if decisions.reassignment_complete(ctx, tp):
                 yield from self._complete_reassignment(ev.now_ms, tp)
 
-    def _controlled_shutdown(self, ev: E.ControlledShutdown) -> Handler:
+    def _controlled_shutdown(self, ev: events.ControlledShutdown) -> Handler:
         ctx = self.ctx
         try:
-            first = D.check_controlled_shutdown(ctx, ev.broker_id, ev.broker_epoch)
-        except D.RequestRejected as e:
-            yield X.Reply(ev.request_id, error=X.Rejection(e.error_code, e.message))
+            first = decisions.check_controlled_shutdown(ctx, ev.broker_id, ev.broker_epoch)
+        except decisions.RequestRejected as e:
+            yield effects.Reply(ev.request_id, error=effects.Rejection(e.error_code, e.message))
             return
         ctx.shutting_down.add(ev.broker_id)
-        yield from self._execute(ev.now_ms, D.controlled_shutdown(ctx, ev.broker_id))
-        remaining = D.remaining_leaderships(ctx, ev.broker_id)
+        yield from self._execute(ev.now_ms, decisions.controlled_shutdown(ctx, ev.broker_id))
+        remaining = decisions.remaining_leaderships(ctx, ev.broker_id)
         yield self._emit(emitted.ControlledShutdown(
             broker=ev.broker_id, broker_epoch=ctx.broker_epoch(ev.broker_id), first_attempt=first,
             remaining=[str(tp) for tp in remaining]))
-        yield X.Reply(ev.request_id, remaining)
+        yield effects.Reply(ev.request_id, remaining)
 
-    def _elect_leaders(self, ev: E.ElectLeaders) -> Handler:
-        d = D.elect_leaders(self.ctx, ev.election_type, ev.partitions, ev.now_ms)
+    def _elect_leaders(self, ev: events.ElectLeaders) -> Handler:
+        d = decisions.elect_leaders(self.ctx, ev.election_type, ev.partitions, ev.now_ms)
         failed = yield from self._execute(ev.now_ms, d)
-        results: dict[TopicPartition, E.ElectionResult | None] = {}
+        results: dict[TopicPartition, events.ElectionResult | None] = {}
         for tp, o in sorted(d.outcomes.items()):
             if tp in failed:
-                results[tp] = E.ElectionResult(tp, ErrorCode.UNKNOWN_SERVER_ERROR,
+                results[tp] = events.ElectionResult(tp, ErrorCode.UNKNOWN_SERVER_ERROR,
                                                "the partition state write failed")
             elif tp in d.forced_recoveries and tp in self.urm.tasks:
                 # KIP-966: the answer waits for the recovery's choice (decisions/recovery.py)
                 results[tp] = None
                 self.urm.tasks[tp].waiters.append(ev.request_id)
             else:
-                results[tp] = E.ElectionResult(tp, o.error, o.message)
+                results[tp] = events.ElectionResult(tp, o.error, o.message)
         if any(r is None for r in results.values()):
             self._pending_elections[ev.request_id] = results
             return
-        yield X.Reply(ev.request_id, list(results.values()), await_deliveries=True)
+        yield effects.Reply(ev.request_id, list(results.values()), await_deliveries=True)
 
     # ================================================================== reassignment (C6)
 
-    def _step(self, tp: TopicPartition, step: int, **fields: Any) -> X.Emit:
+    def _step(self, tp: TopicPartition, step: int, **fields: Any) -> effects.Emit:
         """Event-log record of a finished step (and the test-only step hook's boundary:
         the shell may kill its own process here, controller.py)."""
         return self._emit(emitted.ReassignmentStep(partition=str(tp), step=step, **fields))
 
-    def _rejected(self, source: str, errors: dict[TopicPartition, D.Outcome]) -> X.Emit:
+    def _rejected(self, source: str, errors: dict[TopicPartition, decisions.Outcome]
+                  ) -> effects.Emit:
         return self._emit(emitted.ReassignmentRejected(
             source=source,
             errors={str(tp): f"{o.error.name}: {o.message}" for tp, o in sorted(errors.items())}))
 
-    def _reassignment_change(self, ev: E.ReassignmentChange) -> Handler:
+    def _reassignment_change(self, ev: events.ReassignmentChange) -> Handler:
         """Seed 004's PartitionReassignedListener: /admin/reassign_partitions was written.
         Entries this controller already drives are left alone; new ones are validated as
         one request - any invalid entry rejects every new one (they are removed from the
         znode, nothing starts) - and started."""
         ctx = self.ctx
-        admin: X.AdminReassignments | None = yield X.ReadAdminReassignments()
+        admin: effects.AdminReassignments | None = yield effects.ReadAdminReassignments()
         if admin is None:
             ctx.admin_reassignments = {}
             return
         if admin.error is not None:
             yield self._emit(emitted.ReassignmentRejected(reason=admin.error, source="zookeeper"))
-            yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
+            yield effects.WriteAdminReassignments(dict(ctx.admin_reassignments),
                                             ctx.epoch_zk_version)
             return
         new = {tp: r for tp, r in admin.entries.items()
                if ctx.admin_reassignments.get(tp) != r}
-        planned, errors = D.plan_reassignments(ctx, sorted(new.items()))
+        planned, errors = decisions.plan_reassignments(ctx, sorted(new.items()))
         if errors:
             yield self._rejected("zookeeper", errors)
             kept = {tp: r for tp, r in admin.entries.items() if tp not in new}
             ctx.admin_reassignments = kept
-            yield X.WriteAdminReassignments(kept, ctx.epoch_zk_version)
+            yield effects.WriteAdminReassignments(kept, ctx.epoch_zk_version)
             return
         ctx.admin_reassignments = dict(admin.entries)
         for tp in sorted(planned):
             yield from self._on_partition_reassignment(ev.now_ms, tp, planned[tp], "zookeeper")
 
-    def _alter_reassignments(self, ev: E.AlterReassignments) -> Handler:
+    def _alter_reassignments(self, ev: events.AlterReassignments) -> Handler:
         """AlterPartitionReassignments (KIP-455): validated whole (seed 004), answered once
         every move has started (its step 1 and 2 written); completion is asynchronous."""
-        planned, errors = D.plan_reassignments(self.ctx, ev.items)
+        planned, errors = decisions.plan_reassignments(self.ctx, ev.items)
         if errors:
             yield self._rejected("rpc", errors)
-            yield X.Reply(ev.request_id, [E.ReassignmentResult(tp, o.error, o.message)
+            yield effects.Reply(ev.request_id, [events.ReassignmentResult(tp, o.error, o.message)
                                           for tp, o in sorted(errors.items())])
             return
         # The API overrides the admin path (Kafka's maybeRemoveFromZkReassignment): a
@@ -664,41 +662,42 @@ class ControllerCore:
         if overridden:
             for tp in overridden:
                 del self.ctx.admin_reassignments[tp]
-            yield X.WriteAdminReassignments(dict(self.ctx.admin_reassignments),
+            yield effects.WriteAdminReassignments(dict(self.ctx.admin_reassignments),
                                             self.ctx.epoch_zk_version)
         for tp in sorted(planned):
             yield from self._on_partition_reassignment(
                 ev.now_ms, tp, planned[tp], "rpc",
                 cancel=dict(ev.items).get(tp, ()) is None)
-        yield X.Reply(ev.request_id, [E.ReassignmentResult(tp) for tp in sorted(planned)],
-                      await_deliveries=True)
+        yield effects.Reply(ev.request_id,
+                            [events.ReassignmentResult(tp) for tp in sorted(planned)],
+                            await_deliveries=True)
 
-    def _list_reassignments(self, ev: E.ListReassignments) -> Handler:
+    def _list_reassignments(self, ev: events.ListReassignments) -> Handler:
         ctx = self.ctx
         tps = ctx.reassigning_partitions() if ev.partitions is None else [
             tp for tp in ev.partitions if ctx.has_partition(tp)]
         out = []
         for tp in tps:
-            ra = D.replica_assignment(ctx, tp)
+            ra = decisions.replica_assignment(ctx, tp)
             if ra.being_reassigned:
-                out.append(E.OngoingReassignment(tp, ra.replicas, ra.adding, ra.removing))
-        yield X.Reply(ev.request_id, out)
+                out.append(events.OngoingReassignment(tp, ra.replicas, ra.adding, ra.removing))
+        yield effects.Reply(ev.request_id, out)
 
-    def _resume_reassignments(self, now_ms: float, admin: X.AdminReassignments | None
+    def _resume_reassignments(self, now_ms: float, admin: effects.AdminReassignments | None
                               ) -> Handler:
         """A new controller resumes every move from what ZooKeeper holds (seed 004's failure
         cases, decisions/reassignment.py): moves in the topic znodes first (KIP-455), then
         the admin path's entries - clearing those already complete (case 5)."""
         ctx = self.ctx
-        moves = {tp: D.replica_assignment(ctx, tp) for tp in ctx.reassigning_partitions()
+        moves = {tp: decisions.replica_assignment(ctx, tp) for tp in ctx.reassigning_partitions()
                  if not ctx.is_being_deleted(tp.topic)}  # abandoned: see _start_deletion
-        clear: dict[TopicPartition, D.Outcome] = {}
+        clear: dict[TopicPartition, decisions.Outcome] = {}
         if admin is not None and admin.error is not None:
             yield self._emit(emitted.ReassignmentRejected(reason=admin.error, source="zookeeper"))
-            yield X.WriteAdminReassignments({}, ctx.epoch_zk_version)
+            yield effects.WriteAdminReassignments({}, ctx.epoch_zk_version)
         elif admin is not None:
             ctx.admin_reassignments = dict(admin.entries)
-            resume, clear = D.admin_entries_to_start(ctx, admin.entries)
+            resume, clear = decisions.admin_entries_to_start(ctx, admin.entries)
             moves.update(resume)
         if clear:
             bad = {tp: o for tp, o in clear.items() if o.error != ErrorCode.NONE}
@@ -708,30 +707,31 @@ class ControllerCore:
                 ctx.admin_reassignments.pop(tp, None)
                 if o.error == ErrorCode.NONE:
                     yield self._step(tp, 7, resumed=True)  # seed case 5
-            yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
+            yield effects.WriteAdminReassignments(dict(ctx.admin_reassignments),
                                             ctx.epoch_zk_version)
         for tp in sorted(moves):
             yield from self._on_partition_reassignment(now_ms, tp, moves[tp], "failover")
 
     def _on_partition_reassignment(self, now_ms: float, tp: TopicPartition,
-                                   ra: D.ReplicaAssignment, source: str,
+                                   ra: decisions.ReplicaAssignment, source: str,
                                    cancel: bool = False) -> Handler:
         """Kafka's onPartitionReassignment: steps 1 and 2, then 4-7 if TRS is in the ISR."""
         ctx = self.ctx
-        current = D.replica_assignment(ctx, tp)
+        current = decisions.replica_assignment(ctx, tp)
         if current != ra:
             # A changed target or a cancel: the replicas the move no longer needs leave the
             # ISR (and the leadership) first, while still listed - so the ISR never names a
             # replica the topic znode does not (validation kept an ISR member in RS).
             unneeded = [r for r in current.replicas if r not in ra.replicas]
             if unneeded and (yield from self._partition_step(
-                    now_ms, tp, lambda: D.remove_replicas(ctx, tp, unneeded, stop=False))) is None:
+                    now_ms, tp,
+                    lambda: decisions.remove_replicas(ctx, tp, unneeded, stop=False))) is None:
                 yield self._emit(emitted.ReassignmentStalled(
                     partition=str(tp), step=1, reason="state write refused"))
                 return
             # Step 1: RS = TRS + ORS, with AR and RR, in the topic znode.
-            a = D.with_partition(ctx.assignments[tp.topic], tp.partition, ra)
-            yield X.WriteTopicAssignment(a, ctx.epoch_zk_version)
+            a = decisions.with_partition(ctx.assignments[tp.topic], tp.partition, ra)
+            yield effects.WriteTopicAssignment(a, ctx.epoch_zk_version)
             ctx.set_topic_assignment(a)
             started = emitted.ReassignmentCancelled if cancel else emitted.ReassignmentStarted
             yield self._emit(started(partition=str(tp), source=source,
@@ -739,16 +739,17 @@ class ControllerCore:
                                      adding=list(ra.adding), removing=list(ra.removing)))
             yield self._step(tp, 1, replicas=list(ra.replicas))
             if unneeded:  # StopReplica(delete) to them: their files go
-                yield from self._execute(now_ms, D.remove_replicas(ctx, tp, unneeded, isr=False))
-        yield from self._execute(now_ms, D.new_replicas(ctx, tp))
-        if D.reassignment_complete(ctx, tp):
+                yield from self._execute(
+                    now_ms, decisions.remove_replicas(ctx, tp, unneeded, isr=False))
+        yield from self._execute(now_ms, decisions.new_replicas(ctx, tp))
+        if decisions.reassignment_complete(ctx, tp):
             yield from self._complete_reassignment(now_ms, tp)
             return
         # Step 2: start the adding replicas; step 3 waits for AlterPartition to add them.
         if (yield from self._partition_step(
-                now_ms, tp, lambda: D.start_adding_replicas(ctx, tp))) is not None:
+                now_ms, tp, lambda: decisions.start_adding_replicas(ctx, tp))) is not None:
             yield self._step(tp, 2, adding=list(ra.adding))
-        if D.reassignment_complete(ctx, tp):
+        if decisions.reassignment_complete(ctx, tp):
             yield from self._complete_reassignment(now_ms, tp)
 
     def _partition_step(self, now_ms: float, tp: TopicPartition, decide) -> Handler:
@@ -771,8 +772,8 @@ class ControllerCore:
         tps, self._targets_reached = sorted(self._targets_reached), set()
         ctx = self.ctx
         for tp in tps:  # unless finished meanwhile (by AlterPartition's own check)
-            if ctx.has_partition(tp) and D.replica_assignment(ctx, tp).being_reassigned \
-                    and D.reassignment_complete(ctx, tp):
+            if ctx.has_partition(tp) and decisions.replica_assignment(ctx, tp).being_reassigned \
+                    and decisions.reassignment_complete(ctx, tp):
                 yield from self._complete_reassignment(now_ms, tp)
         self._targets_reached.clear()  # the steps' own writes: their move is done or waits
 
@@ -781,18 +782,18 @@ class ControllerCore:
         ctx = self.ctx
         if not ctx.has_partition(tp) or ctx.is_being_deleted(tp.topic):
             return
-        ra = D.replica_assignment(ctx, tp)
+        ra = decisions.replica_assignment(ctx, tp)
         written = ctx.assignments[tp.topic]
         yield self._step(tp, 3, isr=list(ctx.leadership[tp].isr) if tp in ctx.leadership
                          else [])
         # Kafka's B2: the replicas are TRS in memory from here on, so the LeaderAndIsr of
         # steps 4 and 5 carries them; ZooKeeper learns it at step 6. A refused step puts the
         # in-memory assignment back to what the znode holds: the move stays in flight.
-        ctx.set_topic_assignment(D.with_partition(written, tp.partition,
-                                                  D.ReplicaAssignment(ra.target)))
+        ctx.set_topic_assignment(decisions.with_partition(written, tp.partition,
+                                                  decisions.ReplicaAssignment(ra.target)))
         # Step 4: a leader from TRS (or a new leader epoch for the one in it).
         d = yield from self._partition_step(
-            now_ms, tp, lambda: D.move_leader_into_target(ctx, tp, ra.target))
+            now_ms, tp, lambda: decisions.move_leader_into_target(ctx, tp, ra.target))
         outcome = d.outcomes.get(tp) if d is not None else None
         no_leader = outcome is not None and outcome.error != ErrorCode.NONE
         # A move in flight waits for a target replica that can lead (an ISR change
@@ -809,32 +810,33 @@ class ControllerCore:
                          else -1)
         # Step 5: RR out of the ISR; StopReplica(delete) to them.
         if ra.removing and (yield from self._partition_step(
-                now_ms, tp, lambda: D.remove_replicas(ctx, tp, ra.removing))) is None:
+                now_ms, tp, lambda: decisions.remove_replicas(ctx, tp, ra.removing))) is None:
             ctx.set_topic_assignment(written)
             yield self._emit(emitted.ReassignmentStalled(
                 partition=str(tp), step=5, reason="state write refused"))
             return
         yield self._step(tp, 5, removed=list(ra.removing))
         # Step 6: AR = TRS in the topic znode (adding/removing cleared).
-        final = D.with_partition(written, tp.partition, D.ReplicaAssignment(ra.target))
+        final = decisions.with_partition(written, tp.partition,
+                                         decisions.ReplicaAssignment(ra.target))
         if final != written:  # a cancel of a move whose step 1 had reverted it already
-            yield X.WriteTopicAssignment(final, ctx.epoch_zk_version)
+            yield effects.WriteTopicAssignment(final, ctx.epoch_zk_version)
         ctx.set_topic_assignment(final)
         yield self._step(tp, 6, replicas=list(ra.target))
         # Step 7: the admin path forgets the partition (deleted once empty).
         if tp in ctx.admin_reassignments:
             del ctx.admin_reassignments[tp]
-            yield X.WriteAdminReassignments(dict(ctx.admin_reassignments),
+            yield effects.WriteAdminReassignments(dict(ctx.admin_reassignments),
                                             ctx.epoch_zk_version)
         yield self._step(tp, 7)
-        yield from self._execute(now_ms, D.metadata_for(ctx, [tp]))
+        yield from self._execute(now_ms, decisions.metadata_for(ctx, [tp]))
         yield self._emit(emitted.ReassignmentCompleted(
             partition=str(tp), replicas=list(ra.target), removed=list(ra.removing),
             added=list(ra.adding)))
 
     # ================================================================== restarted partitions
 
-    def _restart_partitions_change(self, ev: E.RestartPartitionsChange) -> Handler:
+    def _restart_partitions_change(self, ev: events.RestartPartitionsChange) -> Handler:
         yield from self._apply_restart_entries(ev.now_ms)
 
     def _apply_restart_entries(self, now_ms: float) -> Handler:
@@ -844,23 +846,23 @@ class ControllerCore:
         end state. An entry whose writes stay refused is kept for the next change or
         controller; an unreadable one is dropped with a warning."""
         ctx = self.ctx
-        listing: X.RestartEntries = yield X.ReadRestartEntries()
+        listing: effects.RestartEntries = yield effects.ReadRestartEntries()
         for name, entry in listing.entries:
             if isinstance(entry, str):
                 yield self._emit(emitted.RestartEntryInvalid(entry=name, error=entry))
-                yield X.DeleteRestartEntry(name, ctx.epoch_zk_version)
+                yield effects.DeleteRestartEntry(name, ctx.epoch_zk_version)
                 continue
             tps = [TopicPartition(t, p) for t, p in entry.partitions]
-            stale = D.stale_restarts(ctx, self.isr_rejoins, entry)
+            stale = decisions.stale_restarts(ctx, self.isr_rejoins, entry)
             skipped = {str(tp): why for tp in tps
-                       if (why := D.restartable(ctx, entry.broker, tp) or stale.get(tp))}
-            d = D.restart_partitions(ctx, entry.broker, tps, stale)
+                       if (why := decisions.restartable(ctx, entry.broker, tp) or stale.get(tp))}
+            d = decisions.restart_partitions(ctx, entry.broker, tps, stale)
             failed: set[TopicPartition] = set()
             for _ in range(REFUSED_WRITE_RETRIES + 1):
                 failed = yield from self._execute(now_ms, d, retries=0)
                 if not failed:
                     break
-                d = D.restart_partitions(ctx, entry.broker, failed)  # on the re-read state
+                d = decisions.restart_partitions(ctx, entry.broker, failed)  # on the re-read state
             restarted = (emitted.PartitionsRestartIncomplete if failed
                          else emitted.PartitionsRestarted)
             yield self._emit(restarted(
@@ -873,11 +875,11 @@ class ControllerCore:
             # the fence's start: where each replica was restarted (decisions/restarts.py)
             self.isr_rejoins.restarted(ctx, entry.broker,
                                        [tp for tp in tps if str(tp) not in skipped])
-            yield X.DeleteRestartEntry(name, ctx.epoch_zk_version)
+            yield effects.DeleteRestartEntry(name, ctx.epoch_zk_version)
 
     # ================================================================== unclean recovery (C7)
 
-    def _replica_log_info_response(self, ev: E.ReplicaLogInfoResponse) -> Handler:
+    def _replica_log_info_response(self, ev: events.ReplicaLogInfoResponse) -> Handler:
         if ev.answers is None:
             yield self._emit(emitted.ReplicaLogInfoFailed(
                 broker=ev.broker_id, broker_epoch=ev.broker_epoch, error=ev.error))
@@ -895,7 +897,7 @@ class ControllerCore:
             return
         again: list[TopicPartition] = []
         for tp, task in sorted(urm.tasks.items()):
-            why = D.obsolete(ctx, task)
+            why = decisions.obsolete(ctx, task)
             if why is None:
                 continue
             reason, elect = why
@@ -909,12 +911,12 @@ class ControllerCore:
             yield from self._answer_waiters(task, code, "" if code == ErrorCode.NONE
                                             else f"Unclean recovery of {tp} ended: {reason}")
         if again:
-            yield from self._execute(now_ms, D.elect_offline_partitions(ctx))
+            yield from self._execute(now_ms, decisions.elect_offline_partitions(ctx))
         choices = urm.choices(ctx, now)
         if choices:
             for c in choices:
                 urm.drop(c.task.tp)
-            failed = yield from self._execute(now_ms, D.elect_recovered(ctx, choices))
+            failed = yield from self._execute(now_ms, decisions.elect_recovered(ctx, choices))
             for c in choices:
                 tp = c.task.tp
                 if tp in failed:
@@ -936,14 +938,14 @@ class ControllerCore:
         eligible = ctx.eligible_ids
         live = {b: reg.epoch for b, reg in ctx.live_brokers.items() if b in eligible}
         for q in urm.queries(live, now):
-            yield X.QueryReplicaLogs(q.query_id, q.broker_id, q.broker_epoch, tuple(
+            yield effects.QueryReplicaLogs(q.query_id, q.broker_id, q.broker_epoch, tuple(
                 (tp, ctx.topic_id(tp.topic)) for tp in q.partitions))
         due = urm.next_deadline_ms(now)
         if due is not None:
-            yield X.SetTimer(UNCLEAN_RECOVERY, max(0.0, (due - now) / 1000))
+            yield effects.SetTimer(UNCLEAN_RECOVERY, max(0.0, (due - now) / 1000))
 
-    def _finished(self, now_ms: float, task: D.RecoveryTask, outcome: str,
-                  **fields: Any) -> X.Emit:
+    def _finished(self, now_ms: float, task: decisions.RecoveryTask, outcome: str,
+                  **fields: Any) -> effects.Emit:
         """The event that ends a recovery task: the candidates, what each answered, the
         outcome (the shell counts replog_unclean_recoveries_total{strategy,outcome})."""
         answers = {str(b): {"last_written_leader_epoch": i.last_written_leader_epoch,
@@ -954,14 +956,15 @@ class ControllerCore:
             outcome=outcome, candidates=list(task.replicas), answers=answers,
             waited_ms=round(now_ms - task.started_ms), **fields))
 
-    def _answer_waiters(self, task: D.RecoveryTask, code: ErrorCode, message: str) -> Handler:
+    def _answer_waiters(self, task: decisions.RecoveryTask, code: ErrorCode, message: str
+                        ) -> Handler:
         """ElectLeaders(UNCLEAN) callers waiting for this task: answered once every
         partition they asked for has its result."""
         for rid in task.waiters:
             results = self._pending_elections.get(rid)
             if results is None:
                 continue
-            results[task.tp] = E.ElectionResult(task.tp, code, message)
+            results[task.tp] = events.ElectionResult(task.tp, code, message)
             if all(r is not None for r in results.values()):
                 del self._pending_elections[rid]
-                yield X.Reply(rid, list(results.values()), await_deliveries=True)
+                yield effects.Reply(rid, list(results.values()), await_deliveries=True)

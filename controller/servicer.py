@@ -39,8 +39,7 @@ from common.security.acl import CLUSTER_RESOURCE, AclOperation
 from common.security.acl import topic as topic_resource
 from common.security.authorizer import ALLOW_ALL, Requester, grpc_requester
 from common.security.principal import PrincipalBuilder
-from controller import decisions as D
-from controller import events as E
+from controller import decisions, events
 from controller.controller import Controller, NotControllerError
 from controller.request_batch import controller_endpoint, endpoint_on_listener
 
@@ -115,7 +114,7 @@ def _validate_delete(req: pb.DeleteTopicsRequest) -> None:
 # ---- protobuf <-> the controller's plain values (events.py) ----------------------------------
 
 def _create_args(req: pb.CreateTopicsRequest) -> tuple:
-    topics = tuple(E.NewTopic(
+    topics = tuple(events.NewTopic(
         name=t.name,
         num_partitions=t.num_partitions if t.HasField("num_partitions") else None,
         replication_factor=t.replication_factor if t.HasField("replication_factor") else None,
@@ -124,7 +123,7 @@ def _create_args(req: pb.CreateTopicsRequest) -> tuple:
     return topics, req.validate_only, req.timeout_ms
 
 
-def _create_response(results: list[E.TopicResult]) -> pb.CreateTopicsResponse:
+def _create_response(results: list[events.TopicResult]) -> pb.CreateTopicsResponse:
     out = pb.CreateTopicsResponse()
     for r in results:
         t = out.topics.add(name=r.name, error_code=r.error_code, topic_id=r.topic_id,
@@ -137,7 +136,7 @@ def _create_response(results: list[E.TopicResult]) -> pb.CreateTopicsResponse:
 
 
 def _create_partitions_args(req: pb.CreatePartitionsRequest) -> tuple:
-    topics = tuple(E.NewPartitions(
+    topics = tuple(events.NewPartitions(
         name=t.name, count=t.count,
         assignments=tuple(tuple(a.broker_ids) for a in t.assignments)
         if t.has_assignments or t.assignments else None)
@@ -145,7 +144,7 @@ def _create_partitions_args(req: pb.CreatePartitionsRequest) -> tuple:
     return topics, req.validate_only, req.timeout_ms
 
 
-def _create_partitions_response(results: list[E.PartitionsResult]
+def _create_partitions_response(results: list[events.PartitionsResult]
                                 ) -> pb.CreatePartitionsResponse:
     out = pb.CreatePartitionsResponse()
     for r in results:
@@ -155,7 +154,7 @@ def _create_partitions_response(results: list[E.PartitionsResult]
     return out
 
 
-def _delete_response(results: list[E.DeletionResult]) -> pb.DeleteTopicsResponse:
+def _delete_response(results: list[events.DeletionResult]) -> pb.DeleteTopicsResponse:
     out = pb.DeleteTopicsResponse()
     for r in results:
         d = out.responses.add(name=r.name, topic_id=r.topic_id, error_code=r.error_code)
@@ -166,7 +165,7 @@ def _delete_response(results: list[E.DeletionResult]) -> pb.DeleteTopicsResponse
 
 def _alter_args(req: pb.AlterPartitionRequest) -> tuple:
     items = tuple(
-        D.AlterPartitionItem(
+        decisions.AlterPartitionItem(
             TopicPartition(t.topic, p.partition), p.leader_epoch,
             tuple((s.broker_id, s.broker_epoch) for s in p.new_isr_with_epochs),
             p.partition_epoch, int(p.leader_recovery_state), t.topic_id,
@@ -175,7 +174,7 @@ def _alter_args(req: pb.AlterPartitionRequest) -> tuple:
     return req.broker_id, req.broker_epoch, items
 
 
-def _alter_response(answers: list[E.PartitionAnswer]) -> pb.AlterPartitionResponse:
+def _alter_response(answers: list[events.PartitionAnswer]) -> pb.AlterPartitionResponse:
     """Grouped by topic in the request's order, as Kafka's AlterPartitionResponse is."""
     resp = pb.AlterPartitionResponse()
     topics: dict[tuple[str, str], Any] = {}
@@ -221,14 +220,14 @@ def _reassign_args(req: pb.AlterPartitionReassignmentsRequest) -> tuple:
     return items, req.timeout_ms
 
 
-def _reassign_response(results: list[E.ReassignmentResult]
+def _reassign_response(results: list[events.ReassignmentResult]
                        ) -> pb.AlterPartitionReassignmentsResponse:
     return pb.AlterPartitionReassignmentsResponse(responses=[
         pb.PartitionResult(topic=r.tp.topic, partition=r.tp.partition, error_code=r.error_code,
                            error_message=r.error_message) for r in results])
 
 
-def _list_response(ongoing: list[E.OngoingReassignment]
+def _list_response(ongoing: list[events.OngoingReassignment]
                    ) -> pb.ListPartitionReassignmentsResponse:
     resp = pb.ListPartitionReassignmentsResponse()
     topics: dict[str, Any] = {}
@@ -241,7 +240,7 @@ def _list_response(ongoing: list[E.OngoingReassignment]
     return resp
 
 
-def _elect_response(results: list[E.ElectionResult]) -> pb.ElectLeadersResponse:
+def _elect_response(results: list[events.ElectionResult]) -> pb.ElectLeadersResponse:
     return pb.ElectLeadersResponse(replica_election_results=[
         pb.PartitionResult(topic=r.tp.topic, partition=r.tp.partition, error_code=r.error_code,
                            error_message=r.error_message) for r in results])

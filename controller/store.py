@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
-from common import zk_layout as L
+from common import zk_layout as zl
 from common.names import TopicPartition
 from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, TopicAssignment
 
@@ -178,7 +178,7 @@ class MemoryTree:
         """What `replog configs --entity-type brokers --entity-default --alter` does."""
         self.broker_default_config = dict(config)
         self.fire("broker_default_config",
-                  WatchedEvent("CHANGED", L.entity_config_path("brokers", "<default>")))
+                  WatchedEvent("CHANGED", zl.entity_config_path("brokers", "<default>")))
 
     def write_reassign_partitions(self, data: bytes | None) -> None:
         """What kafka-reassign-partitions (or `replog reassign` over ZooKeeper) does."""
@@ -188,9 +188,9 @@ class MemoryTree:
     def add_restart_entry(self, data: bytes) -> str:
         """What a broker whose log dir failed does (seed 003 step 2.4): a persistent
         sequential child of /restart_partitions; returns its name."""
-        name = f"{L.RESTART_ENTRY_PREFIX}{self.zxid():010d}"
+        name = f"{zl.RESTART_ENTRY_PREFIX}{self.zxid():010d}"
         self.restart_entries[name] = data
-        self.fire("restart_partitions", WatchedEvent("CHILD", L.RESTART_PARTITIONS))
+        self.fire("restart_partitions", WatchedEvent("CHILD", zl.RESTART_PARTITIONS))
         return name
 
     def expire(self, session_id: int) -> None:
@@ -382,7 +382,7 @@ class InMemoryStore:
     async def delete_restart_entry(self, name: str, epoch_version: int) -> None:
         self._check_epoch(epoch_version)
         if self.tree.restart_entries.pop(name, None) is not None:
-            self.tree.fire("restart_partitions", WatchedEvent("CHILD", L.RESTART_PARTITIONS))
+            self.tree.fire("restart_partitions", WatchedEvent("CHILD", zl.RESTART_PARTITIONS))
 
     async def mark_topic_for_deletion(self, topic: str, epoch_version: int) -> None:
         self._check_epoch(epoch_version)

@@ -51,7 +51,7 @@ from kazoo.protocol.serialization import (
 )
 from kazoo.protocol.states import ZnodeStat
 
-from common import zk_layout as L
+from common import zk_layout as zl
 from common.dynamic_config import DEFAULT_BROKER
 from common.names import TopicPartition, ascii_digits
 from common.zk_async import AsyncZk
@@ -155,48 +155,48 @@ class ZkStore:
     # ------------------------------------------------------------------ setup
 
     async def ensure_paths(self) -> None:
-        for p in L.PERSISTENT_PATHS:
+        for p in zl.PERSISTENT_PATHS:
             await self.zk.ensure_path(p)
 
         async def create_epoch() -> None:
             try:
-                await self.zk.create(L.CONTROLLER_EPOCH, L.encode_controller_epoch(0))
+                await self.zk.create(zl.CONTROLLER_EPOCH, zl.encode_controller_epoch(0))
             except NodeExistsError:
                 pass
         await self.zk.until_connected(create_epoch)
 
     async def get_or_create_cluster_id(self, rng: random.Random | None = None) -> str:
-        got = await self.zk.get_or_none(L.CLUSTER_ID)
+        got = await self.zk.get_or_none(zl.CLUSTER_ID)
         if got is not None:
-            return L.decode_cluster_id(got[0])
+            return zl.decode_cluster_id(got[0])
         raw = (rng or random.Random()).getrandbits(128).to_bytes(16, "big")
         cluster_id = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
         try:
-            await self.zk.create(L.CLUSTER_ID, L.encode_cluster_id(cluster_id), makepath=True)
+            await self.zk.create(zl.CLUSTER_ID, zl.encode_cluster_id(cluster_id), makepath=True)
             return cluster_id
         except NodeExistsError:
-            return L.decode_cluster_id((await self.zk.get(L.CLUSTER_ID))[0])
+            return zl.decode_cluster_id((await self.zk.get(zl.CLUSTER_ID))[0])
 
     # ------------------------------------------------------------------ election
 
     async def read_controller(self, watch=None) -> tuple[ControllerInfo, Any] | None:
         """The active controller and its znode stat; sets `watch` on /controller whether or
         not it exists (exists-watch, then get)."""
-        stat = await self.zk.exists(L.CONTROLLER, watch=watch)
+        stat = await self.zk.exists(zl.CONTROLLER, watch=watch)
         if stat is None:
             return None
-        got = await self.zk.get_or_none(L.CONTROLLER)
+        got = await self.zk.get_or_none(zl.CONTROLLER)
         if got is None:
             return None
         try:
-            return L.decode_controller(got[0]), got[1]
+            return zl.decode_controller(got[0]), got[1]
         except (ValueError, KeyError):
             return ControllerInfo(-1, "", -1), got[1]
 
     async def read_controller_epoch(self) -> tuple[int, int]:
         """(epoch, znode version)."""
-        data, stat = await self.zk.get(L.CONTROLLER_EPOCH)
-        return L.decode_controller_epoch(data), stat.version
+        data, stat = await self.zk.get(zl.CONTROLLER_EPOCH)
+        return zl.decode_controller_epoch(data), stat.version
 
     async def try_become_controller(self, info: ControllerInfo) -> tuple[int, int] | None:
         """Create /controller and bump /controller_epoch atomically. Returns (new epoch, its
@@ -208,8 +208,8 @@ class ZkStore:
                 await self.ensure_paths()
                 continue
             t = self.zk.transaction()
-            t.create(L.CONTROLLER, L.encode_controller(info), ephemeral=True)
-            t.set_data(L.CONTROLLER_EPOCH, L.encode_controller_epoch(epoch + 1), version)
+            t.create(zl.CONTROLLER, zl.encode_controller(info), ephemeral=True)
+            t.set_data(zl.CONTROLLER_EPOCH, zl.encode_controller_epoch(epoch + 1), version)
             results = await self.zk.commit(t)
             if isinstance(results[0], NodeExistsError):
                 return None
@@ -225,8 +225,8 @@ class ZkStore:
         without giving up /controller - conditional on /controller being unchanged."""
         epoch, version = await self.read_controller_epoch()
         t = self.zk.transaction()
-        t.check(L.CONTROLLER, controller_version)
-        t.set_data(L.CONTROLLER_EPOCH, L.encode_controller_epoch(epoch + 1), version)
+        t.check(zl.CONTROLLER, controller_version)
+        t.set_data(zl.CONTROLLER_EPOCH, zl.encode_controller_epoch(epoch + 1), version)
         results = await self.zk.commit(t)
         if any(isinstance(r, Exception) for r in results):
             return None
@@ -235,10 +235,10 @@ class ZkStore:
     async def resign(self, session_id: int | None) -> None:
         """Delete /controller if this session owns it (clean shutdown: a standby takes over
         at once instead of after the session timeout)."""
-        got = await self.zk.get_or_none(L.CONTROLLER)
+        got = await self.zk.get_or_none(zl.CONTROLLER)
         if got is not None and session_id is not None and got[1].ephemeralOwner == session_id:
             try:
-                await self.zk.delete(L.CONTROLLER, got[1].version)
+                await self.zk.delete(zl.CONTROLLER, got[1].version)
             except (NoNodeError, BadVersionError):
                 pass
 
@@ -247,18 +247,18 @@ class ZkStore:
     async def read_broker(self, broker_id: int, watch=None) -> BrokerRegistration | None:
         """None if absent - or unreadable: a registration the controller cannot parse is
         treated as no registration (logged), rather than stopping every failover."""
-        got = await self.zk.get_or_none(L.broker_path(broker_id), watch=watch)
+        got = await self.zk.get_or_none(zl.broker_path(broker_id), watch=watch)
         if got is None:
             return None
         data, stat = got
         try:
-            return L.decode_broker(broker_id, data, stat.czxid)
+            return zl.decode_broker(broker_id, data, stat.czxid)
         except (ValueError, KeyError, TypeError) as e:
             log.warning("ignoring unreadable registration of broker %s: %s", broker_id, e)
             return None
 
     async def read_broker_ids(self, watch=None) -> list[int]:
-        return sorted(int(c) for c in await self.zk.get_children(L.BROKER_IDS, watch=watch)
+        return sorted(int(c) for c in await self.zk.get_children(zl.BROKER_IDS, watch=watch)
                       if ascii_digits(c))
 
     async def read_brokers(self, watch=None, broker_watch=None
@@ -270,14 +270,14 @@ class ZkStore:
         return {r.broker_id: r for r in regs if r is not None}
 
     async def read_topic_names(self, watch=None) -> list[str]:
-        return sorted(await self.zk.get_children(L.TOPICS, watch=watch))
+        return sorted(await self.zk.get_children(zl.TOPICS, watch=watch))
 
     async def read_assignment(self, topic: str, watch=None) -> TopicAssignment | None:
-        got = await self.zk.get_or_none(L.topic_path(topic), watch=watch)
+        got = await self.zk.get_or_none(zl.topic_path(topic), watch=watch)
         if got is None or not got[0]:
             return None
         try:
-            return L.decode_topic(topic, got[0])
+            return zl.decode_topic(topic, got[0])
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             log.warning("ignoring topic %s with an unreadable assignment: %s", topic, e)
             return None
@@ -287,7 +287,7 @@ class ZkStore:
         return {a.topic: a for a in got if a is not None}
 
     async def read_partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
-        got = await self.zk.get_or_none(L.partition_state_path(tp.topic, tp.partition))
+        got = await self.zk.get_or_none(zl.partition_state_path(tp.topic, tp.partition))
         if got is None:
             return None
         return self._decode_state(tp, *got)
@@ -295,11 +295,11 @@ class ZkStore:
     @staticmethod
     def _decode_state(tp: TopicPartition, data: bytes, stat) -> LeaderAndIsr:
         try:
-            return L.decode_partition_state(data, stat.version, str(tp))
+            return zl.decode_partition_state(data, stat.version, str(tp))
         except (ValueError, KeyError, TypeError) as e:
             # Overwritten (conditionally, at this version) by the next election.
             log.warning("unreadable partition state of %s: %s; treating it as offline", tp, e)
-            return LeaderAndIsr(L.NO_LEADER, 0, (), 0, stat.version)
+            return LeaderAndIsr(zl.NO_LEADER, 0, (), 0, stat.version)
 
     async def read_partition_states(self, tps: Sequence[TopicPartition]
                                     ) -> dict[TopicPartition, LeaderAndIsr]:
@@ -312,7 +312,7 @@ class ZkStore:
                 for i in range(0, len(tps), MULTI_READ_SIZE):
                     chunk = tps[i:i + MULTI_READ_SIZE]
                     results = await self.multi_get(
-                        [L.partition_state_path(tp.topic, tp.partition) for tp in chunk])
+                        [zl.partition_state_path(tp.topic, tp.partition) for tp in chunk])
                     for tp, r in zip(chunk, results):
                         if isinstance(r, tuple):
                             s = self._decode_state(tp, *r)
@@ -339,11 +339,11 @@ class ZkStore:
         return await self.zk.read(request)  # a read: retried after a ConnectionLoss
 
     async def read_topic_config(self, topic: str, watch=None) -> dict[str, str]:
-        got = await self.zk.get_or_none(L.topic_config_path(topic), watch=watch)
+        got = await self.zk.get_or_none(zl.topic_config_path(topic), watch=watch)
         if got is None or not got[0]:
             return {}
         try:
-            return L.decode_topic_config(got[0])
+            return zl.decode_topic_config(got[0])
         except (ValueError, AttributeError) as e:
             log.warning("ignoring unreadable config of topic %s: %s", topic, e)
             return {}
@@ -352,14 +352,14 @@ class ZkStore:
         """/config/brokers/<default>, {} without one; `watch` is an exists-watch, so it fires
         when the znode is created, changed or deleted - the same writes that add the
         /config/changes notification brokers act on."""
-        path = L.entity_config_path("brokers", DEFAULT_BROKER)
+        path = zl.entity_config_path("brokers", DEFAULT_BROKER)
         if await self.zk.exists(path, watch=watch) is None:
             return {}
         got = await self.zk.get_or_none(path)
         if got is None or not got[0]:
             return {}
         try:
-            return L.decode_entity_config(got[0])
+            return zl.decode_entity_config(got[0])
         except (ValueError, AttributeError) as e:
             # unreadable: the strictest min ISR would be right, but the controller cannot tell
             # which keys were meant; keep the static values and say so
@@ -376,24 +376,24 @@ class ZkStore:
         return dict(zip(topics, got))
 
     async def read_topics_to_delete(self, watch=None) -> list[str]:
-        return sorted(await self.zk.get_children(L.DELETE_TOPICS, watch=watch))
+        return sorted(await self.zk.get_children(zl.DELETE_TOPICS, watch=watch))
 
     async def read_admin_reassignments(self, watch=None) -> bytes | None:
         """/admin/reassign_partitions' data, or None; `watch` is an exists-watch, so it fires
         when the znode is created, changed or deleted (Kafka's
         registerZNodeChangeHandlerAndCheckExistence)."""
-        stat = await self.zk.exists(L.REASSIGN_PARTITIONS, watch=watch)
+        stat = await self.zk.exists(zl.REASSIGN_PARTITIONS, watch=watch)
         if stat is None:
             return None
-        got = await self.zk.get_or_none(L.REASSIGN_PARTITIONS)
+        got = await self.zk.get_or_none(zl.REASSIGN_PARTITIONS)
         return None if got is None else got[0]
 
     async def read_restart_entries(self, watch=None) -> list[tuple[str, bytes]]:
         """/restart_partitions' children in sequence order, with their data; `watch` is a
         children watch (seed 003: "registers Zookeeper listener on /restart_partitions"). A
         child deleted between the listing and its read is skipped."""
-        names = sorted(await self.zk.get_children(L.RESTART_PARTITIONS, watch=watch))
-        got = await asyncio.gather(*(self.zk.get_or_none(L.restart_entry_path(n))
+        names = sorted(await self.zk.get_children(zl.RESTART_PARTITIONS, watch=watch))
+        got = await asyncio.gather(*(self.zk.get_or_none(zl.restart_entry_path(n))
                                      for n in names))
         return [(n, g[0]) for n, g in zip(names, got) if g is not None]
 
@@ -403,7 +403,7 @@ class ZkStore:
         """Commit `ops` (callables adding to a transaction) after the epoch check; returns the
         results of `ops` (without the check's). Raises ControllerMovedError on the check."""
         t = self.zk.transaction()
-        t.check(L.CONTROLLER_EPOCH, epoch_version)
+        t.check(zl.CONTROLLER_EPOCH, epoch_version)
         for op in ops:
             op(t)
         results = await self.zk.commit(t)
@@ -482,22 +482,22 @@ class ZkStore:
             by_topic.setdefault(w.tp.topic, []).append(w.tp.partition)
         for topic, parts in by_topic.items():
             try:
-                present = set(await self.zk.get_children(L.partitions_path(topic)))
+                present = set(await self.zk.get_children(zl.partitions_path(topic)))
             except NoNodeError:
-                missing.add(L.partitions_path(topic))
+                missing.add(zl.partitions_path(topic))
                 present = set()
-            missing.update(L.partition_path(topic, p) for p in parts if str(p) not in present)
+            missing.update(zl.partition_path(topic, p) for p in parts if str(p) not in present)
         return missing
 
     @staticmethod
     def _ops_for(w: PartitionWrite, missing: set[str]) -> list:
         """The transaction ops for one write (creating its /partitions/<p> if missing)."""
-        state_path = L.partition_state_path(w.tp.topic, w.tp.partition)
-        data = L.encode_partition_state(w.new)
+        state_path = zl.partition_state_path(w.tp.topic, w.tp.partition)
+        data = zl.encode_partition_state(w.new)
         if w.old is not None:
             version = w.old.partition_epoch
             return [lambda t: t.set_data(state_path, data, version)]
-        parent = L.partition_path(w.tp.topic, w.tp.partition)
+        parent = zl.partition_path(w.tp.topic, w.tp.partition)
         ops = [lambda t: t.create(parent, b"")] if parent in missing else []
         ops.append(lambda t: t.create(state_path, data))
         return ops
@@ -507,13 +507,13 @@ class ZkStore:
         """/config/topics/<t>, /brokers/topics/<t> and its /partitions node in one
         transaction (Kafka writes the config first, then the assignment). Raises
         NodeExistsError if the topic exists."""
-        config_exists = await self.zk.exists(L.topic_config_path(assignment.topic)) is not None
-        cfg = L.encode_topic_config(config)
+        config_exists = await self.zk.exists(zl.topic_config_path(assignment.topic)) is not None
+        cfg = zl.encode_topic_config(config)
         ops = [
-            (lambda t: t.set_data(L.topic_config_path(assignment.topic), cfg)) if config_exists
-            else (lambda t: t.create(L.topic_config_path(assignment.topic), cfg)),
-            lambda t: t.create(L.topic_path(assignment.topic), L.encode_topic(assignment)),
-            lambda t: t.create(L.partitions_path(assignment.topic), b""),
+            (lambda t: t.set_data(zl.topic_config_path(assignment.topic), cfg)) if config_exists
+            else (lambda t: t.create(zl.topic_config_path(assignment.topic), cfg)),
+            lambda t: t.create(zl.topic_path(assignment.topic), zl.encode_topic(assignment)),
+            lambda t: t.create(zl.partitions_path(assignment.topic), b""),
         ]
         results = await self._commit_checked(ops, epoch_version)
         for r in results:
@@ -524,26 +524,26 @@ class ZkStore:
                                      epoch_version: int) -> None:
         """Reassignment steps 1 and 6. Any version of the topic znode (Kafka's
         setTopicAssignment: only this controller writes it while it holds the epoch)."""
-        data = L.encode_topic(assignment)
+        data = zl.encode_topic(assignment)
         results = await self._commit_checked(
-            [lambda t: t.set_data(L.topic_path(assignment.topic), data)], epoch_version)
+            [lambda t: t.set_data(zl.topic_path(assignment.topic), data)], epoch_version)
         if isinstance(results[0], Exception):
             raise results[0]
 
     async def write_admin_reassignments(self, data: bytes | None,
                                         epoch_version: int) -> None:
         """Set /admin/reassign_partitions to `data`, or delete it (None)."""
-        exists = await self.zk.exists(L.REASSIGN_PARTITIONS) is not None
+        exists = await self.zk.exists(zl.REASSIGN_PARTITIONS) is not None
         if data is None and not exists:
             return
 
         def op(t) -> None:
             if data is None:
-                t.delete(L.REASSIGN_PARTITIONS)
+                t.delete(zl.REASSIGN_PARTITIONS)
             elif exists:
-                t.set_data(L.REASSIGN_PARTITIONS, data)
+                t.set_data(zl.REASSIGN_PARTITIONS, data)
             else:
-                t.create(L.REASSIGN_PARTITIONS, data)
+                t.create(zl.REASSIGN_PARTITIONS, data)
         results = await self._commit_checked([op], epoch_version)
         if isinstance(results[0], Exception) and not isinstance(
                 results[0], (NoNodeError, NodeExistsError)):
@@ -553,13 +553,13 @@ class ZkStore:
         """The last step of handling a /restart_partitions entry: epoch-checked, so a deposed
         controller cannot consume an entry it did not apply; already gone is fine."""
         results = await self._commit_checked(
-            [lambda t: t.delete(L.restart_entry_path(name))], epoch_version)
+            [lambda t: t.delete(zl.restart_entry_path(name))], epoch_version)
         if isinstance(results[0], Exception) and not isinstance(results[0], NoNodeError):
             raise results[0]
 
     async def mark_topic_for_deletion(self, topic: str, epoch_version: int) -> None:
         results = await self._commit_checked(
-            [lambda t: t.create(f"{L.DELETE_TOPICS}/{topic}", b"")], epoch_version)
+            [lambda t: t.create(f"{zl.DELETE_TOPICS}/{topic}", b"")], epoch_version)
         if isinstance(results[0], Exception) and not isinstance(results[0], NodeExistsError):
             raise results[0]
 
@@ -584,19 +584,19 @@ class ZkStore:
         """Existing znodes of a topic, children before parents."""
         paths: list[str] = []
         try:
-            parts = await self.zk.get_children(L.partitions_path(topic))
+            parts = await self.zk.get_children(zl.partitions_path(topic))
         except NoNodeError:
             parts = None
         for p in sorted(parts or (), key=lambda x: int(x) if ascii_digits(x) else -1):
-            base = f"{L.partitions_path(topic)}/{p}"
+            base = f"{zl.partitions_path(topic)}/{p}"
             try:
                 paths += [f"{base}/{c}" for c in await self.zk.get_children(base)]
             except NoNodeError:
                 continue
             paths.append(base)
         if parts is not None:
-            paths.append(L.partitions_path(topic))
-        tail = [L.topic_path(topic), L.topic_config_path(topic), f"{L.DELETE_TOPICS}/{topic}"]
+            paths.append(zl.partitions_path(topic))
+        tail = [zl.topic_path(topic), zl.topic_config_path(topic), f"{zl.DELETE_TOPICS}/{topic}"]
         stats = await asyncio.gather(*(self.zk.exists(p) for p in tail))
         return paths + [p for p, st in zip(tail, stats) if st is not None]
 

@@ -18,7 +18,7 @@ One module per family:
                   epoch or ISR changes), `apply`
     elections.py  new partitions, `elect_offline` (the one offline election), ElectLeaders,
                   the automatic preferred-leader check
-    topics.py     new partitions of created topics
+    new_partitions.py  new partitions of created topics (Kafka's onNewPartitionCreation)
     brokers.py    broker failure/startup/update, controlled shutdown, controller failover
     isr.py        AlterPartition (KIP-497, KIP-704, seed 002 relinquish)
     deletion.py   topic deletion
@@ -101,6 +101,7 @@ from controller.decisions.elections import (  # noqa: F401
     reelect_after_refused_writes,
 )
 from controller.decisions.isr import AlterPartitionItem, alter_partition  # noqa: F401
+from controller.decisions.new_partitions import on_new_partitions  # noqa: F401
 from controller.decisions.reassignment import (  # noqa: F401
     ReplicaAssignment,
     admin_entries_to_start,
@@ -131,5 +132,4 @@ from controller.decisions.restarts import (  # noqa: F401
     stale_restart,
     stale_restarts,
 )
-from controller.decisions.topics import on_new_partitions  # noqa: F401
 from controller.selectors import ElectionReason  # noqa: F401

@@ -1,5 +1,5 @@
-"""CreatePartitions checks and placement (controller/partitions.py): every error a client can
-get, with Kafka's ZooKeeper-mode messages, and the placement of the new partitions."""
+"""CreatePartitions checks and placement (controller/create_partitions.py): every error a client
+can get, with Kafka's ZooKeeper-mode messages, and the placement of the new partitions."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from common.assignment import BrokerMetadata, assign_replicas
 from common.errors import ErrorCode
 from common.zk_layout import TopicAssignment
-from controller.partitions import plan_partitions
-from controller.topics import TopicError
+from controller.create_partitions import plan_partitions
+from controller.create_topics import TopicError
 
 LIVE = [BrokerMetadata(1), BrokerMetadata(2), BrokerMetadata(3)]
 T = TopicAssignment("t", "id", {0: [2, 1, 3], 1: [3, 2, 1]})

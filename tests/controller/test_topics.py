@@ -8,7 +8,7 @@ import pytest
 
 from common.assignment import BrokerMetadata
 from common.errors import ErrorCode
-from controller.topics import (
+from controller.create_topics import (
     TopicError,
     collides,
     new_topic_id,

@@ -17,7 +17,7 @@ import atheris
 with atheris.instrument_imports():
     from crc32c import crc32c
 
-    from common import records as R
+    from common import records
     from common.errors import CorruptRecordError
 
 
@@ -25,13 +25,13 @@ def _with_crcs_fixed(data: bytes) -> bytes:
     """Every length-framed batch in ``data`` with its CRC recomputed."""
     b = bytearray(data)
     pos = 0
-    while len(b) - pos >= R.HEADER_SIZE:
+    while len(b) - pos >= records.HEADER_SIZE:
         length = struct.unpack_from(">i", b, pos + 8)[0]
-        size = length + R.LOG_OVERHEAD
-        if length < R.MIN_BATCH_LENGTH or pos + size > len(b):
+        size = length + records.LOG_OVERHEAD
+        if length < records.MIN_BATCH_LENGTH or pos + size > len(b):
             break
-        struct.pack_into(">I", b, pos + R.CRC_OFFSET,
-                         crc32c(bytes(b[pos + R.ATTRIBUTES_OFFSET:pos + size])))
+        struct.pack_into(">I", b, pos + records.CRC_OFFSET,
+                         crc32c(bytes(b[pos + records.ATTRIBUTES_OFFSET:pos + size])))
         pos += size
     return bytes(b)
 
@@ -40,17 +40,17 @@ def test_one_input(data: bytes) -> None:
     for buf in (data, _with_crcs_fixed(data)):
         for partial in (False, True):
             try:
-                batches = list(R.iter_batches(buf, allow_partial_tail=partial))
+                batches = list(records.iter_batches(buf, allow_partial_tail=partial))
             except CorruptRecordError:
                 continue
             for b in batches:
                 try:
-                    R.check_records(b.data, b.header)
+                    records.check_records(b.data, b.header)
                     accepted = True
                 except CorruptRecordError:
                     accepted = False
                 try:
-                    R.decode_records(b.data, b.header)
+                    records.decode_records(b.data, b.header)
                 except CorruptRecordError:
                     # what produce accepts, every consumer must be able to decode
                     assert not accepted or b.header.compression, "accepted but undecodable"
@@ -58,9 +58,11 @@ def test_one_input(data: bytes) -> None:
 
 def seeds() -> list[bytes]:
     """Valid batches for the corpus: the fuzzer mutates from inside the format."""
-    recs = [R.ProducerRecord(b"k", b"value", [("h", b"v")]), R.ProducerRecord(None, None)]
-    return [R.build_batch(recs[:1], now_ms=1), R.build_batch(recs, now_ms=2),
-            R.build_batch(recs, now_ms=3) + R.build_batch(recs[:1], base_offset=2, now_ms=4)]
+    recs = [records.ProducerRecord(b"k", b"value", [("h", b"v")]),
+            records.ProducerRecord(None, None)]
+    return [records.build_batch(recs[:1], now_ms=1), records.build_batch(recs, now_ms=2),
+            records.build_batch(recs, now_ms=3)
+            + records.build_batch(recs[:1], base_offset=2, now_ms=4)]
 
 
 if __name__ == "__main__":

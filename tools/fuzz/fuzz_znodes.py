@@ -13,13 +13,13 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
-    from common import zk_layout as L
+    from common import zk_layout as zl
 
 DECODERS = [
-    L.decode_cluster_id, L.decode_controller, L.decode_controller_epoch,
-    lambda d: L.decode_broker(1, d, 5), lambda d: L.decode_topic("t", d),
-    lambda d: L.decode_partition_state(d, 0), L.decode_topic_config, L.decode_config_change,
-    L.decode_reassignment, L.decode_restart_entry, L.decode_lost_replicas,
+    zl.decode_cluster_id, zl.decode_controller, zl.decode_controller_epoch,
+    lambda d: zl.decode_broker(1, d, 5), lambda d: zl.decode_topic("t", d),
+    lambda d: zl.decode_partition_state(d, 0), zl.decode_topic_config, zl.decode_config_change,
+    zl.decode_reassignment, zl.decode_restart_entry, zl.decode_lost_replicas,
 ]
 
 
@@ -29,7 +29,7 @@ def test_one_input(data: bytes) -> None:
     decode = DECODERS[data[0] % len(DECODERS)]
     try:
         decode(data[1:])
-    except L.MalformedZnode:
+    except zl.MalformedZnode:
         pass
 
 
@@ -37,17 +37,17 @@ def seeds() -> list[bytes]:
     """One valid encoding per decoder, prefixed with its selector byte."""
     from common.listeners import EndPoint
     valid = [
-        L.encode_cluster_id("abc"),
-        L.encode_controller(L.ControllerInfo(1, "h", 1, 2, (EndPoint("INTERNAL", "h", 1),))),
-        L.encode_controller_epoch(3),
-        L.encode_broker(L.BrokerRegistration(1, "h", 2, "r", (L.LogDirInfo("/d", "i"),))),
-        L.encode_topic(L.TopicAssignment("t", "id", {0: [1, 2]}, {0: [2]})),
-        L.encode_partition_state(L.LeaderAndIsr(1, 2, (1, 2), 3, 0, (3,))),
-        L.encode_topic_config({"retention.ms": "1"}),
-        L.encode_config_change("topics", "t"),
-        L.encode_reassignment([("t", 0, [1, 2])]),
-        L.encode_restart_entry(L.RestartEntry(1, "/d", (("t", 0),), 4, (5,))),
-        L.encode_lost_replicas({"/d": {("t", 1)}}),
+        zl.encode_cluster_id("abc"),
+        zl.encode_controller(zl.ControllerInfo(1, "h", 1, 2, (EndPoint("INTERNAL", "h", 1),))),
+        zl.encode_controller_epoch(3),
+        zl.encode_broker(zl.BrokerRegistration(1, "h", 2, "r", (zl.LogDirInfo("/d", "i"),))),
+        zl.encode_topic(zl.TopicAssignment("t", "id", {0: [1, 2]}, {0: [2]})),
+        zl.encode_partition_state(zl.LeaderAndIsr(1, 2, (1, 2), 3, 0, (3,))),
+        zl.encode_topic_config({"retention.ms": "1"}),
+        zl.encode_config_change("topics", "t"),
+        zl.encode_reassignment([("t", 0, [1, 2])]),
+        zl.encode_restart_entry(zl.RestartEntry(1, "/d", (("t", 0),), 4, (5,))),
+        zl.encode_lost_replicas({"/d": {("t", 1)}}),
     ]
     return [bytes([i]) + v for i, v in enumerate(valid)]
 

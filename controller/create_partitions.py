@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from common.assignment import AssignmentError, BrokerMetadata, assign_replicas
 from common.errors import ErrorCode
 from common.zk_layout import TopicAssignment
-from controller.topics import TopicError
+from controller.create_topics import TopicError
 
 
 def _ids(xs) -> str:
