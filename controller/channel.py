@@ -38,6 +38,7 @@ from common.rpc_status import error_code_of
 from common.zk_layout import BrokerRegistration
 from controller.decisions.recovery import ReplicaLogInfo
 from controller.request_batch import BrokerBatch
+from controller.request_pb import request_pb
 
 
 def _error_code(n: int) -> ErrorCode:
@@ -198,6 +199,7 @@ class ControllerChannelManager:
         request was dropped (broker gone) or refused."""
         loop = asyncio.get_running_loop()
         out = []
+        memo: dict[int, object] = {}  # a partition state shared by several brokers: built once
         for broker_id, bb in batches.items():
             s = self._senders.get(broker_id)
             for kind, reqs in (("LeaderAndIsr", bb.leader_and_isr),
@@ -209,7 +211,7 @@ class ControllerChannelManager:
                     if s is None or s.reg.epoch != bb.broker_epoch:
                         fut.set_result(False)
                     else:
-                        s.queue.put_nowait(_Item(kind, req, fut))
+                        s.queue.put_nowait(_Item(kind, request_pb(req, memo), fut))
         return out
 
     def get_replica_log_info(self, broker_id: int, broker_epoch: int,

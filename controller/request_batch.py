@@ -1,5 +1,6 @@
 """Turns an applied Decision into the controller->broker requests, one batch per broker
-(Kafka's ControllerBrokerRequestBatch). Pure: reads the context, builds protobuf messages.
+(Kafka's ControllerBrokerRequestBatch). Pure: reads the context, builds the requests as plain
+values (requests.py); the channel turns them into protobuf at the wire (request_pb.py).
 
 Per broker, in Kafka's order: LeaderAndIsr, then UpdateMetadata, then StopReplica. Each carries
 controller_id, controller_epoch and the *target* broker's epoch (KIP-380), so a broker fences a
@@ -18,17 +19,21 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from common.listeners import PLAINTEXT, EndPoint
 from common.names import TopicPartition
-from common.rpc import replog_pb2 as pb
-from common.zk_layout import (
-    EPOCH_DURING_DELETE,
-    LEADER_DURING_DELETE,
-    BrokerRegistration,
-    ControllerInfo,
-)
+from common.zk_layout import EPOCH_DURING_DELETE, LEADER_DURING_DELETE, ControllerInfo
 from controller.context import ControllerContext
 from controller.decisions import Decision
+from controller.requests import (
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    NodeEndpoint,
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    broker_node,
+    controller_node,
+)
 
 MAX_PARTITIONS_PER_REQUEST = 5000
 
@@ -37,47 +42,12 @@ MAX_PARTITIONS_PER_REQUEST = 5000
 class BrokerBatch:
     broker_id: int
     broker_epoch: int
-    leader_and_isr: list[pb.LeaderAndIsrRequest] = field(default_factory=list)
-    update_metadata: list[pb.UpdateMetadataRequest] = field(default_factory=list)
-    stop_replica: list[pb.StopReplicaRequest] = field(default_factory=list)
+    leader_and_isr: list[LeaderAndIsrRequest] = field(default_factory=list)
+    update_metadata: list[UpdateMetadataRequest] = field(default_factory=list)
+    stop_replica: list[StopReplicaRequest] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.leader_and_isr) + len(self.update_metadata) + len(self.stop_replica)
-
-
-def _endpoint(node_id: int, host: str, port: int, endpoints: tuple[EndPoint, ...],
-              rack: str | None = None) -> pb.BrokerEndpoint:
-    """host/port: the node's inter-broker listener (where followers and the controller
-    connect); endpoints: every advertised listener (KIP-103), for Metadata answers."""
-    inter = next((e.listener for e in endpoints if (e.host, e.port) == (host, port)),
-                 PLAINTEXT)
-    ep = pb.BrokerEndpoint(broker_id=node_id, host=host, port=port, listener=inter,
-                           endpoints=[pb.ListenerEndpoint(listener=e.listener, host=e.host,
-                                                          port=e.port) for e in endpoints])
-    if rack is not None:
-        ep.rack = rack
-    return ep
-
-
-def broker_endpoint(reg: BrokerRegistration) -> pb.BrokerEndpoint:
-    return _endpoint(reg.broker_id, reg.host, reg.port, reg.listener_endpoints, reg.rack)
-
-
-def controller_endpoint(info: ControllerInfo) -> pb.BrokerEndpoint:
-    return _endpoint(info.controller_id, info.host, info.port, info.endpoints)
-
-
-def endpoint_on_listener(node_id: int, endpoints: tuple[EndPoint, ...], listener: str,
-                         rack: str | None = None) -> pb.BrokerEndpoint | None:
-    """A node as a client on ``listener`` sees it; None when it has no such listener (left
-    out of the answer, KIP-103)."""
-    e = next((e for e in endpoints if e.listener == listener), None)
-    if e is None:
-        return None
-    ep = pb.BrokerEndpoint(broker_id=node_id, host=e.host, port=e.port, listener=listener)
-    if rack is not None:
-        ep.rack = rack
-    return ep
 
 
 def _chunks(items: list) -> Iterable[list]:
@@ -90,25 +60,23 @@ def _chunks(items: list) -> Iterable[list]:
 
 
 def leader_and_isr_state(ctx: ControllerContext, tp: TopicPartition,
-                         is_new: bool) -> pb.LeaderAndIsrPartitionState | None:
+                         is_new: bool) -> LeaderAndIsrPartitionState | None:
     s = ctx.leadership.get(tp)
     a = ctx.assignments.get(tp.topic)
     if s is None or a is None:
         return None
-    extra = {}
-    if a.adding_replicas or a.removing_replicas:
-        extra = {"adding_replicas": a.adding_replicas.get(tp.partition, ()),
-                     "removing_replicas": a.removing_replicas.get(tp.partition, ())}
-    return pb.LeaderAndIsrPartitionState(
+    return LeaderAndIsrPartitionState(
         topic=tp.topic, partition=tp.partition, controller_epoch=s.controller_epoch,
-        leader=s.leader, leader_epoch=s.leader_epoch, isr=s.isr,
-        partition_epoch=s.partition_epoch, replicas=a.partitions.get(tp.partition, ()),
-        is_new=is_new, leader_recovery_state=s.leader_recovery_state, elr=s.elr,
-        last_known_elr=s.last_known_elr, **extra)
+        leader=s.leader, leader_epoch=s.leader_epoch, isr=tuple(s.isr),
+        partition_epoch=s.partition_epoch, replicas=tuple(a.partitions.get(tp.partition, ())),
+        is_new=is_new, leader_recovery_state=int(s.leader_recovery_state), elr=tuple(s.elr),
+        last_known_elr=tuple(s.last_known_elr),
+        adding_replicas=tuple(a.adding_replicas.get(tp.partition, ())),
+        removing_replicas=tuple(a.removing_replicas.get(tp.partition, ())))
 
 
 def update_metadata_state(ctx: ControllerContext,
-                          tp: TopicPartition) -> pb.UpdateMetadataPartitionState | None:
+                          tp: TopicPartition) -> UpdateMetadataPartitionState | None:
     a = ctx.assignments.get(tp.topic)
     if a is None or tp.partition not in a.partitions:
         return None
@@ -118,20 +86,19 @@ def update_metadata_state(ctx: ControllerContext,
     if s is None and not deleting:
         return None  # not created yet: nothing a client could use
     live = ctx.live_brokers
-    common = {"topic": tp.topic, "partition": tp.partition, "replicas": replicas,
-                  "offline_replicas": [r for r in replicas if r not in live]}
-    if a.adding_replicas or a.removing_replicas:
-        common.update(adding_replicas=a.adding_replicas.get(tp.partition, ()),
-                      removing_replicas=a.removing_replicas.get(tp.partition, ()))
+    common = {"topic": tp.topic, "partition": tp.partition, "replicas": tuple(replicas),
+              "offline_replicas": tuple(r for r in replicas if r not in live),
+              "adding_replicas": tuple(a.adding_replicas.get(tp.partition, ())),
+              "removing_replicas": tuple(a.removing_replicas.get(tp.partition, ()))}
     if s is None:
-        return pb.UpdateMetadataPartitionState(controller_epoch=ctx.epoch, leader_epoch=-1,
-                                               leader=LEADER_DURING_DELETE, **common)
-    return pb.UpdateMetadataPartitionState(
+        return UpdateMetadataPartitionState(controller_epoch=ctx.epoch, leader_epoch=-1,
+                                            leader=LEADER_DURING_DELETE, **common)
+    return UpdateMetadataPartitionState(
         controller_epoch=s.controller_epoch,
         leader=LEADER_DURING_DELETE if deleting else s.leader, leader_epoch=s.leader_epoch,
-        isr=s.isr, partition_epoch=s.partition_epoch, elr=s.elr,
-        last_known_elr=s.last_known_elr, leader_recovery_state=s.leader_recovery_state,
-        **common)
+        isr=tuple(s.isr), partition_epoch=s.partition_epoch, elr=tuple(s.elr),
+        last_known_elr=tuple(s.last_known_elr),
+        leader_recovery_state=int(s.leader_recovery_state), **common)
 
 
 def build_requests(ctx: ControllerContext, decision: Decision,
@@ -141,22 +108,22 @@ def build_requests(ctx: ControllerContext, decision: Decision,
     ZooKeeper write failed are left out."""
     failed = set(failed)
     out: dict[int, BrokerBatch] = {}
-    # Each node's endpoint message is built once per call, and only if a request needs it:
-    # a KIP-103 endpoint carries every listener, and building them for every live broker on
-    # every decision cost the simulation about a tenth of its time.
-    endpoints: dict[int, pb.BrokerEndpoint] = {}
+    # Each node's endpoint is built once per call, and only if a request needs it: a KIP-103
+    # endpoint carries every listener, and building them for every live broker on every
+    # decision cost the simulation about a tenth of its time.
+    endpoints: dict[int, NodeEndpoint] = {}
 
-    def endpoint_of(b: int) -> pb.BrokerEndpoint:
+    def endpoint_of(b: int) -> NodeEndpoint:
         if b not in endpoints:
-            endpoints[b] = broker_endpoint(ctx.live_brokers[b])
+            endpoints[b] = broker_node(ctx.live_brokers[b])
         return endpoints[b]
 
     um_common: dict[str, object] = {}
 
     def live_and_controller() -> dict[str, object]:
         if not um_common:
-            um_common["live_brokers"] = [endpoint_of(b) for b in sorted(ctx.live_brokers)]
-            um_common["controller"] = controller_endpoint(controller)
+            um_common["live_brokers"] = tuple(endpoint_of(b) for b in sorted(ctx.live_brokers))
+            um_common["controller"] = controller_node(controller)
         return um_common
 
     def batch(broker: int) -> BrokerBatch | None:
@@ -168,8 +135,8 @@ def build_requests(ctx: ControllerContext, decision: Decision,
         return out[broker]
 
     # A partition's state is the same for every broker: build each message once.
-    lai_cache: dict[tuple[TopicPartition, bool], pb.LeaderAndIsrPartitionState | None] = {}
-    um_cache: dict[TopicPartition, pb.UpdateMetadataPartitionState | None] = {}
+    lai_cache: dict[tuple[TopicPartition, bool], LeaderAndIsrPartitionState | None] = {}
+    um_cache: dict[TopicPartition, UpdateMetadataPartitionState | None] = {}
 
     def lai_state(tp: TopicPartition, is_new: bool):
         key = (tp, is_new)
@@ -192,11 +159,11 @@ def build_requests(ctx: ControllerContext, decision: Decision,
             continue
         for chunk in _chunks(states):
             leaders = sorted({st.leader for st in chunk if st.leader in ctx.live_brokers})
-            bb.leader_and_isr.append(pb.LeaderAndIsrRequest(
+            bb.leader_and_isr.append(LeaderAndIsrRequest(
                 controller_id=ctx.controller_id, controller_epoch=ctx.epoch,
-                broker_epoch=bb.broker_epoch, partition_states=chunk,
+                broker_epoch=bb.broker_epoch, partition_states=tuple(chunk),
                 topic_ids={st.topic: ctx.topic_id(st.topic) for st in chunk},
-                live_leaders=[endpoint_of(b) for b in leaders]))
+                live_leaders=tuple(endpoint_of(b) for b in leaders)))
 
     for broker, parts in sorted(decision.update_metadata.items()):
         bb = batch(broker)
@@ -205,9 +172,9 @@ def build_requests(ctx: ControllerContext, decision: Decision,
         states = [st for tp in sorted(parts) if tp not in failed
                   for st in [um_state(tp)] if st is not None]
         for chunk in _chunks(states):
-            bb.update_metadata.append(pb.UpdateMetadataRequest(
+            bb.update_metadata.append(UpdateMetadataRequest(
                 controller_id=ctx.controller_id, controller_epoch=ctx.epoch,
-                broker_epoch=bb.broker_epoch, partition_states=chunk,
+                broker_epoch=bb.broker_epoch, partition_states=tuple(chunk),
                 topic_ids={st.topic: ctx.topic_id(st.topic) for st in chunk},
                 **live_and_controller()))
 
@@ -219,18 +186,18 @@ def build_requests(ctx: ControllerContext, decision: Decision,
         for tp, delete in sorted(parts.items()):
             if tp in failed:
                 continue
-            st = pb.StopReplicaPartitionState(topic=tp.topic, partition=tp.partition,
-                                              delete_partition=delete)
             s = ctx.leadership.get(tp)
             if delete and ctx.is_being_deleted(tp.topic):
-                st.leader_epoch = EPOCH_DURING_DELETE
-            elif s is not None:
-                st.leader_epoch = s.leader_epoch
-            states.append(st)
+                epoch = EPOCH_DURING_DELETE
+            else:
+                epoch = s.leader_epoch if s is not None else None
+            states.append(StopReplicaPartitionState(topic=tp.topic, partition=tp.partition,
+                                                    delete_partition=delete,
+                                                    leader_epoch=epoch))
         if not states:
             continue
         for chunk in _chunks(states):
-            bb.stop_replica.append(pb.StopReplicaRequest(
+            bb.stop_replica.append(StopReplicaRequest(
                 controller_id=ctx.controller_id, controller_epoch=ctx.epoch,
-                broker_epoch=bb.broker_epoch, partition_states=chunk))
+                broker_epoch=bb.broker_epoch, partition_states=tuple(chunk)))
     return {b: bb for b, bb in out.items() if len(bb)}

@@ -41,7 +41,7 @@ from common.security.authorizer import ALLOW_ALL, Requester, grpc_requester
 from common.security.principal import PrincipalBuilder
 from controller import decisions, events
 from controller.controller import Controller, NotControllerError
-from controller.request_batch import controller_endpoint, endpoint_on_listener
+from controller.request_pb import controller_endpoint, endpoint_on_listener
 
 MAX_TOPICS_PER_REQUEST = 10_000
 MAX_PARTITIONS_PER_REQUEST = 1_000_000

@@ -169,3 +169,33 @@ def test_a_planted_cycle_is_found_and_named(tmp_path, load_time_only):
     assert cycles(import_graph(tmp_path, ("low", "high"), load_time_only=True)) == []
     assert cycles(import_graph(tmp_path, ("low", "high"), load_time_only=False, depth=1)) \
         == [["high", "low"]]
+
+
+def _imports_generated_code(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import) and any(a.name.endswith(("_pb2", "_pb2_grpc"))
+                                             for a in n.names):
+            return True
+        if isinstance(n, ast.ImportFrom) and (
+                (n.module or "").endswith(("_pb2", "_pb2_grpc"))
+                or any(a.name.endswith(("_pb2", "_pb2_grpc")) for a in n.names)):
+            return True
+    return False
+
+
+def test_the_controller_core_imports_no_generated_code():
+    """The core builds its requests as plain values; protobuf is the channel's and the
+    servicer's business (controller/request_pb.py converts at the wire). Checked over every
+    module the core reaches, lazy imports included."""
+    mods = _modules(ROOT, PACKAGES)
+    graph = import_graph(ROOT, PACKAGES, load_time_only=False)
+    seen, todo = set(), ["controller.core"]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += list(graph.get(m, {}))
+    offenders = sorted(m for m in seen if _imports_generated_code(mods[m]))
+    assert "controller.request_batch" in seen and "controller.requests" in seen
+    assert offenders == [], f"reached from controller.core and importing protobuf: {offenders}"

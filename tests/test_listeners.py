@@ -16,7 +16,7 @@ from common.config import build_config, load_config
 from common.errors import ConfigError
 from common.listeners import EndPoint, advertised_endpoints, listener_config
 from common.rpc import replog_pb2 as pb
-from controller.request_batch import broker_endpoint, controller_endpoint, endpoint_on_listener
+from controller.request_pb import broker_endpoint, controller_endpoint, endpoint_on_listener
 
 REPO = Path(__file__).resolve().parents[1]
 TWO = {"listeners": "INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:19092",

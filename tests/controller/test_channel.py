@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from common.rpc import replog_pb2 as pb
 from controller.channel import ControllerChannelManager
 from controller.request_batch import BrokerBatch
+from controller.requests import LeaderAndIsrRequest
 from tests.controller.fakes import FakeBroker
 
 
 def _batch(epoch: int) -> BrokerBatch:
     bb = BrokerBatch(broker_id=1, broker_epoch=epoch)
-    bb.leader_and_isr.append(pb.LeaderAndIsrRequest(controller_id=1, controller_epoch=1,
-                                                    broker_epoch=epoch))
+    bb.leader_and_isr.append(LeaderAndIsrRequest(controller_id=1, controller_epoch=1,
+                                                 broker_epoch=epoch, partition_states=(),
+                                                 topic_ids={}, live_leaders=()))
     return bb
 
 

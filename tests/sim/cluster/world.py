@@ -44,6 +44,7 @@ from common.zk_layout import NO_LEADER
 from controller import decisions as D
 from controller import effects as X
 from controller import events as E
+from controller.request_pb import request_pb
 from controller.store import WatchedEvent
 from tests.sim.cluster.broker_model import (
     ControllerRequestRefused,
@@ -325,16 +326,16 @@ class World:
         epoch = s.controller_epoch
         try:
             if s.kind == "LeaderAndIsr":
-                req: LeaderAndIsrRequest = leader_and_isr_request(s.request)
+                req: LeaderAndIsrRequest = leader_and_isr_request(request_pb(s.request))
                 errors = {tp: c for tp, c in b.leader_and_isr(req).items()
                           if c != ErrorCode.NONE}
                 if errors:
                     self._answer(lambda: E.LeaderAndIsrResponse(broker_id=b.broker_id,
                                                                 errors=errors), epoch)
             elif s.kind == "UpdateMetadata":
-                b.update_metadata(update_metadata_request(s.request))
+                b.update_metadata(update_metadata_request(request_pb(s.request)))
             elif s.kind == "StopReplica":
-                req = stop_replica_request(s.request)
+                req = stop_replica_request(request_pb(s.request))
                 results = b.stop_replica(req)
                 deleted = {p.tp for p in req.partition_states if p.delete_partition}
                 if deleted:
