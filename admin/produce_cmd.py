@@ -52,8 +52,8 @@ from typing import NamedTuple
 from client import KafkaError, Producer
 from client.errors import KafkaTimeoutError, RecordTooLargeError, UnknownTopicError
 from common import event_loop
-from common.config import parse_properties_text
 from common.errors import ErrorCode, ReplogError
+from common.properties import parse_properties_text
 
 
 def _kafka_bool(text: str) -> bool:

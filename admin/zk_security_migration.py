@@ -32,8 +32,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from common.config import parse_properties_text
 from common.errors import ConfigError, ReplogError
+from common.properties import parse_properties_text
 from common.security.zk_acl import SECURE_ROOT_PATHS, chroot_acls, default_acls
 from common.security.zk_auth import DIGEST, DIGEST_FILE, ZkSecurity, zk_security
 

@@ -14,8 +14,8 @@ AclAuthorizer's (common/security/authorizer.py).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
+from broker.kafka_api_context import KafkaApiContext
 from common.errors import ErrorCode
 from common.kafka_protocol.acl_messages import AclApiKey
 from common.security.acl import (
@@ -35,13 +35,10 @@ from common.security.acl import (
 )
 from common.security.authorizer import ALLOW_ALL
 
-if TYPE_CHECKING:
-    from broker.kafka_listener import KafkaListener
-
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 
 
-def handlers(listener: KafkaListener) -> dict[int, Handler]:
+def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
     """API key -> handler(request, version) -> response body."""
 
     def refusal(operation: AclOperation) -> tuple[int, str] | None:

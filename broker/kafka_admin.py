@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
 from broker.controller_client import ControllerUnavailable
+from broker.kafka_api_context import KafkaApiContext
 from common import dynamic_config as dc
 from common.errors import ErrorCode
 from common.kafka_protocol.admin_messages import AdminApiKey
@@ -42,9 +43,6 @@ from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc_status import error_code_of
 from common.security.acl import CLUSTER_RESOURCE, AclOperation
-
-if TYPE_CHECKING:
-    from broker.kafka_listener import KafkaListener
 
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 
@@ -70,7 +68,7 @@ class _Failed(Exception):
         self.message = message
 
 
-def handlers(listener: KafkaListener) -> dict[int, Handler]:
+def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
     """API key -> handler(request, version) -> response body."""
     a = _AdminApis(listener)
     return {
@@ -84,7 +82,7 @@ def handlers(listener: KafkaListener) -> dict[int, Handler]:
 
 
 class _AdminApis:
-    def __init__(self, listener: KafkaListener):
+    def __init__(self, listener: KafkaApiContext):
         self.listener = listener
 
     # ------------------------------------------------------------------ forwarding

@@ -25,10 +25,10 @@ AlterReplicaLogDirs Alter (each partition CLUSTER_AUTHORIZATION_FAILED, nothing 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from broker import config_requests
 from broker.config_requests import AlterResource, ResourceType
+from broker.kafka_api_context import KafkaApiContext
 from common.dynamic_config import ConfigSource
 from common.errors import ErrorCode
 from common.kafka_protocol.config_messages import ConfigApiKey
@@ -37,13 +37,10 @@ from common.security.acl import CLUSTER_RESOURCE, AclOperation
 from common.security.acl import topic as topic_resource
 from common.security.authorizer import ALLOW_ALL
 
-if TYPE_CHECKING:
-    from broker.kafka_listener import KafkaListener
-
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 
 
-def handlers(listener: KafkaListener) -> dict[int, Handler]:
+def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
     """API key -> handler(request, version) -> response body."""
 
     async def describe_configs(req: dict, version: int) -> dict:
@@ -134,7 +131,7 @@ def handlers(listener: KafkaListener) -> dict[int, Handler]:
     }
 
 
-def _config_refusal(listener: KafkaListener, operation: AclOperation,
+def _config_refusal(listener: KafkaApiContext, operation: AclOperation,
                     r: dict) -> config_requests.Outcome | None:
     """The refusal of a resource the requester may not ``operation``, or None."""
     if listener.authorizer is ALLOW_ALL:

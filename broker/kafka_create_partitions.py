@@ -19,19 +19,16 @@ topic the requester may not Alter answers TOPIC_AUTHORIZATION_FAILED and is not 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import grpc
 
 from broker.controller_client import ControllerUnavailable
+from broker.kafka_api_context import KafkaApiContext
 from common.errors import ErrorCode
 from common.kafka_protocol.partition_messages import CREATE_PARTITIONS
 from common.rpc import replog_pb2 as pb
 from common.rpc_status import error_code_of
 from common.security.acl import AclOperation
-
-if TYPE_CHECKING:
-    from broker.kafka_listener import KafkaListener
 
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 
@@ -40,7 +37,7 @@ Handler = Callable[[dict, int], Awaitable[dict | None]]
 _DEADLINE_MARGIN_S = 5.0
 
 
-def handlers(listener: KafkaListener) -> dict[int, Handler]:
+def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
     """API key -> handler(request, version) -> response body."""
 
     async def create_partitions(req: dict, version: int) -> dict:
@@ -65,7 +62,7 @@ def _results(names: list[str], code: int, message: str | None) -> list[dict]:
             for n in dict.fromkeys(names)]
 
 
-async def _forward(listener: KafkaListener, req: dict) -> list[dict]:
+async def _forward(listener: KafkaApiContext, req: dict) -> list[dict]:
     names = [t["name"] for t in req["topics"]]
     controller = listener.controller
     if controller is None:
@@ -92,7 +89,7 @@ async def _forward(listener: KafkaListener, req: dict) -> list[dict]:
     return list(seen.values())
 
 
-async def _create_partitions(listener: KafkaListener, req: dict) -> dict:
+async def _create_partitions(listener: KafkaApiContext, req: dict) -> dict:
     denied = listener.denied_topics(AclOperation.ALTER, (t["name"] for t in req["topics"]))
     if not denied:
         return {"throttle_time_ms": 0, "results": await _forward(listener, req)}

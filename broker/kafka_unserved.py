@@ -22,13 +22,10 @@ InitProducerId is not listed at all (see common/kafka_protocol/unserved_messages
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
+from broker.kafka_api_context import KafkaApiContext
 from common.errors import ErrorCode
 from common.kafka_protocol.unserved_messages import UnservedApiKey as K
-
-if TYPE_CHECKING:
-    from broker.kafka_listener import KafkaListener
 
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 
@@ -43,7 +40,7 @@ _GROUP_KEY, _TRANSACTION_KEY = 0, 1  # FindCoordinatorRequest.CoordinatorType
 _NO_NODE = {"node_id": -1, "host": "", "port": -1}  # Kafka's Node.noNode()
 
 
-def handlers(listener: KafkaListener) -> dict[int, Handler]:
+def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
     """API key -> handler(request, version) -> response body."""
     del listener  # the answers depend on the request alone
     return {

@@ -68,7 +68,11 @@ from common.observability import (
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.security.authorizer import AclAuthorizer
-from common.security.tls import channel_factory_for, kafka_listener_tls, principal_builder_for
+from common.security.listener_security import (
+    channel_factory_for,
+    kafka_listener_tls,
+    principal_builder_for,
+)
 from common.security.zk_auth import zk_security
 from common.supervise import supervised
 from common.zk_async import AsyncZk

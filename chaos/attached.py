@@ -34,8 +34,9 @@ import psutil
 
 from chaos.schedule import Timeouts
 from common import zk_layout
-from common.config import load_config, parse_properties_text
+from common.config import load_config
 from common.errors import ReplogError
+from common.properties import parse_properties_text
 from common.security.zk_auth import zk_security
 from harness import cluster_security
 from harness.local_cluster import CLUSTER_JSON, REPO_ROOT, LocalCluster, _lock_holder

@@ -19,6 +19,7 @@ from common.listeners import (
     parse_endpoints,
     parse_protocol_map,
 )
+from common.properties import parse_properties_text
 from common.security.ssl_principal_mapper import parse_mapping_rules
 from common.security.tls import LISTENER_PREFIXED
 
@@ -269,20 +270,6 @@ class Config(Mapping[str, Any]):
     def roll_ms(self) -> int:
         return self["log.roll.ms"] if self.is_set("log.roll.ms") else \
             self["log.roll.hours"] * 3600 * 1000
-
-
-def parse_properties_text(text: str, source: str) -> list[tuple[str, str, str]]:
-    """(key, raw value, where) triples from java.util.Properties-style text."""
-    out = []
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        if "=" not in line:
-            raise ConfigError(f"{source}:{lineno}: expected key=value, got {line!r}")
-        k, v = line.split("=", 1)
-        out.append((k.strip(), v.strip(), f"{source}:{lineno}"))
-    return out
 
 
 def build_config(entries: Iterable[tuple[str, str, str]], required: Iterable[str] = ()) -> Config:

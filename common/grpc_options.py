@@ -18,7 +18,8 @@ profile it had; what differs between them is stated here, next to why.
 ``insecure_channel`` is the default channel factory of the components that open channels
 (``ChannelFactory``): tests pass their own to run the same code over another transport, and a
 listener mapped to SSL is reached through common/security/tls.py's ``SslChannelFactory``
-(``channel_factory_for(config, listener)`` in the processes, ``--command-config`` in the CLI).
+(``channel_factory_for(config, listener)`` of common/security/listener_security.py in the
+processes, ``--command-config`` in the CLI).
 The options above apply to TLS channels unchanged.
 """
 

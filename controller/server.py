@@ -41,7 +41,7 @@ from common.observability import (
 )
 from common.rpc import replog_pb2_grpc
 from common.security.authorizer import AclAuthorizer
-from common.security.tls import channel_factory_for, principal_builder_for
+from common.security.listener_security import channel_factory_for, principal_builder_for
 from common.security.zk_auth import zk_security
 from common.zk_async import AsyncZk
 from common.zk_layout import ControllerInfo

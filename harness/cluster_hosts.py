@@ -10,14 +10,35 @@ what a killed supervisor left.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from common import hosts as hostlib
 
-if TYPE_CHECKING:
-    from harness.local_cluster import LocalCluster
+
+class ProcessOnHost(Protocol):
+    """A process handle as far as hosts go: its name, and the host it is moved onto."""
+
+    name: str
+    host: str
+    netns: str | None
+    rack: str | None
+
+
+class LocalCluster(Protocol):
+    """What this module reads and sets of harness.local_cluster.LocalCluster (which calls in
+    here, so it is not imported back)."""
+
+    data_dir: Path
+    python: str
+    zookeeper_nodes: int
+    external_zookeeper: str | None
+    hosts_options: HostsOptions | None
+    running_hosts: Any  # common.hosts' running plan, None while there are no hosts
+    controllers: Mapping[int, ProcessOnHost]
+    brokers: Mapping[int, ProcessOnHost]
 
 
 @dataclass(frozen=True)

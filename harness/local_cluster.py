@@ -140,7 +140,7 @@ class ProcessHandle:
         self.proc: subprocess.Popen | None = None
         self.paused = False
         self.starts = 0
-        self.netns: str | None = None  # --hosts: its network namespace (admin/cluster_hosts)
+        self.netns: str | None = None  # --hosts: its network namespace (harness/cluster_hosts)
         self.rack: str | None = None  # --racks: its broker.rack
 
     # ------------------------------------------------------------------ facts

@@ -19,8 +19,9 @@ import re
 from itertools import pairwise
 from pathlib import Path
 
-from common.config import build_config, parse_override, parse_properties_text
+from common.config import build_config, parse_override
 from common.listeners import listener_config
+from common.properties import parse_properties_text
 
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE = REPO / "docker-compose.yml"

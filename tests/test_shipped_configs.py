@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.config import parse_properties_text
+from common.properties import parse_properties_text
 
 DOCKER = Path(__file__).resolve().parent.parent / "docker"
 SHARED_RULES = ("min.insync.replicas", "unclean.leader.election.enable",

@@ -53,6 +53,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from common.errors import ConfigError
+from common.properties import parse_properties_text
 from common.security.principal import (
     ANONYMOUS,
     USER_TYPE,
@@ -371,22 +372,6 @@ class SslChannelFactory:
         return grpc.secure_channel(address, self.credentials(), options=list(options))
 
 
-def listener_protocol(cfg: Mapping[str, Any], listener: str) -> str:
-    from common.listeners import listener_config
-    return listener_config(cfg).protocol_map.get(listener, PLAINTEXT)
-
-
-def channel_factory_for(cfg: Mapping[str, Any], listener: str):
-    """The ChannelFactory a process uses to reach others' ``listener`` (its inter-broker or
-    control-plane listener): TLS with the process's own material for that listener when it
-    is mapped to SSL, plaintext otherwise (Kafka: the inter-broker client's security protocol
-    is its listener's)."""
-    from common.grpc_options import insecure_channel
-    if listener_protocol(cfg, listener) != SSL:
-        return insecure_channel
-    return SslChannelFactory(SslSettings.from_properties(cfg, listener))
-
-
 # ---------------------------------------------------------------------------- principals
 
 
@@ -503,24 +488,6 @@ def ssl_server_interceptors(settings: SslSettings) -> tuple[grpc.aio.ServerInter
     return (SslAuthenticationInterceptor(builder),)
 
 
-def principal_builder_for(cfg: Mapping[str, Any], listener: str) -> PrincipalBuilder:
-    """The builder for a listener's servicer: the SSL one on an SSL listener, the plaintext
-    default (``User:ANONYMOUS``) otherwise."""
-    if listener_protocol(cfg, listener) != SSL:
-        return PrincipalBuilder()
-    return SslPrincipalBuilder(SslSettings.from_properties(cfg, listener)
-                               .principal_mapping_rules)
-
-
-def kafka_listener_tls(cfg: Mapping[str, Any], listener: str) -> dict[str, Any]:
-    """KafkaListener's TLS arguments for ``listener``: its SSLContext and principal builder
-    when the listener is SSL, none otherwise (plaintext, ``User:ANONYMOUS``)."""
-    if listener_protocol(cfg, listener) != SSL:
-        return {}
-    return {"ssl_context": kafka_server_context(SslSettings.from_properties(cfg, listener)),
-            "principal_builder": principal_builder_for(cfg, listener)}
-
-
 # ---------------------------------------------------------------------------- client files
 
 
@@ -554,7 +521,6 @@ def client_settings(props: Mapping[str, str], source: str) -> SslSettings | None
 
 
 def load_client_properties(path: str) -> dict[str, str]:
-    from common.config import parse_properties_text
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()

@@ -27,16 +27,12 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from common.config import build_config, parse_override, parse_properties_text
+from common.config import build_config, parse_override
 from common.listeners import listener_config
+from common.properties import parse_properties_text
+from common.security.listener_security import principal_builder_for
 from common.security.principal import KafkaPrincipal
-from common.security.tls import (
-    SSL,
-    SslSettings,
-    client_settings,
-    load_client_properties,
-    principal_builder_for,
-)
+from common.security.tls import SSL, SslSettings, client_settings, load_client_properties
 from harness import cluster_security
 
 REPO = Path(__file__).resolve().parents[2]

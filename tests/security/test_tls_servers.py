@@ -20,14 +20,9 @@ from common.kafka_protocol.messages import ApiKey
 from common.listener_servers import bind_listeners
 from common.listeners import listener_config
 from common.security import certs
+from common.security.listener_security import kafka_listener_tls, principal_builder_for
 from common.security.principal import current_kafka_principal
-from common.security.tls import (
-    SslChannelFactory,
-    SslSettings,
-    kafka_listener_tls,
-    principal_builder_for,
-    split_keystore,
-)
+from common.security.tls import SslChannelFactory, SslSettings, split_keystore
 
 RULES = "RULE:^CN=([^,]+),O=replog$/$1/L,DEFAULT"
 

@@ -11,13 +11,13 @@ import pytest
 from common.config import build_config
 from common.errors import ConfigError
 from common.security import certs
+from common.security.listener_security import principal_builder_for
 from common.security.tls import (
     SslConfigError,
     SslSettings,
     client_settings,
     normalize_pem,
     pem_blocks,
-    principal_builder_for,
     split_keystore,
 )
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
-from common.config import build_config, parse_override, parse_properties_text
+from common.config import build_config, parse_override
+from common.properties import parse_properties_text
 from tests.test_compose_kafka_listener import CONFIG_IN_IMAGE, REPO, compose_services
 
 MEMBER_SCRIPT = CONFIG_IN_IMAGE + "zookeeper-member.sh"

@@ -1,4 +1,4 @@
-"""common/zk_server.ZooKeeperEnsemble and `replog zookeeper --config`: a real quorum of
+"""harness/zk_server.ZooKeeperEnsemble and `replog zookeeper --config`: a real quorum of
 Debian's ZooKeeper 3.8 servers on 127.0.0.1, its leader found, killed and replaced, a member
 restarted by the command an operator would run."""
 
