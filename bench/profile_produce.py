@@ -53,7 +53,8 @@ from pathlib import Path
 
 from bench import MB, RESULTS_DIR, log
 from bench.bench_client import RECORD_BYTES, create_topics
-from bench.bench_cluster import lean_produce, make_batch, wait_new_leaders
+from bench.cluster_figures.shutdown import wait_new_leaders
+from bench.cluster_figures.throughput import lean_produce, make_batch
 from bench.harness import (
     Brokers,
     EventTail,

@@ -7,7 +7,9 @@ straight over gRPC.
 - ``cpu``: ``CpuMeter``, user+sys CPU seconds of fixed processes between start and stop;
 - ``events``: ``EventTail``, the new events of a process's JSON-lines event log;
 - ``brokers``: ``Brokers`` (grpc.aio channels, pre-serialized Produce, Metadata), the
-  running brokers' view of a topic and waits on it, ``restore`` after a broker came back.
+  running brokers' view of a topic and waits on it, ``restore`` after a broker came back;
+- ``prober``: ``Prober`` and ``ProducerLoad``, the clients that watch availability while a
+  broker is killed or shut down (imported from there, not re-exported here).
 """
 
 from bench.harness.brokers import (
