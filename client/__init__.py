@@ -49,7 +49,8 @@ from client.producer import Producer, RecordMetadata, TopicPartition, parse_acks
 __all__ = [
     "AdminClient", "BrokerInfo", "ClusterDescription", "ClusterMetadata", "Consumer",
     "ConsumerRecord", "CreatedTopic", "DefaultPartitioner", "KafkaError", "KafkaTimeoutError",
-    "NewPartitions", "NewTopic", "OffsetOutOfRangeError", "PartitionInfo", "PartitionReassignment", "Producer",
+    "NewPartitions", "NewTopic", "OffsetOutOfRangeError", "PartitionInfo", "PartitionReassignment",
+    "Producer",
     "RecordMetadata", "RecordTooLargeError", "TopicInfo", "TopicPartition", "TransportError",
     "UnknownTopicError", "error_name", "murmur2", "parse_acks", "partition_for_key",
     "to_positive",

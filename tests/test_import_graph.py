@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("admin", "analytics", "bench", "broker", "chaos", "client", "common", "controller", "harness",
-            "tools")
+PACKAGES = ("admin", "analytics", "bench", "broker", "chaos", "client", "common", "controller",
+            "harness", "tools")
 
 
 def _modules(root: Path, packages) -> dict[str, Path]:
