@@ -10,8 +10,10 @@ Connection loss, as Kafka's ZooKeeperClient/KafkaZkClient treat it: reads that f
 ConnectionLoss (the connection to one ensemble member dropped: it died, or lost its quorum) are
 asked again once kazoo has moved the *same* session to another member
 (KafkaZkClient.retryRequestsUntilConnected); only SessionExpired ends them. Writes are not
-retried here: their outcome is unknown, and the caller decides (the controller re-reads
-everything rather than trust a retry that may find its own earlier write). kazoo drops every
+retried here: their outcome is unknown, and the caller decides (the controller's partition-state
+writes find out which of them the lost attempt applied and send the rest again,
+controller/zk_store.py; its other writes re-read everything rather than trust a retry that may
+find its own earlier write). kazoo drops every
 watch when the connection drops (it fires each once with a NONE event and sends no SetWatches),
 so an owner re-arms its watches by reading again with the watch - which these retries make
 reliable across the move.
@@ -120,6 +122,11 @@ class AsyncZk:
                 self._reconnected.set()
             else:
                 self._reconnected.clear()
+
+    async def until_reconnected(self) -> None:
+        """Until kazoo is connected again (to any member; the session may be a new one if the
+        old one expired meanwhile: compare ``session_id``)."""
+        await self._until_reconnected()
 
     async def _until_reconnected(self) -> None:
         while not self.connected:

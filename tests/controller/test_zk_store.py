@@ -83,6 +83,79 @@ async def test_batched_writes_skip_only_the_refused_partition(store, zk, monkeyp
     assert json.loads(zk.get(L.partition_state_path("t", 4))[0])["leader_epoch"] == 0
 
 
+def _lose_connection(store, monkeypatch, applied: bool, then=None) -> list:
+    """The first transaction's connection is lost - after ZooKeeper applied it, or before -
+    as kazoo reports it (ConnectionLoss); ``then()`` runs before the retry. A fault a real
+    ensemble produces only by chance (a member dying with a transaction in flight)."""
+    from kazoo.exceptions import ConnectionLoss
+    real, calls = store.zk.commit, []
+
+    async def commit(t):
+        calls.append(t)
+        if len(calls) == 1:
+            if applied:
+                await real(t)
+            if then is not None:
+                then()
+            raise ConnectionLoss()
+        return await real(t)
+    monkeypatch.setattr(store.zk, "commit", commit)
+    return calls
+
+
+@pytest.mark.parametrize("applied", [True, False])
+async def test_partition_writes_lost_with_their_connection_are_resolved(store, zk,
+                                                                        monkeypatch, applied):
+    """A partition-state transaction lost with its connection costs no resignation: once the
+    same session is connected again, the writes it applied count as written (not as refused:
+    the controller would adopt its own state and tell no broker) and the others are sent
+    again. Before, the controller resigned and took a new epoch (chaos seed 157, hosts)."""
+    _, version = await store.read_controller_epoch()
+    await store.create_topic(TopicAssignment("t", "x", {p: [1, 2] for p in range(3)}), {},
+                             version)
+    s0 = LeaderAndIsr(1, 0, (1, 2), 1)
+    assert await store.write_partition_states(
+        [PartitionWrite(tp(p), None, s0) for p in range(3)], version) == set()
+    s1 = LeaderAndIsr(2, 1, (2,), 1, 1)
+    calls = _lose_connection(store, monkeypatch, applied)
+    assert await store.write_partition_states(
+        [PartitionWrite(tp(p), s0, s1) for p in range(3)], version) == set()
+    assert len(calls) == (1 if applied else 2)  # applied: nothing left to send again
+    for p in range(3):
+        data, stat = zk.get(L.partition_state_path("t", p))
+        assert (stat.version, json.loads(data)["leader"]) == (1, 2)
+
+
+async def test_a_lost_write_another_writer_overtook_is_refused(store, zk, monkeypatch):
+    _, version = await store.read_controller_epoch()
+    await store.create_topic(TopicAssignment("t", "x", {p: [1, 2] for p in range(2)}), {},
+                             version)
+    s0 = LeaderAndIsr(1, 0, (1, 2), 1)
+    assert await store.write_partition_states(
+        [PartitionWrite(tp(p), None, s0) for p in range(2)], version) == set()
+    other = LeaderAndIsr(1, 5, (1,), 1)
+    _lose_connection(store, monkeypatch, applied=False, then=lambda: zk.set(
+        L.partition_state_path("t", 1), L.encode_partition_state(other)))
+    s1 = LeaderAndIsr(2, 1, (2,), 1, 1)
+    assert await store.write_partition_states(
+        [PartitionWrite(tp(p), s0, s1) for p in range(2)], version) == {tp(1)}
+    assert json.loads(zk.get(L.partition_state_path("t", 0))[0])["leader"] == 2
+    assert json.loads(zk.get(L.partition_state_path("t", 1))[0])["leader_epoch"] == 5
+
+
+async def test_a_lost_write_whose_session_expired_stays_unknown(store, zk, monkeypatch):
+    from controller.store import OutcomeUnknown
+    _, version = await store.read_controller_epoch()
+    await store.create_topic(TopicAssignment("t", "x", {0: [1]}), {}, version)
+    _lose_connection(store, monkeypatch, applied=False)
+    sessions = iter([1, 2])  # before the write, after the reconnection: a new session
+    monkeypatch.setattr(type(store.zk), "session_id", property(lambda self: next(sessions)))
+    with pytest.raises(OutcomeUnknown):
+        await store.write_partition_states(
+            [PartitionWrite(tp(0), None, LeaderAndIsr(1, 0, (1,), 1))], version)
+    assert zk.exists(L.partition_state_path("t", 0)) is None
+
+
 async def test_writes_after_the_epoch_moved_are_refused_whole(store, zk):
     _, version = await store.read_controller_epoch()
     await store.create_topic(TopicAssignment("t", "x", {0: [1]}), {}, version)
