@@ -114,6 +114,7 @@ def main(opts: argparse.Namespace | None = None) -> dict:
         print(f"# {NAME}: skipped: {why}")
         return {}
     run = ab_run(opts, NAME, NAME, TARGETS)
+    load_before = os.getloadavg()[0]
     seconds = 8 if opts.quick else 20
     clusters: dict[float, LocalCluster] = {}
     raw = []
@@ -145,8 +146,10 @@ def main(opts: argparse.Namespace | None = None) -> dict:
         figs[f"expected_p99_ms_{rate}rps"] = 2 * far + figs[_key(0.0, rate)]["p99_ms"]
     results["raw"] = raw
     results["took_s"] = round(time.time() - run.started, 1)
+    results["load_average_before"] = round(load_before, 2)
     print(f"# {NAME}: acks=all RF 3 over 2 racks, {run.rounds} round(s) of {seconds} s per "
-          f"figure, medians (this machine is shared and loaded)")
+          f"figure, medians; load average before the run {load_before:.2f} (p99 is the first "
+          f"figure a busy machine moves)")
     for rate in RATES:
         for delay in DELAYS_MS:
             f = figs[_key(delay, rate)]

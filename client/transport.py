@@ -106,6 +106,10 @@ async def call(method, request, address: str, timeout_s: float):
         raise from_rpc_error(e, address) from None
 
 
+# How long a failed write waits for its call's status (the call is ending: it comes at once).
+_STATUS_WAIT_S = 1.0
+
+
 def _status(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     """A stream failure as the status a unary call would have ended with."""
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
@@ -227,9 +231,11 @@ class ProduceStream:
             raise _status(grpc.StatusCode.DEADLINE_EXCEEDED, "no answer to the produce "
                           "stream's opening within the request timeout") from None
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
+            if answer.done() and not answer.cancelled() and answer.exception() is not None:
+                err = answer.exception()  # the reader saw the stream end first: its status
+            else:
+                err = await self._write_failure(s, e)
             _forget(s, cid, answer)
-            err = await self._ended(s) if isinstance(e, asyncio.InvalidStateError) \
-                else _broken(e)
             self._break(s, err)
             raise err from None
         except BaseException:  # cancelled: gRPC cancels the whole call under a cancelled
@@ -251,6 +257,23 @@ class ProduceStream:
         except asyncio.CancelledError:
             _forget(s, cid, answer)  # its answer, if one comes, is dropped
             raise
+
+    async def _write_failure(self, s: _OpenStream, e: BaseException) -> grpc.aio.AioRpcError:
+        """Why a write failed. A write racing with the call's end reports INTERNAL ("Internal
+        error from Core") or InvalidStateError, the call's real status lost; the call knows
+        it: an older broker's UNIMPLEMENTED, seen here when its answer came just after the
+        headers, must reach ``produce`` (which then goes unary) - as a transport error the
+        request would wait out retry.backoff.ms instead. A call that does not end within a
+        moment is a broken stream."""
+        try:
+            code = await asyncio.wait_for(asyncio.shield(s.call.code()), _STATUS_WAIT_S)
+        except (TimeoutError, grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            code = None
+        if code is not None and code != grpc.StatusCode.OK:
+            return _status(code, await s.call.details() or "")
+        if isinstance(e, grpc.aio.AioRpcError):
+            return _broken(e)
+        return _status(grpc.StatusCode.UNAVAILABLE, "the broker ended the produce stream")
 
     async def _handshake(self, s: _OpenStream, timeout_s: float) -> None:
         """Wait for the broker's response headers before the first write. A broker that serves
