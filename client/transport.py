@@ -115,6 +115,14 @@ def _status(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
+class _Failed(Exception):
+    """A stream failure already handled (the stream broken with ``err``) under the write lock."""
+
+    def __init__(self, err: grpc.aio.AioRpcError) -> None:
+        super().__init__(err)
+        self.err = err
+
+
 class _OpenStream:
     """One opened Broker.ProduceStream call: its requests awaiting an answer, by correlation id
     (Kafka's InFlightRequests for one connection), and the task reading its answers."""
@@ -221,9 +229,24 @@ class ProduceStream:
             async with s.write_lock:
                 if answer.done():  # the stream broke while this request waited to be written
                     return answer.result()
-                if not s.serving:
-                    await self._handshake(s, deadline - loop.time())
-                await s.call.write(request)
+                try:
+                    if not s.serving:
+                        await self._handshake(s, deadline - loop.time())
+                    await s.call.write(request)
+                except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
+                    # Broken while the lock is held: the requests queued behind this one then
+                    # find their answers failed, instead of writing (or going unary) before
+                    # it while its failure is looked into - they keep their order.
+                    if answer.done() and not answer.cancelled() and \
+                            answer.exception() is not None:
+                        err = answer.exception()  # the reader saw the stream end first
+                    else:
+                        err = await self._write_failure(s, e)
+                    _forget(s, cid, answer)
+                    self._break(s, err)
+                    raise _Failed(err) from None
+        except _Failed as f:
+            raise f.err from None
         except TimeoutError:
             _forget(s, cid, answer)
             self._break(s, _status(grpc.StatusCode.UNAVAILABLE, "the produce stream was "
@@ -231,11 +254,9 @@ class ProduceStream:
             raise _status(grpc.StatusCode.DEADLINE_EXCEEDED, "no answer to the produce "
                           "stream's opening within the request timeout") from None
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
-            if answer.done() and not answer.cancelled() and answer.exception() is not None:
-                err = answer.exception()  # the reader saw the stream end first: its status
-            else:
-                err = await self._write_failure(s, e)
-            _forget(s, cid, answer)
+            _forget(s, cid, answer)  # its answer failed while it waited for the lock
+            err = await self._ended(s) if isinstance(e, asyncio.InvalidStateError) \
+                else _broken(e)
             self._break(s, err)
             raise err from None
         except BaseException:  # cancelled: gRPC cancels the whole call under a cancelled
