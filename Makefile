@@ -82,8 +82,9 @@ bench: setup
 # fault rounds; `make test` deselects them), then replog chaos over SOAK_CHAOS_SEEDS seeds
 # (default 200) x 60 s with every nemesis (about 4.5 h on 2 cores; 0 skips it), over
 # SOAK_ZK_SEEDS (default 200) x 60 s with the ZooKeeper ensemble nemeses and kill on a 3-member
-# ensemble, and, as root, over SOAK_HOSTS_SEEDS (default 200) x 60 s with the host nemeses on
-# 2 racks 2 ms apart (0 skips either).
+# ensemble, and, as root, over SOAK_HOSTS_SEEDS (default 200) x 60 s with the host, ensemble
+# and kill nemeses on a 3-member ensemble and 2 racks 2 ms apart, every process its own host
+# (0 skips either).
 soak: setup
 	$(PY) -m tests.sim --seeds 10000-59999 --steps 60
 	$(PY) -m tests.sim cluster --seeds 10000-29999 --steps 60
@@ -100,8 +101,8 @@ soak: setup
 	test "$${SOAK_ZK_SEEDS:-200}" = 0 || $(PY) -m chaos.sweep --seeds $${SOAK_ZK_SEEDS:-200} \
 		--duration 60 --zookeeper-nodes 3 --nemesis zookeeper,kill
 	test "$$(id -u)" != 0 || test "$${SOAK_HOSTS_SEEDS:-200}" = 0 || $(PY) -m chaos.sweep \
-		--seeds $${SOAK_HOSTS_SEEDS:-200} --duration 60 --hosts --racks 2 \
-		--inter-rack-latency-ms 2 --nemesis hosts
+		--seeds $${SOAK_HOSTS_SEEDS:-200} --duration 60 --zookeeper-nodes 3 --hosts --racks 2 \
+		--inter-rack-latency-ms 2 --nemesis hosts,zookeeper,kill
 
 # replog chaos over many seeds (CHAOS_SEEDS, default 200, x CHAOS_DURATION s, all nemeses;
 # root gives every nemesis): the first invalid verdict stops it and prints its replay command.
