@@ -34,6 +34,8 @@ import signal
 import time
 from pathlib import Path
 
+from kazoo.exceptions import NoNodeError
+
 from chaos import disk, netfilter
 from chaos.schedule import Fault, parse_log_dir
 from common import zk_layout
@@ -103,16 +105,74 @@ class ClusterProcesses:
                 return zk_layout.decode_controller_epoch(data)
             except Exception:  # noqa: BLE001 - a timeout, a lost connection: unknown
                 return None
+        with self._fresh_zk() as client:
+            if client is None:
+                return None
+            try:
+                data, _ = client.get_async(zk_layout.CONTROLLER_EPOCH).get(
+                    timeout=ZK_READ_TIMEOUT_S)
+                return zk_layout.decode_controller_epoch(data)
+            except Exception:  # noqa: BLE001 - still no quorum, or no such znode: unknown
+                return None
+
+    def controller_state(self) -> tuple[int | None, bool | None]:
+        """``/controller_epoch`` (as ``controller_epoch(fresh=True)``) and whether /controller
+        is held by a controller of the run that is running and was started before it claimed
+        the znode, read through one session of its own. The second is False while no
+        controller is active, and while the znode still belongs to the session of a
+        controller that was killed (ZooKeeper keeps an ephemeral until its session expires,
+        and a quorum loss meanwhile postpones that): the election that follows is then owed
+        to that earlier fault. None when ZooKeeper does not answer or the process's start is
+        not known."""
+        with self._fresh_zk() as client:
+            if client is None:
+                return None, None
+            try:
+                data, stat = client.get_async(zk_layout.CONTROLLER).get(
+                    timeout=ZK_READ_TIMEOUT_S)
+            except NoNodeError:
+                data = stat = None
+            except Exception:  # noqa: BLE001 - a timeout, a lost connection: unknown
+                return None, None
+            # The epoch after /controller: an election between the two reads shows as the
+            # new epoch with the old holder, never as the old epoch with a live new one.
+            try:
+                epoch_data, _ = client.get_async(zk_layout.CONTROLLER_EPOCH).get(
+                    timeout=ZK_READ_TIMEOUT_S)
+                epoch = zk_layout.decode_controller_epoch(epoch_data)
+            except Exception:  # noqa: BLE001 - no quorum any more, or no such znode: unknown
+                epoch = None
+        if stat is None:
+            return epoch, False
+        try:
+            handle = self.cluster.controllers.get(zk_layout.decode_controller(data).controller_id)
+        except (ValueError, KeyError):
+            return epoch, None
+        if handle is None or not handle.is_running():
+            return epoch, False
+        started = getattr(handle, "started_at", None)
+        if started is None:
+            return epoch, None
+        # stat.ctime: the znode's creation, in the ZooKeeper leader's wall-clock milliseconds
+        # (this machine's clock, as the handle's start time is).
+        return epoch, started <= stat.ctime / 1000.0
+
+    @contextlib.contextmanager
+    def _fresh_zk(self):
+        """A session of its own to the ensemble (None if none can be had in time): the
+        cluster's shared client may still be backing off after the whole ensemble was down
+        (kazoo's default connection retry doubles its delay, and its session may be gone)."""
         from kazoo.client import KazooClient
         security = getattr(self.cluster, "zk_security", None)  # a secure LocalCluster's
         client = KazooClient(self.cluster.zookeeper_connect, timeout=ZK_READ_TIMEOUT_S,
                              **(security.kazoo_args() if security is not None else {}))
         try:
-            client.start(timeout=ZK_READ_TIMEOUT_S)
-            data, _ = client.get_async(zk_layout.CONTROLLER_EPOCH).get(timeout=ZK_READ_TIMEOUT_S)
-            return zk_layout.decode_controller_epoch(data)
-        except Exception:  # noqa: BLE001 - still no quorum, or no such znode: unknown
-            return None
+            try:
+                client.start(timeout=ZK_READ_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - no quorum in time: unknown
+                yield None
+                return
+            yield client
         finally:
             with contextlib.suppress(Exception):
                 client.stop()
@@ -806,6 +866,8 @@ class _EnsembleNemesis(Nemesis):
     Each start and stop records ``/controller_epoch`` (None when ZooKeeper does not answer):
     the checker holds a leader change and a minority loss to no controller election, as
     Kafka's KafkaController acts only on a new session (its Expire), never on a Disconnected.
+    The start also records whether a running controller holds ``/controller``
+    (``controller_live``): when none does, an election was already owed to an earlier fault.
     """
 
     def __init__(self, procs, shared):
@@ -830,14 +892,14 @@ class _EnsembleNemesis(Nemesis):
     async def start(self, fault):
         myids = await asyncio.to_thread(self.targets, fault)
         leader = await asyncio.to_thread(self.procs.ensemble().leader)
-        epoch = await asyncio.to_thread(self.procs.controller_epoch, True)  # before the kill
+        epoch, live = await asyncio.to_thread(self.procs.controller_state)  # before the kill
         for myid in myids:
             await asyncio.to_thread(self.procs.cluster.kill_zookeeper, myid)
             self.down.append(myid)
         ens = self.procs.ensemble()
         return {"killed": [f"zookeeper-{i}" for i in myids], "leader_before": leader,
                 "quorum_lost": len(ens.members) - len(myids) < ens.quorum,
-                "controller_epoch": epoch}
+                "controller_epoch": epoch, "controller_live": live}
 
     undone = "started"
 

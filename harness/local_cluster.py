@@ -50,6 +50,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -140,6 +141,9 @@ class ProcessHandle:
         self.proc: subprocess.Popen | None = None
         self.paused = False
         self.starts = 0
+        # Wall-clock time of the last start, comparable with a znode's ctime (the ensemble
+        # nemeses tell a running controller's /controller from a killed predecessor's).
+        self.started_at: float | None = None
         self.netns: str | None = None  # --hosts: its network namespace (harness/cluster_hosts)
         self.rack: str | None = None  # --racks: its broker.rack
 
@@ -225,6 +229,7 @@ class ProcessHandle:
             log.write(f"--- replog local cluster: starting {self.name}: {' '.join(cmd)} "
                       f"---\n".encode())
             log.flush()
+            self.started_at = time.time()
             self.proc = subprocess.Popen(cmd, cwd=self.cluster.data_dir, env=self.cluster.env,
                                          stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)

@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from types import SimpleNamespace
 
 import pytest
 
 from chaos import checker
+from chaos.nemesis import ClusterProcesses
 from chaos.schedule import (
     NEMESES,
     ZOOKEEPER_NEMESES,
@@ -20,6 +23,7 @@ from chaos.schedule import (
     make_schedule,
     parse_nemeses,
 )
+from common import zk_layout
 from tests.chaos.test_chaos_cli import REPO, _chaos
 from tests.chaos.test_checker import Builder, clean
 
@@ -125,14 +129,16 @@ def _nemesis(h: Builder, what: str, fault: dict, result: dict) -> None:
     h.op("nemesis", "ok", what, {"fault": fault, "result": result})
 
 
-def _run_with(fault: dict, gap_s: float, epochs=(1, 1), mid_fault: dict | None = None
-              ) -> checker.Verdict:
+def _run_with(fault: dict, gap_s: float, epochs=(1, 1), mid_fault: dict | None = None,
+              live: bool | None = True) -> checker.Verdict:
     """A clean run, then ``fault`` during which partition 0 gets no acks=all acknowledgement
-    for ``gap_s`` seconds after its start; the controller epoch read at its start and stop."""
+    for ``gap_s`` seconds after its start; the controller epoch read at its start and stop,
+    and whether a running controller held /controller at its start."""
     h = clean()
     seq = iter(range(100, 200))
     h.send(0, next(seq), 0, "all", "ok", 4)
-    _nemesis(h, "start", fault, {"killed": ["zookeeper-2"], "controller_epoch": epochs[0]})
+    _nemesis(h, "start", fault, {"killed": ["zookeeper-2"], "controller_epoch": epochs[0],
+                                 "controller_live": live})
     if mid_fault is not None:
         _nemesis(h, "start", mid_fault, {"partitions": 6})
     h.wait(gap_s)
@@ -167,6 +173,76 @@ def test_a_controller_election_under_a_zookeeper_leader_change_is_a_violation():
     assert v.violations[0].evidence[0]["controller_epoch"] == [1, 2]
     # An epoch ZooKeeper did not answer for is unknown, not a violation.
     assert _run_with(fault, gap_s=1.0, epochs=(1, None)).valid
+    # So is a controller's liveness: the election still counts.
+    assert not _run_with(fault, gap_s=1.0, epochs=(1, 2), live=None).valid
+
+
+def test_an_election_already_owed_when_the_fault_began_is_not_the_faults():
+    # The active controller was killed before the fault and its session had not expired yet
+    # (a quorum loss in between postponed that): /controller still named it, no running
+    # controller held it, and its successor's election landed inside the window.
+    fault = _fault(0, "zk-leader-kill", ["zookeeper"], 3.0)
+    v = _run_with(fault, gap_s=1.0, epochs=(1, 2), live=False)
+    assert v.valid, v.summary()
+    (zk,) = v.stats["zookeeper_faults"]
+    assert zk["judged"] and zk["controller_live"] is False and zk["controller_epoch"] == [1, 2]
+    # The write gap is still held to the bound.
+    assert not _run_with(fault, gap_s=5.0, epochs=(1, 2), live=False).valid
+
+
+class _Controller:
+    """A controller process as ClusterProcesses sees one (ProcessHandle's ``started_at`` and
+    ``is_running``), here a real process that only sleeps."""
+
+    def __init__(self):
+        self.started_at = time.time()
+        self.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+
+    def is_running(self):
+        return self.proc.poll() is None
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.mark.integration
+def test_controller_state_reads_who_holds_the_controller_znode(zk, zk_hosts):
+    controllers: dict[int, _Controller] = {}
+    procs = ClusterProcesses(
+        SimpleNamespace(zookeeper_connect=zk_hosts, controllers=controllers), "chaos")
+
+    def claim(controller_id):
+        info = zk_layout.ControllerInfo(controller_id, "127.0.0.1", 9000)
+        zk.create(zk_layout.CONTROLLER, zk_layout.encode_controller(info), ephemeral=True)
+
+    def live():
+        return procs.controller_state()[1]
+
+    try:
+        assert procs.controller_state() == (None, False)  # no /controller_epoch, no /controller
+        zk.create(zk_layout.CONTROLLER_EPOCH, zk_layout.encode_controller_epoch(1))
+        assert procs.controller_state() == (1, False)
+        controllers[100] = _Controller()
+        claim(100)  # after the process started, as an election is
+        assert live() is True
+        # Killed and started again: the znode is the dead process's until its session
+        # expires, and the new process began after it was claimed.
+        controllers[100].kill()
+        assert live() is False
+        controllers[100] = _Controller()
+        assert live() is False
+        # Its successor claims it once the old session is gone.
+        zk.delete(zk_layout.CONTROLLER)
+        claim(100)
+        assert live() is True
+        # A controller id the run does not know: not a running controller of the run.
+        zk.delete(zk_layout.CONTROLLER)
+        claim(101)
+        assert live() is False
+    finally:
+        for c in controllers.values():
+            c.kill()
 
 
 def test_a_lost_quorum_and_an_overlapped_window_are_not_held_to_the_bound():
