@@ -105,22 +105,13 @@ class ClusterProcesses:
                 return zk_layout.decode_controller_epoch(data)
             except Exception:  # noqa: BLE001 - a timeout, a lost connection: unknown
                 return None
-        with self._fresh_zk() as client:
-            if client is None:
-                return None
-            try:
-                data, _ = client.get_async(zk_layout.CONTROLLER_EPOCH).get(
-                    timeout=ZK_READ_TIMEOUT_S)
-                return zk_layout.decode_controller_epoch(data)
-            except Exception:  # noqa: BLE001 - still no quorum, or no such znode: unknown
-                return None
+        return self.controller_state()[0]
 
     def controller_state(self) -> tuple[int | None, bool | None]:
-        """``/controller_epoch`` (as ``controller_epoch(fresh=True)``) and whether /controller
-        is held by a controller of the run that is running and was started before it claimed
-        the znode, read through one session of its own. The second is False while no
-        controller is active, and while the znode still belongs to the session of a
-        controller that was killed (ZooKeeper keeps an ephemeral until its session expires,
+        """``/controller_epoch`` and whether /controller is held by a controller of the run
+        that is running and was started before it claimed the znode, read through one session
+        of its own. The second is False while no controller is active, and while the znode
+        still belongs to the session of a controller that was killed (ZooKeeper keeps an ephemeral until its session expires,
         and a quorum loss meanwhile postpones that): the election that follows is then owed
         to that earlier fault. None when ZooKeeper does not answer or the process's start is
         not known."""
