@@ -10,6 +10,7 @@ import os
 import struct
 from typing import TextIO
 
+from common import compression
 from common import records as rec
 from common.errors import CorruptRecordError, ReplogError
 
@@ -56,7 +57,7 @@ def dump_log_file(path: str, out: TextIO, print_data: bool) -> None:
             f"isTransactional: {str(h.is_transactional).lower()} "
             f"isControl: {str(h.is_control).lower()} deleteHorizonMs: OptionalLong.empty "
             f"position: {pos} {h.timestamp_type}: {h.max_timestamp} size: {h.size} "
-            f"magic: {h.magic} compresscodec: {'none' if not h.compression else h.compression} "
+            f"magic: {h.magic} compresscodec: {compression.NAMES.get(h.compression, h.compression)} "
             f"crc: {h.crc} isvalid: {str(valid).lower()}\n")
         if print_data:
             try:

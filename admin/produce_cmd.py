@@ -23,7 +23,7 @@ ConsoleProducer's ``send(record).get()`` does.
 Where replog differs: ``--max-block-ms`` defaults to 5000 (Kafka: 60000), and a topic that does
 not exist fails once, before any input is read, with one line (Kafka logs a metadata timeout for
 every record); a synchronous send does not wait out linger.ms (Kafka's ``--timeout`` is
-documented for asynchronous mode); compression and the idempotent producer do not exist.
+documented for asynchronous mode); the idempotent producer does not exist.
 
 Perf mode (``--num-records N --record-size S``) sends N records of S bytes as fast as allowed by
 ``--throughput`` (records/s, -1 = unthrottled), printing a window line every 5 s and Kafka's
@@ -52,6 +52,7 @@ from typing import NamedTuple
 from client import KafkaError, Producer
 from client.errors import KafkaTimeoutError, RecordTooLargeError, UnknownTopicError
 from common import event_loop
+from common.compression import codec_of
 from common.errors import ErrorCode, ReplogError
 from common.properties import parse_properties_text
 
@@ -62,6 +63,11 @@ def _kafka_bool(text: str) -> bool:
     if value not in ("true", "false"):
         raise ValueError(text)
     return value == "true"
+
+
+def _codec_name(text: str) -> str:
+    codec_of(text)  # ValueError: Kafka's ConfigException for an unknown codec
+    return text.strip().lower()
 
 
 # Producer settings accepted by --producer-property / --producer-props (Kafka's names).
@@ -82,9 +88,9 @@ _PRODUCER_KEYS = {
     # replog's own: false sends each request as a unary Produce call instead of on the
     # broker's long-lived ProduceStream (the A/B baseline; client/producer.py).
     "produce.stream.enable": ("produce_stream_enable", _kafka_bool),
-    # Accepted and ignored: replog has neither compression nor an idempotent producer.
+    "compression.type": ("compression_type", _codec_name),
+    # Accepted and ignored: replog has no idempotent producer.
     "bootstrap.servers": (None, str),
-    "compression.type": (None, str),
     "enable.idempotence": (None, str),
     "client.id": (None, str),
     "key.serializer": (None, str),
@@ -213,6 +219,10 @@ _CONSOLE_OPTIONS = (
             int, "metadata.max.age.ms: the forced metadata refresh period"),
     _Option(("--max-block-ms",), "max_block_ms", "max.block.ms", "5000", int,
             "max.block.ms: how long to wait for the topic's metadata or buffer space"),
+    # ConsoleProducer: given without a value it is gzip
+    _Option(("--compression-codec",), "compression_codec", "compression.type", "none",
+            _codec_name, "compression.type: none, gzip, snappy, lz4 or zstd; gzip when given "
+                         "without a value"),
 )
 # Perf mode: only options given on the command line, and replog's max.block.ms.
 _PERF_DEFAULTS = {"max.block.ms": "5000"}
@@ -525,8 +535,9 @@ def add_parsers(sub) -> None:
                    help="send one record at a time, waiting for each; the first failure ends "
                         "the command with exit status 1")
     for opt in _CONSOLE_OPTIONS:
+        optional = {"nargs": "?", "const": "gzip"} if opt.dest == "compression_codec" else {}
         p.add_argument(*opt.flags, dest=opt.dest, type=opt.type,
-                       help=f"{opt.help} (default {opt.default})")
+                       help=f"{opt.help} (default {opt.default})", **optional)
     p.add_argument("--producer-property", action="append", metavar="KEY=VALUE",
                    help="producer setting by Kafka name, e.g. linger.ms=5 (repeatable); an "
                         "option given on the command line takes precedence")

@@ -377,6 +377,8 @@ class KafkaListener:
             by_topic.setdefault(tp.topic, []).append({
                 "index": tp.partition, "error_code": int(r.error), "base_offset": r.base_offset,
                 "log_append_time_ms": -1, "log_start_offset": r.log_start_offset,
+                "record_errors": [{"batch_index": i, "batch_index_error_message": m}
+                                  for i, m in r.record_errors],
                 "error_message": r.message or None})
         return {"throttle_time_ms": 0, "responses": [
             {"name": t, "partition_responses": ps} for t, ps in by_topic.items()]}

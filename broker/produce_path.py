@@ -17,6 +17,7 @@ from broker.replica_types import (
 )
 from broker.storage.errors import KafkaStorageError
 from broker.storage.log import RecordTooLargeError
+from broker.storage.log_validator import RecordValidationError
 from common.errors import CorruptRecordError, ErrorCode, RequestError
 from common.names import TopicPartition
 
@@ -54,6 +55,8 @@ class ProducePath:
         epoch = p.leader_epoch
         try:
             info = await self.log_manager.run(tp, p.log.append_as_leader, records, epoch)
+        except RecordValidationError as e:  # Kafka's per-record errors (record_errors)
+            return ProduceResult(e.error_code, str(e), record_errors=e.record_errors), (-1, -1)
         except (CorruptRecordError, RecordTooLargeError) as e:
             return ProduceResult(e.error_code, str(e)), (-1, -1)
         except KafkaStorageError as e:

@@ -30,6 +30,8 @@ class ProduceResult:
     message: str = ""
     base_offset: int = -1
     log_start_offset: int = -1
+    # (index in the batch, why) of each record refused (Kafka's RecordError, Produce v8+)
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass

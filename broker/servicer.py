@@ -262,7 +262,10 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                              error_message=r.message,
                                              base_offset=r.base_offset,
                                              log_append_time_ms=-1,
-                                             log_start_offset=r.log_start_offset)
+                                             log_start_offset=r.log_start_offset,
+                                             record_errors=[
+                                                 pb.ProduceRecordError(batch_index=i, message=m)
+                                                 for i, m in r.record_errors])
             if r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                 info = self.rm.metadata.partitions.get(tp)
                 if info is not None:

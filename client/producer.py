@@ -57,6 +57,7 @@ from client.partitioner import DefaultPartitioner
 from client.recordbatch import build_producer_batch, estimate_record_size
 from client.transport import ChannelPool, ProduceStream, call, parse_bootstrap_servers
 from common.clock import wall_ms
+from common.compression import codec_of
 from common.errors import ErrorCode
 from common.records import HEADER_SIZE
 from common.rpc import replog_pb2 as pb
@@ -206,11 +207,14 @@ class Producer:
                  max_block_ms: int = 60000, max_in_flight_requests_per_connection: int = 5,
                  metadata_max_age_ms: int = 300000, partitioner: DefaultPartitioner | None = None,
                  pool: ChannelPool | None = None, metadata: MetadataCache | None = None,
-                 produce_stream_enable: bool = True):
+                 produce_stream_enable: bool = True, compression_type: str = "none"):
         if batch_size < 0 or linger_ms < 0 or max_in_flight_requests_per_connection < 1:
             raise ValueError("batch_size and linger_ms must be >= 0 and "
                              "max_in_flight_requests_per_connection >= 1")
         self.acks = parse_acks(acks)
+        # Kafka's compression.type: each batch's records compressed with the codec (none,
+        # gzip, snappy, lz4, zstd; common/compression.py frames them as Kafka does)
+        self.compression = codec_of(compression_type)
         self.batch_size = batch_size
         self.linger_s = linger_ms / 1000
         self.buffer_memory = buffer_memory
@@ -535,7 +539,7 @@ class Producer:
                 soonest = min(soonest, expiry)
                 continue
             if b.payload is None:
-                b.payload = build_producer_batch(b.records)
+                b.payload = build_producer_batch(b.records, compression=self.compression)
             b.sent_epoch = self._leader_epoch(tp)
             size = len(b.payload)
             if bid in sizes and sizes[bid] + size > self.max_request_size:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from crc32c import crc32c
 
 from common.clock import wall_ms
+from common.compression import NONE
 from common.records import (
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
@@ -21,6 +22,8 @@ from common.records import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     ProducerRecord,
+    parse_header,
+    with_codec,
 )
 
 
@@ -70,8 +73,15 @@ def estimate_record_size(key: bytes | None, value: bytes | None,
     return size
 
 
-def build_producer_batch(records: Sequence[ProducerRecord], now_ms: int | None = None) -> bytes:
-    """One uncompressed v2 batch; record timestamps default to ``now_ms``."""
+def build_producer_batch(records: Sequence[ProducerRecord], now_ms: int | None = None,
+                         compression: int = NONE) -> bytes:
+    """One v2 batch, its records compressed with ``compression`` (common/compression.py's
+    codec ids); record timestamps default to ``now_ms``."""
+    batch = _build_uncompressed(records, now_ms)
+    return with_codec(batch, parse_header(batch), compression) if compression else batch
+
+
+def _build_uncompressed(records: Sequence[ProducerRecord], now_ms: int | None) -> bytes:
     if not records:
         raise ValueError("a record batch needs at least one record")
     if now_ms is None:

@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from common import compression
 from common.clock import wall_ms
 from common.errors import CorruptRecordError
 
@@ -255,7 +256,8 @@ def decode_varint(buf, pos: int, end: int | None = None) -> tuple[int, int]:
 
 
 def check_records(batch, h: BatchHeader) -> None:
-    """Walk the records of one uncompressed batch without building them: each record's length,
+    """Walk the records of one batch (decompressed first if it is compressed) without building
+    them: each record's length,
     attributes, timestamp delta, offset delta (= its index, as every producer writes it), key,
     value and headers (keys UTF-8) must fit the record exactly, and the records the batch.
     CorruptRecordError otherwise. Kafka's LogValidator reads every record of a produced batch
@@ -264,9 +266,23 @@ def check_records(batch, h: BatchHeader) -> None:
 
     On produce's hot path (about 1 us a record here): one-byte varints, the usual case for
     everything but key and value lengths, are read inline, and nothing is built."""
+    buf, pos, end = record_section(batch, h)
+    check_record_section(buf, pos, end, h)
+
+
+def record_section(batch, h: BatchHeader) -> tuple[bytes, int, int]:
+    """(buffer, start, end) of one batch's records: the batch itself past its header, or
+    for a compressed batch the records its payload decompresses to (CorruptRecordError when
+    it does not)."""
+    if h.compression:
+        out = compression.decompress(h.compression, memoryview(batch)[HEADER_SIZE:h.size])
+        return out, 0, len(out)
     buf = batch if isinstance(batch, bytes) else bytes(memoryview(batch)[:h.size])
-    pos = HEADER_SIZE
-    end = h.size
+    return buf, HEADER_SIZE, h.size
+
+
+def check_record_section(buf: bytes, pos: int, end: int, h: BatchHeader) -> None:
+    """check_records over ``buf[pos:end]``, the records of the batch ``h`` heads."""
     for i in range(h.records_count):
         b = buf[pos] if pos < end else 0x80
         if b < 0x80:
@@ -314,6 +330,37 @@ def check_records(batch, h: BatchHeader) -> None:
     if pos != end:
         raise CorruptRecordError(f"batch at offset {h.base_offset} has {end - pos} bytes after "
                                  f"its {h.records_count} records")
+
+
+def null_key_indices(buf: bytes, pos: int, end: int, h: BatchHeader) -> list[int]:
+    """The indexes of the records in ``buf[pos:end]`` (a section check_record_section has
+    passed) whose key is null: a compacted topic refuses them (Kafka's LogValidator)."""
+    out = []
+    for i in range(h.records_count):
+        length, pos = decode_varint(buf, pos, end)
+        rec_end = pos + length
+        _, p = decode_varint(buf, pos + 1, rec_end)  # past attributes: timestamp delta
+        _, p = decode_varint(buf, p, rec_end)  # offset delta
+        key_length, _ = decode_varint(buf, p, rec_end)
+        if key_length < 0:
+            out.append(i)
+        pos = rec_end
+    return out
+
+
+def with_codec(batch, h: BatchHeader, codec: int) -> bytes:
+    """The batch ``h`` heads with its records compressed by ``codec`` (compression's ids; 0
+    stores them uncompressed), every other header field kept and the CRC recomputed: what a
+    broker writes when the topic's compression.type differs from the producer's (Kafka's
+    LogValidator.buildRecordsAndAssignOffsets)."""
+    buf, pos, end = record_section(batch, h)
+    section = memoryview(buf)[pos:end]
+    payload = compression.compress(codec, section) if codec else bytes(section)
+    tail = struct.pack(">hiqqqhii", (h.attributes & ~COMPRESSION_MASK) | codec,
+                       h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id,
+                       h.producer_epoch, h.base_sequence, h.records_count) + payload
+    return struct.pack(">qiibI", h.base_offset, len(tail) + 9, h.partition_leader_epoch,
+                       MAGIC_V2, crc32c(tail)) + tail
 
 
 def _check_headers(buf: bytes, pos: int, end: int, i: int) -> int:
@@ -389,14 +436,11 @@ def build_batch(records: Sequence[ProducerRecord], *, base_offset: int = 0,
 
 
 def decode_records(batch, header: BatchHeader | None = None) -> list[Record]:
-    """Decode the records of one (uncompressed) batch."""
-    view = memoryview(batch)
-    h = header or parse_header(view)
-    if h.compression:
-        raise CorruptRecordError(f"compressed batches (codec {h.compression}) are not supported")
+    """Decode the records of one batch, decompressing them first if it is compressed."""
+    h = header or parse_header(batch)
+    buf, pos, end = record_section(batch, h)
+    view = memoryview(buf)
     out: list[Record] = []
-    pos = HEADER_SIZE
-    end = h.size
     for i in range(h.records_count):
         length, pos = decode_varint(view, pos)
         rec_end = pos + length

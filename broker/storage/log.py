@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from crc32c import crc32c
 
+from broker.storage import log_validator
 from broker.storage.checkpoints import LeaderEpochCheckpointFile, MalformedCheckpointError
 from broker.storage.epoch_cache import LeaderEpochCache
 from broker.storage.errors import (
@@ -69,6 +70,10 @@ class LogConfig:
     index_interval_bytes: int = 4096                 # log.index.interval.bytes
     max_message_bytes: int = 1048588                 # message.max.bytes
     file_delete_delay_ms: int = 60000                # file.delete.delay.ms
+    # topic-level only (log_validator): the codec a produced batch is stored in, and whether
+    # records need a key
+    compression_type: str = "producer"               # compression.type
+    cleanup_policy: str = "delete"                   # cleanup.policy
 
     @classmethod
     def from_config(cls, config: Config) -> LogConfig:
@@ -88,6 +93,8 @@ class LogConfig:
         TopicConfigHandler). Values were validated when written (dynamic_config)."""
         changes = {field: int(overrides[key]) for key, field in TOPIC_LOG_KEYS.items()
                    if overrides and key in overrides}
+        changes.update({field: overrides[key] for key, field in TOPIC_LOG_STR_KEYS.items()
+                        if overrides and key in overrides})
         return dataclasses.replace(self, **changes) if changes else self
 
 
@@ -104,6 +111,7 @@ TOPIC_LOG_KEYS = {
     "max.message.bytes": "max_message_bytes",
     "file.delete.delay.ms": "file_delete_delay_ms",
 }
+TOPIC_LOG_STR_KEYS = {"compression.type": "compression_type", "cleanup.policy": "cleanup_policy"}
 
 
 class LogAppendInfo(NamedTuple):
@@ -351,7 +359,10 @@ class Log:
         written) or LogAppendError."""
         if self.moved_to is not None:
             return self.moved_to.append_as_leader(records, leader_epoch)
-        view = memoryview(records)
+        cfg = self.config
+        view = memoryview(log_validator.to_topic_codec(
+            records, log_validator.target_codec(cfg.compression_type)))
+        compacted = log_validator.is_compacted(cfg.cleanup_policy)
         end = len(view)
         if end == 0:
             raise CorruptRecordError("the produce request carries no record batches")
@@ -374,10 +385,6 @@ class Log:
             if magic != rec.MAGIC_V2 or length < rec.MIN_BATCH_LENGTH or size > end - pos or \
                     lod < 0 or count <= 0:
                 rec.check_header(rec.parse_header(view, pos), end - pos)  # raises, says why
-            if attrs & rec.COMPRESSION_MASK:
-                raise CorruptRecordError(f"compressed batches (codec "
-                                         f"{attrs & rec.COMPRESSION_MASK}) are not supported; "
-                                         f"use compression.type=none")
             if count != lod + 1:
                 raise CorruptRecordError(f"batch has {count} records but lastOffsetDelta {lod}")
             if size > max_bytes:
@@ -386,7 +393,12 @@ class Log:
             if crc32c(view[pos + rec.ATTRIBUTES_OFFSET:pos + size]) != crc:
                 rec.verify_crc(view[pos:pos + size], rec.parse_header(view, pos))  # raises
             # a correct CRC over records that do not parse: refused, as Kafka's LogValidator
-            rec.check_records(view[pos:pos + size], rec.parse_header(view, pos))
+            if attrs & rec.COMPRESSION_MASK or compacted:
+                log_validator.check_batch(view[pos:pos + size], rec.parse_header(view, pos),
+                                          only_batch=size == end, compacted=compacted,
+                                          tp=self.tp)
+            else:
+                rec.check_records(view[pos:pos + size], rec.parse_header(view, pos))
             iov.append(rec.stamp_prefix(offset, length, leader_epoch))
             iov.append(view[pos + 16:pos + size])
             last = offset + lod

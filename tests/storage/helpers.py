@@ -1,5 +1,7 @@
 """Small builders shared by the storage tests."""
 
+from kafka.record.default_records import DefaultRecordBatch
+
 from common.records import ProducerRecord, build_batch
 
 
@@ -28,3 +30,16 @@ def crash(lm) -> None:
         log.closed = True
     for d in lm.dirs:
         d.executor.shutdown(wait=True)
+
+
+def kafka_python_read(data: bytes) -> list[tuple]:
+    """Every (offset, key, value) of a buffer of whole batches, read by kafka-python (an
+    independent parser, with its own codecs), each batch's CRC checked."""
+    out, pos = [], 0
+    while pos < len(data):
+        length = int.from_bytes(data[pos + 8:pos + 12], "big")
+        kb = DefaultRecordBatch(bytearray(data[pos:pos + 12 + length]))
+        assert kb.validate_crc()
+        out += [(r.offset, r.key, r.value) for r in kb]
+        pos += 12 + length
+    return out

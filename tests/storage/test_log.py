@@ -3,14 +3,13 @@
 import os
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatch
 
 from broker.storage.log import Log, LogConfig, RecordTooLargeError
 from broker.storage.segment import OFFSET_INDEX_ENTRY
 from common.errors import CorruptRecordError, OffsetOutOfRangeError
 from common.names import TopicPartition
 from common.records import decode_all, iter_batches
-from tests.storage.helpers import Clock, batch
+from tests.storage.helpers import Clock, batch, kafka_python_read
 
 TP = TopicPartition("orders", 0)
 
@@ -44,14 +43,7 @@ def test_kafka_parser_reads_segment_file(tmp_path):
     log.close()
     seen = []
     for seg in log.segments:
-        raw = open(seg.log_path, "rb").read()
-        pos = 0
-        while pos < len(raw):
-            length = int.from_bytes(raw[pos + 8:pos + 12], "big")
-            kb = DefaultRecordBatch(bytearray(raw[pos:pos + 12 + length]))
-            assert kb.validate_crc()
-            seen += [(r.offset, r.key, r.value) for r in kb]
-            pos += 12 + length
+        seen += kafka_python_read(open(seg.log_path, "rb").read())
     ours = [(r.offset, r.key, r.value)
             for r in decode_all(b"".join(open(s.log_path, "rb").read() for s in log.segments))]
     assert seen == ours
