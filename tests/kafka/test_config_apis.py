@@ -47,6 +47,7 @@ from broker.kafka_listener import KafkaListener
 from client.admin_client import AdminClient
 from common import zk_layout as zl
 from common.errors import ErrorCode
+from common.records import ProducerRecord, build_batch
 from common.kafka_protocol.config_messages import APIS, ConfigApiKey
 from common.kafka_protocol.headers import RequestHeader, read_response_header, write_request_header
 from common.kafka_protocol.messages import APIS as ALL_APIS
@@ -370,6 +371,57 @@ def test_incremental_alter_configs_set_delete_append_subtract(cluster):
             op("log.dirs", AlterConfigOpType.SET, "/x")]))
     assert (e.value.args[0].code(), e.value.args[0].str()) == (
         ErrorCode.INVALID_CONFIG, "Cannot update these configs dynamically: log.dirs")
+
+
+@pytest.mark.integration
+def test_a_compacted_topic_refuses_null_keys_with_record_errors(cluster):
+    """The known defect: cleanup.policy=delete,compact through IncrementalAlterConfigs, then
+    100 records of which 10 have a null key. Kafka refuses the batch with INVALID_RECORD,
+    record_errors and an error_message; librdkafka fails those 10 records with it and the
+    other 90 with _INVALID_DIFFERENT_RECORD."""
+    import confluent_kafka
+    create_topic(cluster, "compacted", 1, 2)
+    alter(confluent(cluster), ConfigResource("TOPIC", "compacted", incremental_configs=[
+        op("cleanup.policy", AlterConfigOpType.APPEND, "compact")]))
+    leader = describe_leader(cluster, "compacted")
+
+    def refused() -> dict:  # one null-key record, raw, until the leader has the new policy
+        batch = build_batch([ProducerRecord(None, b"probe")])
+        [t] = raw(cluster, leader, 0, 9, {"transactional_id": None, "acks": -1,
+                                          "timeout_ms": 10000, "topic_data": [
+            {"name": "compacted", "partition_data": [{"index": 0, "records": batch}]}]}
+                  )["responses"]
+        return t["partition_responses"][0]
+    wait_until(lambda: refused()["error_code"] == ErrorCode.INVALID_RECORD, timeout=30,
+               what="the leader applies cleanup.policy=delete,compact")
+    answer = refused()
+    assert answer["record_errors"] == [{"batch_index": 0, "batch_index_error_message": (
+        "Compacted topic cannot accept message without key in topic partition compacted-0.")}]
+    assert answer["error_message"].startswith(
+        "One or more records have been rejected due to 1 record errors in total")
+
+    reports: list = []
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers,
+                                  "acks": "all", "linger.ms": 100, "retries": 0})
+    for i in range(100):
+        p.produce("compacted", key=None if i % 10 == 0 else f"k{i}".encode(),
+                  value=f"v{i}".encode(), partition=0,
+                  on_delivery=lambda err, m, out=reports: out.append(err and err.code()))
+    assert p.flush(30) == 0
+    KE = confluent_kafka.KafkaError
+    assert sorted(reports) == sorted([KE.INVALID_RECORD] * 10
+                                     + [KE._INVALID_DIFFERENT_RECORD] * 90)
+    # keyed records go in
+    p.produce("compacted", key=b"k", value=b"v", partition=0,
+              on_delivery=lambda err, m, out=reports: out.append(err))
+    assert p.flush(30) == 0 and reports[-1] is None
+
+
+def describe_leader(cluster, topic: str) -> int:
+    async def go():
+        async with AdminClient(cluster.bootstrap_servers, request_timeout_ms=10000) as admin:
+            return (await admin.describe_topics([topic]))[topic].partitions[0].leader
+    return asyncio.run(go())
 
 
 def _alter_raw(cluster, resources, validate_only=False, version=1) -> list[tuple[int, str]]:
