@@ -47,11 +47,11 @@ from broker.kafka_listener import KafkaListener
 from client.admin_client import AdminClient
 from common import zk_layout as zl
 from common.errors import ErrorCode
-from common.records import ProducerRecord, build_batch
 from common.kafka_protocol.config_messages import APIS, ConfigApiKey
 from common.kafka_protocol.headers import RequestHeader, read_response_header, write_request_header
 from common.kafka_protocol.messages import APIS as ALL_APIS
 from common.kafka_protocol.primitives import Reader, Writer
+from common.records import ProducerRecord, build_batch
 from harness.local_cluster import LocalCluster
 from tests.kafka.test_codec import _in_version, _plain, sample
 from tests.polling import wait_until
