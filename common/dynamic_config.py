@@ -156,6 +156,110 @@ BROKER_DYNAMIC_CONFIGS = frozenset({
     "replica.fetch.stream.enable",
 })
 
+def _double(lo: float | None = None, hi: float | None = None) -> Callable[[str], None]:
+    def check(v: str) -> None:
+        try:
+            x = float(v.strip())
+        except ValueError:
+            raise ValueError("Not a number of type DOUBLE") from None
+        if lo is not None and x < lo:
+            raise ValueError(f"Value must be at least {lo}")
+        if hi is not None and x > hi:
+            raise ValueError(f"Value must be no more than {hi}")
+    return check
+
+
+def _any(_v: str) -> None:
+    """STRING, LIST, PASSWORD and CLASS values: Kafka checks their type only."""
+
+
+_INT = _long(-(1 << 31), INT_MAX, "INT")
+_SHORT = _long(-(1 << 15), (1 << 15) - 1, "SHORT")
+
+# The rest of Kafka's DynamicBrokerConfig.AllDynamicConfigs (3.9), with each key's type check
+# (a key replog's static schema also knows is parsed by that schema instead): accepted on a
+# BROKER resource as Kafka accepts them, stored in /config/brokers and described, but replog
+# does not act on them at runtime (only BROKER_DYNAMIC_CONFIGS above take effect). Grouped as
+# Kafka's reconfigurables are.
+_LISTENER_CONFIGS: Mapping[str, Callable[[str], None]] = {
+    # DynamicListenerConfig: listeners, TLS, SASL (per broker)
+    "advertised.listeners": _any, "listeners": _any, "listener.security.protocol.map": _any,
+    "principal.builder.class": _any,
+    "ssl.protocol": _any, "ssl.provider": _any, "ssl.cipher.suites": _any,
+    "ssl.enabled.protocols": _any, "ssl.keymanager.algorithm": _any,
+    "ssl.trustmanager.algorithm": _any, "ssl.endpoint.identification.algorithm": _any,
+    "ssl.secure.random.implementation": _any,
+    "ssl.client.auth": _one_of("required", "requested", "none"),
+    "ssl.engine.factory.class": _any,
+    "sasl.mechanism.inter.broker.protocol": _any, "sasl.jaas.config": _any,
+    "sasl.enabled.mechanisms": _any, "sasl.kerberos.service.name": _any,
+    "sasl.kerberos.kinit.cmd": _any, "sasl.kerberos.ticket.renew.window.factor": _double(),
+    "sasl.kerberos.ticket.renew.jitter": _double(),
+    "sasl.kerberos.min.time.before.relogin": _long(-LONG_MAX - 1),
+    "sasl.kerberos.principal.to.local.rules": _any,
+    "sasl.login.refresh.window.factor": _double(0.5, 1.0),
+    "sasl.login.refresh.window.jitter": _double(0.0, 0.25),
+    "sasl.login.refresh.min.period.seconds": _long(0, 900, "SHORT"),
+    "sasl.login.refresh.buffer.seconds": _long(0, 3600, "SHORT"),
+}
+ACCEPTED_WITHOUT_EFFECT: Mapping[str, Callable[[str], None]] = {
+    **_LISTENER_CONFIGS,
+    # SslConfigs.RECONFIGURABLE_CONFIGS: with a listener prefix only (LISTENER_ONLY_CONFIGS)
+    "ssl.keystore.type": _any, "ssl.keystore.location": _any, "ssl.keystore.password": _any,
+    "ssl.key.password": _any, "ssl.truststore.type": _any, "ssl.truststore.location": _any,
+    "ssl.truststore.password": _any, "ssl.keystore.certificate.chain": _any,
+    "ssl.keystore.key": _any, "ssl.truststore.certificates": _any,
+    # SocketServer and the connection limits
+    "max.connections": _long(0, INT_MAX, "INT"),
+    "max.connection.creation.rate": _long(0, INT_MAX, "INT"),
+    "max.connections.per.ip": _long(0, INT_MAX, "INT"), "max.connections.per.ip.overrides": _any,
+    "num.network.threads": _long(1, INT_MAX, "INT"),
+    # DynamicThreadPool
+    "num.io.threads": _long(1, INT_MAX, "INT"), "num.replica.fetchers": _INT,
+    "num.recovery.threads.per.data.dir": _long(1, INT_MAX, "INT"),
+    "background.threads": _long(1, INT_MAX, "INT"),
+    "metric.reporters": _any,
+    # LogCleaner
+    "log.cleaner.threads": _long(0, INT_MAX, "INT"), "log.cleaner.dedupe.buffer.size": _long(0),
+    "log.cleaner.io.buffer.load.factor": _double(), "log.cleaner.io.buffer.size": _long(0, INT_MAX, "INT"),
+    "log.cleaner.io.max.bytes.per.second": _double(), "log.cleaner.backoff.ms": _long(0),
+    # DynamicLogConfig: the broker synonyms of the topic configs (ServerTopicConfigSynonyms)
+    "log.segment.bytes": _long(14, INT_MAX, "INT"), "log.roll.ms": _long(1),
+    "log.roll.jitter.ms": _long(0), "log.index.size.max.bytes": _long(4, INT_MAX, "INT"),
+    "log.flush.interval.messages": _long(1), "log.flush.interval.ms": _long(0),
+    "log.retention.bytes": _long(-LONG_MAX - 1), "log.retention.ms": _long(-1),
+    "message.max.bytes": _long(0, INT_MAX, "INT"), "log.index.interval.bytes": _long(0, INT_MAX, "INT"),
+    "log.cleaner.delete.retention.ms": _long(0), "log.cleaner.min.compaction.lag.ms": _long(0),
+    "log.cleaner.max.compaction.lag.ms": _long(1), "log.segment.delete.delay.ms": _long(0),
+    "log.cleaner.min.cleanable.ratio": _double(0.0, 1.0),
+    "log.cleanup.policy": _one_of("delete", "compact"),
+    "compression.type": _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "compression.gzip.level": _INT, "compression.lz4.level": _long(1, 17, "INT"),
+    "compression.zstd.level": _long(-131072, 22, "INT"), "log.preallocate": _bool,
+    "log.message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
+    "log.message.timestamp.difference.max.ms": _long(0),
+    "log.message.timestamp.before.max.ms": _long(0), "log.message.timestamp.after.max.ms": _long(0),
+    "log.message.downconversion.enable": _bool, "log.local.retention.ms": _long(-2),
+    "log.local.retention.bytes": _long(-2),
+    # DynamicProducerStateManagerConfig, DynamicRemoteLogConfig
+    "producer.id.expiration.ms": _long(1, INT_MAX, "INT"),
+    "transaction.partition.verification.enable": _bool,
+    "remote.log.index.file.cache.total.size.bytes": _long(1),
+    "remote.fetch.max.wait.ms": _long(1, INT_MAX, "INT"),
+    "remote.log.manager.copy.max.bytes.per.second": _long(1),
+    "remote.log.manager.fetch.max.bytes.per.second": _long(1),
+    "remote.list.offsets.request.timeout.ms": _long(1),
+}
+# SslConfigs.RECONFIGURABLE_CONFIGS: only as listener.name.<listener>.<key>
+LISTENER_ONLY_CONFIGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.certificates"})
+# DynamicBrokerConfig.PerBrokerConfigs: set on one broker's entity only, never cluster-wide
+# (Kafka: "Cannot update these configs at default cluster level, broker id must be specified")
+PER_BROKER_CONFIGS = frozenset(_LISTENER_CONFIGS) | LISTENER_ONLY_CONFIGS
+_LISTENER_PREFIX = "listener.name."
+
 # Keys whose value is a list, the only ones APPEND and SUBTRACT apply to (Kafka's ConfigDef LIST).
 LIST_KEYS = frozenset({"cleanup.policy", "leader.replication.throttled.replicas",
                        "follower.replication.throttled.replicas"})
@@ -183,16 +287,53 @@ def check_broker_entity_config(key: str, value: str) -> str:
     if key in CLUSTER_WIDE_ONLY:
         raise ConfigError(f"{key} can only be set cluster-wide (--entity-default): the "
                           f"controller's ELR rules and every leader must read one value")
-    return check_broker_config(key, value)
+    return _check_broker_key(key, value)
 
 
 def check_broker_config(key: str, value: str) -> str:
-    if key not in BROKER_DYNAMIC_CONFIGS:
+    """A key for the cluster-wide default entity (/config/brokers/<default>)."""
+    if key in PER_BROKER_CONFIGS or key.startswith(_LISTENER_PREFIX):
+        raise ConfigError(f"Cannot update these configs at default cluster level, broker id "
+                          f"must be specified: {key}")
+    return _check_broker_key(key, value)
+
+
+def is_dynamic_broker_config(key: str) -> bool:
+    """Whether a BROKER resource may SET ``key`` (for one broker at least)."""
+    base = _listener_base(key)
+    return key in BROKER_DYNAMIC_CONFIGS or key in ACCEPTED_WITHOUT_EFFECT or (
+        base is not None and base in PER_BROKER_CONFIGS)
+
+
+def _listener_base(key: str) -> str | None:
+    """``listener.name.<listener>.<key>`` -> <key> (Kafka's per-listener overrides)."""
+    if not key.startswith(_LISTENER_PREFIX):
+        return None
+    _, sep, base = key[len(_LISTENER_PREFIX):].partition(".")
+    return base if sep and base else None
+
+
+def _check_broker_key(key: str, value: str) -> str:
+    base = _listener_base(key)
+    if base is not None and is_dynamic_broker_config(key):
+        key_for_type = base
+    elif key in LISTENER_ONLY_CONFIGS:
+        raise ConfigError(f"These security configs can be dynamically updated only "
+                          f"per-listener using the listener prefix: {key}")
+    else:
+        key_for_type = key
+    if key_for_type in ACCEPTED_WITHOUT_EFFECT and key_for_type not in KEYS:
+        try:
+            ACCEPTED_WITHOUT_EFFECT[key_for_type](value)
+        except ValueError as e:
+            raise ConfigError(f"Invalid value {value} for configuration {key}: {e}") from None
+        return value.strip()
+    if key not in BROKER_DYNAMIC_CONFIGS and key_for_type not in ACCEPTED_WITHOUT_EFFECT:
         if key in KEYS:
             raise ConfigError(f"Cannot update these configs dynamically: {key}")
         raise ConfigError(f"Unknown broker config name: {key}")
     try:
-        KEYS[key].parse(value)
+        KEYS[key_for_type].parse(value)
     except ValueError as e:
         raise ConfigError(f"Invalid value {value} for configuration {key}: {e}") from None
     return value.strip()
@@ -369,7 +510,7 @@ def describe_broker(per_broker: Mapping[str, str] | None, default: Mapping[str, 
         return out
     for name in _wanted(set(KEYS) | set(per_broker) | set(default), keys):
         e = _entry(name, _broker_synonyms(name, per_broker, default, static),
-                   read_only=name not in BROKER_DYNAMIC_CONFIGS)
+                   read_only=not is_dynamic_broker_config(name))
         if e is not None:
             out.append(e)
     return out

@@ -482,6 +482,26 @@ def test_a_refused_alteration_is_one_clear_error_and_writes_nothing(cluster):
 
 
 @pytest.mark.integration
+def test_a_per_broker_kafka_config_is_accepted_on_its_broker(cluster):
+    """The known defect: SET sasl.kerberos.min.time.before.relogin (one of Kafka's
+    DynamicBrokerConfig per-broker keys) on a BROKER resource is NO_ERROR, as from Kafka; the
+    cluster-wide default refuses it as Kafka does."""
+    key = "sasl.kerberos.min.time.before.relogin"
+    assert _alter_raw(cluster, [(BROKER, "1", [(key, SET, "120000")])]) == [(0, None)]
+    assert _overrides(cluster, "brokers", "1")[key] == "120000"
+    [d] = _describe_raw(cluster, [(BROKER, "1", [key])])
+    assert [(c["name"], c["value"], SRC[c["config_source"]], c["read_only"])
+            for c in d["configs"]] == [(key, "120000", "DYNAMIC_BROKER_CONFIG", False)]
+    assert _alter_raw(cluster, [(BROKER, "", [(key, SET, "120000")])]) == [(
+        ErrorCode.INVALID_CONFIG, "Cannot update these configs at default cluster level, "
+                                  f"broker id must be specified: {key}")]
+    assert _alter_raw(cluster, [(BROKER, "1", [(key, SET, "soon")])]) == [(
+        ErrorCode.INVALID_CONFIG, f"Invalid value soon for configuration {key}: Not a number "
+                                  "of type LONG")]
+    assert _alter_raw(cluster, [(BROKER, "1", [(key, DELETE, None)])]) == [(0, None)]
+
+
+@pytest.mark.integration
 def test_the_cluster_wide_broker_default_through_an_empty_name(cluster):
     key = ("unclean.recovery.strategy", SET, "Manual")
     assert _alter_raw(cluster, [(BROKER, "", [key])]) == [(0, None)]
