@@ -20,9 +20,11 @@ asynchronous failures are only logged). ``--sync`` sends one record at a time, w
 the first record that fails stops the command with one ``Error:`` line and exit status 1, as
 ConsoleProducer's ``send(record).get()`` does.
 
-Where replog differs: ``--max-block-ms`` defaults to 5000 (Kafka: 60000), and a topic that does
-not exist fails once, before any input is read, with one line (Kafka logs a metadata timeout for
-every record); a synchronous send does not wait out linger.ms (Kafka's ``--timeout`` is
+An unknown topic is created by the broker when its ``auto.create.topics.enable`` is true (Kafka's
+default), as for Kafka's producer; ``--max-block-ms`` (Kafka's 60000) bounds the wait for it.
+Where replog differs: a topic that is not there by then fails once, before any input is read,
+with one line (Kafka logs a metadata timeout for every record); a synchronous send does not
+wait out linger.ms (Kafka's ``--timeout`` is
 documented for asynchronous mode); the idempotent producer does not exist.
 
 Perf mode (``--num-records N --record-size S``) sends N records of S bytes as fast as allowed by
@@ -197,7 +199,7 @@ class _Option(NamedTuple):
 
 
 # In ConsoleProducer.producerProps' merge order (batch.size twice: --max-partition-memory-bytes
-# replaces --batch-size only when given). --max-block-ms keeps replog's 5000 (module docstring).
+# replaces --batch-size only when given)
 _CONSOLE_OPTIONS = (
     _Option(("--timeout",), "linger_ms", "linger.ms", "1000", float,
             "linger.ms: how long a batch waits for more records"),
@@ -217,15 +219,16 @@ _CONSOLE_OPTIONS = (
             "16384", int, "batch.size too; replaces --batch-size when given"),
     _Option(("--metadata-expiry-ms",), "metadata_expiry_ms", "metadata.max.age.ms", "300000",
             int, "metadata.max.age.ms: the forced metadata refresh period"),
-    _Option(("--max-block-ms",), "max_block_ms", "max.block.ms", "5000", int,
+    _Option(("--max-block-ms",), "max_block_ms", "max.block.ms", "60000", int,
             "max.block.ms: how long to wait for the topic's metadata or buffer space"),
     # ConsoleProducer: given without a value it is gzip
     _Option(("--compression-codec",), "compression_codec", "compression.type", "none",
             _codec_name, "compression.type: none, gzip, snappy, lz4 or zstd; gzip when given "
                          "without a value"),
 )
-# Perf mode: only options given on the command line, and replog's max.block.ms.
-_PERF_DEFAULTS = {"max.block.ms": "5000"}
+# Perf mode: only options given on the command line (kafka-producer-perf-test keeps the
+# producer's defaults).
+_PERF_DEFAULTS: dict[str, str] = {}
 
 
 def _producer_default(name: str):
@@ -553,8 +556,8 @@ def add_parsers(sub) -> None:
     perf = p.add_argument_group(
         "perf mode (kafka-producer-perf-test)",
         "The defaults above are kafka-console-producer's; perf mode keeps the producer's own "
-        "(acks all, retries until delivery.timeout.ms, request.timeout.ms 30000, linger.ms 5) "
-        "except max.block.ms 5000.")
+        "(acks all, retries until delivery.timeout.ms, request.timeout.ms 30000, linger.ms 5, "
+        "max.block.ms 60000).")
     perf.add_argument("--num-records", type=int, help="records to send")
     perf.add_argument("--record-size", type=int, help="bytes per record")
     perf.add_argument("--throughput", type=float, default=-1,

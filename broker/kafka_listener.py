@@ -53,6 +53,7 @@ from broker import (
     kafka_create_partitions,
     kafka_unserved,
 )
+from broker.auto_topic_creation import AutoTopicCreation, wants_creation
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
@@ -96,8 +97,12 @@ class KafkaListener:
                  controller: ControllerClient | None = None,
                  configs: ConfigManager | None = None,
                  ssl_context: ssl.SSLContext | None = None,
-                 principal_builder: PrincipalBuilder | None = None, authorizer=None):
+                 principal_builder: PrincipalBuilder | None = None, authorizer=None,
+                 auto_topics: AutoTopicCreation | None = None):
         self.rm = rm
+        # the broker's one (shared with its gRPC Metadata), or this listener's own
+        self.auto_topics = auto_topics or AutoTopicCreation(
+            controller, rm.config if rm is not None else None)
         self.authorizer = authorizer or ALLOW_ALL
         self.ssl_context = ssl_context  # None: PLAINTEXT
         # the principal of each connection, from its peer certificate (ANONYMOUS without one)
@@ -298,6 +303,7 @@ class KafkaListener:
                                        for b, e in sorted(md.brokers.items())) if e is not None}
         live = set(md.brokers)
         topics = []
+        unknown: list[int] = []  # indexes in topics of the topics this broker does not know
         for name in names:
             if name in denied:
                 topics.append(_metadata_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
@@ -308,7 +314,8 @@ class KafkaListener:
                 topics.append(_metadata_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             parts = md.partitions_of(name)
-            if not parts:  # auto.create.topics.enable is not served: unknown stays unknown
+            if not parts:  # filled in below: created, or unknown
+                unknown.append(len(topics))
                 topics.append(_metadata_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             t = _metadata_topic(name, ErrorCode.NONE, uuid_bytes(md.topic_ids.get(name, "")))
@@ -323,6 +330,9 @@ class KafkaListener:
                     "offline_replicas": offline_replicas(info.replicas, live,
                                                          info.offline_replicas)})
             topics.append(t)
+        if unknown and wants_creation(self.rm.config, req["allow_auto_topic_creation"],
+                                      wanted is None):
+            await self._auto_create([topics[i] for i in unknown])
         return {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": b, "host": e.host, "port": e.port, "rack": e.rack}
@@ -334,6 +344,17 @@ class KafkaListener:
             "controller_id": self.broker_id if md.controller_id >= 0 else -1,
             "topics": topics,
         }
+
+    async def _auto_create(self, entries: list[dict]) -> None:
+        """auto.create.topics.enable (broker/auto_topic_creation.py): each unknown topic's
+        entry gets its creation's error; Create on the cluster, or else on the topic."""
+        names = [e["name"] for e in entries]
+        refused = frozenset() if self.authorized(AclOperation.CREATE, CLUSTER_RESOURCE) \
+            else self.denied_topics(AclOperation.CREATE, names)
+        errors = await self.auto_topics.create([n for n in names if n not in refused])
+        for e in entries:
+            e["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED if e["name"] in refused
+                                  else errors[e["name"]])
 
     # ------------------------------------------------------------------ Produce
 

@@ -35,6 +35,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.exceptions import NodeExistsError
 
 from broker.alter_partition import AlterPartitionManager
+from broker.auto_topic_creation import AutoTopicCreation
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fault_injection import InjectedClock, watch_fault_file
@@ -186,12 +187,14 @@ class BrokerServer:
         bound = bind_listeners(tuple(e for e in listeners.listeners
                                      if not listeners.is_kafka(e.listener)), self.config)
         kafka_ports = {}
+        # one per broker, as Kafka's AutoTopicCreationManager: behind every front-end
+        auto_topics = AutoTopicCreation(self.controller, self.config)
         for e in listeners.listeners:
             if listeners.is_kafka(e.listener):
                 k = KafkaListener(self.rm, self.broker_id, e.listener, e.host, e.port,
                                   self.events, self.config["socket.request.max.bytes"],
                                   controller=self.controller, configs=self.configs,
-                                  authorizer=self.authorizer,
+                                  authorizer=self.authorizer, auto_topics=auto_topics,
                                   **kafka_listener_tls(self.config, e.listener))
                 kafka_ports[e.listener] = await k.start()
                 self.kafka_listeners.append(k)
@@ -199,7 +202,7 @@ class BrokerServer:
             replog_pb2_grpc.add_BrokerServicer_to_server(
                 BrokerServicer(self.rm, self.broker_id, self.configs, listener=b.listener,
                                principal_builder=principal_builder_for(self.config, b.listener),
-                               authorizer=self.authorizer),
+                               authorizer=self.authorizer, auto_topics=auto_topics),
                 b.server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, b.server)
             await b.server.start()

@@ -28,6 +28,7 @@ import asyncio
 import grpc
 
 from broker import config_requests, fencing
+from broker.auto_topic_creation import AutoTopicCreation, wants_creation
 from broker.config_manager import ConfigManager
 from broker.controller_requests import (
     LeaderAndIsrPartitionState,
@@ -122,8 +123,11 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     def __init__(self, rm: ReplicaManager, broker_id: int, configs: ConfigManager | None = None,
                  listener: str = PLAINTEXT, principal_builder: PrincipalBuilder | None = None,
-                 authorizer=None):
+                 authorizer=None, auto_topics: AutoTopicCreation | None = None):
         self.rm = rm
+        # auto.create.topics.enable's creations (the broker's one, shared with its Kafka
+        # listeners); without one, unknown topics stay unknown
+        self.auto_topics = auto_topics or AutoTopicCreation(None, rm.config if rm else None)
         self.broker_id = broker_id
         self.configs = configs
         self.listener = listener
@@ -442,6 +446,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                                        port=controller.port,
                                                        listener=self.listener))
         live = set(md.brokers)
+        unknown: list[pb.MetadataTopic] = []  # topics this broker does not know
         for topic in topics:
             if topic in denied:
                 resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
@@ -455,8 +460,9 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                 continue
             parts = md.partitions_of(topic)
             if not parts:
-                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
+                unknown.append(pb.MetadataTopic(topic=topic, error_code=int(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+                resp.topics.append(unknown[-1])
                 continue
             mt = pb.MetadataTopic(topic=topic, topic_id=md.topic_ids.get(topic, ""))
             if request.include_topic_configs:
@@ -476,7 +482,22 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                     adding_replicas=info.adding_replicas,
                     removing_replicas=info.removing_replicas))
             resp.topics.append(mt)
+        if unknown and wants_creation(self.rm.config, request.allow_auto_topic_creation,
+                                      request.all_topics):
+            await self._auto_create(who, unknown)
         return resp
+
+    async def _auto_create(self, who: Requester | None, entries: list) -> None:
+        """auto.create.topics.enable (broker/auto_topic_creation.py), as the Kafka listener:
+        Create on the cluster, or else on the topic."""
+        names = [e.topic for e in entries]
+        refused = frozenset() if self.authorizer.authorize(
+            who, AclOperation.CREATE, CLUSTER_RESOURCE) else self._denied_topics(
+            who, AclOperation.CREATE, names)
+        errors = await self.auto_topics.create([n for n in names if n not in refused])
+        for e in entries:
+            e.error_code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED if e.topic in refused
+                               else errors[e.topic])
 
     async def GetReplicaLogInfo(self, request, context):
         await self._require_cluster(context)

@@ -137,6 +137,9 @@ class MetadataCache:
         # The broker that answered the last Metadata request: the admin client's "least loaded
         # node" (Kafka prefers a node it already has a ready connection to).
         self.last_answered: str | None = None
+        # Kafka's producer asks brokers to create the unknown topics it names (a broker with
+        # auto.create.topics.enable does); the admin client and consumers do not.
+        self.allow_auto_topic_creation = False
 
     # ------------------------------------------------------------------ queries on the cache
 
@@ -170,7 +173,8 @@ class MetadataCache:
         """One Metadata request to the first broker that answers; applied to the cache and
         returned as is. ``topics=None`` and not ``all_topics``: brokers and controller only."""
         req = pb.MetadataRequest(topics=topics or [], all_topics=all_topics,
-                                 include_topic_configs=include_configs)
+                                 include_topic_configs=include_configs,
+                                 allow_auto_topic_creation=self.allow_auto_topic_creation)
         last: KafkaError | None = None
         for address in self.broker_addresses():
             try:

@@ -235,6 +235,7 @@ class Producer:
             self.pool, parse_bootstrap_servers(bootstrap_servers),
             request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
             metadata_max_age_ms=metadata_max_age_ms)
+        self.metadata.allow_auto_topic_creation = True  # as Kafka's producer's Metadata
 
         self._batches: dict[TopicPartition, deque[_Batch]] = {}
         self._tps: dict[str, list[TopicPartition]] = {}  # one key object per partition

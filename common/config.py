@@ -166,7 +166,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("min.insync.replicas", _int(1), 1, "acks=all needs this many in-sync replicas"),
     _k("default.replication.factor", _int(1), 1, "replication factor of auto-created topics"),
     _k("num.partitions", _int(1), 1, "partitions of auto-created topics"),
-    _k("auto.create.topics.enable", _bool, False, "create unknown topics on metadata requests"),
+    _k("auto.create.topics.enable", _bool, True, "create unknown topics on metadata requests"),
     _k("log.segment.bytes", _int(14), 1 << 30, "roll a segment at this size"),
     _k("log.roll.ms", _int(1), 7 * 24 * 3600 * 1000, "roll a segment at this age"),
     _k("log.roll.hours", _int(1), 168, "roll a segment at this age (log.roll.ms wins)"),

@@ -166,3 +166,21 @@ async def test_acl_apis_without_an_authorizer_are_security_disabled(tmp_path):
     assert (await call(k, 29, EVERY))["error_code"] == ErrorCode.SECURITY_DISABLED
     got = await call(k, 31, {"filters": [EVERY]})
     assert [r["error_code"] for r in got["filter_results"]] == [ErrorCode.SECURITY_DISABLED]
+
+
+async def test_auto_creation_needs_create_on_the_cluster_or_the_topic(listener):
+    """KafkaApis.handleTopicMetadataRequest: an unknown topic the requester may Describe is
+    created only with Create on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
+    (This listener forwards to no controller: an allowed creation stays unknown here.)"""
+    k, _, authorizer = listener
+
+    async def md(allow_creation: bool = True):
+        got = await call(k, ApiKey.METADATA, {"topics": [{"name": "new", "topic_id": ZERO_UUID}],
+                                              "allow_auto_topic_creation": allow_creation,
+                                              "include_topic_authorized_operations": False})
+        return [(t["name"], t["error_code"]) for t in got["topics"]]
+    allow(authorizer, topic("new"), AclOperation.DESCRIBE)
+    assert await md() == [("new", ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+    assert await md(allow_creation=False) == [("new", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    allow(authorizer, topic("new"), AclOperation.CREATE)
+    assert await md() == [("new", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
