@@ -56,6 +56,7 @@ def test_a_bad_command_config_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="cannot read --command-config file"):
         _apply_command_config(str(tmp_path / "missing.properties"))
     bad = tmp_path / "bad.properties"
-    bad.write_text("this is not a property\n")
-    with pytest.raises(ConfigError, match="expected key=value"):
+    # ("key value" is a valid line, as in Java's Properties; a malformed escape is not)
+    bad.write_text("ssl.keystore.location=\\u12\n")
+    with pytest.raises(ConfigError, match=r"bad.properties:1: Malformed \\uxxxx encoding"):
         _apply_command_config(str(bad))
