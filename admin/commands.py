@@ -57,5 +57,5 @@ def register(sub) -> None:
                  "admin.consume_cmd", "admin.e2e_latency_cmd", "analytics.cli", "chaos.cli",
                  "admin.configs_cmd", "admin.reassign", "admin.elect_cmd",
                  "admin.log_dirs_cmd", "chaos.lab_cli", "admin.zk_security_migration",
-                 "admin.acls_cmd"):
+                 "admin.acls_cmd", "admin.delete_records_cmd"):
         importlib.import_module(name).add_parsers(sub)

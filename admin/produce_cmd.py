@@ -339,6 +339,14 @@ _JAVA_EXCEPTIONS = {
     ErrorCode.INVALID_RECORD: (
         "InvalidRecordException",
         "This record has failed the validation on broker and hence will be rejected."),
+    # DeleteRecords' (replog delete-records)
+    ErrorCode.OFFSET_OUT_OF_RANGE: (
+        "OffsetOutOfRangeException",
+        "The requested offset is not within the range of offsets maintained by the server."),
+    ErrorCode.POLICY_VIOLATION: (
+        "PolicyViolationException", "Request parameters do not satisfy the configured policy."),
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: (
+        "TopicAuthorizationException", "Topic authorization failed."),
 }
 
 

@@ -400,6 +400,11 @@ class ReplicaFetcher:
                     p.hw_moved.notify()
                 s.lag = max(0, r.high_watermark - leo)
                 s.caught_up = s.lag == 0
+                if r.log_start_offset > log.log_start_offset:
+                    # KIP-107: the leader's log start (moved by DeleteRecords) moves ours,
+                    # as ReplicaFetcherThread's maybeIncrementLogStartOffset
+                    await m.log_manager.run(tp, log.increment_log_start_offset,
+                                            min(r.log_start_offset, log.high_watermark))
             elif r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 await self._reset_offset(tp, s)
         except CorruptRecordError as e:

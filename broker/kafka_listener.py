@@ -51,6 +51,7 @@ from broker import (
     kafka_admin,
     kafka_config_apis,
     kafka_create_partitions,
+    kafka_delete_records,
     kafka_unserved,
 )
 from broker.auto_topic_creation import AutoTopicCreation, wants_creation
@@ -128,6 +129,7 @@ class KafkaListener:
             **kafka_create_partitions.handlers(self),
             **kafka_config_apis.handlers(self),
             **kafka_acl_apis.handlers(self),
+            **kafka_delete_records.handlers(self),
             **kafka_unserved.handlers(self),
         }
 

@@ -30,6 +30,7 @@ import grpc
 from broker import config_requests, fencing
 from broker.auto_topic_creation import AutoTopicCreation, wants_creation
 from broker.config_manager import ConfigManager
+from broker.delete_records import delete_records
 from broker.controller_requests import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -536,6 +537,31 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                             for t, ps in sorted(by_topic.items()))
             results.append(r)
         return pb.DescribeLogDirsResponse(results=results)
+
+    async def DeleteRecords(self, request, context):
+        """KIP-107 through broker/delete_records.py, as the Kafka listener's API 21: Delete on
+        each topic, else TOPIC_AUTHORIZATION_FAILED."""
+        who = self._who(context)
+        denied = self._denied_topics(who, AclOperation.DELETE,
+                                     (t.topic for t in request.topics))
+        out = []
+        todo = {}
+        for t in request.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition)
+                if t.topic in denied:
+                    out.append(pb.DeleteRecordsPartitionResult(
+                        topic=t.topic, partition=p.partition, low_watermark=-1,
+                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                        error_message=f"Not authorized to delete records of {t.topic}"))
+                else:
+                    todo[tp] = p.offset
+        done = await delete_records(self.rm, todo, request.timeout_ms) if todo else {}
+        out += [pb.DeleteRecordsPartitionResult(topic=tp.topic, partition=tp.partition,
+                                                error_code=int(code), error_message=message,
+                                                low_watermark=low)
+                for tp, (code, low, message) in done.items()]
+        return pb.DeleteRecordsResponse(results=out)
 
     async def AlterReplicaLogDirs(self, request, context):
         if not self.authorizer.authorize(self._who(context), AclOperation.ALTER,

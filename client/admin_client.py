@@ -397,6 +397,56 @@ class AdminClient:
                                                        topic=r.topic, partition=r.partition)
                 for r in resp.results}
 
+    async def delete_records(self, offsets: Mapping[tuple[str, int], int],
+                             timeout_ms: int | None = None
+                             ) -> dict[tuple[str, int], int | KafkaError]:
+        """Kafka's Admin.deleteRecords (KIP-107): each partition's log start moved to its
+        offset (-1: the high watermark) on its leader -> the low watermark, or a KafkaError.
+        A partition whose leader moved meanwhile is sent again to the new one."""
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        out: dict[tuple[str, int], int | KafkaError] = {}
+        todo = dict(offsets)
+        for attempt in range(3):
+            md = await self.metadata.fetch(sorted({t for t, _ in todo}))
+            by_leader: dict[str, dict[tuple[str, int], int]] = {}
+            for (topic, p), offset in todo.items():
+                info = md.topics.get(topic)
+                part = info.partition(p) if info is not None and not info.error_code else None
+                leader = md.brokers.get(part.leader) if part is not None else None
+                if leader is None:
+                    out[(topic, p)] = KafkaError(
+                        info.error_code if info is not None and info.error_code else
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if part is None
+                        else ErrorCode.LEADER_NOT_AVAILABLE,
+                        f"no leader for {topic}-{p}", topic=topic, partition=p)
+                    continue
+                by_leader.setdefault(leader.address, {})[(topic, p)] = offset
+
+            async def one(addr: str, parts: dict[tuple[str, int], int]):
+                req = pb.DeleteRecordsRequest(timeout_ms=timeout_ms)
+                for topic, ps in _partitions_by_topic(parts).items():
+                    req.topics.add(topic=topic, partitions=[
+                        pb.DeleteRecordsPartition(partition=p, offset=parts[(topic, p)])
+                        for p in ps])
+                return await call(self.pool.broker(addr).DeleteRecords, req, addr,
+                                  timeout_ms / 1000 + self.request_timeout_ms / 1000)
+
+            answers = await asyncio.gather(*(one(a, ps) for a, ps in by_leader.items()))
+            todo = {}
+            for resp in answers:
+                for r in resp.results:
+                    key = (r.topic, r.partition)
+                    if r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and attempt < 2:
+                        todo[key] = offsets[key]
+                        continue
+                    out[key] = r.low_watermark if r.error_code == ErrorCode.NONE else \
+                        KafkaError(r.error_code, r.error_message, topic=r.topic,
+                                   partition=r.partition)
+            if not todo:
+                break
+            await asyncio.sleep(self.metadata.retry_backoff_s)
+        return out
+
     # ------------------------------------------------------------------ configs (any broker)
 
     async def describe_configs(self, resources: Iterable[tuple[str, str]], *,

@@ -39,6 +39,7 @@ class ErrorCode(IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44  # DeleteRecords on a topic whose cleanup.policy has no delete
     SECURITY_DISABLED = 54  # ACL requests to a broker without an authorizer
     KAFKA_STORAGE_ERROR = 56
     LOG_DIR_NOT_FOUND = 57

@@ -52,6 +52,7 @@ BROKER_RPCS = {
     "GetReplicaLogInfo": ("GetReplicaLogInfoRequest", "GetReplicaLogInfoResponse"),
     "DescribeLogDirs": ("DescribeLogDirsRequest", "DescribeLogDirsResponse"),
     "AlterReplicaLogDirs": ("AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse"),
+    "DeleteRecords": ("DeleteRecordsRequest", "DeleteRecordsResponse"),
     "LeaderAndIsr": ("LeaderAndIsrRequest", "LeaderAndIsrResponse"),
     "StopReplica": ("StopReplicaRequest", "StopReplicaResponse"),
     "UpdateMetadata": ("UpdateMetadataRequest", "UpdateMetadataResponse"),
@@ -143,6 +144,7 @@ KAFKA_ERRORS = {
     "INVALID_CONFIG": 40,
     "NOT_CONTROLLER": 41,
     "INVALID_REQUEST": 42,
+    "POLICY_VIOLATION": 44,
     "SECURITY_DISABLED": 54,
     "KAFKA_STORAGE_ERROR": 56,
     "LOG_DIR_NOT_FOUND": 57,
@@ -285,6 +287,11 @@ KEY_FIELDS = {
     ("DescribeLogDirsPartition", "offset_lag"): (3, I64),
     ("DescribeLogDirsPartition", "is_future"): (4, BOOL),
     ("AlterReplicaLogDir", "path"): (1, STR),
+    # DeleteRecords (KIP-107)
+    ("DeleteRecordsRequest", "timeout_ms"): (2, I32),
+    ("DeleteRecordsPartition", "offset"): (2, I64),
+    ("DeleteRecordsPartitionResult", "error_code"): (3, I32),
+    ("DeleteRecordsPartitionResult", "low_watermark"): (5, I64),
     # controller -> broker
     ("LeaderAndIsrRequest", "controller_id"): (1, I32),
     ("LeaderAndIsrRequest", "controller_epoch"): (2, I32),

@@ -722,10 +722,28 @@ class Log:
         self.recovery_point = leo
         self.unflushed_messages = 0
 
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """KIP-107 (DeleteRecords on the leader; a follower following its leader's log start):
+        records below ``offset`` are no longer served, and the segments wholly below it go at
+        the next retention pass. Never past the high watermark (OffsetOutOfRangeError, as
+        Kafka's UnifiedLog.maybeIncrementLogStartOffset); False when it does not move."""
+        if self.moved_to is not None:
+            return self.moved_to.increment_log_start_offset(offset)
+        if offset <= self.log_start_offset:
+            return False
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of partition {self.tp} "
+                f"since it is larger than the high watermark {self.high_watermark}")
+        self.log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        return True
+
     def delete_old_segments(self) -> list[int]:
         """Retention: delete whole segments past ``retention.ms`` or beyond
-        ``retention.bytes``, oldest first, never the active segment and never one holding
-        offsets at or above the high watermark. Returns the deleted base offsets."""
+        ``retention.bytes``, or wholly below the log start offset (KIP-107), oldest first,
+        never the active segment and never one holding offsets at or above the high
+        watermark. Returns the deleted base offsets."""
         c = self.config
         now = self.clock()
         deleted: list[int] = []
@@ -737,7 +755,8 @@ class Log:
             by_time = c.retention_ms >= 0 and seg.max_timestamp >= 0 and \
                 now - seg.max_timestamp > c.retention_ms
             by_size = c.retention_bytes >= 0 and total - seg.size >= c.retention_bytes
-            if not (by_time or by_size):
+            by_start = nxt.base_offset <= self.log_start_offset
+            if not (by_time or by_size or by_start):
                 break
             try:
                 self._delete_later(seg)

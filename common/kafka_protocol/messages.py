@@ -17,6 +17,7 @@ from common.kafka_protocol import (
     admin_messages,
     config_messages,
     partition_messages,
+    records_messages,
     unserved_messages,
 )
 from common.kafka_protocol.api import Api
@@ -245,6 +246,7 @@ APIS: dict[int, Api] = {a.key: a for a in [
     *partition_messages.APIS,
     # Served by this broker: configs and log dirs, ACLs (through its authorizer).
     *config_messages.APIS,
+    *records_messages.APIS,  # DeleteRecords, on each partition's leader
     *acl_messages.APIS,
     # Features replog does not have, answered with a Kafka broker's error for them.
     *unserved_messages.APIS,

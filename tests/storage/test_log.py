@@ -256,3 +256,22 @@ def test_retention_by_size(tmp_path):
     assert len(log.segments) < 12
     assert all(os.path.exists(s.log_path) for s in log.segments)
     assert offsets(log.read(log.log_start_offset, 1 << 20))[0] == log.log_start_offset
+
+
+def test_log_start_offset_moves_forward_and_retention_drops_segments_below_it(tmp_path):
+    """KIP-107 (DeleteRecords): never past the HW, never backwards; reads below it are out of
+    range and the segments wholly below it go at the next retention pass."""
+    log = open_log(tmp_path, segment_bytes=200, retention_ms=-1)
+    for i in range(10):
+        log.append_as_leader(batch(1, size=100, tag=f"r{i}-"), leader_epoch=0)
+    log.high_watermark = 8
+    with pytest.raises(OffsetOutOfRangeError, match="larger than the high watermark 8"):
+        log.increment_log_start_offset(9)
+    assert log.increment_log_start_offset(5) and not log.increment_log_start_offset(3)
+    assert log.log_start_offset == 5
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(4, 1 << 20)
+    assert offsets(log.read(5, 1 << 20))[0] == 5
+    deleted = log.delete_old_segments()
+    assert deleted and all(b < 5 for b in deleted)
+    assert log.segments[0].base_offset <= 5 and log.log_start_offset == 5

@@ -1,0 +1,49 @@
+"""DeleteRecords (API 21, KIP-107) on the Kafka listener: translation only, around
+broker/delete_records.py (the code the gRPC DeleteRecords runs too).
+
+Kafka's KafkaApis.handleDeleteRecordsRequest: Delete on each topic, else
+TOPIC_AUTHORIZATION_FAILED for its partitions; a topic this broker does not know is
+UNKNOWN_TOPIC_OR_PARTITION; the rest go to the replica manager, which answers each partition
+with its low watermark or its error (clients send each partition to its leader).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from broker.delete_records import delete_records
+from broker.kafka_api_context import KafkaApiContext
+from common.errors import ErrorCode
+from common.kafka_protocol.records_messages import DELETE_RECORDS
+from common.names import TopicPartition
+from common.security.acl import AclOperation
+
+Handler = Callable[[dict, int], Awaitable[dict | None]]
+
+
+def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
+    async def handle(req: dict, _version: int) -> dict:
+        return await _delete_records(listener, req)
+    return {DELETE_RECORDS: handle}
+
+
+async def _delete_records(listener: KafkaApiContext, req: dict) -> dict:
+    denied = listener.denied_topics(AclOperation.DELETE, (t["name"] for t in req["topics"]))
+    results: dict[TopicPartition, tuple[int, int]] = {}
+    todo: dict[TopicPartition, int] = {}
+    for t in req["topics"]:
+        for p in t["partitions"]:
+            tp = TopicPartition(t["name"], p["partition_index"])
+            if t["name"] in denied:
+                results[tp] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
+            else:
+                todo[tp] = p["offset"]
+    if todo:
+        done = await delete_records(listener.rm, todo, req["timeout_ms"])
+        results.update({tp: (code, low) for tp, (code, low, _) in done.items()})
+    topics: dict[str, list[dict]] = {}
+    for tp, (code, low) in results.items():
+        topics.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "low_watermark": low, "error_code": int(code)})
+    return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps}
+                                              for n, ps in topics.items()]}
