@@ -216,8 +216,9 @@ class ConfigManager:
     # ------------------------------------------------------------------ IncrementalAlterConfigs
 
     async def alter(self, entity_type: str, name: str, alterations: list[dc.Alteration],
-                    validate_only: bool = False) -> None:
-        """Apply ``alterations`` to one resource, or raise with nothing written."""
+                    validate_only: bool = False, replace: bool = False) -> None:
+        """Apply ``alterations`` to one resource, or raise with nothing written. ``replace``:
+        to none of its current overrides (the legacy AlterConfigs' whole-resource replace)."""
         if entity_type == "topics":
             await self._check_topic(name)
             entity, check = name, dc.check_topic_config
@@ -227,7 +228,7 @@ class ConfigManager:
                      else dc.check_broker_entity_config)
         for _ in range(ALTER_ATTEMPTS):
             current, version = await self._read_entity(entity_type, entity)
-            new = dc.alter(current, alterations, check)
+            new = dc.alter({} if replace else current, alterations, check)
             if validate_only:
                 return
             if await self._write(entity_type, entity, new, version):

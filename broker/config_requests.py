@@ -134,8 +134,9 @@ def _preprocess(r: AlterResource) -> tuple[str, list[Alteration]] | Outcome:
 
 
 async def alter(configs: ConfigManager | None, resources: list[AlterResource],
-                validate_only: bool) -> list[Outcome]:
-    """One outcome per resource, in order; a refused resource writes nothing."""
+                validate_only: bool, replace: bool = False) -> list[Outcome]:
+    """One outcome per resource, in order; a refused resource writes nothing. ``replace``
+    (the legacy AlterConfigs): each resource's overrides become exactly its SETs."""
     seen = Counter((r.resource_type, r.name) for r in resources)
     out = []
     for r in resources:
@@ -152,7 +153,8 @@ async def alter(configs: ConfigManager | None, resources: list[AlterResource],
             continue
         entity_type, alterations = checked
         try:
-            await configs.alter(entity_type, r.name, alterations, validate_only)
+            await configs.alter(entity_type, r.name, alterations, validate_only,
+                                replace=replace)
         except Exception as e:  # noqa: BLE001 - reported per resource
             out.append(config_error(e))
         else:

@@ -1,5 +1,6 @@
 """The Kafka APIs a broker answers itself, through the same code as its gRPC servicer:
-DescribeConfigs and IncrementalAlterConfigs (broker/config_requests.py over the config
+DescribeConfigs, IncrementalAlterConfigs and the legacy AlterConfigs (a whole-resource
+replace: each given key SET over no overrides; broker/config_requests.py over the config
 manager), DescribeLogDirs and AlterReplicaLogDirs (the replica manager). Translation only.
 
 Where Kafka's wire asks for more than the gRPC shape (KafkaApis, ConfigHelper):
@@ -16,7 +17,7 @@ Where Kafka's wire asks for more than the gRPC shape (KafkaApis, ConfigHelper):
   dir named and is answered once; answers are grouped by topic.
 
 Authorization (KafkaApis, ConfigHelper): DescribeConfigs needs DescribeConfigs and
-IncrementalAlterConfigs AlterConfigs, on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker
+(Incremental)AlterConfigs AlterConfigs, on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker
 resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED); a refused resource is answered so and
 left as it was. DescribeLogDirs needs Describe on the cluster (the request's error code),
 AlterReplicaLogDirs Alter (each partition CLUSTER_AUTHORIZATION_FAILED, nothing moves).
@@ -29,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from broker import config_requests
 from broker.config_requests import AlterResource, ResourceType
 from broker.kafka_api_context import KafkaApiContext
-from common.dynamic_config import ConfigSource
+from common.dynamic_config import AlterOp, ConfigSource
 from common.errors import ErrorCode
 from common.kafka_protocol.config_messages import ConfigApiKey
 from common.names import TopicPartition
@@ -65,14 +66,21 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
         return {"throttle_time_ms": 0, "results": results}
 
     async def incremental_alter_configs(req: dict, _version: int) -> dict:
+        return await _alter(req, lambda c: c["config_operation"], replace=False)
+
+    async def alter_configs(req: dict, _version: int) -> dict:
+        # the legacy AlterConfigs (Kafka's ZkAdminManager.alterConfigs): each resource's
+        # dynamic configs become exactly those given, every other override removed
+        return await _alter(req, lambda c: AlterOp.SET, replace=True)
+
+    async def _alter(req: dict, op_of: Callable[[dict], int], replace: bool) -> dict:
         refusals = [_config_refusal(listener, AclOperation.ALTER_CONFIGS, r)
                     for r in req["resources"]]
         allowed = [r for r, refused in zip(req["resources"], refusals) if refused is None]
         altered = iter(await config_requests.alter(listener.configs, [
             AlterResource(r["resource_type"], r["resource_name"],
-                          tuple((c["name"], c["config_operation"], c["value"])
-                                for c in r["configs"]))
-            for r in allowed], req["validate_only"]) if allowed else ())
+                          tuple((c["name"], op_of(c), c["value"]) for c in r["configs"]))
+            for r in allowed], req["validate_only"], replace=replace) if allowed else ())
         outcomes = [refused or next(altered) for refused in refusals]
         return {"throttle_time_ms": 0, "responses": [
             {"error_code": o.error_code, "error_message": o.error_message,
@@ -126,6 +134,7 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
     return {
         ConfigApiKey.DESCRIBE_CONFIGS: describe_configs,
         ConfigApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+        ConfigApiKey.ALTER_CONFIGS: alter_configs,
         ConfigApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
         ConfigApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs,
     }

@@ -1,4 +1,4 @@
-"""Kafka APIs a broker answers itself: DescribeConfigs, IncrementalAlterConfigs,
+"""Kafka APIs a broker answers itself: DescribeConfigs, IncrementalAlterConfigs, AlterConfigs,
 DescribeLogDirs, AlterReplicaLogDirs. Described from Kafka's message JSON files (see
 messages.py); each is served over its whole Kafka range, which covers what librdkafka
 (confluent-kafka), kafka-python and aiokafka ask for."""
@@ -11,6 +11,7 @@ from common.kafka_protocol.schema import array, f, struct
 
 class ConfigApiKey:
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33  # the legacy whole-resource replace, which older clients still send
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -111,6 +112,20 @@ ALTER_REPLICA_LOG_DIRS_RESPONSE = struct(
             f("error_code", "int16"))))))),
 )
 
+# ------------------------------------------------------------------------------ AlterConfigs
+
+ALTER_CONFIGS_REQUEST = struct(
+    f("resources", array(struct(
+        f("resource_type", "int8"),
+        f("resource_name", "string"),
+        f("configs", array(struct(
+            f("name", "string"),
+            f("value", "string", nullable="0+", default=None))))))),
+    f("validate_only", "bool"),
+)
+# AlterConfigsResponse.json has IncrementalAlterConfigsResponse.json's fields, field for field
+ALTER_CONFIGS_RESPONSE = INCREMENTAL_ALTER_CONFIGS_RESPONSE
+
 
 APIS: list[Api] = [
     # aiokafka asks for v0-v2, kafka-python up to v4; v0 is Kafka's deprecated but served one.
@@ -118,6 +133,8 @@ APIS: list[Api] = [
              DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
     make_api(ConfigApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", "0-1", "1+",
              INCREMENTAL_ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_RESPONSE),
+    make_api(ConfigApiKey.ALTER_CONFIGS, "AlterConfigs", "0-2", "2+", ALTER_CONFIGS_REQUEST,
+             ALTER_CONFIGS_RESPONSE),
     # kafka-python 3 knows DescribeLogDirs v5 (KIP-1066's IsCordoned, newer than the Kafka
     # these files were read from) and steps down to v4.
     make_api(ConfigApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", "0-4", "2+",

@@ -33,6 +33,8 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
     DescribeConfigsRequest,
@@ -61,6 +63,7 @@ KAFKA_PYTHON = {
     ConfigApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ConfigApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest,
                                              IncrementalAlterConfigsResponse),
+    ConfigApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     ConfigApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     ConfigApiKey.ALTER_REPLICA_LOG_DIRS: (AlterReplicaLogDirsRequest,
                                           AlterReplicaLogDirsResponse),
@@ -83,7 +86,7 @@ def _cases(kafka_python_only: bool = False):
 
 def test_the_listener_lists_them_with_kafkas_ranges():
     assert {k: (ALL_APIS[k].served.lo, ALL_APIS[k].served.hi) for k in KAFKA_PYTHON} == {
-        32: (0, 4), 44: (0, 1), 35: (0, 4), 34: (0, 2)}
+        32: (0, 4), 44: (0, 1), 33: (0, 2), 35: (0, 4), 34: (0, 2)}
 
 
 @pytest.mark.parametrize(("api_key", "version", "kind"), list(_cases()))
@@ -103,6 +106,14 @@ def test_same_bytes_as_kafka_python(api_key, version, kind):
     decoded = KAFKA_PYTHON[api_key][kind == "response"].decode(data, version=version)
     assert _plain(decoded.to_dict(json=False)) == _in_version(value, m.body, version)
     assert bytes(decoded.encode()) == data
+
+
+def test_api_versions_advertises_delete_records_and_legacy_alter_configs():
+    """Issue 41 item 8: the two admin APIs Kafka 3.x serves that replog did not list."""
+    listener = KafkaListener(None, 1, "KAFKA", "127.0.0.1", 0, None)
+    got = asyncio.run(listener._api_versions({}, 3))
+    ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in got["api_keys"]}
+    assert (ranges[21], ranges[33]) == ((0, 2), (0, 2))
 
 
 def test_a_broker_without_a_config_manager_says_so_per_resource():
@@ -493,12 +504,63 @@ def test_a_per_broker_kafka_config_is_accepted_on_its_broker(cluster):
     assert [(c["name"], c["value"], SRC[c["config_source"]], c["read_only"])
             for c in d["configs"]] == [(key, "120000", "DYNAMIC_BROKER_CONFIG", False)]
     assert _alter_raw(cluster, [(BROKER, "", [(key, SET, "120000")])]) == [(
-        ErrorCode.INVALID_CONFIG, "Cannot update these configs at default cluster level, "
-                                  f"broker id must be specified: {key}")]
+        ErrorCode.INVALID_CONFIG, ("Cannot update these configs at default cluster level, "
+                                   f"broker id must be specified: {key}"))]
     assert _alter_raw(cluster, [(BROKER, "1", [(key, SET, "soon")])]) == [(
-        ErrorCode.INVALID_CONFIG, f"Invalid value soon for configuration {key}: Not a number "
-                                  "of type LONG")]
+        ErrorCode.INVALID_CONFIG, (f"Invalid value soon for configuration {key}: Not a "
+                                   "number of type LONG"))]
     assert _alter_raw(cluster, [(BROKER, "1", [(key, DELETE, None)])]) == [(0, None)]
+
+
+def _legacy_alter(cluster, resources, validate_only=False, version=2) -> list[tuple[int, str]]:
+    got = raw(cluster, 1, ConfigApiKey.ALTER_CONFIGS, version, {
+        "resources": [{"resource_type": t, "resource_name": n, "configs": [
+            {"name": k, "value": v} for k, v in configs]} for t, n, configs in resources],
+        "validate_only": validate_only})
+    return [(r["error_code"], r["error_message"]) for r in got["responses"]]
+
+
+@pytest.mark.integration
+def test_legacy_alter_configs_replaces_the_whole_resource(cluster):
+    """AlterConfigs (API 33), which older clients and tools still send: the resource's dynamic
+    configs become exactly the ones given (Kafka's ZkAdminManager.alterConfigs)."""
+    create_topic(cluster, "legacy", 1, 2, {"retention.ms": "1000", "min.insync.replicas": "2"})
+    assert _legacy_alter(cluster, [(TOPIC, "legacy", [("segment.bytes", "1048576")])],
+                         version=0) == [(0, None)]
+    assert _overrides(cluster, "topics", "legacy") == {"segment.bytes": "1048576"}
+    # validate_only and a refused resource write nothing; each resource stands alone
+    assert _legacy_alter(cluster, [(TOPIC, "legacy", [("retention.ms", "5")])],
+                         validate_only=True) == [(0, None)]
+    assert _legacy_alter(cluster, [
+        (TOPIC, "legacy", [("segment.bytes", "1")]),
+        (TOPIC, "legacy-missing", [("retention.ms", "5")]),
+        (BROKER, "1", [("leader.replication.throttled.rate", None)])]) == [
+        (ErrorCode.INVALID_CONFIG, ("Invalid value 1 for configuration segment.bytes: "
+                                    "Value must be at least 14")),
+        (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'legacy-missing' does not exist."),
+        (ErrorCode.INVALID_REQUEST,
+         "Null value not supported for : leader.replication.throttled.rate")]
+    assert _overrides(cluster, "topics", "legacy") == {"segment.bytes": "1048576"}
+    # an empty list removes every override
+    assert _legacy_alter(cluster, [(TOPIC, "legacy", [])], version=1) == [(0, None)]
+    assert _overrides(cluster, "topics", "legacy") == {}
+    # a broker's entity too, through kafka-python's legacy path
+    from kafka.admin import ConfigResource as KPResource
+    from kafka.admin import ConfigResourceType as KPType
+    assert _legacy_alter(cluster, [(BROKER, "1", [
+        ("leader.replication.throttled.rate", "1000"),
+        ("follower.replication.throttled.rate", "2000")])]) == [(0, None)]
+    admin = kafka_python_admin(cluster)
+    try:
+        admin.alter_configs([KPResource(KPType.BROKER, "1", {
+            "leader.replication.throttled.rate": "3000"})], incremental=False,
+            raise_on_unknown=False)
+    finally:
+        admin.close()
+    got = _overrides(cluster, "brokers", "1")
+    assert got["leader.replication.throttled.rate"] == "3000"
+    assert _legacy_alter(cluster, [(BROKER, "1", [])]) == [(0, None)]
+    assert _overrides(cluster, "brokers", "1") == {}
 
 
 @pytest.mark.integration
