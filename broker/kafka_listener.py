@@ -30,7 +30,9 @@ gives up zero-copy on an SSL channel (SslTransportLayer.transferFrom).
 Authorization (``authorizer``, common/security/authorizer.py; None allows everything) is
 KafkaApis': Produce needs Write on each topic, Fetch Read, ListOffsets Describe,
 OffsetForLeaderEpoch ClusterAction or Describe, Metadata Describe (all topics: the describable
-ones only; named ones TOPIC_AUTHORIZATION_FAILED, existing or not). The admin APIs check before
+ones only; named ones TOPIC_AUTHORIZATION_FAILED, existing or not) and, to auto-create an
+unknown one (broker/auto_topic_creation.py), Create on the cluster or the topic; DeleteRecords
+Delete (broker/kafka_delete_records.py). The admin APIs check before
 they forward (the broker forwards under its own principal, so the client's is checked here):
 broker/kafka_admin.py, kafka_create_partitions.py and kafka_config_apis.py. DescribeAcls,
 CreateAcls and DeleteAcls are answered by the authorizer (broker/kafka_acl_apis.py).
