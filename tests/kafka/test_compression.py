@@ -5,6 +5,8 @@ way round, over gRPC."""
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 
 import pytest
 
@@ -124,3 +126,23 @@ def test_replog_produce_compresses_for_kafka_clients(cluster_factory):
     bad = replog("produce", "--bootstrap-server", cluster.bootstrap_servers, "--topic", "r",
                  "--producer-property", "compression.type=brotli", stdin="x\n")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
+
+
+def test_kcat_compressed_produce_and_consume(cluster_factory):
+    """kcat (Debian's, librdkafka 2.0) with -z: each codec in, the same records out."""
+    if shutil.which("kcat") is None:
+        pytest.fail("kcat is missing: `make setup` installs Debian's kcat (as root)")
+    cluster = cluster_factory(brokers=1)
+    kb = cluster.kafka_bootstrap_servers
+    create_topic(cluster, "k", partitions=1, rf=1)
+    lines = []
+    for codec in CODECS:
+        batch = [f"{codec}-{i}" for i in range(5)]
+        subprocess.run(["kcat", "-b", kb, "-P", "-t", "k", "-p", "0", "-z", codec,
+                        "-X", "acks=all"], input="".join(f"{x}\n" for x in batch),
+                       text=True, timeout=60, check=True)
+        lines += batch
+    out = subprocess.run(["kcat", "-b", kb, "-C", "-t", "k", "-o", "beginning", "-e"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.splitlines() == lines
+    assert replog_consume(cluster, "k", len(lines)) == [x.encode() for x in lines]
