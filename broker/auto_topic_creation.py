@@ -23,6 +23,8 @@ Rules, as KafkaApis.handleTopicMetadataRequest and AutoTopicCreationManager:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 
 from broker.controller_client import ControllerClient, ControllerUnavailable
@@ -54,6 +56,17 @@ class AutoTopicCreation:
         self.controller = controller
         self.config = config
         self._inflight: set[str] = set()
+
+    async def metadata_errors(self, names: list[str], cluster_allows: bool,
+                              denied: Callable[[list[str]], frozenset[str]]
+                              ) -> dict[str, ErrorCode]:
+        """Each unknown topic of a Metadata request that creates them -> its entry's error:
+        Create on the cluster (``cluster_allows``), or else on the topic (``denied`` names
+        those refused), TOPIC_AUTHORIZATION_FAILED without (KafkaApis)."""
+        refused = frozenset() if cluster_allows else denied(names)
+        errors = await self.create([n for n in names if n not in refused])
+        return {n: ErrorCode.TOPIC_AUTHORIZATION_FAILED if n in refused else errors[n]
+                for n in names}
 
     async def create(self, names: list[str]) -> dict[str, ErrorCode]:
         """Each unknown, valid, authorized name -> the error its Metadata entry carries."""

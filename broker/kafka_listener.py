@@ -352,13 +352,11 @@ class KafkaListener:
     async def _auto_create(self, entries: list[dict]) -> None:
         """auto.create.topics.enable (broker/auto_topic_creation.py): each unknown topic's
         entry gets its creation's error; Create on the cluster, or else on the topic."""
-        names = [e["name"] for e in entries]
-        refused = frozenset() if self.authorized(AclOperation.CREATE, CLUSTER_RESOURCE) \
-            else self.denied_topics(AclOperation.CREATE, names)
-        errors = await self.auto_topics.create([n for n in names if n not in refused])
+        errors = await self.auto_topics.metadata_errors(
+            [e["name"] for e in entries], self.authorized(AclOperation.CREATE, CLUSTER_RESOURCE),
+            lambda names: self.denied_topics(AclOperation.CREATE, names))
         for e in entries:
-            e["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED if e["name"] in refused
-                                  else errors[e["name"]])
+            e["error_code"] = int(errors[e["name"]])
 
     # ------------------------------------------------------------------ Produce
 

@@ -30,7 +30,6 @@ import grpc
 from broker import config_requests, fencing
 from broker.auto_topic_creation import AutoTopicCreation, wants_creation
 from broker.config_manager import ConfigManager
-from broker.delete_records import delete_records
 from broker.controller_requests import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -38,6 +37,7 @@ from broker.controller_requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from broker.delete_records import delete_records
 from broker.metadata_cache import BrokerNode, PartitionInfo, offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, FetchResult
@@ -461,9 +461,9 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                 continue
             parts = md.partitions_of(topic)
             if not parts:
-                unknown.append(pb.MetadataTopic(topic=topic, error_code=int(
+                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
-                resp.topics.append(unknown[-1])
+                unknown.append(resp.topics[-1])  # the entry itself: append copies
                 continue
             mt = pb.MetadataTopic(topic=topic, topic_id=md.topic_ids.get(topic, ""))
             if request.include_topic_configs:
@@ -491,14 +491,12 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
     async def _auto_create(self, who: Requester | None, entries: list) -> None:
         """auto.create.topics.enable (broker/auto_topic_creation.py), as the Kafka listener:
         Create on the cluster, or else on the topic."""
-        names = [e.topic for e in entries]
-        refused = frozenset() if self.authorizer.authorize(
-            who, AclOperation.CREATE, CLUSTER_RESOURCE) else self._denied_topics(
-            who, AclOperation.CREATE, names)
-        errors = await self.auto_topics.create([n for n in names if n not in refused])
+        errors = await self.auto_topics.metadata_errors(
+            [e.topic for e in entries],
+            self.authorizer.authorize(who, AclOperation.CREATE, CLUSTER_RESOURCE),
+            lambda names: self._denied_topics(who, AclOperation.CREATE, names))
         for e in entries:
-            e.error_code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED if e.topic in refused
-                               else errors[e.topic])
+            e.error_code = int(errors[e.topic])
 
     async def GetReplicaLogInfo(self, request, context):
         await self._require_cluster(context)

@@ -15,6 +15,7 @@ from common.errors import ErrorCode
 from common.kafka_protocol.primitives import ZERO_UUID
 from tests.kafka.test_clients import replog
 from tests.kafka.test_config_apis import raw
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +96,18 @@ def test_auto_create_topics_enable_false(cluster_factory):
 def test_leader_not_available_then_the_topic(cluster_factory):
     cluster = cluster_factory(brokers=1)
     assert metadata(cluster, ["lna"]) == {"lna": ErrorCode.LEADER_NOT_AVAILABLE}
-    from tests.polling import wait_until
     wait_until(lambda: metadata(cluster, ["lna"]) == {"lna": ErrorCode.NONE}, timeout=30,
                what="the auto-created topic in the broker's metadata")
     assert topics_of(cluster) == {"lna": (1, 1)}
+    # the gRPC Metadata, as replog's producer sends it, answers the same way
+    assert grpc_metadata(cluster, "lna-grpc") == ErrorCode.LEADER_NOT_AVAILABLE
+    wait_until(lambda: grpc_metadata(cluster, "lna-grpc") == ErrorCode.NONE, timeout=30,
+               what="the topic auto-created through gRPC")
+
+
+def grpc_metadata(cluster, name: str) -> int:
+    async def go():
+        async with AdminClient(cluster.bootstrap_servers, request_timeout_ms=10000) as admin:
+            admin.metadata.allow_auto_topic_creation = True  # what the producer sets
+            return (await admin.metadata.fetch([name])).topics[name].error_code
+    return asyncio.run(go())

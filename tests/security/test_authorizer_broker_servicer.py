@@ -217,3 +217,27 @@ async def test_a_follower_fetch_stream_from_a_client_ends_refused(broker):
     call = broker.stub.FetchStream(requests())
     async for resp in call:
         assert resp.responses[0].partitions[0].error_code == ErrorCode.NONE
+
+
+async def test_auto_creation_and_delete_records_need_create_and_delete(broker):
+    """The gRPC Metadata creates unknown topics only with Create (cluster or topic), as the
+    Kafka listener does (this servicer forwards to no controller, so an allowed creation stays
+    unknown); DeleteRecords needs Delete on the topic and moves nothing without it."""
+    allow(broker.authorizer, topic("new"), AclOperation.DESCRIBE)
+    req = pb.MetadataRequest(topics=["new"], allow_auto_topic_creation=True)
+    resp = await broker.stub.Metadata(req, metadata=ALICE)
+    assert [(t.topic, t.error_code) for t in resp.topics] == [
+        ("new", ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+    allow(broker.authorizer, CLUSTER_RESOURCE, AclOperation.CREATE)
+    resp = await broker.stub.Metadata(req, metadata=ALICE)
+    assert [(t.topic, t.error_code) for t in resp.topics] == [
+        ("new", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+
+    delete = pb.DeleteRecordsRequest(timeout_ms=1000, topics=[pb.DeleteRecordsTopic(
+        topic="t", partitions=[pb.DeleteRecordsPartition(partition=0, offset=-1)])])
+    resp = await broker.stub.DeleteRecords(delete, metadata=ALICE)
+    assert [(r.topic, r.partition, r.error_code) for r in resp.results] == [
+        ("t", 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+    allow(broker.authorizer, topic("t"), AclOperation.DELETE)
+    resp = await broker.stub.DeleteRecords(delete, metadata=ALICE)
+    assert [(r.error_code, r.low_watermark) for r in resp.results] == [(ErrorCode.NONE, 0)]
