@@ -23,7 +23,7 @@ import struct
 
 import cramjam
 
-from common.errors import CorruptRecordError
+from common.errors import CorruptRecordError, ErrorCode
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -64,26 +64,63 @@ def compress(codec: int, data) -> bytes:
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data) -> bytes:
+class DecompressedTooLargeError(CorruptRecordError):
+    """A batch whose records decompress to more than MAX_DECOMPRESSED_BYTES: refused as too
+    large (MESSAGE_TOO_LARGE, which producers do not retry) instead of filling the broker's
+    memory - a few hundred KB of zstd can stand for gigabytes of zeros."""
+
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+# The most one batch's records may decompress to. Kafka streams a compressed batch's records
+# and sets no bound; replog holds them in memory to validate them, so it bounds them, far
+# above what a producer's batch.size (the uncompressed bytes it gathers) makes.
+MAX_DECOMPRESSED_BYTES = 128 << 20
+_FIRST_GUESS = 8  # times the compressed size: one pass for text, JSON and the like
+
+
+def decompress(codec: int, data, limit: int | None = None) -> bytes:
     """The bytes a compressed batch's records section holds; CorruptRecordError when they
-    do not decompress (Kafka: the batch is corrupt)."""
-    try:
-        if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
-        if codec == SNAPPY:
-            view = memoryview(data)
-            if len(view) >= len(_XERIAL_HEADER) and view[:len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
-                return _xerial_decompress(view)
-            return bytes(cramjam.snappy.decompress_raw(data))
-        if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-    except cramjam.DecompressionError as e:
-        raise CorruptRecordError(f"{NAMES[codec]} records do not decompress: {e}") from None
+    do not decompress (Kafka: the batch is corrupt), DecompressedTooLargeError above
+    ``limit`` (MAX_DECOMPRESSED_BYTES by default)."""
+    limit = MAX_DECOMPRESSED_BYTES if limit is None else limit
+    if codec == GZIP:
+        return _bounded(codec, cramjam.gzip.decompress_into, data, limit)
+    if codec == SNAPPY:
+        view = memoryview(data)
+        if len(view) >= len(_XERIAL_HEADER) and view[:len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
+            return _xerial_decompress(view, limit)
+        return _bounded(codec, cramjam.snappy.decompress_raw_into, data, limit)
+    if codec == LZ4:
+        return _bounded(codec, cramjam.lz4.decompress_into, data, limit)
+    if codec == ZSTD:
+        return _bounded(codec, cramjam.zstd.decompress_into, data, limit)
     if codec == NONE:
         return bytes(data)
     raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def _bounded(codec: int, decompress_into, data, limit: int) -> bytes:
+    """``decompress_into`` a buffer that grows (8x each time) until the output fits, up to
+    ``limit``: the output is never larger than the buffer, so no input can allocate more."""
+    size = min(limit, max(64 << 10, _FIRST_GUESS * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            n = decompress_into(data, out)
+        except cramjam.DecompressionError as e:
+            # cramjam says "failed to write whole buffer" (gzip, lz4, zstd) or "output buffer
+            # ... is smaller than required" (snappy) when the output does not fit
+            if "buffer" not in str(e):
+                raise CorruptRecordError(f"{NAMES[codec]} records do not decompress: "
+                                         f"{e}") from None
+            if size >= limit:
+                raise DecompressedTooLargeError(
+                    f"{NAMES[codec]} records decompress to more than {limit} bytes") from None
+            size = min(limit, size * 8)
+            continue
+        del out[n:]
+        return bytes(out)
 
 
 def _xerial_compress(view: memoryview) -> bytes:
@@ -95,8 +132,9 @@ def _xerial_compress(view: memoryview) -> bytes:
     return b"".join(out)
 
 
-def _xerial_decompress(view: memoryview) -> bytes:
+def _xerial_decompress(view: memoryview, limit: int) -> bytes:
     out = []
+    total = 0
     pos, end = len(_XERIAL_HEADER), len(view)
     while pos < end:
         if end - pos < 4:
@@ -105,6 +143,12 @@ def _xerial_decompress(view: memoryview) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise CorruptRecordError(f"xerial snappy block of {n} bytes overruns the records")
-        out.append(bytes(cramjam.snappy.decompress_raw(view[pos:pos + n])))
+        try:
+            out.append(_bounded(SNAPPY, cramjam.snappy.decompress_raw_into,
+                                view[pos:pos + n], limit - total))
+        except DecompressedTooLargeError:
+            raise DecompressedTooLargeError(
+                f"snappy records decompress to more than {limit} bytes") from None
+        total += len(out[-1])
         pos += n
     return b"".join(out)

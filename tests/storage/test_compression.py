@@ -5,6 +5,8 @@ key rule (INVALID_RECORD with per-record errors). Cross-checked with kafka-pytho
 
 import cramjam
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.storage.log import Log, LogConfig
 from broker.storage.log_validator import InvalidRecordError, RecordValidationError
@@ -113,3 +115,43 @@ def test_compacted_topic_refuses_null_keys_with_record_errors(tmp_path, codec):
     assert log.log_end_offset == 0
     log.append_as_leader(build_producer_batch(records(10), compression=codec), 0)
     assert log.log_end_offset == 10
+
+
+@settings(max_examples=200, deadline=None)
+@given(codec=st.sampled_from(sorted(CODECS.values())), payload=st.binary(max_size=300),
+       count=st.integers(1, 5))
+def test_any_compressed_payload_is_appended_or_corrupt(tmp_path_factory, codec, payload, count):
+    """Whatever bytes a compressed batch carries (under a right CRC), the leader appends them
+    only if they decompress to exactly its records, else refuses the batch with
+    CorruptRecordError and writes nothing - never another exception."""
+    batch = bytearray(build_producer_batch(records(count), compression=codec))
+    h = rec.parse_header(batch)
+    forged = batch[:rec.HEADER_SIZE] + payload
+    forged[8:12] = (len(forged) - rec.LOG_OVERHEAD).to_bytes(4, "big")
+    forged[rec.CRC_OFFSET:rec.CRC_OFFSET + 4] = rec.compute_crc(forged).to_bytes(4, "big")
+    log = open_log(tmp_path_factory.mktemp("fuzz"))
+    try:
+        log.append_as_leader(bytes(forged), 0)
+    except CorruptRecordError:
+        assert log.log_end_offset == 0
+    else:
+        assert [r.offset for r in rec.decode_all(bytes(log.read(0, 1 << 20)))] == \
+            list(range(h.records_count))
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_a_batch_that_decompresses_past_the_bound_is_too_large(tmp_path, name, monkeypatch):
+    """A few hundred KB of zstd can stand for gigabytes: the leader decompresses into a
+    bounded buffer and answers MESSAGE_TOO_LARGE (which producers do not retry), nothing
+    written. The bound is lowered here so that the test stays small."""
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BYTES", 100_000)
+    log = open_log(tmp_path)
+    big = [rec.ProducerRecord(b"k", bytes(50_000)) for _ in range(3)]
+    with pytest.raises(compression.DecompressedTooLargeError) as e:
+        log.append_as_leader(build_producer_batch(big, compression=CODECS[name]), 0)
+    assert e.value.error_code == 10  # MESSAGE_TOO_LARGE
+    assert log.log_end_offset == 0
+    log.append_as_leader(build_producer_batch(big[:1], compression=CODECS[name]), 0)
+    assert log.log_end_offset == 1
