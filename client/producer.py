@@ -58,7 +58,7 @@ from client.recordbatch import build_producer_batch, estimate_record_size
 from client.transport import ChannelPool, ProduceStream, call, parse_bootstrap_servers
 from common.clock import wall_ms
 from common.compression import codec_of
-from common.errors import ErrorCode
+from common.errors import ErrorCode, ReplogError
 from common.records import HEADER_SIZE
 from common.rpc import replog_pb2 as pb
 
@@ -194,6 +194,17 @@ class _Batch:
         self.retry_at = 0.0
         self.sent_epoch = -1  # the partition's leader epoch when last sent
         self.done = loop.create_future()
+
+
+def _record_error(err: KafkaError, per_record: dict[int, str], index: int) -> BaseException:
+    """What the record at ``index`` of a batch refused with record_errors fails with, as
+    Kafka's Sender: those named get the partition's error with their own message, the rest a
+    plain KafkaException saying why."""
+    if index in per_record:
+        return KafkaError(err.error_code, per_record[index] or err.message, topic=err.topic,
+                          partition=err.partition)
+    return ReplogError("Failed to append record because it was part of a batch which had one "
+                       "more more invalid records")  # sic, Kafka's words
 
 
 class Producer:
@@ -612,8 +623,11 @@ class Producer:
                                                     pr.current_leader.leader_id,
                                                     pr.current_leader.leader_epoch,
                                                     resp.node_endpoints)
-                    self._on_error(b, KafkaError(pr.error_code, pr.error_message,
-                                                 topic=b.tp.topic, partition=b.tp.partition))
+                    err = KafkaError(pr.error_code, pr.error_message, topic=b.tp.topic,
+                                     partition=b.tp.partition)
+                    if pr.record_errors:  # KIP-467: which records of the batch were refused
+                        err.record_errors = {e.batch_index: e.message for e in pr.record_errors}
+                    self._on_error(b, err)
             for b in pending.values():
                 self._on_error(b, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
                                              f"broker {broker_id} did not answer for {b.tp}"))
@@ -670,9 +684,10 @@ class Producer:
         self._release(b)
 
     def _fail(self, b: _Batch, err: BaseException) -> None:
-        for fut in b.futures:
+        per_record = getattr(err, "record_errors", None)
+        for i, fut in enumerate(b.futures):
             if not fut.done():
-                fut.set_exception(err)
+                fut.set_exception(err if not per_record else _record_error(err, per_record, i))
         self._release(b)
 
     def _release(self, b: _Batch) -> None:

@@ -46,6 +46,7 @@ from kafka.protocol.admin import (
 )
 
 from broker.kafka_listener import KafkaListener
+from client import KafkaError, Producer
 from client.admin_client import AdminClient
 from common import zk_layout as zl
 from common.errors import ErrorCode
@@ -426,6 +427,28 @@ def test_a_compacted_topic_refuses_null_keys_with_record_errors(cluster):
     p.produce("compacted", key=b"k", value=b"v", partition=0,
               on_delivery=lambda err, m, out=reports: out.append(err))
     assert p.flush(30) == 0 and reports[-1] is None
+
+
+@pytest.mark.integration
+def test_replogs_producer_fails_only_the_null_key_records_by_name(cluster):
+    """replog's producer (gRPC) reads record_errors as Kafka's Sender does: the null-key
+    record fails with its own message, its batch-mates with Kafka's generic one."""
+    create_topic(cluster, "compacted-grpc", 1, 2, {"cleanup.policy": "compact"})
+
+    async def go():
+        async with Producer(cluster.bootstrap_servers, linger_ms=200, retries=0) as p:
+            futs = [await p.send("compacted-grpc", b"v", key, partition=0)
+                    for key in (b"a", None, b"c")]
+            await p.flush()
+            return await asyncio.gather(*futs, return_exceptions=True)
+    first, nokey, third = asyncio.run(go())
+    assert isinstance(nokey, KafkaError) and nokey.error_code == ErrorCode.INVALID_RECORD
+    assert nokey.message == ("Compacted topic cannot accept message without key in topic "
+                             "partition compacted-grpc-0.")
+    for other in (first, third):
+        assert not isinstance(other, KafkaError) and str(other) == (
+            "Failed to append record because it was part of a batch which had one more more "
+            "invalid records")
 
 
 def describe_leader(cluster, topic: str) -> int:
