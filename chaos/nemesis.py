@@ -145,8 +145,10 @@ class ClusterProcesses:
         if started is None:
             return epoch, None
         # stat.ctime: the znode's creation, in the ZooKeeper leader's wall-clock milliseconds
-        # (this machine's clock, as the handle's start time is).
-        return epoch, started <= stat.ctime / 1000.0
+        # (this machine's clock, as the handle's start time is). Compared at ZooKeeper's
+        # millisecond granularity: a process spawned and elected within one millisecond has a
+        # start time past ctime / 1000 (ctime is truncated), yet it did claim the znode.
+        return epoch, int(started * 1000) <= stat.ctime
 
     @contextlib.contextmanager
     def _fresh_zk(self):

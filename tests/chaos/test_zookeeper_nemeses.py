@@ -226,6 +226,11 @@ def test_controller_state_reads_who_holds_the_controller_znode(zk, zk_hosts):
         controllers[100] = _Controller()
         claim(100)  # after the process started, as an election is
         assert live() is True
+        # Spawned and elected within one millisecond: ctime is whole milliseconds, so the
+        # start time reads later than ctime / 1000, yet this process claimed the znode.
+        _, stat = zk.get(zk_layout.CONTROLLER)
+        controllers[100].started_at = (stat.ctime + 0.9) / 1000.0
+        assert live() is True
         # Killed and started again: the znode is the dead process's until its session
         # expires, and the new process began after it was claimed.
         controllers[100].kill()
