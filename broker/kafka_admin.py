@@ -420,7 +420,12 @@ class _AdminApis:
                 # AuthHelper: a controller id missing from the broker list is answered -1.
                 "controller_id": me if md.controller_id >= 0 and any(
                     b["broker_id"] == me for b in brokers) else -1,
-                "brokers": brokers, "cluster_authorized_operations": INT32_MIN}
+                "brokers": brokers,
+                # KIP-430: every supported operation without an authorizer, the requester's
+                # allowed set with one; INT32_MIN ("not provided") only when not asked
+                "cluster_authorized_operations": self.listener.authorized_operations(
+                    CLUSTER_RESOURCE) if req["include_cluster_authorized_operations"]
+                else INT32_MIN}
 
 
 # ---------------------------------------------------------------------- helpers

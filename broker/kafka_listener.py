@@ -68,7 +68,12 @@ from common.kafka_protocol.headers import RequestHeader, read_request_header, re
 from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
 from common.names import TopicPartition, validate_topic
-from common.security.acl import CLUSTER_RESOURCE, AclOperation, ResourcePattern
+from common.security.acl import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_RESOURCE,
+    AclOperation,
+    ResourcePattern,
+)
 from common.security.acl import topic as topic_resource
 from common.security.authorizer import ALLOW_ALL, Requester
 from common.security.principal import (
@@ -162,6 +167,11 @@ class KafkaListener:
 
     def authorized(self, operation: AclOperation, resource: ResourcePattern) -> bool:
         return self.authorizer.authorize(self.requester(), operation, resource)
+
+    def authorized_operations(self, resource: ResourcePattern) -> int:
+        """KIP-430's bit field for ``resource``: every supported operation without an
+        authorizer, the requester's allowed ones with one."""
+        return self.authorizer.authorized_operations(self.requester(), resource)
 
     def denied_topics(self, operation: AclOperation, names: Iterable[str | None]
                       ) -> frozenset[str]:
@@ -291,15 +301,24 @@ class KafkaListener:
         md = self.rm.metadata
         wanted = req["topics"]
         denied: frozenset[str] = frozenset()
+        by_id_asked: dict[str, bytes] = {}  # topics asked for by id (v10+, KIP-516): their ids
+        unknown_ids: list[bytes] = []
         if wanted is None or (version == 0 and not wanted):  # v0: an empty list means all
             # every topic: those the principal may not Describe are left out, silently
             hidden = self.denied_topics(AclOperation.DESCRIBE, md.topics())
             names = [t for t in md.topics() if t not in hidden]
         else:
             by_id = {uuid_bytes(tid): t for t, tid in md.topic_ids.items()}
-            names = list(dict.fromkeys(
-                t["name"] if t["name"] is not None else by_id.get(t["topic_id"], "")
-                for t in wanted))
+            asked: list[str] = []
+            for t in wanted:
+                if t["name"] is not None:
+                    asked.append(t["name"])
+                elif t["topic_id"] in by_id:
+                    by_id_asked.setdefault(by_id[t["topic_id"]], t["topic_id"])
+                    asked.append(by_id[t["topic_id"]])
+                elif t["topic_id"] not in unknown_ids:
+                    unknown_ids.append(t["topic_id"])
+            names = list(dict.fromkeys(asked))
             denied = self.denied_topics(AclOperation.DESCRIBE, names)
         # KIP-103: each broker's endpoint of this listener; a broker without it is left out,
         # and a partition it leads is LEADER_NOT_AVAILABLE, so the client retries.
@@ -310,7 +329,14 @@ class KafkaListener:
         unknown: list[int] = []  # indexes in topics of the topics this broker does not know
         for name in names:
             if name in denied:
-                topics.append(_metadata_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                if name in by_id_asked:
+                    # KafkaApis: a topic asked for by id that may not be described is named
+                    # null, so its id does not disclose its name
+                    topics.append(_metadata_topic(None if version >= 12 else "",
+                                                  ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                  by_id_asked[name]))
+                else:
+                    topics.append(_metadata_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             try:
                 validate_topic(name)
@@ -334,9 +360,20 @@ class KafkaListener:
                     "offline_replicas": offline_replicas(info.replicas, live,
                                                          info.offline_replicas)})
             topics.append(t)
+        # an id this broker does not know: UNKNOWN_TOPIC_ID, named null (never created)
+        topics += [_metadata_topic(None if version >= 12 else "", ErrorCode.UNKNOWN_TOPIC_ID,
+                                   tid) for tid in unknown_ids]
         if unknown and wants_creation(self.rm.config, req["allow_auto_topic_creation"],
                                       wanted is None):
             await self._auto_create([topics[i] for i in unknown])
+        if version >= 8 and req["include_topic_authorized_operations"]:
+            for t in topics:  # KafkaApis fills them in for every topic it answers
+                if t["name"]:
+                    t["topic_authorized_operations"] = self.authorized_operations(
+                        topic_resource(t["name"]))
+        cluster_ops = self.authorized_operations(CLUSTER_RESOURCE) \
+            if 8 <= version <= 10 and req["include_cluster_authorized_operations"] \
+            else AUTHORIZED_OPERATIONS_OMITTED
         return {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": b, "host": e.host, "port": e.port, "rack": e.rack}
@@ -347,6 +384,7 @@ class KafkaListener:
             # live broker: this one.
             "controller_id": self.broker_id if md.controller_id >= 0 else -1,
             "topics": topics,
+            "cluster_authorized_operations": cluster_ops,
         }
 
     async def _auto_create(self, entries: list[dict]) -> None:
@@ -582,8 +620,9 @@ def _fetch_regions(body: dict) -> list:
             if p.get("records") is not None and not isinstance(p["records"], bytes)]
 
 
-def _metadata_topic(name: str, error: ErrorCode, topic_id: bytes | None = None) -> dict:
-    out = {"error_code": int(error), "name": name, "is_internal": False, "partitions": []}
+def _metadata_topic(name: str | None, error: ErrorCode, topic_id: bytes | None = None) -> dict:
+    out = {"error_code": int(error), "name": name, "is_internal": False, "partitions": [],
+           "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     if topic_id is not None:
         out["topic_id"] = topic_id
     return out
