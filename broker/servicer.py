@@ -448,6 +448,10 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                                        listener=self.listener))
         live = set(md.brokers)
         unknown: list[pb.MetadataTopic] = []  # topics this broker does not know
+        # A topic's configs need DescribeConfigs on it, as DescribeConfigs does (Describe
+        # gives the partitions only); without it the topic is answered with no configs.
+        no_configs = self._denied_topics(who, AclOperation.DESCRIBE_CONFIGS, topics) \
+            if request.include_topic_configs else frozenset()
         for topic in topics:
             if topic in denied:
                 resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
@@ -466,7 +470,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                 unknown.append(resp.topics[-1])  # the entry itself: append copies
                 continue
             mt = pb.MetadataTopic(topic=topic, topic_id=md.topic_ids.get(topic, ""))
-            if request.include_topic_configs:
+            if request.include_topic_configs and topic not in no_configs:
                 mt.configs.update(self.rm.topic_configs.get(topic, {}))
             for pid, info in sorted(parts.items()):
                 offline = offline_replicas(info.replicas, live, info.offline_replicas)
