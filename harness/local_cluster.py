@@ -17,7 +17,9 @@ Used by ``replog cluster up`` and by every integration and fault test. Given a d
 - waits until every broker is registered in ZooKeeper, a controller is active, and every broker
   answers Metadata naming that controller and all brokers (so a client can create topics at once);
 - writes ``cluster.json`` (bootstrap servers, ZooKeeper, pids, addresses, log dirs, metrics URLs)
-  and rewrites it whenever a process is restarted;
+  only once the cluster serves (every broker registered and in every broker's metadata, every
+  Kafka listener accepting; until then ``cluster.starting.json`` with ``"ready": false``), and
+  rewrites it whenever a process is restarted;
 - gives each broker a Kafka-protocol listener too (``KAFKA://127.0.0.1:<port>``, docs/
   kafka-protocol.md): ``kafka_bootstrap_servers`` in cluster.json is for Kafka clients;
 - with ``security="mtls"`` (``replog cluster up --security mtls``) turns every listener to TLS
@@ -69,6 +71,9 @@ from harness.polling import Deadline, poll, wait_until
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_FILE = ".cluster.lock"
 CLUSTER_JSON = "cluster.json"
+# The description while the cluster is not yet serving, with "ready": false: cluster.json
+# itself appears only once it serves, so a script may wait for that file (docs/operations.md).
+CLUSTER_STARTING_JSON = "cluster.starting.json"
 SECURITY_ENV = "REPLOG_CLUSTER_SECURITY"
 DEFAULT_CHROOT = "/replog"
 DEFAULT_CONTROLLER_ID_BASE = 100  # controller ids apart from broker ids, for readable logs
@@ -432,6 +437,7 @@ class LocalCluster:
         self._owns_dir = False  # set once this cluster held the data dir's lock
         self._used_ports: set[int] = set()
         self._started = False
+        self._served = False  # cluster.json written: the cluster has served in this run
         ids = list(broker_ids) if broker_ids is not None else list(range(1, brokers + 1))
         cids = list(controller_ids) if controller_ids is not None else \
             list(range(DEFAULT_CONTROLLER_ID_BASE, DEFAULT_CONTROLLER_ID_BASE + controllers))
@@ -542,10 +548,16 @@ class LocalCluster:
             self.wait_for_controller(deadline.remaining(floor=1.0))
             self.wait_for_brokers(timeout=deadline.remaining(floor=1.0))
             self.wait_for_metadata(timeout=deadline.remaining(floor=1.0))
+            self.wait_for_kafka_listeners(timeout=deadline.remaining(floor=1.0))
         except BaseException:
             self.stop(graceful=False)
             raise
+        # Serving now: every broker registered, in every broker's metadata with the active
+        # controller, and every Kafka listener accepting. Only now does cluster.json appear
+        # (it used to be written as each process was spawned, and a script that waited for it
+        # met "Replication factor: 3 larger than available brokers: 1").
         self._started = True
+        self._served = True
         self._write_cluster_json()
         return self
 
@@ -789,6 +801,14 @@ class LocalCluster:
                                     + "; ".join(f"broker {b}: {m}"
                                                 for b, m in sorted(missing.items()))) from None
 
+    def wait_for_kafka_listeners(self, timeout: float = 30.0) -> None:
+        """Wait until every running broker's Kafka-protocol listener accepts connections."""
+        running = [h for h in self.brokers.values() if h.is_running() and h.kafka_address]
+
+        def check() -> bool:
+            return all(_port_open(h.host, h.kafka_port) for h in running)
+        self._wait("every broker's Kafka listener to accept", check, timeout, running)
+
     def _metadata(self, h: ProcessHandle):
         import grpc
 
@@ -810,6 +830,8 @@ class LocalCluster:
 
     def describe(self) -> dict:
         return {
+            # true while the cluster serves (start() returned, stop() not called)
+            "ready": self._started,
             "bootstrap_servers": self.bootstrap_servers,
             "kafka_bootstrap_servers": self.kafka_bootstrap_servers,
             "zookeeper": self.zookeeper_connect,
@@ -852,12 +874,19 @@ class LocalCluster:
         return out
 
     def _write_cluster_json(self) -> None:
+        """cluster.json once the cluster has served (rewritten on every restart, and with
+        "ready": false at stop); before that, cluster.starting.json ("ready": false)."""
         if not self._owns_dir or not self.data_dir.exists():
             return  # never overwrite the description of another cluster in this dir
         with self._json_lock:
-            tmp = self.cluster_json_path.with_suffix(".json.tmp")
+            path = self.cluster_json_path if self._served else \
+                self.data_dir / CLUSTER_STARTING_JSON
+            tmp = path.with_suffix(".json.tmp")
             tmp.write_text(json.dumps(self.describe(), indent=2) + "\n", encoding="utf-8")
-            os.replace(tmp, self.cluster_json_path)
+            os.replace(tmp, path)
+            if self._served:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.data_dir / CLUSTER_STARTING_JSON).unlink()
 
     def _acquire_lock(self) -> None:
         if self._lock_fd is not None:
@@ -884,6 +913,12 @@ class LocalCluster:
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
         self._owns_dir = True
+        # an earlier run's description (its processes are gone, checked above) must not be
+        # taken for this cluster's readiness
+        self._served = False
+        for name in (CLUSTER_JSON, CLUSTER_STARTING_JSON):
+            with contextlib.suppress(FileNotFoundError):
+                (self.data_dir / name).unlink()
 
     def _release_lock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
@@ -896,10 +931,13 @@ class LocalCluster:
 # ---------------------------------------------------------------------------- cluster down
 
 def _read_cluster_json(data_dir: Path) -> dict | None:
-    try:
-        return json.loads((data_dir / CLUSTER_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    """cluster.json, or the description of a cluster that never came to serve."""
+    for name in (CLUSTER_JSON, CLUSTER_STARTING_JSON):
+        try:
+            return json.loads((data_dir / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _owned_pids(info: dict) -> list[tuple[str, int, str]]:
