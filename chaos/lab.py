@@ -39,6 +39,7 @@ from pathlib import Path
 from chaos import runner
 from chaos.nemesis import NEMESIS_CLASSES, Nemesis
 from chaos.schedule import Fault, Schedule, Timeouts
+from client import reassignment
 from common import zk_layout
 from common.errors import ReplogError
 from harness.local_cluster import LocalCluster
@@ -242,35 +243,26 @@ class LabReassignNemesis(Nemesis):
                    for (t, p), r in targets.items())
 
     async def start(self, fault):
-        import argparse
-        import io
-
-        from admin.reassign import actions, messages
         p = int(fault.target[0].removeprefix("partition-"))
         leaving = int(fault.target[1].removeprefix("broker-"))
         throttle = self.shared.get("lab_throttle")
         tps = [(BULK_TOPIC, q) for q in sorted(BULK_ASSIGNMENT)] + [(self.shared["topic"], p)]
         async with self._admin() as admin:
-            current = await actions.current_replicas(admin, tps)
+            current = await reassignment.current_replicas(admin, tps)
             targets = reassignment_targets(current, leaving)
-            plan = self.procs.cluster.data_dir / f"reassign-{fault.index}.json"
-            plan.write_text(messages.reassignment_json(targets))
             url = self.procs.cluster.broker(NEW_BROKER).metrics_url
             before = await _bytes_in(url)
-            args = argparse.Namespace(reassignment_json_file=str(plan), throttle=throttle,
-                                      replica_alter_log_dirs_throttle=None, additional=False,
-                                      timeout=None)
             if throttle:
                 self.throttled = targets
             t0 = time.monotonic()
             try:
-                with contextlib.redirect_stdout(io.StringIO()):  # the tool's messages
-                    rc = await actions.execute(admin, args)
+                # as `replog reassign --execute --throttle` makes it, without its messages
+                _, results = await reassignment.execute(admin, targets, throttle)
             finally:
                 submitted(self.shared).set()  # the failover's cue, moved or not
-            if rc != 0:
+            if any(e is not None for e in results.values()):
                 self.throttled = {}
-                return {"moved": False, "rc": rc}
+                return {"moved": False, "rc": 1}
             caught_up_s = None
             received: list[tuple[float, float]] = []  # (s since the request, bytes in)
             while True:
@@ -305,12 +297,8 @@ class LabReassignNemesis(Nemesis):
     async def undo(self) -> list[str]:
         if not self.throttled:
             return []
-        import io
-
-        from admin.reassign import throttles
         async with self._admin() as admin:
-            with contextlib.redirect_stdout(io.StringIO()):
-                await throttles.clear_all_throttles(admin, self.throttled)
+            await reassignment.clear_all_throttles(admin, self.throttled)
         done = sorted(f"{t}-{p}" for t, p in self.throttled)
         self.throttled = {}
         return done
