@@ -29,8 +29,8 @@ from pyspark.sql import functions as F
 # elections (new_partition) are not failures and are left out of failover.
 FAILOVER_CAUSES = {
     "offline": "broker_down",
-    "restarted": "log_dir_offline",   # RestartedPartitionsLeaderSelector, seed 003
-    "relinquished": "relinquished",   # slow leader, seed 002
+    "restarted": "log_dir_offline",   # RestartedPartitionsLeaderSelector, design.md#jbod
+    "relinquished": "relinquished",   # slow leader, design.md#kip-501
     "controlled_shutdown": "controlled_shutdown",
 }
 
@@ -382,7 +382,7 @@ def replica_recoveries(replica_changes: DataFrame, events: DataFrame,
         .orderBy("rejoin_ts", "partition", "broker")
 
 
-# ---------------------------------------------------------------------------- C5-C7
+# ---------------------------------------- design.md#jbod, design.md#reassignment, design.md#kip-966
 
 def unclean_elections(events: DataFrame) -> DataFrame:
     """Leaders elected outside the ISR: [partition, ts, kind, strategy, outcome, old_leader,
@@ -393,7 +393,7 @@ def unclean_elections(events: DataFrame) -> DataFrame:
       Offsets discarded: the followers' truncations at that leader epoch (``truncated``:
       from_offset - to_offset, summed); strategy, outcome, candidates, answered and waited_ms
       null.
-    - kind ``recovery``: a KIP-966 unclean recovery (C7), one row per
+    - kind ``recovery``: a KIP-966 unclean recovery (design.md#kip-966), one row per
       ``unclean_recovery_finished`` at its time: strategy, outcome (elected | dropped |
       failed), the replicas asked (candidates), how many answered GetReplicaLogInfo usably
       (answered: error NONE) and waited_ms since the task started. Elected: chosen_replica
@@ -460,8 +460,8 @@ def unclean_elections(events: DataFrame) -> DataFrame:
 
 def log_dir_failures(events: DataFrame, replica_changes: DataFrame) -> DataFrame:
     """Per partition of a failed log dir: [broker, log_dir, ts, partition, rereplicated_ts,
-    time_to_rereplicate_s] — until that broker's replica rejoined the partition's ISR (C5
-    re-creates it in a healthy dir); null while it has not."""
+    time_to_rereplicate_s] — until that broker's replica rejoined the partition's ISR
+    (design.md#jbod re-creates it in a healthy dir); null while it has not."""
     ldo = events.where((F.col("event") == "log_dir_offline") & (F.col("role") == "broker")) \
         .select(F.col("node").alias("broker"), "log_dir", "ts",
                 F.explode_outer("partitions").alias("partition"))
@@ -479,8 +479,8 @@ def log_dir_failures(events: DataFrame, replica_changes: DataFrame) -> DataFrame
 
 
 def reassignments(events: DataFrame, samples: DataFrame) -> DataFrame:
-    """One row per partition reassignment (C6): [partition, started_ts, completed_ts,
-    duration_s, outcome, original, target, adding, bytes_moved, bytes_shared_with].
+    """One row per partition reassignment (design.md#reassignment): [partition, started_ts,
+    completed_ts, duration_s, outcome, original, target, adding, bytes_moved, bytes_shared_with].
 
     A reassignment runs from the partition's first ``reassignment_started`` (or
     ``reassignment_cancelled``) to its next ``reassignment_completed``; the start records in

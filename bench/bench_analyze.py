@@ -1,4 +1,4 @@
-"""``replog analyze`` on an hour of a busy cluster (SPEC C8's analytics benchmark).
+"""``replog analyze`` on an hour of a busy cluster (design.md#c8's analytics benchmark).
 
 Input, synthesized in the exporter's format (analytics/schema.py) with a fixed seed: 1 hour of
 1 s samples from 3 brokers and 1 controller with 3,000 partitions (RF 3): every process's metric

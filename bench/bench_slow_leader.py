@@ -1,4 +1,4 @@
-"""Seed 002 / KIP-501 (C4): how long produce stalls when a leader's reads turn slow.
+"""design.md#kip-501: how long produce stalls when a leader's reads turn slow.
 
 A 3-broker LocalCluster with ``follower.fetch.pending.reads.insync.enable=true``; a topic with
 one partition (RF=3, min.insync.replicas=2) led by broker 1; an acks=all producer writing

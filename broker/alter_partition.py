@@ -75,8 +75,8 @@ class AlterPartitionManager:
         self._submit(p, p.isr, "recovered")
 
     def relinquish(self, p: Partition) -> None:
-        """Seed 002: ask the controller for a new leader from the rest of the ISR, with this
-        broker moved to the end of the ISR (AlterPartition's relinquish_leadership flag)."""
+        """design.md#kip-501: ask the controller for a new leader from the rest of the ISR, with
+        this broker moved to the end of the ISR (AlterPartition's relinquish_leadership flag)."""
         if p.pending_isr is not None:
             # an ISR change is in flight; relinquish once it is answered
             self._queue.pop(p.tp, None)

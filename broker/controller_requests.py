@@ -69,7 +69,8 @@ class LeaderAndIsrPartitionState:
     removing_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = 0
     # LeaderAndIsr's isNew: create the replica's log even while a log dir is offline (a new
-    # replica, or one restarted after a log-dir failure: seed 003 / partition_state.missing_log)
+    # replica, or one restarted after a log-dir failure: design.md#jbod /
+    # partition_state.missing_log)
     is_new: bool = False
     # KIP-966's ELR in the state written: the leader's HW stays frozen while it is not empty
     # (broker.partition.Partition.maybe_advance_hw)

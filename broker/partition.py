@@ -67,7 +67,7 @@ class Partition:
         # KIP-704: after an unclean election the controller marks the leader RECOVERING; the
         # leader reports RECOVERED through AlterPartition (nothing to rebuild in replog).
         self.leader_recovery_state = 0
-        self.relinquished_epoch = -1  # seed 002: leadership given up in this epoch
+        self.relinquished_epoch = -1  # design.md#kip-501: leadership given up in this epoch
         # KIP-841: followers the controller refused into the ISR (INELIGIBLE_REPLICA: in
         # controlled shutdown, or not registered with that broker epoch) -> the broker epoch
         # refused. Not proposed again while they fetch with it (isr.expansion_refused).
@@ -168,8 +168,8 @@ class Partition:
                           ) -> FollowerState | None:
         """A follower's fetch reached this leader (after the divergence check): its fetch
         state, its ISR expansion, then the HW. Returns the follower state whose ``pending_id``
-        fetch was recorded as pending (seed 002: only when ``pending_id`` is given and the fetch
-        is eligible), else None.
+        fetch was recorded as pending (design.md#kip-501: only when ``pending_id`` is given and the
+        fetch is eligible), else None.
 
         ``propose_expansion(partition, follower)`` (AlterPartition; None: never expand) is
         called *before* the HW moves, as Kafka's updateFollowerFetchState runs maybeExpandIsr
@@ -189,7 +189,7 @@ class Partition:
         pending = None
         if pending_id is not None and f is not None and \
                 isr_rules.pending_fetch_eligible(f, fetch_offset):
-            # Seed 002: recorded before the read, so a slow read keeps it in sync.
+            # design.md#kip-501: recorded before the read, so a slow read keeps it in sync.
             f.pending_fetches[pending_id] = fetch_offset
             pending = f
         self.record_follower_fetch(replica_id, fetch_offset, follower_log_start, now_ms,

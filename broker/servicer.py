@@ -3,9 +3,9 @@
 No decisions here: protobuf stops at this module. The controller's requests are translated to
 plain values (broker/controller_requests.py) before they reach the replica manager, and its
 answers back to wire messages; what an answer says comes from pure rules (broker/fencing.py,
-broker/metadata_cache.py, broker/log_dirs.py). Input is validated (C11: sizes, names, acks);
-per-partition outcomes carry Kafka error codes; whole-request failures become gRPC status codes
-with the Kafka code in the trailing metadata key ``replog-error-code``
+broker/metadata_cache.py, broker/log_dirs.py). Input is validated (design.md#c11: sizes, names,
+acks); per-partition outcomes carry Kafka error codes; whole-request failures become gRPC status
+codes with the Kafka code in the trailing metadata key ``replog-error-code``
 (proto/replog/v1/replog.proto, conventions).
 
 Authorization is Kafka's KafkaApis checks against the configured authorizer

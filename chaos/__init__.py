@@ -1,4 +1,4 @@
-"""replog's chaos runner (SPEC C10): seeded fault schedules, nemeses, a workload that records
+"""replog's chaos runner (design.md#c10): seeded fault schedules, nemeses, a workload that records
 a history, and a Jepsen-style checker over that history.
 
 - ``chaos.schedule``: the schedule, a pure function of (seed, duration, nemeses, topology);

@@ -39,6 +39,7 @@ from pathlib import Path
 from chaos import runner
 from chaos.nemesis import NEMESIS_CLASSES, Nemesis
 from chaos.schedule import Fault, Schedule, Timeouts
+from client import reassignment
 from common import zk_layout
 from common.errors import ReplogError
 from harness.local_cluster import LocalCluster
@@ -100,8 +101,8 @@ class LabKillNemesis(_OneProcessFault):
 class LabPartitionEioNemesis(Nemesis):
     """EIO on writes under one partition's log on one of its followers (the fault-injection
     file's rule names the partition dir, as tests/cluster/test_fetcher_isolation.py does): the
-    follower's append fails, which is a partition failure for its fetcher (seed 000, KIP-461)
-    and, the dir passing the availability probe, that one log goes offline (seed 003). The
+    follower's append fails, which is a partition failure for its fetcher (design.md#kip-461)
+    and, the dir passing the availability probe, that one log goes offline (design.md#jbod). The
     fault ends with the rule cleared and a clean bounce of the follower, for every arm alike:
     the pre-KIP-461 fetcher stays stopped until its broker restarts."""
 
@@ -242,35 +243,26 @@ class LabReassignNemesis(Nemesis):
                    for (t, p), r in targets.items())
 
     async def start(self, fault):
-        import argparse
-        import io
-
-        from admin.reassign import actions, messages
         p = int(fault.target[0].removeprefix("partition-"))
         leaving = int(fault.target[1].removeprefix("broker-"))
         throttle = self.shared.get("lab_throttle")
         tps = [(BULK_TOPIC, q) for q in sorted(BULK_ASSIGNMENT)] + [(self.shared["topic"], p)]
         async with self._admin() as admin:
-            current = await actions.current_replicas(admin, tps)
+            current = await reassignment.current_replicas(admin, tps)
             targets = reassignment_targets(current, leaving)
-            plan = self.procs.cluster.data_dir / f"reassign-{fault.index}.json"
-            plan.write_text(messages.reassignment_json(targets))
             url = self.procs.cluster.broker(NEW_BROKER).metrics_url
             before = await _bytes_in(url)
-            args = argparse.Namespace(reassignment_json_file=str(plan), throttle=throttle,
-                                      replica_alter_log_dirs_throttle=None, additional=False,
-                                      timeout=None)
             if throttle:
                 self.throttled = targets
             t0 = time.monotonic()
             try:
-                with contextlib.redirect_stdout(io.StringIO()):  # the tool's messages
-                    rc = await actions.execute(admin, args)
+                # as `replog reassign --execute --throttle` makes it, without its messages
+                _, results = await reassignment.execute(admin, targets, throttle)
             finally:
                 submitted(self.shared).set()  # the failover's cue, moved or not
-            if rc != 0:
+            if any(e is not None for e in results.values()):
                 self.throttled = {}
-                return {"moved": False, "rc": rc}
+                return {"moved": False, "rc": 1}
             caught_up_s = None
             received: list[tuple[float, float]] = []  # (s since the request, bytes in)
             while True:
@@ -305,12 +297,8 @@ class LabReassignNemesis(Nemesis):
     async def undo(self) -> list[str]:
         if not self.throttled:
             return []
-        import io
-
-        from admin.reassign import throttles
         async with self._admin() as admin:
-            with contextlib.redirect_stdout(io.StringIO()):
-                await throttles.clear_all_throttles(admin, self.throttled)
+            await reassignment.clear_all_throttles(admin, self.throttled)
         done = sorted(f"{t}-{p}" for t, p in self.throttled)
         self.throttled = {}
         return done
@@ -326,8 +314,8 @@ class LabFailoverNemesis(LabKillNemesis):
     reassignment request was accepted (a kill at a fixed time would find the unthrottled
     move, well under a second, done); started again (as the standby) at the fault's end.
     The other controller takes over once the killed one's session expires, and resumes the
-    reassignment in progress (seed 004's failover cases). An arm without failover keeps the
-    slot, recorded as skipped, so every arm has the same timeline."""
+    reassignment in progress (design.md#reassignment's failover cases). An arm without failover
+    keeps the slot, recorded as skipped, so every arm has the same timeline."""
 
     name = "lab-failover"
     WAIT_S = 60.0
@@ -408,7 +396,7 @@ def last_replica_standing(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> 
        ISR and cannot lead;
     6. A comes back last: only now does the ZooKeeper-era clean election find an ISR member.
 
-    B returns 1.5-3 s after S. Balanced and Manual wait for a fenced ELR member (seed 001's
+    B returns 1.5-3 s after S. Balanced and Manual wait for a fenced ELR member (design.md#kip-966's
     election order, controller/selectors.py elr_leader), so B leads cleanly. Proactive does
     not: its recovery starts when A's loss is registered and takes the replies of the first
     5 s (controller/decisions/recovery.py PROACTIVE_WAIT_MS), or the first one after; when
@@ -441,7 +429,7 @@ def one_bad_partition(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> Sche
 
 
 def one_failed_disk(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> Schedule:
-    """Seed 003: EIO on every write and fsync of one of a broker's two log dirs (the chaos
+    """design.md#jbod: EIO on every write and fsync of one of a broker's two log dirs (the chaos
     runner's eio nemesis), then the rule cleared and the broker bounced (an offline dir stays
     offline until the broker restarts, as in Kafka)."""
     rng = random.Random(seed)
@@ -453,7 +441,7 @@ def one_failed_disk(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> Schedu
 
 
 def slow_leader(seed: int, timeouts: Timeouts = _DEFAULT_TIMEOUTS) -> Schedule:
-    """Seed 002 / KIP-501: every read of one broker's log dirs takes 1.5 s (the chaos
+    """design.md#kip-501: every read of one broker's log dirs takes 1.5 s (the chaos
     runner's slow nemesis, past replica.lag.time.max.ms) for several lag periods: the broker
     leads some partitions, and its followers' fetches wait on its slow reads."""
     rng = random.Random(seed)

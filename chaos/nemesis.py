@@ -20,7 +20,7 @@ Admin operations mid-fault: ``elect`` (preferred election), ``reassign``
 first two (``admin = True``) run in the runner's admin lane, beside the faults.
 
 Not here yet, and why: intra-broker log-dir moves (AlterReplicaLogDirs) mid-fault, which
-exist since C6 but have no nemesis yet.
+exist since design.md#reassignment but have no nemesis yet.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from common import zk_layout
 from harness import cluster_hosts
 from harness.local_cluster import LocalCluster, ProcessHandle
 
-SLOW_READ_DELAY_MS = 1500  # seed 002's slow leader: reads slower than replica.lag.time.max.ms
+# design.md#kip-501's slow leader: reads slower than replica.lag.time.max.ms
+SLOW_READ_DELAY_MS = 1500
 # kazoo's synchronous reads wait for a reconnect without end: while ZooKeeper is down (a
 # kill of it is in progress) a nemesis reading it would wait for the schedule's next event,
 # the restart, which runs only after that nemesis returns (seed 44 hung so).
@@ -551,7 +552,7 @@ class EioNemesis(_FaultFileNemesis):
 
 
 class SlowDiskNemesis(_FaultFileNemesis):
-    """Every read of one broker's log dirs takes SLOW_READ_DELAY_MS: seed 002's slow leader
+    """Every read of one broker's log dirs takes SLOW_READ_DELAY_MS: design.md#kip-501's slow leader
     (KIP-501: its followers must not be thrown out of the ISR for the leader's slowness)."""
 
     name = "slow"

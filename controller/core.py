@@ -25,10 +25,10 @@ refused ones" reads top to bottom; `step` drives it to its next store effect.
 
 Status: complete for topic creation and deletion, adding partitions (CreatePartitions), broker
 lifecycle, controlled shutdown, AlterPartition, ElectLeaders, the automatic preferred-leader
-check, reassignment (C6, seed 004's seven steps: `_on_partition_reassignment`,
-`_complete_reassignment`) and /restart_partitions (C5, seed 003: `_restart_partitions_change`)
-and KIP-966's Unclean Recovery Manager (C7: `_recoveries`, run after every event's handler -
-decisions/recovery.py).
+check, reassignment (design.md#reassignment's seven steps: `_on_partition_reassignment`,
+`_complete_reassignment`) and /restart_partitions (design.md#jbod: `_restart_partitions_change`)
+and KIP-966's Unclean Recovery Manager (design.md#kip-966: `_recoveries`, run after every event's
+handler - decisions/recovery.py).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ class ControllerCore:
         else:
             decisions.apply(ctx, d)
         self._targets_reached.update(decisions.targets_reached(ctx, d, failed))
-        for e in d.refused:  # C6: refused by the transition tables, never applied
+        for e in d.refused:  # design.md#c6: refused by the transition tables, never applied
             yield self._emit(emitted.InvalidStateTransition(
                 kind=e.kind, key=str(e.what), current=str(e.current), target=str(e.target),
                 message=str(e)))
@@ -334,7 +334,7 @@ class ControllerCore:
         if before.get("min.insync.replicas") != cfg.get("min.insync.replicas"):
             yield self._emit(emitted.MinIsrDefaultChanged(
                 old=before.get("min.insync.replicas"), new=cfg.get("min.insync.replicas")))
-            # KIP-966: ELRs the new value leaves unneeded are cleared (finding D)
+            # KIP-966: ELRs the new value leaves unneeded are cleared (design.md#sim-finding-d)
             yield from self._execute(ev.now_ms, decisions.on_min_isr_changed(self.ctx))
 
     def _timer_fired(self, ev: events.TimerFired) -> Handler:
@@ -388,7 +388,7 @@ class ControllerCore:
 
     def _leader_and_isr_response(self, ev: events.LeaderAndIsrResponse) -> Handler:
         """Partitions a broker refused in LeaderAndIsr. Kafka's ZooKeeper controller answers
-        KAFKA_STORAGE_ERROR here with onReplicasBecomeOffline; in seed 003's design the broker
+        KAFKA_STORAGE_ERROR here with onReplicasBecomeOffline; in design.md#jbod's design the broker
         itself writes a /restart_partitions entry for a replica its failed dir lost (and for
         one it cannot create), and that entry is what re-elects - acting here as well would
         elect twice. Other codes (a stale epoch, an unknown topic) answer a request a newer one
@@ -566,7 +566,7 @@ class ControllerCore:
                     tp, item.topic_id, code, s.leader, s.leader_epoch, tuple(s.isr),
                     s.leader_recovery_state, s.partition_epoch, tuple(s.elr)))
         yield effects.Reply(ev.request_id, answers)
-        # Seed 004 step 3: an ISR change is what a waiting move waits for.
+        # design.md#reassignment-step-3: an ISR change is what a waiting move waits for.
         for tp in moving:
             if decisions.reassignment_complete(ctx, tp):
                 yield from self._complete_reassignment(ev.now_ms, tp)
@@ -605,7 +605,7 @@ class ControllerCore:
             return
         yield effects.Reply(ev.request_id, list(results.values()), await_deliveries=True)
 
-    # ================================================================== reassignment (C6)
+    # ======================================================== reassignment (design.md#reassignment)
 
     def _step(self, tp: TopicPartition, step: int, **fields: Any) -> effects.Emit:
         """Event-log record of a finished step (and the test-only step hook's boundary:
@@ -619,8 +619,8 @@ class ControllerCore:
             errors={str(tp): f"{o.error.name}: {o.message}" for tp, o in sorted(errors.items())}))
 
     def _reassignment_change(self, ev: events.ReassignmentChange) -> Handler:
-        """Seed 004's PartitionReassignedListener: /admin/reassign_partitions was written.
-        Entries this controller already drives are left alone; new ones are validated as
+        """design.md#reassignment's PartitionReassignedListener: /admin/reassign_partitions was
+        written. Entries this controller already drives are left alone; new ones are validated as
         one request - any invalid entry rejects every new one (they are removed from the
         znode, nothing starts) - and started."""
         ctx = self.ctx
@@ -647,8 +647,8 @@ class ControllerCore:
             yield from self._on_partition_reassignment(ev.now_ms, tp, planned[tp], "zookeeper")
 
     def _alter_reassignments(self, ev: events.AlterReassignments) -> Handler:
-        """AlterPartitionReassignments (KIP-455): validated whole (seed 004), answered once
-        every move has started (its step 1 and 2 written); completion is asynchronous."""
+        """AlterPartitionReassignments (KIP-455): validated whole (design.md#reassignment), answered
+        once every move has started (its step 1 and 2 written); completion is asynchronous."""
         planned, errors = decisions.plan_reassignments(self.ctx, ev.items)
         if errors:
             yield self._rejected("rpc", errors)
@@ -685,8 +685,8 @@ class ControllerCore:
 
     def _resume_reassignments(self, now_ms: float, admin: effects.AdminReassignments | None
                               ) -> Handler:
-        """A new controller resumes every move from what ZooKeeper holds (seed 004's failure
-        cases, decisions/reassignment.py): moves in the topic znodes first (KIP-455), then
+        """A new controller resumes every move from what ZooKeeper holds (design.md#reassignment's
+        failure cases, decisions/reassignment.py): moves in the topic znodes first (KIP-455), then
         the admin path's entries - clearing those already complete (case 5)."""
         ctx = self.ctx
         moves = {tp: decisions.replica_assignment(ctx, tp) for tp in ctx.reassigning_partitions()
@@ -840,7 +840,7 @@ class ControllerCore:
         yield from self._apply_restart_entries(ev.now_ms)
 
     def _apply_restart_entries(self, now_ms: float) -> Handler:
-        """Seed 003's /restart_partitions listener, as a queue: each entry in sequence order
+        """design.md#jbod's /restart_partitions listener, as a queue: each entry in sequence order
         is applied (`decisions.restarts`), then deleted. At least once: a controller that
         dies in between leaves the entry to the next one, which applies it again to the same
         end state. An entry whose writes stay refused is kept for the next change or
@@ -877,7 +877,7 @@ class ControllerCore:
                                        [tp for tp in tps if str(tp) not in skipped])
             yield effects.DeleteRestartEntry(name, ctx.epoch_zk_version)
 
-    # ================================================================== unclean recovery (C7)
+    # ========================================================= unclean recovery (design.md#kip-966)
 
     def _replica_log_info_response(self, ev: events.ReplicaLogInfoResponse) -> Handler:
         if ev.answers is None:
@@ -890,8 +890,8 @@ class ControllerCore:
         """KIP-966's Unclean Recovery Manager, after every event: drop the tasks whose
         partition no longer needs them, elect the ones that may choose, ask what is still to
         be asked (one GetReplicaLogInfo per broker), and set the timer for the next wait that
-        ends. Seed 001: "the controller elects the replica with the highest leader epoch and
-        the longest log end offset"."""
+        ends. design.md#kip-966: "the controller elects the replica with the highest leader epoch
+        and the longest log end offset"."""
         urm, ctx, now = self.urm, self.ctx, now_ms  # the event's time
         if not urm.tasks:
             return

@@ -50,8 +50,8 @@ class ClusterSnapshot:
 
 @dataclass(frozen=True)
 class AdminReassignments:
-    """/admin/reassign_partitions (seed 004): the targets asked for, or why the document
-    could not be read (it is then rejected whole)."""
+    """/admin/reassign_partitions (design.md#reassignment): the targets asked for, or why the
+    document could not be read (it is then rejected whole)."""
 
     entries: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     error: str | None = None
@@ -187,7 +187,7 @@ class WriteAdminReassignments(Effect):
 
 @dataclass(frozen=True)
 class DeleteRestartEntry(Effect):
-    """The last step of handling one /restart_partitions entry (seed 003 step 3: "Removes
+    """The last step of handling one /restart_partitions entry (design.md#jbod-step-3: "Removes
     data from /restart_partitions"); epoch-checked like every controller write."""
 
     name: str

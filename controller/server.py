@@ -143,7 +143,7 @@ class ControllerServer:
 async def _main(config: Mapping[str, Any]) -> int:
     events = configure_event_log(config["event.log.file"], "controller",
                                  controller_id=config["controller.id"])
-    # KIP-966 (C7): conflicting or inert recovery settings are accepted, with a warning line.
+    # design.md#kip-966: conflicting or inert recovery settings are accepted, with a warning line.
     for warning in config_warnings(config):
         events.warning("config_warning", message=warning)
     server = ControllerServer(config, events=events)

@@ -401,7 +401,7 @@ class ZkStore:
 
     async def read_restart_entries(self, watch=None) -> list[tuple[str, bytes]]:
         """/restart_partitions' children in sequence order, with their data; `watch` is a
-        children watch (seed 003: "registers Zookeeper listener on /restart_partitions"). A
+        children watch (design.md#jbod: "registers Zookeeper listener on /restart_partitions"). A
         child deleted between the listing and its read is skipped."""
         names = sorted(await self.zk.get_children(zl.RESTART_PARTITIONS, watch=watch))
         got = await asyncio.gather(*(self.zk.get_or_none(zl.restart_entry_path(n))

@@ -63,7 +63,7 @@ import psutil
 
 from common import zk_layout
 from common.errors import ReplogError
-from common.ports import free_port  # also imported from here by harness.prometheus and tests
+from harness.ports import free_port  # also imported from here by harness.prometheus and tests
 from common.security.zk_auth import zk_security
 from harness import cluster_hosts, cluster_security
 from harness.polling import Deadline, poll, wait_until

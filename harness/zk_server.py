@@ -47,7 +47,7 @@ from typing import Self
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-from common.ports import free_port, is_free
+from harness.ports import free_port, is_free
 from harness.polling import wait_until
 
 __all__ = [
@@ -117,7 +117,7 @@ class ZooKeeperNotInstalledError(ZooKeeperServerError):
 
 def _free_loopback_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range
-    (common/ports: the JVM binds it seconds later; the caller may still race another listener)."""
+    (harness/ports: the JVM binds it seconds later; the caller may still race another listener)."""
     return free_port("127.0.0.1")
 
 
@@ -301,7 +301,7 @@ class ZooKeeperServer:
         if self.peers and (myid is None or myid not in {p.myid for p in self.peers}):
             raise ValueError(f"myid {myid} is not one of the peers {[p.myid for p in peers]}")
         # The address served on, and what runs the JVM there: a host of its own under
-        # `replog cluster up --hosts` (common/hosts.py: `ip netns exec <its namespace>`).
+        # `replog cluster up --hosts` (harness/hosts.py: `ip netns exec <its namespace>`).
         self.host = host
         self.command_prefix = list(command_prefix)
         self.config_file = self.data_dir / "zoo.cfg"
@@ -562,7 +562,7 @@ class ZooKeeperEnsemble:
     `base_dir/zookeeper-<i>` with its `zoo.cfg`, `myid` and log (`log_dir/zookeeper-<i>.log`).
 
     Every port (client, quorum, election) is picked once, outside the ephemeral range
-    (common/ports), and kept across restarts, so `hosts` stays valid for the ensemble's life.
+    (harness/ports), and kept across restarts, so `hosts` stays valid for the ensemble's life.
     ZooKeeper sizes a quorum as a strict majority, so 3 members survive one loss and 5 two."""
 
     def __init__(

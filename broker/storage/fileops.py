@@ -3,8 +3,9 @@
 ``FileOps`` is the real thing: thin wrappers over ``os``. ``FaultInjectingFileOps`` sits behind
 the same interface and lets a test make a chosen log dir (or any path prefix) fail with a chosen
 errno (EIO, ENOSPC, EROFS...) or become slow, for the faults that cannot be produced for real on
-demand (C1, C5 JBOD failures, C4 slow leader reads). Errors raised here are plain ``OSError``;
-the storage classes wrap them into the storage-error hierarchy with the log dir and partition.
+demand (design.md#storage, design.md#jbod JBOD failures, design.md#kip-501 slow leader reads).
+Errors raised here are plain ``OSError``; the storage classes wrap them into the storage-error
+hierarchy with the log dir and partition.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ nothing about replication.
 
 Threading: every mutating call runs on its log dir's single executor thread (LogManager), which
 keeps write order; reads may run concurrently with appends, which only ever extend the log.
-Every I/O error surfaces as a storage error naming the log dir and the partition (seed 003).
+Every I/O error surfaces as a storage error naming the log dir and the partition (design.md#jbod).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ class Log:
         # Set by the first I/O error of a write: the files may no longer match what this
         # object believes (a partial write, a failed index or checkpoint update), so every
         # later append, truncation or roll is refused until the log is reloaded from disk
-        # (JBOD's log-dir failure handling, C5, takes its dir offline).
+        # (JBOD's log-dir failure handling, design.md#jbod, takes its dir offline).
         self.failed: str | None = None
         # KIP-113: set when an intra-broker move swapped a new log in for this one; work still
         # queued for this object is forwarded there (broker/alter_log_dirs.py).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from common.ports import free_port
+from harness.ports import free_port
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from harness.local_cluster import ProcessHandle

@@ -1,4 +1,4 @@
-"""Seed 000 / KIP-461 failed-partition rules (pure): each trigger, each way out, shutdown."""
+"""design.md#kip-461 failed-partition rules (pure): each trigger, each way out, shutdown."""
 
 import pytest
 

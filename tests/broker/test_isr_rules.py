@@ -78,7 +78,7 @@ def test_high_watermark(isr, leos, min_isr, current, expected):
     assert new_high_watermark(current, 100, isr, 1, followers, min_isr) == expected
 
 
-# --------------------------------------------------------------- seed 002 / KIP-501 (C4)
+# --------------------------------------------------------------- design.md#kip-501
 
 from broker.isr import (complete_pending_fetch, pending_fetch_eligible, relinquish_isr,  # noqa: E402
                         should_relinquish)

@@ -1,4 +1,4 @@
-"""C4 (seed 002 / KIP-501) side by side, real processes: the leader's reads of one partition
+"""design.md#kip-501 side by side, real processes: the leader's reads of one partition
 turn slow (injected through the file-operation seam, since a slow disk cannot be produced for
 real on demand). Flag off (Kafka's behaviour): the followers drop out of the ISR and acks=all
 produce stalls with NOT_ENOUGH_REPLICAS. Flag on: they stay in the ISR, the slow leader gives

@@ -22,7 +22,7 @@ from common.config import build_config
 from common.listener_servers import bind_listeners
 from common.listeners import listener_config
 from common.observability import configure_event_log
-from common.security import certs
+from harness import certs
 from common.security.listener_security import kafka_listener_tls
 from common.security.principal import SslAuthenticationFailed
 from common.security.tls import (

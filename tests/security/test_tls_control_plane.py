@@ -10,7 +10,7 @@ import pytest
 from common.config import build_config
 from common.errors import ConfigError
 from common.listeners import EndPoint, listener_config
-from common.ports import free_port
+from harness.ports import free_port
 from controller.channel import ControllerChannelManager
 from controller.request_batch import BrokerBatch
 from controller.requests import LeaderAndIsrRequest

@@ -10,7 +10,7 @@ import pytest
 
 from common.config import build_config
 from common.errors import ConfigError
-from common.security import certs
+from harness import certs
 from common.security.listener_security import principal_builder_for
 from common.security.tls import (
     SslConfigError,

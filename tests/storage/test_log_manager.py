@@ -154,7 +154,7 @@ def test_concurrent_appends_keep_submission_order(tmp_path):
 
 
 async def test_work_queued_for_a_dir_fails_fast_when_it_goes_offline(tmp_path):
-    """Seed 003 step 2.1: the dir's thread is stuck in a write (a hung disk); work queued
+    """design.md#jbod-step-2-1: the dir's thread is stuck in a write (a hung disk); work queued
     behind it fails at once when the dir goes offline, not when (if ever) the disk answers."""
     fo = FaultInjectingFileOps()
     lm = LogManager([str(tmp_path / "d0"), str(tmp_path / "d1")], broker_id=1, fileops=fo)
