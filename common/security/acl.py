@@ -129,7 +129,9 @@ IMPLIED_BY = {
 }
 
 _O = AclOperation
-# AclEntry.supportedOperations (All is accepted everywhere besides).
+# Kafka's AclEntry.supportedOperations (All is accepted everywhere besides): what an ACL on a
+# resource of each type can allow, and so what Metadata and DescribeCluster list as authorized
+# operations (KIP-430). librdkafka's admin checks for exactly these: 8 on a topic, 7 on the cluster.
 SUPPORTED_OPERATIONS = {
     ResourceType.TOPIC: frozenset({_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER,
                                    _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS}),
@@ -201,22 +203,6 @@ PATTERN_TYPE_CODES = {PatternType.ANY: 1, PatternType.MATCH: 2, PatternType.LITE
 OPERATION_CODES = {op: code for code, op in enumerate(AclOperation, start=2)}
 PERMISSION_TYPE_CODES = {AclPermissionType.DENY: 2, AclPermissionType.ALLOW: 3}
 
-# Kafka's AclEntry.supportedOperations: what an ACL on a resource of each type can allow, and
-# so what Metadata and DescribeCluster list as authorized operations (KIP-430). librdkafka's
-# admin checks for exactly these: 8 on a topic, 7 on the cluster.
-SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
-    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
-                         AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER,
-                         AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
-    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION,
-                           AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
-                           AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
-                           AclOperation.DESCRIBE),
-    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
-    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
-    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
-}
 # "not provided": the authorized-operations fields when the request did not ask (KIP-430)
 AUTHORIZED_OPERATIONS_OMITTED = -(2 ** 31)
 
