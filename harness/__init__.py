@@ -1,8 +1,9 @@
 """The local cluster harness: real ZooKeeper, controller and broker processes on one machine.
 
 What ``replog cluster up``, the pytest fixtures, the chaos runner, the lab and the benchmarks
-share: :mod:`harness.local_cluster` (``LocalCluster``, ``ProcessHandle``, the ``cluster.json``
-data dir and its lock), :mod:`harness.zk_server` (a ZooKeeper server or ensemble from Debian's
+share: :mod:`harness.local_cluster` (``LocalCluster``), :mod:`harness.process`
+(``ProcessHandle``), :mod:`harness.cluster_dir` (the data dir's lock, ``cluster.json``,
+``stop_cluster_in``), :mod:`harness.zk_server` (a ZooKeeper server or ensemble from Debian's
 jar), :mod:`harness.cluster_hosts` and :mod:`harness.cluster_security` (``--hosts`` and
 ``--security mtls``), :mod:`harness.prometheus` (``--prometheus``), :mod:`harness.testing` (the
 pytest plugin) and :mod:`harness.polling` (the one deadline/poll loop).
