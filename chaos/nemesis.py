@@ -192,7 +192,7 @@ class ExpireNemesis(PartitionNemesis):
     """A real ZooKeeper session expiry of a broker or controller in another process: its
     link to ZooKeeper is cut past the session timeout, so the *server* expires the session
     (ephemeral znodes deleted, the controller told); on heal the client reconnects, learns
-    of the expiry and builds a new session. harness.zk_server.expire_session would do it
+    of the expiry and builds a new session. harness.zk_sessions.expire_session would do it
     without root, but needs the session's password, which only the process itself has."""
 
     name = "expire"

@@ -61,7 +61,7 @@ class ClusterView:
             sum(m.is_running() for m in ens.members.values()) < ens.quorum
 
     def ensemble(self):
-        """The cluster's own ZooKeeper ensemble (harness.zk_server.ZooKeeperEnsemble), or None:
+        """The cluster's own ZooKeeper ensemble (harness.zk_ensemble.ZooKeeperEnsemble), or None:
         a standalone server, an external one, or an attached cluster's (never the run's)."""
         return getattr(self.cluster, "zookeeper_ensemble", None)
 

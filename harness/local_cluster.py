@@ -309,7 +309,9 @@ class LocalCluster:
     # ------------------------------------------------------------------ ZooKeeper
 
     def _start_zookeeper(self) -> None:
-        from harness.zk_server import ZooKeeperEnsemble, ZooKeeperServer, ensure_chroot
+        from harness.zk_ensemble import ZooKeeperEnsemble
+        from harness.zk_server import ZooKeeperServer
+        from harness.zk_sessions import ensure_chroot
         if self.zookeeper_nodes > 1:
             if self.zookeeper_ensemble is None:  # ports kept across stop/start of the cluster
                 self.zookeeper_ensemble = ZooKeeperEnsemble(
