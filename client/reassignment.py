@@ -1,7 +1,7 @@
 """Reassignment as a library: what a plan means against the cluster, KIP-73's throttles, and
 submitting the moves (design.md#reassignment). ``replog reassign`` (admin/reassign/) prints
-Kafka's messages around these steps; the lab (chaos/lab.py) runs them without a tool, so no
-layer above the client imports the CLI.
+Kafka's messages around these steps; the lab (chaos/lab/nemeses.py) runs them without a tool,
+so no layer above the client imports the CLI.
 
 Messages a step reports go to ``log`` (the CLI passes ``print``; the default drops them).
 """

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from common.assignment import BrokerMetadata
@@ -86,7 +86,7 @@ class ControllerCore:
         self._waiting_for: effects.Effect | None = None
         # Moves whose TRS this event's writes put in the ISR (_moves_at_target)
         self._targets_reached: set[TopicPartition] = set()
-        self._handlers = {
+        self._handlers: dict[type[events.Event], Callable[[Any], Handler]] = {
             events.Activate: self._activate,
             events.BrokerChange: self._broker_change,
             events.BrokerModification: self._broker_modification,
@@ -220,6 +220,7 @@ class ControllerCore:
                 isr=list(s.isr) if s else [], partition_epoch=s.partition_epoch if s else -1))
         for w in d.isr_changes():
             if w.tp not in failed:
+                assert w.old is not None  # isr_changes() holds changes of existing states
                 yield self._emit(emitted.IsrChange(
                     partition=str(w.tp), leader=w.new.leader, leader_epoch=w.new.leader_epoch,
                     old_isr=list(w.old.isr), new_isr=list(w.new.isr),
@@ -545,10 +546,10 @@ class ControllerCore:
         self.isr_rejoins.observe(ctx, d, failed)
         for tp, o in d.outcomes.items():
             if o.error == ErrorCode.NEW_LEADER_ELECTED and tp not in failed:
-                s = ctx.leadership[tp]
+                new = ctx.leadership[tp]
                 yield self._emit(emitted.LeadershipRelinquished(
-                    partition=str(tp), broker=ev.broker_id, new_leader=s.leader,
-                    leader_epoch=s.leader_epoch))
+                    partition=str(tp), broker=ev.broker_id, new_leader=new.leader,
+                    leader_epoch=new.leader_epoch))
         moving = [item.tp for item in ev.items if item.tp not in failed
                   and ctx.has_partition(item.tp)
                   and decisions.replica_assignment(ctx, item.tp).being_reassigned]
@@ -752,7 +753,8 @@ class ControllerCore:
         if decisions.reassignment_complete(ctx, tp):
             yield from self._complete_reassignment(now_ms, tp)
 
-    def _partition_step(self, now_ms: float, tp: TopicPartition, decide) -> Handler:
+    def _partition_step(self, now_ms: float, tp: TopicPartition,
+                        decide: Callable[[], decisions.Decision]) -> Handler:
         """One step's partition-state write; a refused write (another writer moved the
         znode) is decided again on the re-read state, a bounded number of times. Returns
         the decision whose write went through, or None."""

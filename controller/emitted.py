@@ -178,12 +178,12 @@ class LeadershipRelinquished(Emitted):
 class ControlledShutdown(Emitted):
     name = "controlled_shutdown"
     broker: int
-    broker_epoch: int
+    broker_epoch: int | None  # None: no longer registered
     first_attempt: bool
     remaining: list[str]
 
 
-# ---- reassignment (design.md#reassignment, KIP-455 / design.md#reassignment) ---------------------
+# ---- reassignment (design.md#reassignment, KIP-455) ------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
 class ReassignmentStep(Emitted):

@@ -43,8 +43,8 @@ CAPABILITY_ANCHOR = {1: "storage", 2: "cluster-core", 3: "kip-461", 4: "kip-501"
 NOT_A_CAPABILITY = re.compile(r"C[12]-only|C1/C2|C2 compiler")
 SEED_DETAIL = re.compile(
     r"\b[Ss]eed (00[0-4])(?:'s)?"
-    r"(?: (?P<kind>step|steps|case|section) (?P<num>\d+(?:\.\d+)?)(?![-\d])| (?P<oq>open question)s?"
-    r"(?: \d)?)")
+    r"(?: (?P<kind>step|steps|case|section) (?P<num>\d+(?:\.\d+)?)(?![-\d])"
+    r"| (?P<oq>open question)s?(?: \d)?)")
 SEED = re.compile(r"\b[Ss]eeds? (00[0-4])(?: (and|or|,) (00[0-4]))?\b")
 SPEC_CAP = re.compile(r"\b(?:SPEC(?:'s)? )?(?<![-\w])C([1-9]|1[0-9])\b(?![-\w]|\.\d)")
 CAP_RANGE = re.compile(r"\b(?:SPEC(?:'s)? )?(?<![-\w])C([1-9]|1[0-9])-C([1-9]|1[0-9])\b")
@@ -113,7 +113,8 @@ def _collapse(text: str) -> str:
                          rf"\b{kip} \({ref}\)", rf"{ref} \({kip}\)"]
             for p in pats:
                 text = re.sub(p, f"design.md#{anchor}", text)
-            # "design.md#jbod's handler (design.md#jbod)", from "seed 003's handler (C5)": the repeat on one line goes
+            # "design.md#jbod's handler (design.md#jbod)", from "seed 003's handler (C5)": the
+            # repeat on one line goes
             text = "\n".join(re.sub(rf"({ref}(?![-\w]).*?)(?: \({ref}\)|, {ref}(?![-\w]))",
                                      r"\1", line) for line in text.split("\n"))
     return text

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from typing import Any
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
@@ -25,7 +26,7 @@ from controller.state_machine import (
     ReplicaState,
     TransitionPlan,
 )
-from controller.store import PartitionWrite  # what a decision asks the store to write
+from controller.store import PartitionWrite as PartitionWrite  # what a decision writes
 
 P = PartitionState
 R = ReplicaState
@@ -125,8 +126,10 @@ class Builder:
     def __init__(self, ctx: ControllerContext):
         self.ctx = ctx
         self.d = Decision()
-        self.partitions: TransitionPlan = TransitionPlan(ctx.partition_sm)
-        self.replicas: TransitionPlan = TransitionPlan(ctx.replica_sm)
+        self.partitions: TransitionPlan[TopicPartition, PartitionState] = TransitionPlan(
+            ctx.partition_sm)
+        self.replicas: TransitionPlan[PartitionReplica, ReplicaState] = TransitionPlan(
+            ctx.replica_sm)
         # KIP-966: brokers that registered after an unclean shutdown in this decision; no
         # write of it keeps them in an ELR (Kafka's uncleanShutdownReplicas)
         self.unclean_shutdown: set[int] = set()
@@ -198,7 +201,7 @@ class Builder:
     def replica(self, pr: PartitionReplica, target: ReplicaState) -> bool:
         return self._plan(self.replicas, pr, target)
 
-    def _plan(self, plan: TransitionPlan, key, target) -> bool:
+    def _plan(self, plan: TransitionPlan[Any, Any], key: Any, target: Any) -> bool:
         try:
             plan.add(key, target)
             return True
@@ -297,9 +300,9 @@ def apply(ctx: ControllerContext, decision: Decision,
     for tp, target in decision.partition_steps:
         if tp not in failed:
             ctx.partition_sm.transition(tp, target)
-    for pr, target in decision.replica_steps:
+    for pr, replica_target in decision.replica_steps:
         if pr.tp not in failed:
-            ctx.replica_sm.transition(pr, target)
+            ctx.replica_sm.transition(pr, replica_target)
     for tp, entry in decision.relinquished.items():
         if tp not in failed:
             ctx.relinquished[tp] = entry

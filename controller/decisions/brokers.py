@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from common.names import TopicPartition
-from common.zk_layout import NO_LEADER, BrokerRegistration
+from common.zk_layout import NO_LEADER, BrokerRegistration, LeaderAndIsr
 from controller import selectors
 from controller.context import ControllerContext, PartitionReplica
 from controller.decisions.base import (
@@ -89,12 +89,20 @@ def remove_replicas_from_isr(b: Builder, tps: Iterable[TopicPartition],
         if not leader_gone and new_isr == tuple(s.isr):
             continue
         new = next_state(ctx, s, leader=NO_LEADER if leader_gone else None, isr=new_isr)
-        b.write(tp, new, ElectionRecord(tp, s.leader, NO_LEADER, new.leader_epoch, False,
-                                        ElectionReason.OFFLINE) if leader_gone else None)
-        if leader_gone and b.pstate(tp) is not P.OfflinePartition:
-            b.partition(tp, P.OfflinePartition)
-        b.lai_replicas(tp)
-        b.um_all([tp])
+        _write_without(b, tp, s, new, leader_gone)
+
+
+def _write_without(b: Builder, tp: TopicPartition, s: LeaderAndIsr, new: LeaderAndIsr,
+                   leader_gone: bool) -> None:
+    """Write `new` (brokers taken out of `s`'s ISR, or ELR, or leadership): a deposed leader is
+    recorded as an offline election to NO_LEADER and its partition goes Offline; the
+    replicas hear the new state by LeaderAndIsr and every broker by UpdateMetadata."""
+    b.write(tp, new, ElectionRecord(tp, s.leader, NO_LEADER, new.leader_epoch, False,
+                                    ElectionReason.OFFLINE) if leader_gone else None)
+    if leader_gone and b.pstate(tp) is not P.OfflinePartition:
+        b.partition(tp, P.OfflinePartition)
+    b.lai_replicas(tp)
+    b.um_all([tp])
 
 
 def shut_down_uncleanly(reg: BrokerRegistration) -> bool:
@@ -129,12 +137,7 @@ def remove_unclean_replicas(b: Builder, brokers: Collection[int]) -> None:
         isr_changed = new_isr != tuple(s.isr) or leader_gone
         new = next_state(ctx, s, leader=NO_LEADER if leader_gone else None, isr=new_isr,
                          bump_leader_epoch=isr_changed)
-        b.write(tp, new, ElectionRecord(tp, s.leader, NO_LEADER, new.leader_epoch, False,
-                                        ElectionReason.OFFLINE) if leader_gone else None)
-        if leader_gone and b.pstate(tp) is not P.OfflinePartition:
-            b.partition(tp, P.OfflinePartition)
-        b.lai_replicas(tp)
-        b.um_all([tp])
+        _write_without(b, tp, s, new, leader_gone)
 
 
 def _unclean_registrations_at_failover(b: Builder) -> None:

@@ -115,7 +115,8 @@ def _elect_with_elr(b: Builder, tp: TopicPartition, s: LeaderAndIsr, reason: Ele
     no_elr_leader(b, tp, r, strategy, force_unclean)
 
 
-def no_elr_leader(b: Builder, tp: TopicPartition, r, strategy, force_unclean: bool = False
+def no_elr_leader(b: Builder, tp: TopicPartition, r: selectors.Wait | selectors.NeedsRecovery,
+                  strategy: selectors.UncleanRecoveryStrategy, force_unclean: bool = False
                   ) -> None:
     """design.md#kip-966's order found no clean leader (``r`` is Wait or NeedsRecovery): queue the
     partition for the Unclean Recovery Manager if it needs one, and say why in the outcome.

@@ -254,6 +254,7 @@ def admin_entries_to_start(ctx: ControllerContext,
         else:
             err = _invalid(ctx, tp, target)
             if err is None:
+                assert current is not None  # _invalid refuses a partition without replicas
                 resume[tp] = current.reassign_to(target)
             else:
                 clear[tp] = err

@@ -76,7 +76,7 @@ class ReplicaLogInfo:
     error: ErrorCode = ErrorCode.NONE
 
 
-def _none_holds_a_log(assignment: Sequence[int],
+def _none_holds_a_log(assignment: Collection[int],
                       replies: Mapping[int, ReplicaLogInfo]) -> bool:
     """Every assigned replica answered that it holds no log for the partition
     (UNKNOWN_TOPIC_OR_PARTITION: its dir lost it whole, e.g. a power loss before the partition

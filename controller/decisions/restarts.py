@@ -73,7 +73,7 @@ from collections.abc import Iterable
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
-from common.zk_layout import LEADER_RECOVERING, NO_LEADER, RestartEntry
+from common.zk_layout import LEADER_RECOVERING, NO_LEADER, LeaderAndIsr, RestartEntry
 from controller import selectors
 from controller.context import ControllerContext, PartitionReplica
 from controller.decisions.base import (
@@ -123,6 +123,7 @@ class IsrRejoins:
         for w in d.isr_changes():
             if w.tp in failed:
                 continue
+            assert w.old is not None  # isr_changes() holds changes of existing states
             for r in set(w.new.isr) - set(w.old.isr):
                 self._at[(w.tp, r)] = (ctx.topic_id(w.tp.topic), w.new.partition_epoch)
 
@@ -198,6 +199,7 @@ def restart_partitions(ctx: ControllerContext, broker: int,
 def _restart_one(b: Builder, broker: int, tp: TopicPartition) -> None:
     ctx = b.ctx
     s = b.leadership(tp)
+    assert s is not None  # restartable() let only partitions with a state through
     pr = PartitionReplica(tp, broker)
     # The replica was lost and comes back empty: Offline, then Online again once b is told to
     # re-create it (b dead meanwhile: it stays Offline, as for any dead broker).
@@ -238,7 +240,7 @@ def _restart_one(b: Builder, broker: int, tp: TopicPartition) -> None:
     _recreate(b, broker, tp)
 
 
-def _bump(b: Builder, tp: TopicPartition, s) -> None:
+def _bump(b: Builder, tp: TopicPartition, s: LeaderAndIsr) -> None:
     """b neither leads nor is in the ISR (or ELR): nothing to take away, but the partition
     epoch moves on, fencing an expansion of b proposed from its lost replica's fetches."""
     b.write(tp, next_state(b.ctx, s))
@@ -246,7 +248,7 @@ def _bump(b: Builder, tp: TopicPartition, s) -> None:
     b.um_all([tp])
 
 
-def _restart_with_elr(b: Builder, broker: int, tp: TopicPartition, s) -> None:
+def _restart_with_elr(b: Builder, broker: int, tp: TopicPartition, s: LeaderAndIsr) -> None:
     """KIP-966 on: b leaves the ISR and the ELR; if the leader must change, design.md#kip-966's
     order picks the next one from what is left (the restarted replica is no candidate)."""
     ctx = b.ctx

@@ -14,7 +14,7 @@ from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, T
 from controller.decisions import PartitionWrite
 from controller.store import ControllerMovedError, InMemoryStore, MemoryTree, NodeExists
 from controller.zk_store import ZkStore
-from harness.zk_server import expire_session
+from harness.zk_sessions import expire_session
 from tests.controller.fakes import register, wait_for
 
 
