@@ -201,22 +201,9 @@ PATTERN_TYPE_CODES = {PatternType.ANY: 1, PatternType.MATCH: 2, PatternType.LITE
 OPERATION_CODES = {op: code for code, op in enumerate(AclOperation, start=2)}
 PERMISSION_TYPE_CODES = {AclPermissionType.DENY: 2, AclPermissionType.ALLOW: 3}
 
-# Kafka's AclEntry.supportedOperations: what an ACL on a resource of each type can allow, and
-# so what Metadata and DescribeCluster list as authorized operations (KIP-430). librdkafka's
-# admin checks for exactly these: 8 on a topic, 7 on the cluster.
-SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
-    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
-                         AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER,
-                         AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
-    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION,
-                           AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
-                           AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
-                           AclOperation.DESCRIBE),
-    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
-    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
-    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
-}
+# SUPPORTED_OPERATIONS (above) is also what Metadata and DescribeCluster list as authorized
+# operations (KIP-430); librdkafka's admin checks for exactly those: 8 on a topic, 7 on the
+# cluster.
 # "not provided": the authorized-operations fields when the request did not ask (KIP-430)
 AUTHORIZED_OPERATIONS_OMITTED = -(2 ** 31)
 
