@@ -129,9 +129,7 @@ IMPLIED_BY = {
 }
 
 _O = AclOperation
-# Kafka's AclEntry.supportedOperations (All is accepted everywhere besides): what an ACL on a
-# resource of each type can allow, and so what Metadata and DescribeCluster list as authorized
-# operations (KIP-430). librdkafka's admin checks for exactly these: 8 on a topic, 7 on the cluster.
+# AclEntry.supportedOperations (All is accepted everywhere besides).
 SUPPORTED_OPERATIONS = {
     ResourceType.TOPIC: frozenset({_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER,
                                    _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS}),
@@ -203,6 +201,9 @@ PATTERN_TYPE_CODES = {PatternType.ANY: 1, PatternType.MATCH: 2, PatternType.LITE
 OPERATION_CODES = {op: code for code, op in enumerate(AclOperation, start=2)}
 PERMISSION_TYPE_CODES = {AclPermissionType.DENY: 2, AclPermissionType.ALLOW: 3}
 
+# SUPPORTED_OPERATIONS (above) is also what Metadata and DescribeCluster list as authorized
+# operations (KIP-430); librdkafka's admin checks for exactly those: 8 on a topic, 7 on the
+# cluster.
 # "not provided": the authorized-operations fields when the request did not ask (KIP-430)
 AUTHORIZED_OPERATIONS_OMITTED = -(2 ** 31)
 
