@@ -41,6 +41,7 @@ CreateAcls and DeleteAcls are answered by the authorizer (broker/kafka_acl_apis.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import ssl
@@ -64,6 +65,7 @@ from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult
 from common.errors import ErrorCode, InvalidTopicError, RequestError
+from common.kafka_protocol import limits
 from common.kafka_protocol.headers import RequestHeader, read_request_header, response_header
 from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
@@ -79,6 +81,8 @@ from common.security.principal import (
 
 UNSUPPORTED_VERSION = 35  # Kafka's Errors.UNSUPPORTED_VERSION
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
+DECODE_OFF_LOOP_BYTES = 8 * 1024  # larger request bodies are decoded on a worker thread
+DECODE_THREADS = 2
 _MAX_WAIT_MS = 60_000
 _MAX_FETCH_BYTES = 64 << 20  # as the gRPC Fetch: one answer is held in memory
 _LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
@@ -119,6 +123,10 @@ class KafkaListener:
         self.events = events
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.base_events.Server | None = None
+        # requests larger than this are decoded off the event loop (issue 42)
+        self.decode_off_loop_bytes = DECODE_OFF_LOOP_BYTES
+        self.element_budget: Callable[[int], int | None] = limits.element_budget
+        self._decode_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._connections: set[asyncio.Task] = set()
         self._handlers: dict[int, Callable[[dict, int], Awaitable[dict | None]]] = {
             ApiKey.API_VERSIONS: self._api_versions,
@@ -144,12 +152,23 @@ class KafkaListener:
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
+    def _decoder(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The listener's own decode threads: a hostile frame waits for them, never for the
+        default executor the broker's other work uses."""
+        if self._decode_pool is None:
+            self._decode_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=DECODE_THREADS, thread_name_prefix=f"kafka-decode-{self.listener}")
+        return self._decode_pool
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
         for t in list(self._connections):
             t.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._decode_pool is not None:
+            self._decode_pool.shutdown(wait=False, cancel_futures=True)
+            self._decode_pool = None
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
@@ -253,8 +272,17 @@ class KafkaListener:
             # enabled" -> InvalidRequestException -> the channel is closed.
             raise _Close(f"request api key {header.api_key} with version {header.api_version} "
                          f"is not served on this listener")
+        # Issue 42: the element budget bounds the work one request can ask for, and a large
+        # frame is decoded on a worker thread (Kafka parses on its request-handler threads,
+        # not its network threads), so the loop keeps serving replication, gRPC and the
+        # controller meanwhile: the thread gives the GIL back every switch interval.
+        budget = self.element_budget(header.api_key)
         try:
-            request = api.request.decode(r, header.api_version)
+            if len(frame) - r.pos > self.decode_off_loop_bytes:
+                request = await asyncio.get_running_loop().run_in_executor(
+                    self._decoder(), api.request.decode, r, header.api_version, budget)
+            else:
+                request = api.request.decode(r, header.api_version, budget)
         except ProtocolError as e:
             raise _Close(f"malformed {api.name} v{header.api_version} request: {e}") from None
         body = await self._handlers[header.api_key](request, header.api_version)
