@@ -61,6 +61,12 @@ from broker.auto_topic_creation import AutoTopicCreation, wants_creation
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
+from broker.kafka_connections import (
+    ConnectionQuotas,
+    ConnectionSettings,
+    RequestMemoryPool,
+    seconds,
+)
 from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult
@@ -105,8 +111,14 @@ class KafkaListener:
                  configs: ConfigManager | None = None,
                  ssl_context: ssl.SSLContext | None = None,
                  principal_builder: PrincipalBuilder | None = None, authorizer=None,
-                 auto_topics: AutoTopicCreation | None = None):
+                 auto_topics: AutoTopicCreation | None = None,
+                 connections: ConnectionSettings | None = None):
         self.rm = rm
+        # SocketServer's bounds: per-ip connections, idle expiry, queued bytes, slow senders
+        self.connection_settings = connections or ConnectionSettings()
+        self.quotas = ConnectionQuotas(self.connection_settings)
+        self.request_memory = RequestMemoryPool(
+            self.connection_settings.queued_max_request_bytes)
         # the broker's one (shared with its gRPC Metadata), or this listener's own
         self.auto_topics = auto_topics or AutoTopicCreation(
             controller, rm.config if rm is not None else None)
@@ -196,9 +208,19 @@ class KafkaListener:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
-        current_kafka_client_host.set(str(peer[0]) if isinstance(peer, tuple) and peer else "")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if not self.quotas.accept(address):
+            # Kafka's ConnectionQuotas: TooManyConnectionsException, the socket is closed
+            self.events.warning("kafka_connection_refused", listener=self.listener,
+                                peer=str(peer), reason=f"max.connections.per.ip "
+                                f"{self.quotas.limit(address)} reached for {address}")
+            writer.close()
+            return
+        self._connections.add(task)
+        current_kafka_client_host.set(address)
+        idle = seconds(self.connection_settings.max_idle_ms)
+        read_timeout = seconds(self.connection_settings.request_read_timeout_ms)
         try:
             # The TLS handshake is done before this is called: the peer certificate is known.
             ssl_object = writer.get_extra_info("ssl_object")
@@ -214,15 +236,31 @@ class KafkaListener:
                 return
             while True:
                 try:
-                    size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+                    async with asyncio.timeout(idle):
+                        size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
                 except asyncio.IncompleteReadError:
                     return  # the client went away between requests
+                except TimeoutError:
+                    raise _Close(f"no request for connections.max.idle.ms "
+                                 f"{self.connection_settings.max_idle_ms}") from None
                 if size < 0 or size > self.max_request_bytes:
                     raise _Close(f"request size {size} is larger than socket.request.max.bytes "
                                  f"{self.max_request_bytes}" if size > 0
                                  else f"invalid request size {size}")
-                frame = await reader.readexactly(size)
-                chunks = await self._answer(frame)
+                held = await self.request_memory.acquire(size)
+                try:
+                    try:
+                        async with asyncio.timeout(read_timeout):
+                            frame = await reader.readexactly(size)
+                    except TimeoutError:
+                        # a size prefix followed by a trickle (issue 42)
+                        raise _Close(f"request of {size} bytes not received within "
+                                     f"socket.request.read.timeout.ms "
+                                     f"{self.connection_settings.request_read_timeout_ms}"
+                                     ) from None
+                    chunks = await self._answer(frame)
+                finally:
+                    self.request_memory.release(held)
                 if chunks is None:
                     continue
                 try:
@@ -241,6 +279,7 @@ class KafkaListener:
                               error=f"{type(e).__name__}: {e}"[:300])
         finally:
             self._connections.discard(task)
+            self.quotas.release(address)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
