@@ -316,8 +316,9 @@ class KafkaListener:
         # not its network threads), so the loop keeps serving replication, gRPC and the
         # controller meanwhile: the thread gives the GIL back every switch interval.
         budget = self.element_budget(header.api_key)
+        large = len(frame) - r.pos > self.decode_off_loop_bytes
         try:
-            if len(frame) - r.pos > self.decode_off_loop_bytes:
+            if large:
                 request = await asyncio.get_running_loop().run_in_executor(
                     self._decoder(), api.request.decode, r, header.api_version, budget)
             else:
@@ -329,7 +330,11 @@ class KafkaListener:
             return None
         head = response_header(header.api_key, header.api_version, header.correlation_id)
         try:
-            chunks = api.response.encode_chunks(body, header.api_version)
+            if large:  # a large request's answer may be as large: encoded off the loop too
+                chunks = await asyncio.get_running_loop().run_in_executor(
+                    self._decoder(), api.response.encode_chunks, body, header.api_version)
+            else:
+                chunks = api.response.encode_chunks(body, header.api_version)
         except BaseException:
             _close_regions(_fetch_regions(body))
             raise
