@@ -83,3 +83,24 @@ def test_a_metadata_within_the_budget_is_still_answered(one_broker):
     assert len(got["topics"]) == len(names)
     assert {t["error_code"] for t in got["topics"]} == {3}  # UNKNOWN_TOPIC_OR_PARTITION
 
+
+
+def test_grpc_requests_beyond_their_bounds_are_refused_before_the_servicer(one_broker):
+    """The gRPC side of defect 2 (common/grpc_limits.py): a Metadata of 20,000 names is over
+    its element budget, one of 5 million empty names over the 8 MiB bound of non-data RPCs."""
+    from common.rpc import replog_pb2 as pb
+    from common.rpc import replog_pb2_grpc
+    with grpc.insecure_channel(one_broker.brokers[1].address,
+                               options=[("grpc.max_send_message_length", -1)]) as ch:
+        stub = replog_pb2_grpc.BrokerStub(ch)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.Metadata(pb.MetadataRequest(topics=[f"t{i}" for i in range(20_000)]),
+                          timeout=60)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "more than 10000 elements" in e.value.details()
+        with pytest.raises(grpc.RpcError) as e:
+            stub.Metadata(pb.MetadataRequest(topics=[""] * 5_000_000), timeout=60)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        got = stub.Metadata(pb.MetadataRequest(topics=["a"]), timeout=30)
+        assert [b.broker_id for b in got.brokers] == [1]
+    small_metadata_and_health(one_broker)
