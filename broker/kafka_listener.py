@@ -41,6 +41,7 @@ CreateAcls and DeleteAcls are answered by the authorizer (broker/kafka_acl_apis.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import ssl
@@ -60,10 +61,17 @@ from broker.auto_topic_creation import AutoTopicCreation, wants_creation
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
+from broker.kafka_connections import (
+    ConnectionQuotas,
+    ConnectionSettings,
+    RequestMemoryPool,
+    seconds,
+)
 from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult
 from common.errors import ErrorCode, InvalidTopicError, RequestError
+from common.kafka_protocol import limits
 from common.kafka_protocol.headers import RequestHeader, read_request_header, response_header
 from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
@@ -84,6 +92,8 @@ from common.security.principal import (
 
 UNSUPPORTED_VERSION = 35  # Kafka's Errors.UNSUPPORTED_VERSION
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
+DECODE_OFF_LOOP_BYTES = 8 * 1024  # larger request bodies are decoded on a worker thread
+DECODE_THREADS = 2
 _MAX_WAIT_MS = 60_000
 _MAX_FETCH_BYTES = 64 << 20  # as the gRPC Fetch: one answer is held in memory
 _LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
@@ -106,8 +116,14 @@ class KafkaListener:
                  configs: ConfigManager | None = None,
                  ssl_context: ssl.SSLContext | None = None,
                  principal_builder: PrincipalBuilder | None = None, authorizer=None,
-                 auto_topics: AutoTopicCreation | None = None):
+                 auto_topics: AutoTopicCreation | None = None,
+                 connections: ConnectionSettings | None = None):
         self.rm = rm
+        # SocketServer's bounds: per-ip connections, idle expiry, queued bytes, slow senders
+        self.connection_settings = connections or ConnectionSettings()
+        self.quotas = ConnectionQuotas(self.connection_settings)
+        self.request_memory = RequestMemoryPool(
+            self.connection_settings.queued_max_request_bytes)
         # the broker's one (shared with its gRPC Metadata), or this listener's own
         self.auto_topics = auto_topics or AutoTopicCreation(
             controller, rm.config if rm is not None else None)
@@ -124,6 +140,10 @@ class KafkaListener:
         self.events = events
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.base_events.Server | None = None
+        # requests larger than this are decoded off the event loop (issue 42)
+        self.decode_off_loop_bytes = DECODE_OFF_LOOP_BYTES
+        self.element_budget: Callable[[int], int | None] = limits.element_budget
+        self._decode_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._connections: set[asyncio.Task] = set()
         self._handlers: dict[int, Callable[[dict, int], Awaitable[dict | None]]] = {
             ApiKey.API_VERSIONS: self._api_versions,
@@ -149,12 +169,23 @@ class KafkaListener:
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
+    def _decoder(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The listener's own decode threads: a hostile frame waits for them, never for the
+        default executor the broker's other work uses."""
+        if self._decode_pool is None:
+            self._decode_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=DECODE_THREADS, thread_name_prefix=f"kafka-decode-{self.listener}")
+        return self._decode_pool
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
         for t in list(self._connections):
             t.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._decode_pool is not None:
+            self._decode_pool.shutdown(wait=False, cancel_futures=True)
+            self._decode_pool = None
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
@@ -187,9 +218,19 @@ class KafkaListener:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
-        current_kafka_client_host.set(str(peer[0]) if isinstance(peer, tuple) and peer else "")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if not self.quotas.accept(address):
+            # Kafka's ConnectionQuotas: TooManyConnectionsException, the socket is closed
+            self.events.warning("kafka_connection_refused", listener=self.listener,
+                                peer=str(peer), reason=f"max.connections.per.ip "
+                                f"{self.quotas.limit(address)} reached for {address}")
+            writer.close()
+            return
+        self._connections.add(task)
+        current_kafka_client_host.set(address)
+        idle = seconds(self.connection_settings.max_idle_ms)
+        read_timeout = seconds(self.connection_settings.request_read_timeout_ms)
         try:
             # The TLS handshake is done before this is called: the peer certificate is known.
             ssl_object = writer.get_extra_info("ssl_object")
@@ -205,15 +246,31 @@ class KafkaListener:
                 return
             while True:
                 try:
-                    size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+                    async with asyncio.timeout(idle):
+                        size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
                 except asyncio.IncompleteReadError:
                     return  # the client went away between requests
+                except TimeoutError:
+                    raise _Close(f"no request for connections.max.idle.ms "
+                                 f"{self.connection_settings.max_idle_ms}") from None
                 if size < 0 or size > self.max_request_bytes:
                     raise _Close(f"request size {size} is larger than socket.request.max.bytes "
                                  f"{self.max_request_bytes}" if size > 0
                                  else f"invalid request size {size}")
-                frame = await reader.readexactly(size)
-                chunks = await self._answer(frame)
+                held = await self.request_memory.acquire(size)
+                try:
+                    try:
+                        async with asyncio.timeout(read_timeout):
+                            frame = await reader.readexactly(size)
+                    except TimeoutError:
+                        # a size prefix followed by a trickle (issue 42)
+                        raise _Close(f"request of {size} bytes not received within "
+                                     f"socket.request.read.timeout.ms "
+                                     f"{self.connection_settings.request_read_timeout_ms}"
+                                     ) from None
+                    chunks = await self._answer(frame)
+                finally:
+                    self.request_memory.release(held)
                 if chunks is None:
                     continue
                 try:
@@ -232,6 +289,7 @@ class KafkaListener:
                               error=f"{type(e).__name__}: {e}"[:300])
         finally:
             self._connections.discard(task)
+            self.quotas.release(address)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -263,8 +321,18 @@ class KafkaListener:
             # enabled" -> InvalidRequestException -> the channel is closed.
             raise _Close(f"request api key {header.api_key} with version {header.api_version} "
                          f"is not served on this listener")
+        # Issue 42: the element budget bounds the work one request can ask for, and a large
+        # frame is decoded on a worker thread (Kafka parses on its request-handler threads,
+        # not its network threads), so the loop keeps serving replication, gRPC and the
+        # controller meanwhile: the thread gives the GIL back every switch interval.
+        budget = self.element_budget(header.api_key)
+        large = len(frame) - r.pos > self.decode_off_loop_bytes
         try:
-            request = api.request.decode(r, header.api_version)
+            if large:
+                request = await asyncio.get_running_loop().run_in_executor(
+                    self._decoder(), api.request.decode, r, header.api_version, budget)
+            else:
+                request = api.request.decode(r, header.api_version, budget)
         except ProtocolError as e:
             raise _Close(f"malformed {api.name} v{header.api_version} request: {e}") from None
         body = await self._handlers[header.api_key](request, header.api_version)
@@ -272,7 +340,11 @@ class KafkaListener:
             return None
         head = response_header(header.api_key, header.api_version, header.correlation_id)
         try:
-            chunks = api.response.encode_chunks(body, header.api_version)
+            if large:  # a large request's answer may be as large: encoded off the loop too
+                chunks = await asyncio.get_running_loop().run_in_executor(
+                    self._decoder(), api.response.encode_chunks, body, header.api_version)
+            else:
+                chunks = api.response.encode_chunks(body, header.api_version)
         except BaseException:
             _close_regions(_fetch_regions(body))
             raise

@@ -40,6 +40,7 @@ from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fault_injection import InjectedClock, watch_fault_file
 from broker.fetcher import ReplicaFetcherManager
+from broker.kafka_connections import ConnectionSettings
 from broker.kafka_listener import KafkaListener
 from broker.metadata_cache import BrokerNode, MetadataCache
 from broker.metrics import BrokerMetrics
@@ -195,6 +196,7 @@ class BrokerServer:
                                   self.events, self.config["socket.request.max.bytes"],
                                   controller=self.controller, configs=self.configs,
                                   authorizer=self.authorizer, auto_topics=auto_topics,
+                                  connections=ConnectionSettings.from_config(self.config),
                                   **kafka_listener_tls(self.config, e.listener))
                 kafka_ports[e.listener] = await k.start()
                 self.kafka_listeners.append(k)

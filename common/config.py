@@ -62,6 +62,17 @@ def _super_users(text: str) -> str:
     return text.strip()
 
 
+def _ip_counts(text: str) -> dict[str, int]:
+    """host:count,host:count (max.connections.per.ip.overrides)."""
+    out = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or int(count) < 0:
+            raise ValueError(f"{item!r} is not host:count")
+        out[host.strip()] = int(count)
+    return out
+
+
 def _choice(*options: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         for o in options:
@@ -128,6 +139,19 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "(default KAFKA; broker/kafka_listener.py)"),
     _k("socket.request.max.bytes", _int(1), 104857600,
        "largest request a Kafka-protocol listener accepts; a larger one closes its connection"),
+    # Issue 42: the Kafka listener's connection bounds (broker/kafka_connections.py)
+    _k("connections.max.idle.ms", _int(-1), 600000,
+       "a Kafka-protocol connection that sends no request for this long is closed (-1: never)"),
+    _k("max.connections.per.ip", _int(0), 2147483647,
+       "Kafka-protocol connections allowed from one address; more are closed at once"),
+    _k("max.connections.per.ip.overrides", _ip_counts, {},
+       "host:count,...: per-address exceptions to max.connections.per.ip"),
+    _k("queued.max.request.bytes", _int(-1), -1,
+       "bytes of Kafka-protocol requests read or served at once per listener; past it no "
+       "further request is read until some is done (-1: no bound)"),
+    _k("socket.request.read.timeout.ms", _int(1), 60000,
+       "replog: a Kafka-protocol request's bytes must arrive within this time of its size, "
+       "else the connection is closed (a large size followed by a trickle)"),
     _k("inter.broker.listener.name", _str, None,
        "listener for replication and controller->broker requests (default PLAINTEXT, or the "
        "first advertised listener when none is named PLAINTEXT)"),
