@@ -148,7 +148,7 @@ def leader_losses(events: DataFrame, transitions: DataFrame, scrapes: DataFrame)
 
     failed = events.where(F.col("event") == "broker_failed") \
         .select(F.col("broker").alias("f_broker"), F.col("ts").alias("f_ts"))
-    j = j.join(failed, (F.col("cause") == "broker_down") & (F.col("f_broker") == F.col("old_leader"))
+    j = j.join(failed, (F.col("cause") == "broker_down") & (F.col("f_broker") == F.col("old_leader"))  # noqa: E501
                & (F.col("f_ts") <= F.col("election_ts"))
                & (F.col("f_ts") >= F.col("election_ts") - MAX_DETECTION_S), "left")
     j = _first_by(j, keys, [F.col("f_ts").desc_nulls_last()]).drop("f_broker")
@@ -156,7 +156,7 @@ def leader_losses(events: DataFrame, transitions: DataFrame, scrapes: DataFrame)
     ldo = events.where((F.col("event") == "log_dir_offline") & (F.col("role") == "broker")) \
         .select(F.col("node").alias("l_broker"), F.col("ts").alias("l_ts"),
                 F.explode_outer("partitions").alias("l_partition"))
-    j = j.join(ldo, (F.col("cause") == "log_dir_offline") & (F.col("l_broker") == F.col("old_leader"))
+    j = j.join(ldo, (F.col("cause") == "log_dir_offline") & (F.col("l_broker") == F.col("old_leader"))  # noqa: E501
                & (F.col("l_partition") == F.col("partition"))
                & (F.col("l_ts") <= F.col("election_ts")), "left")
     j = _first_by(j, keys, [F.col("l_ts").desc_nulls_last()]).drop("l_broker", "l_partition")

@@ -163,7 +163,7 @@ class ReplicaFetcher:
             return await stub.Fetch(req, timeout=timeout)
         except TimeoutError:
             self._drop_stream(stream)
-            raise _stream_error(grpc.StatusCode.DEADLINE_EXCEEDED,
+            raise _stream_error(grpc.StatusCode.DEADLINE_EXCEEDED,  # noqa: B904
                                 "no answer on the fetch stream within the fetch timeout")
         except asyncio.CancelledError:
             self._drop_stream(stream)

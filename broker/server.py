@@ -171,7 +171,7 @@ class BrokerServer:
             self.events)
         self.rm = ReplicaManager(self.broker_id, self.config, self.log_manager, self.metadata,
                                  self.metrics, self.events, self._load_topic_config,
-                                 self._clock, fetcher_manager=fetchers, alter_partition=alter_partition,
+                                 self._clock, fetcher_manager=fetchers, alter_partition=alter_partition,  # noqa: E501
                                  restart_notifier=self.restarts, halt=self._halt,
                                  on_log_dir_offline=self._log_dir_went_offline)
         self.rm.registered = False  # controller requests are refused until _register()

@@ -231,7 +231,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             for task in list(serving):
                 task.cancel()
 
-    async def _produce(self, request: pb.ProduceRequest, who: Requester | None) -> pb.ProduceResponse:
+    async def _produce(self, request: pb.ProduceRequest, who: Requester | None) -> pb.ProduceResponse:  # noqa: E501
         """One Produce, for the unary call and the stream alike; a refused request raises
         RequestError (INVALID_REQUEST, INVALID_REQUIRED_ACKS). A topic ``who`` may not Write
         is answered TOPIC_AUTHORIZATION_FAILED and nothing of it is appended."""
@@ -514,7 +514,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             for pid in t.partitions:
                 code, last_epoch, cur_epoch, leo = self.rm.replica_log_info(
                     TopicPartition(t.topic, pid))
-                infos.append(pb.PartitionLogInfo(partition=pid, last_written_leader_epoch=last_epoch,
+                infos.append(pb.PartitionLogInfo(partition=pid, last_written_leader_epoch=last_epoch,  # noqa: E501
                                                  current_leader_epoch=cur_epoch,
                                                  log_end_offset=leo, error_code=int(code)))
             out.append(pb.TopicPartitionLogInfo(topic=t.topic, topic_id=t.topic_id,

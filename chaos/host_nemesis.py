@@ -24,8 +24,8 @@ import json
 import subprocess
 
 from chaos.nemesis import NEMESIS_CLASSES, ClusterProcesses, Nemesis
-from harness import hosts as hostlib
 from harness import cluster_hosts
+from harness import hosts as hostlib
 
 
 def host_plan(procs: ClusterProcesses) -> hostlib.HostsPlan | None:

@@ -221,14 +221,14 @@ ACCEPTED_WITHOUT_EFFECT: Mapping[str, Callable[[str], None]] = {
     "metric.reporters": _any,
     # LogCleaner
     "log.cleaner.threads": _long(0, INT_MAX, "INT"), "log.cleaner.dedupe.buffer.size": _long(0),
-    "log.cleaner.io.buffer.load.factor": _double(), "log.cleaner.io.buffer.size": _long(0, INT_MAX, "INT"),
+    "log.cleaner.io.buffer.load.factor": _double(), "log.cleaner.io.buffer.size": _long(0, INT_MAX, "INT"),  # noqa: E501
     "log.cleaner.io.max.bytes.per.second": _double(), "log.cleaner.backoff.ms": _long(0),
     # DynamicLogConfig: the broker synonyms of the topic configs (ServerTopicConfigSynonyms)
     "log.segment.bytes": _long(14, INT_MAX, "INT"), "log.roll.ms": _long(1),
     "log.roll.jitter.ms": _long(0), "log.index.size.max.bytes": _long(4, INT_MAX, "INT"),
     "log.flush.interval.messages": _long(1), "log.flush.interval.ms": _long(0),
     "log.retention.bytes": _long(-LONG_MAX - 1), "log.retention.ms": _long(-1),
-    "message.max.bytes": _long(0, INT_MAX, "INT"), "log.index.interval.bytes": _long(0, INT_MAX, "INT"),
+    "message.max.bytes": _long(0, INT_MAX, "INT"), "log.index.interval.bytes": _long(0, INT_MAX, "INT"),  # noqa: E501
     "log.cleaner.delete.retention.ms": _long(0), "log.cleaner.min.compaction.lag.ms": _long(0),
     "log.cleaner.max.compaction.lag.ms": _long(1), "log.segment.delete.delay.ms": _long(0),
     "log.cleaner.min.cleanable.ratio": _double(0.0, 1.0),

@@ -10,7 +10,7 @@ period, then the ZooKeeper session is closed.
 Health: service "" is SERVING while the process runs; "replog.v1.Controller" is SERVING only
 while this candidate is the active controller (NOT_SERVING on a standby), so a load balancer
 or a compose healthcheck can tell the two apart.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

@@ -611,7 +611,7 @@ class ZkStore:
     async def delete_topic(self, topic: str, epoch_version: int) -> None:
         """Remove the topic's znodes: partition states, partitions, assignment, config and
         the /admin/delete_topics entry, children first, each transaction epoch-checked."""
-        for attempt in range(3):
+        for attempt in range(3):  # noqa: B007
             paths = await self._topic_paths(topic)
             ok = True
             for i in range(0, len(paths), MAX_OPS_PER_TRANSACTION):

@@ -19,7 +19,7 @@ class KafkaStorageError(ReplogError):
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
     operation = "storage operation"
 
-    def __init__(self, log_dir: str, partition: str | None = None, cause: BaseException | None = None,
+    def __init__(self, log_dir: str, partition: str | None = None, cause: BaseException | None = None,  # noqa: E501
                  detail: str | None = None):
         self.log_dir = log_dir
         self.partition = partition

@@ -219,7 +219,7 @@ class FaultInjectingFileOps(FileOps):
         delay = 0.0
         with self._lock:
             for f in self._faults:
-                if op in f.ops and (path == f.prefix or path.startswith(f.prefix.rstrip("/") + "/")):
+                if op in f.ops and (path == f.prefix or path.startswith(f.prefix.rstrip("/") + "/")):  # noqa: E501
                     if f.err is None:
                         delay = max(delay, f.delay_s)
                         continue

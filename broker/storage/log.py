@@ -161,7 +161,7 @@ class Log:
         self.moved_to: Log | None = None
         # Set by the LogManager holding this log as the partition's replica: run after a
         # truncation to checkpoint the lowered recovery point at once (Kafka's
-        # LogManager.truncateTo and truncateFullyAndStartAt). A checkpoint left at the old, higher point makes recovery
+        # LogManager.truncateTo and truncateFullyAndStartAt). A checkpoint left at the old, higher point makes recovery  # noqa: E501
         # re-add leader epochs only past it, so an epoch that starts at the truncation point
         # - becoming leader right after truncating, its entry deferred - comes back after a
         # crash starting at that old point.

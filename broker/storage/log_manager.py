@@ -459,7 +459,7 @@ class LogManager:
         record = placement.Placement(supersedes, broker_epoch, self.clock()) \
             if supersedes else None
         try:
-            log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops, clock=self.clock,
+            log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops, clock=self.clock,  # noqa: E501
                            needs_recovery=False)
             if record is not None:
                 try:
@@ -483,7 +483,7 @@ class LogManager:
         d = self._dir_of[tp]
         old._close_fds()
         old.closed = True
-        log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops, clock=self.clock,
+        log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops, clock=self.clock,  # noqa: E501
                        recovery_point=old.recovery_point, log_start_offset=old.log_start_offset,
                        high_watermark=old.high_watermark, needs_recovery=True)
         log.on_truncation = functools.partial(self._checkpoint_after_truncation, tp)

@@ -43,7 +43,7 @@ workflow).
   (`obsolete`); a reassigned one is elected again on its new replicas, which starts a new task
   if it still needs one. A new controller starts the tasks again from ZooKeeper's state: nothing of a
   task is persisted, because nothing is decided before its election is written.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 import pytest
 
-from broker.fetch_failures import (FailedPartitions, Outcome, Problem, classify,
-                                   fetcher_should_stop)
+from broker.fetch_failures import FailedPartitions, Outcome, Problem, classify, fetcher_should_stop
 from common.errors import ErrorCode as E
 from common.names import TopicPartition as TP
 

@@ -45,12 +45,12 @@ import grpc
 import pytest
 
 from client.admin_client import AdminClient
-from harness import hosts as hostlib
 from common import zk_layout as zl
 from common.errors import ErrorCode
 from common.records import ProducerRecord, build_batch
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from harness import hosts as hostlib
 from harness.cluster_hosts import HostsOptions, zookeeper_names
 from harness.local_cluster import LocalCluster
 from tests.cluster.helpers import (

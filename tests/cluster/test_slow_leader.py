@@ -109,7 +109,7 @@ async def test_flag_on_followers_stay_and_slow_leader_relinquishes(cluster_facto
         s = await partition_state(bs, "t")
         isr_seen.append(tuple(sorted(s.isr)))
         return s.leader in (2, 3) and s
-    s = await eventually(new_leader, timeout=40, what="a follower leads")
+    s = await eventually(new_leader, timeout=40, what="a follower leads")  # noqa: F841
     count = len(acked)
     await eventually(lambda: len(acked) >= count + 20, timeout=30,
                      what="produce resumed on the new leader")

@@ -529,8 +529,8 @@ async def test_a_refused_state_transition_is_logged_counted_and_not_applied(
     simulation checks that), so one is planted: the StopReplica answer's decision also asks
     to move an online replica of another topic straight to ReplicaDeletionSuccessful."""
     from controller import decisions as D
-    from controller.decisions.base import Builder
     from controller.context import PartitionReplica
+    from controller.decisions.base import Builder
     from controller.state_machine import ReplicaState as R
 
     kept = PartitionReplica(TopicPartition("kept", 0), 1)

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import certs
-from harness import cluster_security
+from harness import certs, cluster_security
 from harness.local_cluster import LocalCluster
 from tests.security.test_tls_cluster import _librdkafka_ssl, _ssl_dir
 

@@ -10,10 +10,10 @@ import pytest
 from common.config import build_config
 from common.errors import ConfigError
 from common.listeners import EndPoint, listener_config
-from harness.ports import free_port
 from controller.channel import ControllerChannelManager
 from controller.request_batch import BrokerBatch
 from controller.requests import LeaderAndIsrRequest
+from harness.ports import free_port
 from tests.controller.fakes import FakeBroker
 
 

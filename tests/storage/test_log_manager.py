@@ -7,13 +7,19 @@ import threading
 
 import pytest
 
-from broker.storage.errors import (CheckpointIOError, KafkaStorageError, LogAppendError,
-                                   LogDirError, LogDirOfflineError)
+from broker.storage.errors import (
+    CheckpointIOError,
+    KafkaStorageError,
+    LogAppendError,
+    LogDirError,
+    LogDirOfflineError,
+)
 from broker.storage.fileops import FaultInjectingFileOps, FileOps
 from broker.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from broker.storage.meta import parse_properties
 from common.errors import InvalidTopicError
-from common.names import TopicPartition as TP, validate_topic
+from common.names import TopicPartition as TP
+from common.names import validate_topic
 from tests.storage.helpers import batch
 
 

@@ -443,7 +443,7 @@ class World:
         self.inv.observe_brokers()
 
     def _fetch_round(self, b: SimBroker) -> None:
-        for tp, s in sorted(b.fetching.items()):
+        for tp, s in sorted(b.fetching.items()):  # noqa: B007
             if s.in_flight is not None:
                 if self.now_ms - s.sent_at < self.fetch_timeout_ms:
                     continue
