@@ -15,8 +15,7 @@ import uuid
 
 import pytest
 
-from common.security import certs
-from harness import cluster_security
+from harness import certs, cluster_security
 from harness.local_cluster import LocalCluster
 from tests.polling import wait_until
 from tests.security.test_authorizer_cluster import _acls, _replog
