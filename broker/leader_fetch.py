@@ -21,7 +21,7 @@ from broker.replica_types import (
 from broker.replication_quota import (
     should_throttle,
 )
-from broker.storage.errors import KafkaStorageError
+from broker.storage.errors import KafkaStorageError, LogClosedError
 from broker.truncation import OUT_OF_RANGE, leader_divergence, leader_end_for_epoch
 from common.errors import ErrorCode, OffsetOutOfRangeError
 from common.names import TopicPartition
@@ -293,7 +293,7 @@ class LeaderFetchPath:
                 try:
                     r.data = (r.log.read_region if zero_copy else r.log.read)(
                         r.fetch_offset, min(r.max_bytes, left), r.upper, left == max_bytes)
-                except (OffsetOutOfRangeError, KafkaStorageError) as e:
+                except (OffsetOutOfRangeError, KafkaStorageError, LogClosedError) as e:
                     r.error = e
                 r.done_at = self.monotonic()
                 left = max(0, left - len(r.data))
@@ -329,6 +329,10 @@ class LeaderFetchPath:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
                                log.log_start_offset, leader_id=p.leader_id,
                                leader_epoch=p.leader_epoch, message=str(r.error))
+        if isinstance(r.error, LogClosedError):
+            # Deleted, reloaded or taken offline under the read (issue 42, defect 3): no I/O
+            # error to report, and no bytes - the client retries where the replica is now.
+            return FetchResult(r.error.error_code, message=str(r.error))
         if isinstance(r.error, KafkaStorageError):
             self.events.error("read_failed", partition=str(p.tp), log_dir=r.error.log_dir,
                               error=str(r.error))

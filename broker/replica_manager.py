@@ -62,7 +62,7 @@ from broker.replication_quota import (
     ReplicationQuota,
     ReplicationQuotas,
 )
-from broker.storage.errors import KafkaStorageError, LogDirOfflineError
+from broker.storage.errors import KafkaStorageError, LogClosedError, LogDirOfflineError
 from broker.storage.failure_scope import PROBE_TIMEOUT_S
 from broker.storage.log import MAX_TIMESTAMP
 from broker.storage.log_manager import LogManager
@@ -538,6 +538,8 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         except KafkaStorageError as e:
             self._report(e)
             return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, -1
+        except LogClosedError as e:  # deleted, reloaded or offline under the read: no I/O error
+            return e.error_code, -1, -1, -1
         if found is None:
             return ErrorCode.NONE, -1, -1, -1
         return ErrorCode.NONE, found[0], found[1], found[2]

@@ -73,3 +73,17 @@ class LogDirOfflineError(KafkaStorageError):
     """An operation was attempted on a log dir already marked offline."""
 
     operation = "access to offline log dir"
+
+
+class LogClosedError(ReplogError):
+    """A read met a log closed under it: deleted (StopReplica), reloaded after a failure, or
+    in a log dir taken offline (issue 42, defect 3). Not an I/O error - nothing is reported to
+    the log-dir failure handler - and never bytes of another file: the reader answers with
+    ``error_code`` (NOT_LEADER_OR_FOLLOWER, or KAFKA_STORAGE_ERROR for a failed log) and the
+    client retries where the replica now is."""
+
+    def __init__(self, log_dir: str, partition: str, error_code: ErrorCode, why: str):
+        super().__init__(f"the log of {partition} in {log_dir} was closed: {why}")
+        self.log_dir = log_dir
+        self.partition = partition
+        self.error_code = error_code

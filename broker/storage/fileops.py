@@ -131,9 +131,10 @@ class _Fault:
 
 
 class _Hold:
-    def __init__(self, prefix: str, ops: frozenset[str]):
+    def __init__(self, prefix: str, ops: frozenset[str], thread: threading.Thread | None = None):
         self.prefix = prefix
         self.ops = ops
+        self.thread = thread  # only this thread's operations block (None: every thread's)
         self.entered = threading.Event()  # an operation is blocked here
         self._released = threading.Event()
 
@@ -174,10 +175,12 @@ class FaultInjectingFileOps(FileOps):
             self._partials.append(_Fault(os.path.abspath(prefix), frozenset({"write"}), err,
                                          float(nbytes), times))
 
-    def hold(self, prefix: str, ops=None) -> _Hold:
+    def hold(self, prefix: str, ops=None, thread: threading.Thread | None = None) -> _Hold:
         """Block matching operations until ``release()``: a test makes a storage call stop
-        at a chosen point (``entered`` is set once one is blocked) and acts meanwhile."""
-        h = _Hold(os.path.abspath(prefix), frozenset(ops or OPS))
+        at a chosen point (``entered`` is set once one is blocked) and acts meanwhile. With
+        ``thread``, only that thread's operations (a read on the read pool stops while the
+        log dir's thread goes on)."""
+        h = _Hold(os.path.abspath(prefix), frozenset(ops or OPS), thread)
         with self._lock:
             self._holds.append(h)
         return h
@@ -209,8 +212,10 @@ class FaultInjectingFileOps(FileOps):
         if self._holds:
             abspath = os.path.abspath(path)
             with self._lock:
+                me = threading.current_thread()
                 holds = [h for h in self._holds
-                         if op in h.ops and self._under(abspath, h.prefix)]
+                         if op in h.ops and self._under(abspath, h.prefix)
+                         and (h.thread is None or h.thread is me)]
             for h in holds:
                 h.wait()
         if not self._faults:

@@ -29,6 +29,7 @@ from broker.storage.epoch_cache import LeaderEpochCache
 from broker.storage.errors import (
     KafkaStorageError,
     LogAppendError,
+    LogClosedError,
     LogDeletionError,
     LogFlushError,
     LogLoadError,
@@ -38,6 +39,7 @@ from broker.storage.errors import (
 from broker.storage.file_region import FileRegion
 from broker.storage.fileops import FileOps
 from broker.storage.segment import LogSegment, SegmentCorruption, entry_position
+from broker.storage.segment_file import SegmentClosedError
 from common import records as rec
 from common.clock import wall_ms
 from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError, ReplogError
@@ -97,6 +99,10 @@ class LogConfig:
                         if overrides and key in overrides})
         return dataclasses.replace(self, **changes) if changes else self
 
+
+# A read that finds its segment closed starts over (Log._reading); each retry needs another
+# segment closed under it, so this bound is never met in practice.
+_CLOSED_SEGMENT_RETRIES = 8
 
 MAX_TIMESTAMP = -3  # ListOffsets v7 (KIP-734): the offset of the largest timestamp
 
@@ -322,12 +328,14 @@ class Log:
         self._bases.append(seg.base_offset)
 
     def _close_fds(self) -> None:
+        """Close every segment file (a read under way ends on its file first: segment_file.py).
+        The log is closed from here on, so a read that finds a segment closed answers
+        ``LogClosedError`` instead of retrying."""
+        self.closed = True
         for _, seg in self._pending_deletes:
             seg.close_fd()
         for seg in self.segments:
-            if seg.fd >= 0:
-                self.fileops.close(seg.fd)
-                seg.fd = -1
+            seg.close_fd()
 
     # ------------------------------------------------------------------ offsets
 
@@ -523,10 +531,37 @@ class Log:
         ``max_offset`` (exclusive: the HW for consumers, the LEO for followers).
 
         As in Kafka (KIP-74) the first batch is returned whole even if larger than max_bytes,
-        so a reader always makes progress. Raises OffsetOutOfRangeError or LogReadError.
+        so a reader always makes progress. Raises OffsetOutOfRangeError, LogReadError or
+        LogClosedError.
         """
-        if self.moved_to is not None:
-            return self.moved_to.read(start_offset, max_bytes, max_offset, min_one_batch)
+        return self._reading("read", start_offset, max_bytes, max_offset, min_one_batch)
+
+    def _reading(self, name: str, *args):
+        """Run the read ``_<name>`` here, or on the log a KIP-113 swap moved it to. A segment
+        closed under the read (SegmentClosedError: never a recycled descriptor's bytes) makes
+        it start over on what replaced it - the moved-to log, or this log's segments after
+        retention or a truncation removed one whose delay passed - and, once this log itself
+        is closed, answer LogClosedError."""
+        for _ in range(_CLOSED_SEGMENT_RETRIES):
+            moved = self.moved_to
+            if moved is not None:
+                return getattr(moved, name)(*args)
+            try:
+                return getattr(self, "_" + name)(*args)
+            except SegmentClosedError:
+                if self.moved_to is None and self.closed:
+                    raise self._closed_error() from None
+        raise self._closed_error()
+
+    def _closed_error(self) -> LogClosedError:
+        if self.failed is not None:  # its dir went offline, or it failed and is reloaded
+            return LogClosedError(self.log_dir, str(self.tp), ErrorCode.KAFKA_STORAGE_ERROR,
+                                  self.failed)
+        return LogClosedError(self.log_dir, str(self.tp), ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                              "the replica was deleted or its broker is shutting down")
+
+    def _read(self, start_offset: int, max_bytes: int, max_offset: int | None,
+              min_one_batch: bool) -> bytes:
         try:
             found = self._locate(start_offset, max_bytes, max_offset, min_one_batch)
             if found is None:
@@ -545,8 +580,9 @@ class Log:
         leader epoch) of the first record with a timestamp >= ``timestamp``, below ``upper``
         (the HW for a consumer); for MAX_TIMESTAMP (-3, KIP-734) the record holding the largest
         timestamp. None when there is none."""
-        if self.moved_to is not None:
-            return self.moved_to.offset_for_timestamp(timestamp, upper)
+        return self._reading("offset_for_timestamp", timestamp, upper)
+
+    def _offset_for_timestamp(self, timestamp: int, upper: int) -> tuple[int, int, int] | None:
         try:
             if timestamp == MAX_TIMESTAMP:
                 seg = max(self.segments, key=lambda s: s.max_timestamp, default=None)
@@ -568,9 +604,10 @@ class Log:
         """``read``'s batches as a region of the segment file (``broker/storage/file_region.py``)
         for a zero-copy Fetch answer, or b"" when there is nothing to read. Only batch headers
         are read to find the end; the records themselves are never read into Python."""
-        if self.moved_to is not None:
-            return self.moved_to.read_region(start_offset, max_bytes, max_offset,
-                                             min_one_batch)
+        return self._reading("read_region", start_offset, max_bytes, max_offset, min_one_batch)
+
+    def _read_region(self, start_offset: int, max_bytes: int, max_offset: int | None,
+                     min_one_batch: bool) -> FileRegion | bytes:
         try:
             found = self._locate(start_offset, max_bytes, max_offset, min_one_batch)
             if found is None:
@@ -580,7 +617,9 @@ class Log:
                 limit = seg.whole_batches_end(position, limit)
                 if limit <= position:
                     return b""
-            return FileRegion(self.fileops.dup(seg.fd), position, limit - position)
+            # The dup is taken under the segment's reference: it names this file, never a
+            # number the log dir's thread closed and another file reused meanwhile.
+            return FileRegion(seg.dup(), position, limit - position)
         except OSError as e:
             raise LogReadError(self.log_dir, str(self.tp), e) from e
 
@@ -798,6 +837,9 @@ class Log:
         """Flush and close (a clean shutdown): indexes are written in full."""
         if self.closed:
             return
+        # Before the segments close: a read meeting a closed one then answers at once
+        # (_reading) instead of retrying.
+        self.closed = True
         try:
             self.delete_due_segments(force=True)
             self._flush()

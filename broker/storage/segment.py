@@ -16,7 +16,10 @@ the segment trusts its index only up to the last entry and re-scans, validates a
 the batches after it — and a segment at or after the recovery point is recovered from its first
 byte. Nothing here decides anything about replication; ``Log`` drives it.
 
-Not thread-safe: a Log serialises access (its log dir's executor thread).
+Not thread-safe: a Log serialises access (its log dir's executor thread). Reads from the fetch
+read pool run beside it; the file's descriptor is used only under a reference
+(``segment_file.py``), so a close on the log dir's thread never lets a read use a recycled
+number: the read ends on this file's bytes, or raises SegmentClosedError.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from broker.storage.fileops import FileOps
+from broker.storage.segment_file import SegmentClosedError, SegmentFile
 from common import records as rec
 from common.errors import CorruptRecordError
 
@@ -78,7 +82,9 @@ class LogSegment:
         self.log_path = os.path.join(partition_dir, segment_name(base_offset, ".log"))
         self.index_path = os.path.join(partition_dir, segment_name(base_offset, ".index"))
         self.time_index_path = os.path.join(partition_dir, segment_name(base_offset, ".timeindex"))
-        self.fd = -1
+        # The .log file's descriptor, used only under a reference (segment_file.py): the read
+        # pool reads while the log dir's thread may close it.
+        self.file: SegmentFile | None = None
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -106,7 +112,7 @@ class LogSegment:
                index_interval_bytes: int, now_ms: int) -> LogSegment:
         seg = cls(partition_dir, base_offset, fileops, index_interval_bytes, now_ms)
         flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-        seg.fd = fileops.open(seg.log_path, flags)
+        seg.file = SegmentFile(fileops, fileops.open(seg.log_path, flags), seg.log_path)
         for path in (seg.index_path, seg.time_index_path):
             fd = fileops.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             fileops.close(fd)
@@ -129,8 +135,11 @@ class LogSegment:
 
     def open_for_recovery(self) -> None:
         """Open the file only: ``recover()`` re-validates and re-indexes all of it."""
-        self.fd = self.fileops.open(self.log_path, os.O_RDWR | os.O_APPEND)
-        self.size = self.fileops.fsize(self.fd)
+        self.file = SegmentFile(self.fileops,
+                                self.fileops.open(self.log_path, os.O_RDWR | os.O_APPEND),
+                                self.log_path)
+        with self._use() as fd:
+            self.size = self.fileops.fsize(fd)
 
     def load(self) -> None:
         """Open the file, load the indexes and validate the unindexed tail. On
@@ -151,9 +160,41 @@ class LogSegment:
         self._scan(start, validate=True, expected_min_offset=self.base_offset)
 
     def close_fd(self) -> None:
-        if self.fd >= 0:
-            self.fileops.close(self.fd)
-            self.fd = -1
+        """Close the file: at once, or when the last read under way on it ends."""
+        if self.file is not None:
+            self.file.close()
+
+    @property
+    def fd(self) -> int:
+        """The descriptor's number, -1 once closed: for diagnostics and tests only. Reading
+        through it races a close (and the number's reuse): use ``_use()``."""
+        return -1 if self.file is None else self.file.fd
+
+    @property
+    def closed(self) -> bool:
+        return self.file is None or self.file.closing
+
+    def _use(self):
+        """A reference to the open file for one operation (SegmentFile.use); raises
+        SegmentClosedError once the segment was closed."""
+        f = self.file
+        if f is None:
+            raise SegmentClosedError(self.log_path)
+        return f.use()
+
+    def _pread(self, n: int, offset: int) -> bytes:
+        with self._use() as fd:
+            return self.fileops.pread(fd, n, offset)
+
+    def _ftruncate(self, size: int) -> None:
+        with self._use() as fd:
+            self.fileops.ftruncate(fd, size)
+
+    def dup(self) -> int:
+        """A descriptor of its own for a zero-copy region (file_region.py), taken under a
+        reference: it names this segment's file even if the segment closes right after."""
+        with self._use() as fd:
+            return self.fileops.dup(fd)
 
     def _load_indexes(self) -> bool:
         """Load both index files; False if either fails its sanity check (Kafka rebuilds then)."""
@@ -218,14 +259,14 @@ class LogSegment:
         pos = start
         expected = expected_min_offset
         while pos < self.size:
-            chunk = self.fileops.pread(self.fd, min(RECOVERY_CHUNK, self.size - pos), pos)
+            chunk = self._pread(min(RECOVERY_CHUNK, self.size - pos), pos)
             cpos = 0
             progressed = False
             while len(chunk) - cpos >= rec.HEADER_SIZE:
                 h = rec.parse_header(chunk, cpos)
                 if h.batch_length >= rec.MIN_BATCH_LENGTH and cpos + h.size > len(chunk):
                     if h.size > len(chunk) and cpos == 0 and pos + h.size <= self.size:
-                        chunk = self.fileops.pread(self.fd, h.size, pos)  # one large batch
+                        chunk = self._pread(h.size, pos)  # one large batch
                         continue
                     break
                 try:
@@ -268,7 +309,7 @@ class LogSegment:
             truncated = 0
         except SegmentCorruption as c:
             truncated = self.size - c.position
-            self.fileops.ftruncate(self.fd, c.position)
+            self._ftruncate(c.position)
             self.size = c.position
             self.last_corruption = c.reason
         self._rewrite_index_files()
@@ -296,14 +337,15 @@ class LogSegment:
         (last_offset, max_timestamp, size) in order."""
         position = self.size
         try:
-            self.fileops.writev(self.fd, iov, total)
+            with self._use() as fd:
+                self.fileops.writev(fd, iov, total)
         except OSError:
             # A partial write (ENOSPC, EIO) may have left some bytes after ``position``. With
             # O_APPEND the next write would land after them while every position here assumed
             # they are not there, and recovery would later drop all that follows:
             # cut the file back. The Log refuses further writes whether or not this works.
             try:
-                self.fileops.ftruncate(self.fd, position)
+                self._ftruncate(position)
             except OSError:
                 pass
             raise
@@ -347,7 +389,7 @@ class LogSegment:
         entry = self._entry_for(offset)
         if entry is None:
             return 0
-        head = self.fileops.pread(self.fd, _SCAN_SIZE, entry[1])
+        head = self._pread(_SCAN_SIZE, entry[1])
         if len(head) == _SCAN_SIZE:
             base, length, *_, lod = _SCAN.unpack(head)
             if base + lod == entry[0] and length >= rec.MIN_BATCH_LENGTH:
@@ -377,7 +419,7 @@ class LogSegment:
         pos = start if start is not None else (0 if entry is None else entry[1])
         chunk_size = max(2 * self.index_interval_bytes, 8192)
         while pos + _SCAN_SIZE <= self.size:
-            buf = self.fileops.pread(self.fd, min(chunk_size, self.size - pos), pos)
+            buf = self._pread(min(chunk_size, self.size - pos), pos)
             cpos = 0
             while cpos + _SCAN_SIZE <= len(buf):
                 base, length, _ple, _magic, _crc, _attrs, lod = _SCAN.unpack_from(buf, cpos)
@@ -400,7 +442,7 @@ class LogSegment:
         n = min(max_bytes, end - position)
         if n <= 0:
             return b""
-        return self.fileops.pread(self.fd, n, position)
+        return self._pread(n, position)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int
                                  ) -> tuple[int, int] | None:
@@ -415,13 +457,13 @@ class LogSegment:
         from_offset = self.ti_offsets[i] if i >= 0 else self.base_offset
         pos = self._checked_lookup(max(from_offset, start_offset))
         while pos + rec.HEADER_SIZE <= self.size:
-            h = rec.parse_header(self.fileops.pread(self.fd, rec.HEADER_SIZE, pos))
+            h = rec.parse_header(self._pread(rec.HEADER_SIZE, pos))
             size = h.batch_length + rec.LOG_OVERHEAD
             if size < rec.HEADER_SIZE:
                 return None
             if h.base_offset + h.last_offset_delta >= start_offset and \
                     h.max_timestamp >= timestamp:
-                for r in rec.decode_records(self.fileops.pread(self.fd, size, pos), h):
+                for r in rec.decode_records(self._pread(size, pos), h):
                     if r.offset >= start_offset and r.timestamp >= timestamp:
                         return r.timestamp, r.offset
             pos += size
@@ -434,7 +476,7 @@ class LogSegment:
         chunk_size = max(2 * self.index_interval_bytes, 8192)
         pos = position
         while pos + _SCAN_SIZE <= min(end, self.size):
-            buf = self.fileops.pread(self.fd, min(chunk_size, self.size - pos), pos)
+            buf = self._pread(min(chunk_size, self.size - pos), pos)
             cpos = 0
             while cpos + _SCAN_SIZE <= len(buf):
                 size = _SCAN.unpack_from(buf, cpos)[1] + rec.LOG_OVERHEAD
@@ -448,7 +490,7 @@ class LogSegment:
         return out
 
     def read_batch_header(self, position: int) -> rec.BatchHeader:
-        return rec.parse_header(self.fileops.pread(self.fd, rec.HEADER_SIZE, position))
+        return rec.parse_header(self._pread(rec.HEADER_SIZE, position))
 
     # ----------------------------------------------------------------- truncate
 
@@ -465,7 +507,7 @@ class LogSegment:
             return 0
         position = found.position
         removed = self.size - position
-        self.fileops.ftruncate(self.fd, position)
+        self._ftruncate(position)
         self.size = position
         self.next_offset = found.base_offset
         self._truncate_indexes_from_position(position)
@@ -542,19 +584,19 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the log file. Indexes need no fsync here: a stale index is repaired on load."""
         if self.dirty:
-            self.fileops.fsync(self.fd)
+            with self._use() as fd:
+                self.fileops.fsync(fd)
             self.dirty = False
 
     def close(self) -> None:
-        if self.fd >= 0:
+        if not self.closed:
             try:
                 if self.index_suspect:  # rebuilt from the batches at the next load
                     self._clear_indexes()
                     self._rewrite_index_files()
                 self.persist_indexes()
             finally:
-                self.fileops.close(self.fd)
-                self.fd = -1
+                self.close_fd()
 
     def rename_to_deleted(self) -> None:
         """Rename the three files to ``<name>.deleted``; the open fd keeps serving reads."""
@@ -567,9 +609,7 @@ class LogSegment:
             setattr(self, attr, path + ".deleted")
 
     def delete_files(self) -> None:
-        if self.fd >= 0:
-            self.fileops.close(self.fd)
-            self.fd = -1
+        self.close_fd()  # a read still under way finishes on the open (unlinked) file
         for path in (self.log_path, self.index_path, self.time_index_path):
             try:
                 self.fileops.unlink(path)
