@@ -142,7 +142,7 @@ class Partition:
     # ------------------------------------------------------------------ events
 
     def apply_leader_and_isr(self, s, now_ms: int) -> partition_state.Transition:
-        """One LeaderAndIsr partition state (``controller_requests.LeaderAndIsrPartitionState``,
+        """One LeaderAndIsr partition state (``common.controller_requests.LeaderAndIsrPartitionState``,
         already admitted by ``partition_state.admit_partition_state``) applied to this replica:
         Kafka's makeLeader / makeFollower for one partition. The replica manager performs what
         the returned transition says (fetchers, the epoch start's write, the RECOVERED report,
