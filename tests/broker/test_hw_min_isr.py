@@ -99,9 +99,9 @@ def test_a_follower_proposed_for_the_isr_bounds_the_hw_it_was_admitted_under(tmp
     assert p.high_watermark == 4
     proposed = []
 
-    def propose(part, follower):  # what AlterPartitionManager.expand_isr does to the partition
-        proposed.append(follower)
-        part.pending_isr = part.isr + (follower,)
+    def propose(part, proposal):  # AlterPartitionManager.enqueue: the core set the pending ISR
+        proposed.append(proposal.new_isr[-1])
+        assert part.pending_isr == proposal.new_isr
 
     p.on_follower_fetch(3, 1, 6, 0, now_ms=3, propose_expansion=propose)
     assert proposed == [3]

@@ -693,7 +693,7 @@ class SimBroker:
             return FetchAnswer(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
                                diverging=(div.epoch, div.end_offset))
         p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset, fp.log_start_offset,
-                            self.now(), propose_expansion=self.alter.expand_isr)
+                            self.now(), propose_expansion=self.alter.enqueue)
         try:
             data = log.read(fp.fetch_offset, FETCH_MAX_BYTES, log.log_end_offset, True)
         except OffsetOutOfRangeError:
