@@ -135,8 +135,12 @@ compose-down:
 demo: setup
 	$(VENV)/bin/replog demo --data-dir demo-data
 
+# ruff (the rules in pyproject.toml), import-linter (the layers) and mypy (the pure cores); make
+# test runs the same three through tests/test_lint.py.
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) common/rpc/*_pb2*.py data

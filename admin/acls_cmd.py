@@ -25,7 +25,7 @@ With ``--authorizer-properties`` the properties are the broker's (``zookeeper.co
 ``zookeeper.set.acl`` with replog's ``zookeeper.auth.digest.file`` on a cluster with ZooKeeper
 ACLs). With ``--bootstrap-server``, ``--command-config`` gives the client's TLS settings.
 Either way one store is written and announced under ``/kafka-acl-changes``.
-"""
+"""  # noqa: E101, E501
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ from common.security.authorizer import ACL_AUTHORIZER_CLASSES
 from common.security.principal import KafkaPrincipal
 
 WILDCARD_HOST = "*"
-O = AclOperation
+O = AclOperation  # noqa: E741
 Filters = dict[ResourcePatternFilter, set[AccessControlEntry]]
 
 

@@ -124,7 +124,7 @@ def _hosts_options(args):
             raise ReplogError("--racks, --inter-rack-latency-ms and --inter-rack-loss-pct "
                               "need --hosts")
         return None
-    from common import hosts as hostlib
+    from harness import hosts as hostlib
     from harness.cluster_hosts import HostsOptions
     why = hostlib.unavailable()
     if why:

@@ -7,14 +7,40 @@ ZooKeeper server (an ensemble member) from its ``zoo.cfg``: the process becomes 
 
 from __future__ import annotations
 
-import importlib
+from admin import (
+    acls_cmd,
+    cluster_cmd,
+    configs_cmd,
+    consume_cmd,
+    delete_records_cmd,
+    e2e_latency_cmd,
+    elect_cmd,
+    log_dirs_cmd,
+    produce_cmd,
+    reassign,
+    topics_cmd,
+    zk_security_migration,
+)
+from analytics import cli as analytics_cli
+from chaos import cli as chaos_cli
+from chaos import lab_cli
 
 
-def _process(module: str, required: tuple[str, ...]):
+def _broker(config) -> int:
+    from broker.server import run  # loaded only for the broker process
+    return run(config)
+
+
+def _controller(config) -> int:
+    from controller.server import run  # loaded only for the controller process
+    return run(config)
+
+
+def _process(main, required: tuple[str, ...]):
     def run(args) -> int:
         from common.config import load_config
         config = load_config(args.config, args.override or [], required=required)
-        return importlib.import_module(module).run(config)
+        return main(config)
     return run
 
 
@@ -39,13 +65,13 @@ def register(sub) -> None:
     p.add_argument("--config", required=True, help="server.properties-style file")
     p.add_argument("--override", action="append", metavar="KEY=VALUE",
                    help="override a property (repeatable)")
-    p.set_defaults(func=_process("broker.server", ("broker.id",)))
+    p.set_defaults(func=_process(_broker, ("broker.id",)))
 
     p = sub.add_parser("controller", help="run a controller candidate process")
     p.add_argument("--config", required=True, help="properties file")
     p.add_argument("--override", action="append", metavar="KEY=VALUE",
                    help="override a property (repeatable)")
-    p.set_defaults(func=_process("controller.server", ("controller.id",)))
+    p.set_defaults(func=_process(_controller, ("controller.id",)))
 
     p = sub.add_parser("zookeeper", help="run one ZooKeeper server (an ensemble member) in "
                                          "the foreground")
@@ -53,9 +79,8 @@ def register(sub) -> None:
                    help="its zoo.cfg (cluster.json lists each member's config_file)")
     p.set_defaults(func=_zookeeper)
 
-    for name in ("admin.cluster_cmd", "admin.topics_cmd", "admin.produce_cmd",
-                 "admin.consume_cmd", "admin.e2e_latency_cmd", "analytics.cli", "chaos.cli",
-                 "admin.configs_cmd", "admin.reassign", "admin.elect_cmd",
-                 "admin.log_dirs_cmd", "chaos.lab_cli", "admin.zk_security_migration",
-                 "admin.acls_cmd", "admin.delete_records_cmd"):
-        importlib.import_module(name).add_parsers(sub)
+    # registered in the order `replog --help` lists them
+    for module in (cluster_cmd, topics_cmd, produce_cmd, consume_cmd, e2e_latency_cmd,
+                   analytics_cli, chaos_cli, configs_cmd, reassign, elect_cmd, log_dirs_cmd,
+                   lab_cli, zk_security_migration, acls_cmd, delete_records_cmd):
+        module.add_parsers(sub)

@@ -15,7 +15,7 @@ Options, checks and output are Kafka's ConfigCommand (Kafka 3.x, ``--bootstrap-s
 (``leader.replication.throttled.replicas=[0:1,1:2]``), as in Kafka. ``--describe`` shows the
 dynamic configs, ``--describe --all`` every config. The brokers check keys and values
 (IncrementalAlterConfigs); a refused change leaves the resource as it was.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def check_args(args) -> tuple[str, str]:
                           f"but it is: {name}")
     if args.alter:
         if name is None and not args.entity_default:
-            raise ReplogError(f"--entity-name{'' if args.entity_type == 'topics' else ' or --entity-default'}"
+            raise ReplogError(f"--entity-name{'' if args.entity_type == 'topics' else ' or --entity-default'}"  # noqa: E501
                               f" must be specified with --alter of {args.entity_type}")
         if args.add_config is None and args.delete_config is None:
             raise ReplogError("At least one of --add-config or --delete-config must be "

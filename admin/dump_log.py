@@ -57,7 +57,7 @@ def dump_log_file(path: str, out: TextIO, print_data: bool) -> None:
             f"isTransactional: {str(h.is_transactional).lower()} "
             f"isControl: {str(h.is_control).lower()} deleteHorizonMs: OptionalLong.empty "
             f"position: {pos} {h.timestamp_type}: {h.max_timestamp} size: {h.size} "
-            f"magic: {h.magic} compresscodec: {compression.NAMES.get(h.compression, h.compression)} "
+            f"magic: {h.magic} compresscodec: {compression.NAMES.get(h.compression, h.compression)} "  # noqa: E501
             f"crc: {h.crc} isvalid: {str(valid).lower()}\n")
         if print_data:
             try:
@@ -81,7 +81,7 @@ def dump_offset_index(path: str, out: TextIO) -> None:
     with open(path, "rb") as f:
         data = f.read()
     usable = len(data) - len(data) % _OFFSET_ENTRY.size
-    out.writelines(f"offset: {base + rel} position: {position}\n" for rel, position in _OFFSET_ENTRY.iter_unpack(data[:usable]))
+    out.writelines(f"offset: {base + rel} position: {position}\n" for rel, position in _OFFSET_ENTRY.iter_unpack(data[:usable]))  # noqa: E501
 
 
 def dump_time_index(path: str, out: TextIO) -> None:
@@ -89,7 +89,7 @@ def dump_time_index(path: str, out: TextIO) -> None:
     with open(path, "rb") as f:
         data = f.read()
     usable = len(data) - len(data) % _TIME_ENTRY.size
-    out.writelines(f"timestamp: {ts} offset: {base + rel}\n" for ts, rel in _TIME_ENTRY.iter_unpack(data[:usable]))
+    out.writelines(f"timestamp: {ts} offset: {base + rel}\n" for ts, rel in _TIME_ENTRY.iter_unpack(data[:usable]))  # noqa: E501
 
 
 def dump(files: list[str], out: TextIO, print_data: bool = False) -> None:

@@ -9,7 +9,7 @@ DescribeLogDirs RPC (KIP-113).
 
 Kafka's ``--describe`` flag is accepted as well as the ``describe`` word. The JSON line is
 Kafka's exactly: one object per broker, one per log dir in log.dirs order, an offline dir
-(seed 003) with Kafka's storage exception class as its ``error`` and no partitions. Unknown
+(design.md#jbod) with Kafka's storage exception class as its ``error`` and no partitions. Unknown
 brokers in ``--broker-list`` are refused with Kafka's message, naming the existing ones.
 """
 

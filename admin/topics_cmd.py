@@ -23,7 +23,7 @@ partition, as in Kafka; the entries past the topic's current count are the new p
 reads them from ZooKeeper now (Kafka's TopicCommand asks describeConfigs too; it also prints
 static broker values, replog only the topic's own), and the min-ISR filters use the
 ``min.insync.replicas`` the brokers apply (override, else broker dynamic or static default).
-"""
+"""  # noqa: E501, W291
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""replog analytics (SPEC C8): export a running cluster's metrics and events, then analyse them
+"""replog analytics (design.md#c8): export a running cluster's metrics and events, then analyse them
 afterwards with PySpark into a self-contained HTML report.
 
 - ``analytics.export`` — ``replog metrics export``: samples every process's ``/metrics`` and
@@ -11,8 +11,9 @@ afterwards with PySpark into a self-contained HTML report.
 
 Every table is computed from events and metrics replog emits (the shapes in
 ``analytics.schema``): availability, failover, recovery, ISR churn, unclean elections and KIP-966
-unclean recoveries (C7), log-dir failures and re-replication (C5), reassignments with the bytes
-they moved (C6; from the brokers' per-broker reassignment byte counters), throughput and lag.
-``tests/analytics/test_event_contract.py`` runs the real controller core and reads its event
-log, so a renamed event or field fails a test rather than leaving a table empty.
+unclean recoveries (design.md#kip-966), log-dir failures and re-replication (design.md#jbod),
+reassignments with the bytes they moved (design.md#reassignment; from the brokers' per-broker
+reassignment byte counters), throughput and lag. ``tests/analytics/test_event_contract.py`` runs the
+real controller core and reads its event log, so a renamed event or field fails a test rather than
+leaving a table empty.
 """

@@ -55,7 +55,7 @@ def _data_files(d: Path) -> tuple[list[Path], list[Path]]:
     if not d.is_dir():
         return [], []
     files = sorted(p for p in d.iterdir() if p.is_file() and p.stat().st_size > 0)
-    return ([p for p in files if p.suffix == ".jsonl"], [p for p in files if p.suffix == ".parquet"])
+    return ([p for p in files if p.suffix == ".jsonl"], [p for p in files if p.suffix == ".parquet"])  # noqa: E501
 
 
 def _check_parquet(p: Path, root: Path) -> None:

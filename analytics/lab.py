@@ -1,7 +1,7 @@
 """The analysis of ``replog lab``: every run of an experiment read into DataFrames, figures per
 run, then per arm the median over seeds and a 95% bootstrap interval.
 
-Inputs, per finished run dir (chaos/lab.py): ``result.json`` (the checker's verdict figures and
+Inputs, per finished run dir (chaos/lab/): ``result.json`` (the checker's verdict figures and
 the event-log counts), ``history.jsonl`` (chaos/history.py, read with HISTORY_SCHEMA) and
 ``states.jsonl`` (the topic's partition states sampled from ZooKeeper: STATES_SCHEMA).
 
@@ -195,7 +195,7 @@ MOVE_NEMESIS = "lab-reassign"
 
 
 def move_figures(history: DataFrame) -> DataFrame:
-    """Per run with a reassignment (the ``lab-reassign`` nemesis, chaos/lab.py): what it
+    """Per run with a reassignment (the ``lab-reassign`` nemesis, chaos/lab/nemeses.py): what it
     measured - move_s, caught_up_s, copy_mb_s (95% of the bytes broker 4 received over the
     time they took), that over the arm's throttle as throttle_ratio (null unthrottled) - and
     p99_move_ms, the acks=all send latency p99 of acknowledged sends invoked between the

@@ -31,17 +31,19 @@ Events the analysis reads, as broker/ and controller/ emit them (one JSON object
   replicas, last_known_elr} and ``unclean_recovery_finished`` {partition, strategy, forced,
   outcome (elected | dropped | failed), candidates, answers ({broker: {last_written_leader_epoch,
   log_end_offset, error}}), waited_ms; elected: leader, leader_epoch, offsets_discarded; else
-  reason} (C7, KIP-966's Unclean Recovery Manager; its election is a ``leader_election`` with
+  reason} (design.md#kip-966's Unclean Recovery Manager; its election is a ``leader_election`` with
   reason ``unclean_recovery``); ``reassignment_started`` / ``reassignment_cancelled``
   {partition, source, original, target, adding, removing} (again on a changed target or a
   controller failover) and ``reassignment_completed`` {partition, replicas, added, removed}
-  (C6). No event carries the bytes a reassignment moved: ``transforms.reassignments`` takes
-  them from the brokers' ``kafka_server_brokertopicmetrics_reassignmentbytesin`` counters.
+  (design.md#reassignment). No event carries the bytes a reassignment moved:
+  ``transforms.reassignments`` takes them from the brokers'
+  ``kafka_server_brokertopicmetrics_reassignmentbytesin`` counters.
 - broker: ``become_leader`` {partition, leader_epoch}; ``isr_shrink`` / ``isr_expand``
   {partition, old_isr, isr, partition_epoch}; ``broker_started``; ``truncated`` {partition,
   leader, leader_epoch, from_offset, to_offset}; ``log_dir_offline`` {log_dir, reason,
-  partitions} (C5); ``replica_recreated`` {partition, lost_in, log_dir}: a replica lost with its
-  log dir created again in a healthy dir (C5); recovery then runs until it rejoins the ISR.
+  partitions} (design.md#jbod); ``replica_recreated`` {partition, lost_in, log_dir}: a replica lost
+  with its log dir created again in a healthy dir (design.md#jbod); recovery then runs until it
+  rejoins the ISR.
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from pyspark.sql import functions as F
 # elections (new_partition) are not failures and are left out of failover.
 FAILOVER_CAUSES = {
     "offline": "broker_down",
-    "restarted": "log_dir_offline",   # RestartedPartitionsLeaderSelector, seed 003
-    "relinquished": "relinquished",   # slow leader, seed 002
+    "restarted": "log_dir_offline",   # RestartedPartitionsLeaderSelector, design.md#jbod
+    "relinquished": "relinquished",   # slow leader, design.md#kip-501
     "controlled_shutdown": "controlled_shutdown",
 }
 
@@ -148,7 +148,7 @@ def leader_losses(events: DataFrame, transitions: DataFrame, scrapes: DataFrame)
 
     failed = events.where(F.col("event") == "broker_failed") \
         .select(F.col("broker").alias("f_broker"), F.col("ts").alias("f_ts"))
-    j = j.join(failed, (F.col("cause") == "broker_down") & (F.col("f_broker") == F.col("old_leader"))
+    j = j.join(failed, (F.col("cause") == "broker_down") & (F.col("f_broker") == F.col("old_leader"))  # noqa: E501
                & (F.col("f_ts") <= F.col("election_ts"))
                & (F.col("f_ts") >= F.col("election_ts") - MAX_DETECTION_S), "left")
     j = _first_by(j, keys, [F.col("f_ts").desc_nulls_last()]).drop("f_broker")
@@ -156,7 +156,7 @@ def leader_losses(events: DataFrame, transitions: DataFrame, scrapes: DataFrame)
     ldo = events.where((F.col("event") == "log_dir_offline") & (F.col("role") == "broker")) \
         .select(F.col("node").alias("l_broker"), F.col("ts").alias("l_ts"),
                 F.explode_outer("partitions").alias("l_partition"))
-    j = j.join(ldo, (F.col("cause") == "log_dir_offline") & (F.col("l_broker") == F.col("old_leader"))
+    j = j.join(ldo, (F.col("cause") == "log_dir_offline") & (F.col("l_broker") == F.col("old_leader"))  # noqa: E501
                & (F.col("l_partition") == F.col("partition"))
                & (F.col("l_ts") <= F.col("election_ts")), "left")
     j = _first_by(j, keys, [F.col("l_ts").desc_nulls_last()]).drop("l_broker", "l_partition")
@@ -382,7 +382,7 @@ def replica_recoveries(replica_changes: DataFrame, events: DataFrame,
         .orderBy("rejoin_ts", "partition", "broker")
 
 
-# ---------------------------------------------------------------------------- C5-C7
+# ---------------------------------------- design.md#jbod, design.md#reassignment, design.md#kip-966
 
 def unclean_elections(events: DataFrame) -> DataFrame:
     """Leaders elected outside the ISR: [partition, ts, kind, strategy, outcome, old_leader,
@@ -393,7 +393,7 @@ def unclean_elections(events: DataFrame) -> DataFrame:
       Offsets discarded: the followers' truncations at that leader epoch (``truncated``:
       from_offset - to_offset, summed); strategy, outcome, candidates, answered and waited_ms
       null.
-    - kind ``recovery``: a KIP-966 unclean recovery (C7), one row per
+    - kind ``recovery``: a KIP-966 unclean recovery (design.md#kip-966), one row per
       ``unclean_recovery_finished`` at its time: strategy, outcome (elected | dropped |
       failed), the replicas asked (candidates), how many answered GetReplicaLogInfo usably
       (answered: error NONE) and waited_ms since the task started. Elected: chosen_replica
@@ -460,8 +460,8 @@ def unclean_elections(events: DataFrame) -> DataFrame:
 
 def log_dir_failures(events: DataFrame, replica_changes: DataFrame) -> DataFrame:
     """Per partition of a failed log dir: [broker, log_dir, ts, partition, rereplicated_ts,
-    time_to_rereplicate_s] — until that broker's replica rejoined the partition's ISR (C5
-    re-creates it in a healthy dir); null while it has not."""
+    time_to_rereplicate_s] — until that broker's replica rejoined the partition's ISR
+    (design.md#jbod re-creates it in a healthy dir); null while it has not."""
     ldo = events.where((F.col("event") == "log_dir_offline") & (F.col("role") == "broker")) \
         .select(F.col("node").alias("broker"), "log_dir", "ts",
                 F.explode_outer("partitions").alias("partition"))
@@ -479,8 +479,8 @@ def log_dir_failures(events: DataFrame, replica_changes: DataFrame) -> DataFrame
 
 
 def reassignments(events: DataFrame, samples: DataFrame) -> DataFrame:
-    """One row per partition reassignment (C6): [partition, started_ts, completed_ts,
-    duration_s, outcome, original, target, adding, bytes_moved, bytes_shared_with].
+    """One row per partition reassignment (design.md#reassignment): [partition, started_ts,
+    completed_ts, duration_s, outcome, original, target, adding, bytes_moved, bytes_shared_with].
 
     A reassignment runs from the partition's first ``reassignment_started`` (or
     ``reassignment_cancelled``) to its next ``reassignment_completed``; the start records in

@@ -1,5 +1,5 @@
-"""The JBOD acceptance figure "intra-broker move MB/s against the throttle" (C5, KIP-113),
-through real processes.
+"""The JBOD acceptance figure "intra-broker move MB/s against the throttle" (design.md#jbod,
+KIP-113), through real processes.
 
 A LocalCluster of one broker with two log dirs and one controller; a topic with one partition,
 created in the broker's first dir, and a backlog of 1 KiB records produced to it. Then

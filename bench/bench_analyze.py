@@ -1,4 +1,4 @@
-"""``replog analyze`` on an hour of a busy cluster (SPEC C8's analytics benchmark).
+"""``replog analyze`` on an hour of a busy cluster (design.md#c8's analytics benchmark).
 
 Input, synthesized in the exporter's format (analytics/schema.py) with a fixed seed: 1 hour of
 1 s samples from 3 brokers and 1 controller with 3,000 partitions (RF 3): every process's metric
@@ -153,7 +153,7 @@ def synthesize(out: Path, seed: int = 13) -> dict:
                              any(k <= ts < r for k, r in [down[node]]))
                 scrapes.append(f'{{"ts":{ts},{base},"pid":{1000 + node},"ok":'
                                f'{"true" if alive else "false"},"error":'
-                               f'{"null" if alive else chr(34) + "ConnectionRefusedError" + chr(34)}'
+                               f'{"null" if alive else chr(34) + "ConnectionRefusedError" + chr(34)}'  # noqa: E501
                                f',"duration_ms":2.0}}')
                 if not alive:
                     continue
@@ -168,7 +168,7 @@ def synthesize(out: Path, seed: int = 13) -> dict:
                     for cid_ in ("Replica", "ReplicaAlterLogDirs"):
                         lines.append(f'{{"ts":{ts},{base},"metric":'
                                      f'"kafka_server_replicafetchermanager_maxlag","labels":'
-                                     f'{{"clientId":"{cid_}"}},"value":{float(rng.randint(0, 900))}}}')
+                                     f'{{"clientId":"{cid_}"}},"value":{float(rng.randint(0, 900))}}}')  # noqa: E501
                 else:
                     for m in CONTROLLER_GAUGES:
                         lines.append(f'{{"ts":{ts},{base},"metric":"{m}","labels":{{}},'

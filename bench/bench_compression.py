@@ -8,7 +8,7 @@ those bytes, and the stored batch's size against the uncompressed one. No fsync;
 built once before timing (producer encoding is not measured).
 
 Run: ``python -m bench compression [--quick] [--runs N] [--data-dir DIR]``.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

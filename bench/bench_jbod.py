@@ -1,4 +1,4 @@
-"""JBOD log-dir failure (C5, seed 003): a log dir holding ~1k partition replicas fails; how
+"""JBOD log-dir failure (design.md#jbod): a log dir holding ~1k partition replicas fails; how
 long until new leaders serve, and until every lost replica is back in the ISR (re-created in
 the broker's healthy dir and caught up from the leaders).
 

@@ -3,7 +3,7 @@
 Reads what a lab already wrote - it runs no lab itself (``make lab`` does, for an hour). The
 lab output dir is ``$LAB_OUT`` (default ``lab-results``, ``make lab``'s), one dir per
 experiment below it, or a single experiment's ``--out`` dir; each finished run's
-``result.json`` holds its ``wall_s`` (cluster start to stop, chaos/lab.py; the same column as
+``result.json`` holds its ``wall_s`` (cluster start to stop, chaos/lab/runner.py; the same column as
 the analysis's ``tables/runs.csv``). Printed per arm: runs, the median, min and max wall time of
 a run, and the arm's total; per experiment, the mean run and the total. Without any lab output
 it says how to make one and exits 0.

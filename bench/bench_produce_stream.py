@@ -11,7 +11,7 @@ and their ratio - the stream targets' first two figures. Figures are medians ove
 ratios are per round, then the median. On a shared machine the figures are noisy: read the
 same-round ratios rather than absolute MB/s.
 Run: ``python -m bench produce_stream [--quick] [--runs N] [--data-dir DIR]``.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

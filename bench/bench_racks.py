@@ -1,6 +1,6 @@
 """What racks 20 ms apart cost acks=all: produce latency at a low rate on a cluster on real hosts
 (``replog cluster up --hosts``, one network namespace per process) with its brokers on 2 racks
-20 ms apart (one way, common/netdelay.py), against the same cluster with 0 ms between the racks,
+20 ms apart (one way, harness/netdelay.py), against the same cluster with 0 ms between the racks,
 in one run. Both clusters: one ZooKeeper, one controller, 4 brokers round-robin over rack-1 and
 rack-2; a 6-partition RF 3 topic placed by the rack-aware assignment (every partition on both
 racks, so every acks=all write waits for a follower across the racks), min.insync.replicas=2.
@@ -35,7 +35,7 @@ from bench import ab_run, json_line, log, median, save_results
 from bench.bench_client import _PERF_LINE, LATENCY_RECORD_BYTES, replog_cli
 from bench.harness.cluster import CLUSTER_OVERRIDES
 from client.admin_client import AdminClient
-from common import hosts as hostlib
+from harness import hosts as hostlib
 from harness.cluster_hosts import HostsOptions
 from harness.local_cluster import LocalCluster
 

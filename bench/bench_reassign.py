@@ -1,6 +1,6 @@
-"""Reassignment (C6, KIP-455): an unthrottled reassignment of ~1 GB across 100 partitions, as MB/s
-against the raw replication throughput measured in the same run, and the producer's p99
-latency during the move against p99 without a move.
+"""Reassignment (design.md#reassignment, KIP-455): an unthrottled reassignment of ~1 GB across 100
+partitions, as MB/s against the raw replication throughput measured in the same run, and the
+producer's p99 latency during the move against p99 without a move.
 
 Real processes: a LocalCluster of one controller and three brokers (one log dir each). Topic
 ``move``: 100 partitions, replicas [1, 2]. One run, on a fresh cluster:

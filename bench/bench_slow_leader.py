@@ -1,4 +1,4 @@
-"""Seed 002 / KIP-501 (C4): how long produce stalls when a leader's reads turn slow.
+"""design.md#kip-501: how long produce stalls when a leader's reads turn slow.
 
 A 3-broker LocalCluster with ``follower.fetch.pending.reads.insync.enable=true``; a topic with
 one partition (RF=3, min.insync.replicas=2) led by broker 1; an acks=all producer writing
@@ -53,7 +53,7 @@ async def one_run(data_dir: str) -> dict:
         leader_of: dict[int, int] = {}
         async with Producer(bs, acks="all", linger_ms=1, delivery_timeout_ms=3000,
                             request_timeout_ms=2000, retries=0) as p:
-            for i in range(20):
+            for i in range(20):  # noqa: B007
                 await p.send_and_wait("t", b"warm", partition=0)
             t0 = time.monotonic()
             with open(faults, "w") as f:

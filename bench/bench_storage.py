@@ -30,14 +30,24 @@ import shutil
 import tempfile
 import time
 
-from bench import (Sample, Timer, json_line, log, machine_info, median, paired_ratio,
-                   save_results, summarize)
+from crc32c import crc32c
+
+from bench import (
+    Sample,
+    Timer,
+    json_line,
+    log,
+    machine_info,
+    median,
+    paired_ratio,
+    save_results,
+    summarize,
+)
 from broker.storage.fileops import FileOps
 from broker.storage.log import Log, LogConfig
 from broker.storage.log_manager import LogManager
 from common import records as rec
 from common.names import TopicPartition
-from crc32c import crc32c
 
 NAME = "storage"
 RECORD_BYTES = 1024
@@ -260,13 +270,13 @@ def main(opts: argparse.Namespace | None = None) -> dict:
             for fsync, n, cfg in ((False, n_nofsync, NOFSYNC), (True, n_fsync, FSYNC_PER_BATCH)):
                 sfx = "fsync" if fsync else "nofsync"
                 steps = [
-                    ("sync_" + sfx, lambda: replog_append_sync(root, batch, n, cfg)),
-                    ("async_" + sfx, lambda: replog_append_async(root, batch, n, cfg)),
-                    ("plain_" + sfx, lambda: plain_append(root, batch, n, fsync)),
+                    ("sync_" + sfx, lambda: replog_append_sync(root, batch, n, cfg)),  # noqa: B023
+                    ("async_" + sfx, lambda: replog_append_async(root, batch, n, cfg)),  # noqa: B023
+                    ("plain_" + sfx, lambda: plain_append(root, batch, n, fsync)),  # noqa: B023
                 ]
                 if not fsync:
                     steps.append(("plain_crc_nofsync",
-                                  lambda: plain_append(root, batch, n, False, crc=True)))
+                                  lambda: plain_append(root, batch, n, False, crc=True)))  # noqa: B023
                 for key, fn in _rotate(steps, r):
                     s[key].append(fn())
 

@@ -298,7 +298,7 @@ def _both_ends(m: dict) -> float:
 
 def _print(results: dict, cpus: int) -> None:
     figs = results["figures"]
-    print(f"\ngRPC alone (grpc.aio, raw bytes, {event_loop.loop_factory() and 'uvloop' or 'asyncio'}"
+    print(f"\ngRPC alone (grpc.aio, raw bytes, {event_loop.loop_factory() and 'uvloop' or 'asyncio'}"  # noqa: E501
           f"), server in a child process, median of {results['runs']} run(s); unary calls, "
           f"then message pairs on one open stream")
     print(f"    {'shape':<18}{'mode':<8}{'calls/s':>9}{'MB/s':>8}{'server us':>11}"

@@ -1,4 +1,4 @@
-"""Unclean recovery (C7, seed 001): KIP-966 unclean recovery of ~1k leaderless partitions
+"""Unclean recovery (design.md#kip-966): KIP-966 unclean recovery of ~1k leaderless partitions
 spread over 3 brokers. Targets: time past the strategy's wait <= 1 s; GetReplicaLogInfo RPCs
 per recovery: one per broker.
 

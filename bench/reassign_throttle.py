@@ -1,5 +1,5 @@
-"""Reassignment throttles (C6): the rate of a throttled reassignment against the throttle
-(KIP-73), through real processes. Target: within +-20% of the throttle.
+"""Reassignment throttles (design.md#reassignment): the rate of a throttled reassignment against the
+throttle (KIP-73), through real processes. Target: within +-20% of the throttle.
 
 A LocalCluster of two brokers and one controller; a topic with one partition on broker 1 and a
 backlog produced to it. Two ways to make broker 2 copy it (``--method``):

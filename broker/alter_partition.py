@@ -3,7 +3,8 @@
 One AlterPartition in flight per partition: the pending ISR is the replica core's
 (``broker.replica_core``: proposals, answers and stale drops are its events, this manager only
 queues and sends what it proposes). While it is pending the HW is computed over the larger of
-the old and proposed ISR, so a shrink never lets the HW run ahead of a replica that might stay. Requests from many partitions are batched into one RPC.
+the old and proposed ISR, so a shrink never lets the HW run ahead of a replica that might stay.
+Requests from many partitions are batched into one RPC.
 Results: NONE applies the controller's ISR and partition epoch; INVALID_UPDATE_VERSION,
 FENCED_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER drop the change and wait for the controller's
 LeaderAndIsr (Kafka's handling); a transport error or NOT_CONTROLLER retries after backoff.
@@ -76,8 +77,8 @@ class AlterPartitionManager:
         self._submit(p, p.isr, "recovered")
 
     def relinquish(self, p: Partition) -> None:
-        """Seed 002: ask the controller for a new leader from the rest of the ISR, with this
-        broker moved to the end of the ISR (AlterPartition's relinquish_leadership flag)."""
+        """design.md#kip-501: ask the controller for a new leader from the rest of the ISR, with
+        this broker moved to the end of the ISR (AlterPartition's relinquish_leadership flag)."""
         if p.pending_isr is not None:
             # an ISR change is in flight; relinquish once it is answered
             self._queue.pop(p.tp, None)

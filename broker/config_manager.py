@@ -19,7 +19,7 @@ Kafka's ZooKeeper-mode design, followed here:
 
 The kazoo watch only wakes an asyncio event (common/zk_async.py posts it to the loop); all work runs on
 the event loop, in one task, so notifications are applied in sequence order.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 000 / KIP-461 as pure rules: which fetch outcomes fail a partition, and what clears it.
+"""design.md#kip-461 as pure rules: which fetch outcomes fail a partition, and what clears it.
 
 A replica fetcher handles many partitions; one bad partition must not take the others down.
 ``classify`` decides, for one partition's outcome of a fetch round, whether the fetcher carries
@@ -34,7 +34,7 @@ def classify(problem: Problem, error_code: int = ErrorCode.NONE, fetch_epoch: in
              current_epoch: int = -1) -> Outcome:
     """The seed's rules, and where replog keeps Kafka's behaviour:
 
-    - storage and unexpected errors while processing a partition fail it (seed 000);
+    - storage and unexpected errors while processing a partition fail it (design.md#kip-461);
     - FENCED_LEADER_EPOCH fails it only when the fetcher already holds the partition's current
       epoch — otherwise a newer LeaderAndIsr is on its way and the partition just waits;
     - corrupt/invalid records are delayed and retried, not failed (a leader may serve them
@@ -94,5 +94,6 @@ class FailedPartitions:
 
 
 def fetcher_should_stop(tracked: int) -> bool:
-    """Seed 000: a fetcher whose partitions have all failed (none left to track) shuts down."""
+    """design.md#kip-461: a fetcher whose partitions have all failed (none left to track) shuts
+    down."""
     return tracked == 0

@@ -7,7 +7,7 @@ partitions' fetch state. A fetcher round: one Fetch to the leader for all its re
 diverging epoch, else append the records and take the leader's HW. Only after appending does it
 fetch again — the leader reads the next fetch offset as "this follower has everything below it".
 
-Errors (seed 000 / KIP-461, C3):
+Errors (design.md#kip-461):
 - a transport error backs off the whole fetcher (``replica.fetch.backoff.ms``) and marks no
   partition failed;
 - corrupt or invalid records from the leader delay that partition and are retried;
@@ -163,7 +163,7 @@ class ReplicaFetcher:
             return await stub.Fetch(req, timeout=timeout)
         except TimeoutError:
             self._drop_stream(stream)
-            raise _stream_error(grpc.StatusCode.DEADLINE_EXCEEDED,
+            raise _stream_error(grpc.StatusCode.DEADLINE_EXCEEDED,  # noqa: B904
                                 "no answer on the fetch stream within the fetch timeout")
         except asyncio.CancelledError:
             self._drop_stream(stream)
@@ -205,8 +205,8 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         m = self.manager
         backoff = m.backoff_s
-        # Seed 000: a fetcher whose partitions have all failed (or been removed) shuts down.
-        # Kafka instead leaves such a thread idle and reaps it later in
+        # design.md#kip-461: a fetcher whose partitions have all failed (or been removed) shuts
+        # down. Kafka instead leaves such a thread idle and reaps it later in
         # shutdownIdleFetcherThreads; an asyncio task costs nothing to recreate.
         while self.partitions:
             now = self.monotonic()

@@ -14,7 +14,7 @@ explicitly:
 - A follower may rejoin the ISR once its LEO >= HW and >= the start offset of the leader's
   current epoch (Kafka's isFollowerInSync + leaderEpochStartOffset check).
 
-Seed 002 (KIP-501, never merged in Kafka; replog implements its final version): with
+design.md#kip-501 (KIP-501, never merged in Kafka; replog implements its final version): with
 ``follower.fetch.pending.reads.insync.enable`` the leader records a follower fetch as *pending*
 before reading the log when its fetch offset >= the leader's LEO at that follower's previous
 fetch (the follower had everything then; only the leader's read is slow). While such a fetch is
@@ -40,7 +40,8 @@ class FollowerState:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
     broker_epoch: int = -1
-    pending_fetches: dict[int, int] = field(default_factory=dict)  # C4: fetch id -> offset
+    # design.md#kip-501: fetch id -> offset
+    pending_fetches: dict[int, int] = field(default_factory=dict)
 
 
 def update_fetch_state(f: FollowerState, fetch_offset: int, follower_log_start: int,
@@ -69,22 +70,22 @@ def reset_for_new_leadership(f: FollowerState, now_ms: int, in_isr: bool) -> Non
 
 
 def pending_fetch_eligible(f: FollowerState, fetch_offset: int) -> bool:
-    """Seed 002: a fetch at or beyond the leader's LEO of the follower's previous fetch may be
-    tracked as pending (call before recording the fetch: it reads the previous LEO)."""
+    """design.md#kip-501: a fetch at or beyond the leader's LEO of the follower's previous fetch may
+    be tracked as pending (call before recording the fetch: it reads the previous LEO)."""
     return fetch_offset >= f.last_fetch_leader_leo
 
 
 def is_caught_up(f: FollowerState, leader_leo: int, now_ms: int, lag_max_ms: int,
                  pending_reads_in_sync: bool = False) -> bool:
     """Kafka's Replica.isCaughtUp: at the leader's LEO, or caught up within the lag limit; with
-    seed 002's flag, also while one of its eligible fetches is still being read."""
+    design.md#kip-501's flag, also while one of its eligible fetches is still being read."""
     if pending_reads_in_sync and f.pending_fetches:
         return True
     return f.log_end_offset == leader_leo or now_ms - f.last_caught_up_time_ms <= lag_max_ms
 
 
 def complete_pending_fetch(f: FollowerState, fetch_id: int, completion_ms: int) -> None:
-    """Seed 002: a pending fetch finished (or failed); its follower was caught up as of the
+    """design.md#kip-501: a pending fetch finished (or failed); its follower was caught up as of the
     completion, not the request."""
     if f.pending_fetches.pop(fetch_id, None) is not None:
         f.last_caught_up_time_ms = max(f.last_caught_up_time_ms, completion_ms)
@@ -106,14 +107,14 @@ def out_of_sync_replicas(isr: tuple[int, ...], leader_id: int,
 
 
 def should_relinquish(serve_ms: float, process_time_max_ms: int, enabled: bool) -> bool:
-    """Seed 002: a leader that took longer than follower.fetch.process.time.max.ms to serve a
-    follower fetch gives up leadership (only with the flag on)."""
+    """design.md#kip-501: a leader that took longer than follower.fetch.process.time.max.ms to serve
+    a follower fetch gives up leadership (only with the flag on)."""
     return enabled and serve_ms > process_time_max_ms
 
 
 def may_relinquish(is_leader: bool, relinquished_epoch: int, leader_epoch: int,
                    isr_size: int) -> bool:
-    """Seed 002: a slow leader gives up leadership once per leader epoch, and only when
+    """design.md#kip-501: a slow leader gives up leadership once per leader epoch, and only when
     another ISR member can take over."""
     return is_leader and relinquished_epoch != leader_epoch and isr_size >= 2
 
@@ -127,7 +128,7 @@ def fetch_updates_follower(is_replica: bool, stale_incarnation: bool, fetch_offs
 
 
 def relinquish_isr(isr: tuple[int, ...], leader_id: int) -> tuple[int, ...]:
-    """The ISR a relinquishing leader proposes: itself moved to the end (seed 002), so the
+    """The ISR a relinquishing leader proposes: itself moved to the end (design.md#kip-501), so the
     controller elects the first other member."""
     return tuple(b for b in isr if b != leader_id) + ((leader_id,) if leader_id in isr else ())
 

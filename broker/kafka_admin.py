@@ -172,16 +172,26 @@ class _AdminApis:
                 if [r.name for r in answers] != [ct.name for _, ct in sent]:
                     raise _Failed(ErrorCode.UNKNOWN_SERVER_ERROR,
                                   "the controller's answer does not match the request")
+                # KIP-525: the new topic's configs (and its partition count and replication
+                # factor) only with DescribeConfigs on it, else TOPIC_AUTHORIZATION_FAILED on
+                # topic_config_error_code (KafkaApis.handleCreateTopicsRequest)
+                no_configs = self.listener.denied_topics(AclOperation.DESCRIBE_CONFIGS,
+                                                         (r.name for r in answers))
                 for (i, _), r in zip(sent, answers):
-                    results[i] = self._created(r)
+                    results[i] = self._created(r, r.name not in no_configs)
             except _Failed as e:
                 for i, ct in sent:
                     results[i] = _topic_error(ct.name, e.code, e.message)
         return {"throttle_time_ms": 0, "topics": results}
 
-    def _created(self, r: pb.CreatableTopicResult) -> dict:
+    def _created(self, r: pb.CreatableTopicResult, configs_authorized: bool = True) -> dict:
         if r.error_code != ErrorCode.NONE:
             return _topic_error(r.name, r.error_code, r.error_message)
+        if not configs_authorized:
+            return {"name": r.name, "topic_id": uuid_bytes(r.topic_id), "error_code": 0,
+                    "error_message": None, "num_partitions": -1, "replication_factor": -1,
+                    "configs": [],
+                    "topic_config_error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
         return {"name": r.name, "topic_id": uuid_bytes(r.topic_id), "error_code": 0,
                 "error_message": None, "num_partitions": r.num_partitions,
                 "replication_factor": r.replication_factor,
@@ -420,7 +430,12 @@ class _AdminApis:
                 # AuthHelper: a controller id missing from the broker list is answered -1.
                 "controller_id": me if md.controller_id >= 0 and any(
                     b["broker_id"] == me for b in brokers) else -1,
-                "brokers": brokers, "cluster_authorized_operations": INT32_MIN}
+                "brokers": brokers,
+                # KIP-430: every supported operation without an authorizer, the requester's
+                # allowed set with one; INT32_MIN ("not provided") only when not asked
+                "cluster_authorized_operations": self.listener.authorized_operations(
+                    CLUSTER_RESOURCE) if req["include_cluster_authorized_operations"]
+                else INT32_MIN}
 
 
 # ---------------------------------------------------------------------- helpers

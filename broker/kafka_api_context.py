@@ -35,6 +35,9 @@ class KafkaApiContext(Protocol):
     def authorized(self, operation: AclOperation, resource: ResourcePattern) -> bool:
         ...
 
+    def authorized_operations(self, resource: ResourcePattern) -> int:
+        """KIP-430's bit field of what the requester may do on ``resource``."""
+
     def denied_topics(self, operation: AclOperation, names: Iterable[str | None]
                       ) -> frozenset[str]:
         """The names the requester may not ``operation``."""

@@ -41,6 +41,7 @@ CreateAcls and DeleteAcls are answered by the authorizer (broker/kafka_acl_apis.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import ssl
@@ -60,15 +61,27 @@ from broker.auto_topic_creation import AutoTopicCreation, wants_creation
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
+from broker.kafka_connections import (
+    ConnectionQuotas,
+    ConnectionSettings,
+    RequestMemoryPool,
+    seconds,
+)
 from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult
 from common.errors import ErrorCode, InvalidTopicError, RequestError
+from common.kafka_protocol import limits
 from common.kafka_protocol.headers import RequestHeader, read_request_header, response_header
 from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
 from common.names import TopicPartition, validate_topic
-from common.security.acl import CLUSTER_RESOURCE, AclOperation, ResourcePattern
+from common.security.acl import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_RESOURCE,
+    AclOperation,
+    ResourcePattern,
+)
 from common.security.acl import topic as topic_resource
 from common.security.authorizer import ALLOW_ALL, Requester
 from common.security.principal import (
@@ -79,6 +92,8 @@ from common.security.principal import (
 
 UNSUPPORTED_VERSION = 35  # Kafka's Errors.UNSUPPORTED_VERSION
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
+DECODE_OFF_LOOP_BYTES = 8 * 1024  # larger request bodies are decoded on a worker thread
+DECODE_THREADS = 2
 _MAX_WAIT_MS = 60_000
 _MAX_FETCH_BYTES = 64 << 20  # as the gRPC Fetch: one answer is held in memory
 _LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
@@ -101,8 +116,14 @@ class KafkaListener:
                  configs: ConfigManager | None = None,
                  ssl_context: ssl.SSLContext | None = None,
                  principal_builder: PrincipalBuilder | None = None, authorizer=None,
-                 auto_topics: AutoTopicCreation | None = None):
+                 auto_topics: AutoTopicCreation | None = None,
+                 connections: ConnectionSettings | None = None):
         self.rm = rm
+        # SocketServer's bounds: per-ip connections, idle expiry, queued bytes, slow senders
+        self.connection_settings = connections or ConnectionSettings()
+        self.quotas = ConnectionQuotas(self.connection_settings)
+        self.request_memory = RequestMemoryPool(
+            self.connection_settings.queued_max_request_bytes)
         # the broker's one (shared with its gRPC Metadata), or this listener's own
         self.auto_topics = auto_topics or AutoTopicCreation(
             controller, rm.config if rm is not None else None)
@@ -119,6 +140,10 @@ class KafkaListener:
         self.events = events
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.base_events.Server | None = None
+        # requests larger than this are decoded off the event loop (issue 42)
+        self.decode_off_loop_bytes = DECODE_OFF_LOOP_BYTES
+        self.element_budget: Callable[[int], int | None] = limits.element_budget
+        self._decode_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._connections: set[asyncio.Task] = set()
         self._handlers: dict[int, Callable[[dict, int], Awaitable[dict | None]]] = {
             ApiKey.API_VERSIONS: self._api_versions,
@@ -144,12 +169,23 @@ class KafkaListener:
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
+    def _decoder(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The listener's own decode threads: a hostile frame waits for them, never for the
+        default executor the broker's other work uses."""
+        if self._decode_pool is None:
+            self._decode_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=DECODE_THREADS, thread_name_prefix=f"kafka-decode-{self.listener}")
+        return self._decode_pool
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
         for t in list(self._connections):
             t.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._decode_pool is not None:
+            self._decode_pool.shutdown(wait=False, cancel_futures=True)
+            self._decode_pool = None
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
@@ -162,6 +198,11 @@ class KafkaListener:
 
     def authorized(self, operation: AclOperation, resource: ResourcePattern) -> bool:
         return self.authorizer.authorize(self.requester(), operation, resource)
+
+    def authorized_operations(self, resource: ResourcePattern) -> int:
+        """KIP-430's bit field for ``resource``: every supported operation without an
+        authorizer, the requester's allowed ones with one."""
+        return self.authorizer.authorized_operations(self.requester(), resource)
 
     def denied_topics(self, operation: AclOperation, names: Iterable[str | None]
                       ) -> frozenset[str]:
@@ -177,9 +218,19 @@ class KafkaListener:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
-        current_kafka_client_host.set(str(peer[0]) if isinstance(peer, tuple) and peer else "")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if not self.quotas.accept(address):
+            # Kafka's ConnectionQuotas: TooManyConnectionsException, the socket is closed
+            self.events.warning("kafka_connection_refused", listener=self.listener,
+                                peer=str(peer), reason=f"max.connections.per.ip "
+                                f"{self.quotas.limit(address)} reached for {address}")
+            writer.close()
+            return
+        self._connections.add(task)
+        current_kafka_client_host.set(address)
+        idle = seconds(self.connection_settings.max_idle_ms)
+        read_timeout = seconds(self.connection_settings.request_read_timeout_ms)
         try:
             # The TLS handshake is done before this is called: the peer certificate is known.
             ssl_object = writer.get_extra_info("ssl_object")
@@ -195,15 +246,31 @@ class KafkaListener:
                 return
             while True:
                 try:
-                    size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+                    async with asyncio.timeout(idle):
+                        size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
                 except asyncio.IncompleteReadError:
                     return  # the client went away between requests
+                except TimeoutError:
+                    raise _Close(f"no request for connections.max.idle.ms "
+                                 f"{self.connection_settings.max_idle_ms}") from None
                 if size < 0 or size > self.max_request_bytes:
                     raise _Close(f"request size {size} is larger than socket.request.max.bytes "
                                  f"{self.max_request_bytes}" if size > 0
                                  else f"invalid request size {size}")
-                frame = await reader.readexactly(size)
-                chunks = await self._answer(frame)
+                held = await self.request_memory.acquire(size)
+                try:
+                    try:
+                        async with asyncio.timeout(read_timeout):
+                            frame = await reader.readexactly(size)
+                    except TimeoutError:
+                        # a size prefix followed by a trickle (issue 42)
+                        raise _Close(f"request of {size} bytes not received within "
+                                     f"socket.request.read.timeout.ms "
+                                     f"{self.connection_settings.request_read_timeout_ms}"
+                                     ) from None
+                    chunks = await self._answer(frame)
+                finally:
+                    self.request_memory.release(held)
                 if chunks is None:
                     continue
                 try:
@@ -222,6 +289,7 @@ class KafkaListener:
                               error=f"{type(e).__name__}: {e}"[:300])
         finally:
             self._connections.discard(task)
+            self.quotas.release(address)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -253,8 +321,18 @@ class KafkaListener:
             # enabled" -> InvalidRequestException -> the channel is closed.
             raise _Close(f"request api key {header.api_key} with version {header.api_version} "
                          f"is not served on this listener")
+        # Issue 42: the element budget bounds the work one request can ask for, and a large
+        # frame is decoded on a worker thread (Kafka parses on its request-handler threads,
+        # not its network threads), so the loop keeps serving replication, gRPC and the
+        # controller meanwhile: the thread gives the GIL back every switch interval.
+        budget = self.element_budget(header.api_key)
+        large = len(frame) - r.pos > self.decode_off_loop_bytes
         try:
-            request = api.request.decode(r, header.api_version)
+            if large:
+                request = await asyncio.get_running_loop().run_in_executor(
+                    self._decoder(), api.request.decode, r, header.api_version, budget)
+            else:
+                request = api.request.decode(r, header.api_version, budget)
         except ProtocolError as e:
             raise _Close(f"malformed {api.name} v{header.api_version} request: {e}") from None
         body = await self._handlers[header.api_key](request, header.api_version)
@@ -262,7 +340,11 @@ class KafkaListener:
             return None
         head = response_header(header.api_key, header.api_version, header.correlation_id)
         try:
-            chunks = api.response.encode_chunks(body, header.api_version)
+            if large:  # a large request's answer may be as large: encoded off the loop too
+                chunks = await asyncio.get_running_loop().run_in_executor(
+                    self._decoder(), api.response.encode_chunks, body, header.api_version)
+            else:
+                chunks = api.response.encode_chunks(body, header.api_version)
         except BaseException:
             _close_regions(_fetch_regions(body))
             raise
@@ -291,15 +373,24 @@ class KafkaListener:
         md = self.rm.metadata
         wanted = req["topics"]
         denied: frozenset[str] = frozenset()
+        by_id_asked: dict[str, bytes] = {}  # topics asked for by id (v10+, KIP-516): their ids
+        unknown_ids: list[bytes] = []
         if wanted is None or (version == 0 and not wanted):  # v0: an empty list means all
             # every topic: those the principal may not Describe are left out, silently
             hidden = self.denied_topics(AclOperation.DESCRIBE, md.topics())
             names = [t for t in md.topics() if t not in hidden]
         else:
             by_id = {uuid_bytes(tid): t for t, tid in md.topic_ids.items()}
-            names = list(dict.fromkeys(
-                t["name"] if t["name"] is not None else by_id.get(t["topic_id"], "")
-                for t in wanted))
+            asked: list[str] = []
+            for t in wanted:
+                if t["name"] is not None:
+                    asked.append(t["name"])
+                elif t["topic_id"] in by_id:
+                    by_id_asked.setdefault(by_id[t["topic_id"]], t["topic_id"])
+                    asked.append(by_id[t["topic_id"]])
+                elif t["topic_id"] not in unknown_ids:
+                    unknown_ids.append(t["topic_id"])
+            names = list(dict.fromkeys(asked))
             denied = self.denied_topics(AclOperation.DESCRIBE, names)
         # KIP-103: each broker's endpoint of this listener; a broker without it is left out,
         # and a partition it leads is LEADER_NOT_AVAILABLE, so the client retries.
@@ -310,7 +401,14 @@ class KafkaListener:
         unknown: list[int] = []  # indexes in topics of the topics this broker does not know
         for name in names:
             if name in denied:
-                topics.append(_metadata_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                if name in by_id_asked:
+                    # KafkaApis: a topic asked for by id that may not be described is named
+                    # null, so its id does not disclose its name
+                    topics.append(_metadata_topic(None if version >= 12 else "",
+                                                  ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                  by_id_asked[name]))
+                else:
+                    topics.append(_metadata_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             try:
                 validate_topic(name)
@@ -334,9 +432,20 @@ class KafkaListener:
                     "offline_replicas": offline_replicas(info.replicas, live,
                                                          info.offline_replicas)})
             topics.append(t)
+        # an id this broker does not know: UNKNOWN_TOPIC_ID, named null (never created)
+        topics += [_metadata_topic(None if version >= 12 else "", ErrorCode.UNKNOWN_TOPIC_ID,
+                                   tid) for tid in unknown_ids]
         if unknown and wants_creation(self.rm.config, req["allow_auto_topic_creation"],
                                       wanted is None):
             await self._auto_create([topics[i] for i in unknown])
+        if version >= 8 and req["include_topic_authorized_operations"]:
+            for t in topics:  # KafkaApis fills them in for every topic it answers
+                if t["name"]:
+                    t["topic_authorized_operations"] = self.authorized_operations(
+                        topic_resource(t["name"]))
+        cluster_ops = self.authorized_operations(CLUSTER_RESOURCE) \
+            if 8 <= version <= 10 and req["include_cluster_authorized_operations"] \
+            else AUTHORIZED_OPERATIONS_OMITTED
         return {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": b, "host": e.host, "port": e.port, "rack": e.rack}
@@ -347,6 +456,7 @@ class KafkaListener:
             # live broker: this one.
             "controller_id": self.broker_id if md.controller_id >= 0 else -1,
             "topics": topics,
+            "cluster_authorized_operations": cluster_ops,
         }
 
     async def _auto_create(self, entries: list[dict]) -> None:
@@ -582,8 +692,9 @@ def _fetch_regions(body: dict) -> list:
             if p.get("records") is not None and not isinstance(p["records"], bytes)]
 
 
-def _metadata_topic(name: str, error: ErrorCode, topic_id: bytes | None = None) -> dict:
-    out = {"error_code": int(error), "name": name, "is_internal": False, "partitions": []}
+def _metadata_topic(name: str | None, error: ErrorCode, topic_id: bytes | None = None) -> dict:
+    out = {"error_code": int(error), "name": name, "is_internal": False, "partitions": [],
+           "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     if topic_id is not None:
         out["topic_id"] = topic_id
     return out

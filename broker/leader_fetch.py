@@ -1,6 +1,6 @@
 """Fetch as leader: followers up to the LEO (their fetch state moves the HW and the ISR,
 Partition.on_follower_fetch), consumers up to the HW, long polling (DelayedFetch), the idle short
-path, KIP-73's leader throttle and seed 002's relinquish.
+path, KIP-73's leader throttle and design.md#kip-501's relinquish.
 
 A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
 runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
@@ -38,7 +38,7 @@ class LeaderFetchPath:
         b""), for a caller that sends them with sendfile and then closes them (the Kafka
         listener); otherwise bytes.
 
-        Seed 002 (``follower.fetch.pending.reads.insync.enable``): a follower's Fetch is
+        design.md#kip-501 (``follower.fetch.pending.reads.insync.enable``): a follower's Fetch is
         pending, for each partition it carries that the follower had whole at its previous
         fetch, from now until the whole Fetch is answered - "removed once the respective
         fetch request is completed". The follower cannot send its next Fetch before this one
@@ -62,8 +62,8 @@ class LeaderFetchPath:
 
     def _complete_pending(self, replica_id: int, fetch_id: int,
                           parts: list[FetchPartitionRequest]) -> None:
-        """Seed 002: the Fetch is answered; each of its partitions' follower was caught up as of
-        now (the completion, not the request). A partition whose follower states were reset
+        """design.md#kip-501: the Fetch is answered; each of its partitions' follower was caught up
+        as of now (the completion, not the request). A partition whose follower states were reset
         meanwhile (a new leader epoch) holds no entry for it: nothing to do there."""
         now = self.clock()
         for fp in parts:
@@ -301,7 +301,7 @@ class LeaderFetchPath:
         try:
             read = asyncio.get_running_loop().run_in_executor(self._read_pool, read_all)
             if replica_id >= 0 and self.pending_reads_in_sync:
-                # Seed 002: give up leadership as soon as serving this follower has taken
+                # design.md#kip-501: give up leadership as soon as serving this follower has taken
                 # longer than follower.fetch.process.time.max.ms, not when the read ends - by
                 # the clock the serve time is measured with: uvloop's timers (libuv's
                 # millisecond clock) fire up to ~1 ms early by it, and a serve time of 499.x ms
@@ -340,8 +340,8 @@ class LeaderFetchPath:
 
     def _relinquish_held_up(self, reads: list[_LogRead], parts: list[FetchPartitionRequest],
                             serve_ms: float) -> None:
-        """Seed 002 gives up leadership when "a fetch request takes longer than expected": a
-        Fetch is answered as a whole, so every partition it carries that this broker leads is
+        """design.md#kip-501 gives up leadership when "a fetch request takes longer than expected":
+        a Fetch is answered as a whole, so every partition it carries that this broker leads is
         held up as long as its slowest read, not only the partitions whose own reads are slow
         (the lab's kip-501 runs: a partition with nothing to read in the request that found the
         disk slow kept its followers waiting on the same answer, and was given up seconds later,
@@ -356,7 +356,7 @@ class LeaderFetchPath:
             self._maybe_relinquish(p, serve_ms)
 
     def _maybe_relinquish(self, p: Partition, serve_ms: float) -> None:
-        """Seed 002: a leader too slow to serve its followers hands leadership to a healthy
+        """design.md#kip-501: a leader too slow to serve its followers hands leadership to a healthy
         in-sync replica (once per leader epoch)."""
         if not isr_rules.should_relinquish(serve_ms, self.process_time_max_ms,
                                            self.pending_reads_in_sync):

@@ -1,6 +1,6 @@
-"""Seed 003's ExceptionHandler (C5): every storage I/O error reaches the LogDirFailureChannel and one
-consumer, ``log_dir_failure_loop``, which probes the dir and takes offline the whole dir (step 2)
-or the one log (step 3); lost replicas leave ``partitions`` for ``offline_replicas`` and the
+"""design.md#jbod's ExceptionHandler: every storage I/O error reaches the LogDirFailureChannel and
+one consumer, ``log_dir_failure_loop``, which probes the dir and takes offline the whole dir (step
+2) or the one log (step 3); lost replicas leave ``partitions`` for ``offline_replicas`` and the
 controller is asked to restart them (/restart_partitions, fenced by the partition epoch held).
 
 A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
@@ -37,7 +37,7 @@ class LogDirFailureHandling:
                 self.restart_notifier.request(log_dir, tps, epochs)
 
     async def handle_storage_failure(self, failure: LogDirFailure) -> Scope | None:
-        """Seed 003's ExceptionHandler for one reported I/O error: probe the dir (open
+        """design.md#jbod's ExceptionHandler for one reported I/O error: probe the dir (open
         question 1, storage/failure_scope.py), decide whole dir or one log, and take it
         offline. Returns what went offline (None: already handled)."""
         lm = self.log_manager
@@ -63,7 +63,7 @@ class LogDirFailureHandling:
         return scope
 
     def _lose(self, tps: list[TopicPartition], log_dir: str) -> dict[TopicPartition, int]:
-        """Seed 003 step 2.3: out of the partitions pool and the fetchers; clients get
+        """design.md#jbod-step-2-3: out of the partitions pool and the fetchers; clients get
         KAFKA_STORAGE_ERROR; waiting produces and fetches are woken to see it. Returns the
         partition epoch held for each (the restart entry's fence): the
         newest of LeaderAndIsr's and UpdateMetadata's - a follower hears of ISR changes it
@@ -85,7 +85,7 @@ class LogDirFailureHandling:
         return held
 
     def handle_log_failure(self, tp: TopicPartition, reason: str) -> None:
-        """Seed 003 step 3: only ``tp``'s log failed; its dir keeps serving the others."""
+        """design.md#jbod-step-3: only ``tp``'s log failed; its dir keeps serving the others."""
         log_dir = self.log_manager.take_log_offline(tp, reason)
         if log_dir is None:
             return
@@ -95,7 +95,7 @@ class LogDirFailureHandling:
             self.restart_notifier.request(log_dir, [tp], held)
 
     def handle_log_dir_failure(self, log_dir: str, reason: str) -> list[TopicPartition]:
-        """Seed 003 step 2: take a log dir offline for good (this process's life) with every
+        """design.md#jbod-step-2: take a log dir offline for good (this process's life) with every
         partition in it, ask the controller to restart them, and halt if no dir is left.
         Returns the partitions lost."""
         lm = self.log_manager
@@ -126,7 +126,7 @@ class LogDirFailureHandling:
                                                                    error)
 
     async def log_dir_failure_loop(self) -> None:
-        """Kafka's LogDirFailureHandler, seed 003's ExceptionHandler: the one consumer of the
+        """Kafka's LogDirFailureHandler, design.md#jbod's ExceptionHandler: the one consumer of the
         LogManager's failure channel. Each reported I/O error is logged, counted and handled
         (``handle_storage_failure``), one at a time."""
         channel = self.log_manager.failure_channel

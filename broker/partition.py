@@ -126,11 +126,12 @@ class Partition:
     # ------------------------------------------------------------------ events
 
     def apply_leader_and_isr(self, s, now_ms: int) -> partition_state.Transition:
-        """One LeaderAndIsr partition state (``common.controller_requests.LeaderAndIsrPartitionState``,
-        already admitted by ``partition_state.admit_partition_state``) applied to this replica:
-        Kafka's makeLeader / makeFollower for one partition. The replica manager performs what
-        the returned transition says (fetchers, the epoch start's write, the RECOVERED report,
-        the event log); the simulation (tests/sim/cluster) calls this same method."""
+        """One LeaderAndIsr partition state
+        (``common.controller_requests.LeaderAndIsrPartitionState``, already admitted by
+        ``partition_state.admit_partition_state``) applied to this replica: Kafka's
+        makeLeader / makeFollower for one partition. The replica manager performs what the
+        returned transition says (fetchers, the epoch start's write, the RECOVERED report, the
+        event log); the simulation (tests/sim/cluster) calls this same method."""
         effects = self.core.step(core.LeaderAndIsr(s, now_ms, self.log_end_offset,
                                                    self.high_watermark))
         if self.log is None:  # nothing to write an HW into (asserted by become_leader before)
@@ -143,8 +144,8 @@ class Partition:
                           propose_expansion=None):
         """A follower's fetch reached this leader (after the divergence check): its fetch
         state, its ISR expansion, then the HW (the core's ordering rule 1). Returns the
-        follower state whose ``pending_id`` fetch was recorded as pending (seed 002: only when
-        ``pending_id`` is given and the fetch is eligible), else None.
+        follower state whose ``pending_id`` fetch was recorded as pending (design.md#kip-501:
+        only when ``pending_id`` is given and the fetch is eligible), else None.
 
         ``propose_expansion(partition, ProposeIsr)`` (AlterPartitionManager.enqueue; None:
         never expand) takes the expansion the core proposed, with the pending ISR already set.

@@ -9,7 +9,7 @@ order the replica manager asks:
    answered without being applied unless it names other replicas. A replica that is stopped
    or whose log is gone (offline dir) holds no state: anything applies.
 2. ``missing_log``: a replica without a log is created, or - when it may live in an offline
-   log dir - refused with KAFKA_STORAGE_ERROR and restarted (seed 003, KIP-112).
+   log dir - refused with KAFKA_STORAGE_ERROR and restarted (design.md#jbod, KIP-112).
    ``retry_failed_log``: a log that failed a write is rebuilt from its files before a *new*
    leader epoch is applied to it (KIP-461: a new epoch gives a failed partition another try).
 3. ``transition``: what applying the state does to the replica's role.
@@ -72,7 +72,7 @@ def admit_partition_state(broker_id: int, replicas, leader_epoch: int, partition
     died cancelling a move - the topic znode back to ORS, the new leader epoch not yet
     written - leaves its successor resending RS's old epochs with ORS, and a broker that
     acknowledged it kept RS: leader and controller disagreed on the RF (cluster simulation
-    finding B, seed 931). Kafka's Partition.makeLeader / makeFollower apply any state whose
+    design.md#sim-finding-b). Kafka's Partition.makeLeader / makeFollower apply any state whose
     partition epoch is not older; an identical one stays a no-op here, as re-applying it
     would only drop an AlterPartition in flight."""
     if broker_id not in replicas:
@@ -96,7 +96,7 @@ class MissingLog(Enum):
 def missing_log(is_new: bool, lost_here: bool, some_dir_offline: bool) -> MissingLog:
     """What a LeaderAndIsr state does for a replica this broker has no log of.
 
-    - ``is_new`` (a new partition, a replica being added, or - seed 003 "Partitions Restart" -
+    - ``is_new`` (a new partition, a replica being added, or - design.md#jbod "Partitions Restart" -
       a replica the controller restarted after this broker reported it lost): create it. A
       re-created replica starts empty and fetches from the leader's log start.
     - otherwise, when the replica was lost here (its dir or log failed) or when any log dir is
@@ -159,17 +159,17 @@ def is_stray_replica(broker_id: int, replicas, leader_epoch: int, has_log: bool,
     """A log this broker keeps for a partition whose replicas (RS, adding ones included) no
     longer name it - a replica removed by a reassignment or a cancel whose StopReplica(delete)
     never arrived: this broker was down, or the controller that removed it died before its
-    request went out (seed 004 section 3, killed after step 5). The controller's UpdateMetadata
-    says so, and the log is deleted then (KRaft's stray-replica cleanup, KAFKA-14616, applied to
-    the ZooKeeper-era metadata). A replica still served counts only once the metadata carries a
-    newer leader epoch than it holds: the controller has moved the partition on without it, so
-    it must neither lead (acks=1 writes to it would be lost) nor linger. One served at the
+    request went out (design.md#reassignment-failover, killed after step 5). The controller's
+    UpdateMetadata says so, and the log is deleted then (KRaft's stray-replica cleanup, KAFKA-14616,
+    applied to the ZooKeeper-era metadata). A replica still served counts only once the metadata
+    carries a newer leader epoch than it holds: the controller has moved the partition on without
+    it, so it must neither lead (acks=1 writes to it would be lost) nor linger. One served at the
     current epoch is left to the controller's own StopReplica.
 
     A replica the ISR still names is never a stray, whatever the replicas say: reassignment's
     step 4 sends replicas = TRS at a new epoch while the removed replicas stay in the ISR until
-    step 5, and a controller killed between the two (seed 004 case 3) left ISR members without
-    data, one of which a later election could pick cleanly. As in Kafka,
+    step 5, and a controller killed between the two (design.md#reassignment-case-3) left ISR members
+    without data, one of which a later election could pick cleanly. As in Kafka,
     only StopReplica(delete) - step 5, after the ISR shrank - removes such a log."""
     if not has_log or broker_id in replicas or broker_id in isr:
         return False

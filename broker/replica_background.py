@@ -3,7 +3,7 @@ recovery-point/HW checkpoints, and retention.
 
 A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
 runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

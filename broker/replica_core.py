@@ -19,7 +19,7 @@ Ordering rules (the shell carries effects out in list order, before it takes the
    truncation profile found the other order).
 2. Only a leader proposes, one AlterPartition in flight: a proposal while one is pending (or
    on a replica that does not lead) yields nothing; relinquish
-   (KIP-501, seed 002) replaces a pending change. While pending, the HW is computed over the
+   (design.md#kip-501) replaces a pending change. While pending, the HW is computed over the
    maximal ISR (old ISR plus proposed), and no shrink is considered.
 3. A proposal carries the epochs it was made under; a LeaderAndIsr that moves them clears the
    pending ISR, and an answer to a stale proposal changes nothing.
@@ -198,7 +198,7 @@ class ReplicaCore:
     # KIP-966: the ELR of the controller's last state. Not empty: the HW stays frozen.
     elr: tuple[int, ...] = ()
     leader_recovery_state: int = 0  # KIP-704
-    relinquished_epoch: int = -1  # seed 002: leadership given up in this epoch
+    relinquished_epoch: int = -1  # design.md#kip-501: leadership given up in this epoch
     # KIP-841: followers the controller refused into the ISR -> the broker epoch refused
     refused_expansions: dict[int, int] = field(default_factory=dict)
     stopped: bool = False
@@ -348,7 +348,7 @@ class ReplicaCore:
             return []
         if e.pending_id is not None and f is not None and \
                 isr_rules.pending_fetch_eligible(f, e.fetch_offset):
-            # Seed 002: recorded before the read, so a slow read keeps it in sync.
+            # design.md#kip-501: recorded before the read, so a slow read keeps it in sync.
             f.pending_fetches[e.pending_id] = e.fetch_offset
         self.record_follower_fetch(e.replica_id, e.fetch_offset, e.log_start, e.now_ms, e.leo,
                                    e.broker_epoch)

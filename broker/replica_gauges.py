@@ -13,7 +13,7 @@ from broker.partition import Partition
 class ReplicaGauges:
     def _register_gauges(self) -> None:
         m = self.metrics
-        parts = lambda: list(self.partitions.values())
+        parts = lambda: list(self.partitions.values())  # noqa: E731
         m.gauge("kafka_server_replicamanager_partitioncount", "partitions on this broker",
                 lambda: len(parts()))
         m.gauge("kafka_server_replicamanager_leadercount", "partitions led by this broker",
@@ -47,7 +47,7 @@ class ReplicaGauges:
 
     def _register_replication_quota_gauges(self) -> None:
         m = self.metrics
-        parts = lambda: list(self.partitions.values())
+        parts = lambda: list(self.partitions.values())  # noqa: E731
         # Kafka's LeaderReplication / FollowerReplication quota sensors' byte-rate.
         m.gauge("kafka_server_leaderreplication_byte_rate",
                 "bytes/s sent on leader-throttled partitions (KIP-73)", self.quotas.leader.rate)

@@ -21,7 +21,7 @@ epochs, produce admission), ``partition_state`` (what a LeaderAndIsr state does 
 ``log_dirs`` (DescribeLogDirs), ``storage.failure_scope`` (which I/O error takes what offline).
 This module performs what they decide.
 
-Log-dir failure (seed 003, C5): every storage I/O error reaches the LogDirFailureChannel and
+Log-dir failure (design.md#jbod): every storage I/O error reaches the LogDirFailureChannel and
 one consumer, ``log_dir_failure_loop`` - the seed's ExceptionHandler. It probes the dir and
 takes offline either the dir with all its partitions (``handle_log_dir_failure``, step 2) or
 the one log (``handle_log_failure``, step 3). A lost replica leaves ``partitions`` (step
@@ -178,7 +178,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
             config["replication.quota.window.size.seconds"]))
         self._leader_held_back = 0  # partitions the leader quota held back at the last fetch
         self.lag_max_ms = config["replica.lag.time.max.ms"]
-        # seed 002 / KIP-501 (C4)
+        # design.md#kip-501
         self.pending_reads_in_sync = config["follower.fetch.pending.reads.insync.enable"]
         self.process_time_max_ms = config["follower.fetch.process.time.max.ms"]
         self._fetch_ids = 0

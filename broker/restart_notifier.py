@@ -1,4 +1,4 @@
-"""The broker's side of seed 003 step 2.4: "notify controller that pp partitions need to be
+"""The broker's side of design.md#jbod-step-2-4: "notify controller that pp partitions need to be
 restarted" - one persistent sequential znode ``/restart_partitions/restart-<seq>`` per report
 (ZooKeeper's Queue recipe, common/zk_layout.RestartEntry), which the controller processes and
 deletes.

@@ -11,7 +11,7 @@ controller moves this broker's leaderships away and the broker exits only after 
 fetchers, gRPC, logs (clean-shutdown marker), and the ZooKeeper session last.
 A ZooKeeper session loss re-registers with a new broker epoch once reconnected.
 
-Log-dir failure (seed 003, C5): a dir unreadable at start-up is offline from the start and the
+Log-dir failure (design.md#jbod): a dir unreadable at start-up is offline from the start and the
 broker comes up on the others; a dir failing later is taken offline by the replica manager,
 which asks the controller to restart its partitions through ``restarts`` (/restart_partitions)
 and has the registration rewritten to show the dir offline. When the last dir goes the broker
@@ -40,6 +40,7 @@ from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fault_injection import InjectedClock, watch_fault_file
 from broker.fetcher import ReplicaFetcherManager
+from broker.kafka_connections import ConnectionSettings
 from broker.kafka_listener import KafkaListener
 from broker.metadata_cache import BrokerNode, MetadataCache
 from broker.metrics import BrokerMetrics
@@ -104,7 +105,7 @@ class BrokerServer:
         self.rm: ReplicaManager | None = None
         self.configs: ConfigManager | None = None
         self.servers: list[grpc.aio.Server] = []  # one per listener (KIP-103)
-        self.kafka_listeners: list[KafkaListener] = []  # kafka.listener.names (C12)
+        self.kafka_listeners: list[KafkaListener] = []  # kafka.listener.names (design.md#c12)
         self.endpoints: tuple[EndPoint, ...] = ()  # advertised, as registered
         self.security_protocols: tuple[tuple[str, str], ...] = ()  # the non-PLAINTEXT ones
         self.host = "127.0.0.1"  # the inter-broker listener's advertised host and port
@@ -170,7 +171,7 @@ class BrokerServer:
             self.events)
         self.rm = ReplicaManager(self.broker_id, self.config, self.log_manager, self.metadata,
                                  self.metrics, self.events, self._load_topic_config,
-                                 self._clock, fetcher_manager=fetchers, alter_partition=alter_partition,
+                                 self._clock, fetcher_manager=fetchers, alter_partition=alter_partition,  # noqa: E501
                                  restart_notifier=self.restarts, halt=self._halt,
                                  on_log_dir_offline=self._log_dir_went_offline)
         self.rm.registered = False  # controller requests are refused until _register()
@@ -195,6 +196,7 @@ class BrokerServer:
                                   self.events, self.config["socket.request.max.bytes"],
                                   controller=self.controller, configs=self.configs,
                                   authorizer=self.authorizer, auto_topics=auto_topics,
+                                  connections=ConnectionSettings.from_config(self.config),
                                   **kafka_listener_tls(self.config, e.listener))
                 kafka_ports[e.listener] = await k.start()
                 self.kafka_listeners.append(k)
@@ -292,7 +294,7 @@ class BrokerServer:
     # ------------------------------------------------------------------ log-dir failure
 
     async def _write_restart_entry(self, data: bytes) -> str:
-        """Seed 003 step 2.4 as ZooKeeper's Queue recipe: a persistent sequential child."""
+        """design.md#jbod-step-2-4 as ZooKeeper's Queue recipe: a persistent sequential child."""
         return await self.zk.create(zl.restart_entry_path(zl.RESTART_ENTRY_PREFIX), data,
                                     sequence=True)
 

@@ -3,9 +3,9 @@
 No decisions here: protobuf stops at this module. The controller's requests are translated to
 plain values (common/controller_requests.py) before they reach the replica manager, and its
 answers back to wire messages; what an answer says comes from pure rules (broker/fencing.py,
-broker/metadata_cache.py, broker/log_dirs.py). Input is validated (C11: sizes, names, acks);
-per-partition outcomes carry Kafka error codes; whole-request failures become gRPC status codes
-with the Kafka code in the trailing metadata key ``replog-error-code``
+broker/metadata_cache.py, broker/log_dirs.py). Input is validated (design.md#c11: sizes, names,
+acks); per-partition outcomes carry Kafka error codes; whole-request failures become gRPC status
+codes with the Kafka code in the trailing metadata key ``replog-error-code``
 (proto/replog/v1/replog.proto, conventions).
 
 Authorization is Kafka's KafkaApis checks against the configured authorizer
@@ -245,7 +245,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             for task in list(serving):
                 task.cancel()
 
-    async def _produce(self, request: pb.ProduceRequest, who: Requester | None) -> pb.ProduceResponse:
+    async def _produce(self, request: pb.ProduceRequest, who: Requester | None) -> pb.ProduceResponse:  # noqa: E501
         """One Produce, for the unary call and the stream alike; a refused request raises
         RequestError (INVALID_REQUEST, INVALID_REQUIRED_ACKS). A topic ``who`` may not Write
         is answered TOPIC_AUTHORIZATION_FAILED and nothing of it is appended."""
@@ -462,6 +462,10 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                                        listener=self.listener))
         live = set(md.brokers)
         unknown: list[pb.MetadataTopic] = []  # topics this broker does not know
+        # A topic's configs need DescribeConfigs on it, as DescribeConfigs does (Describe
+        # gives the partitions only); without it the topic is answered with no configs.
+        no_configs = self._denied_topics(who, AclOperation.DESCRIBE_CONFIGS, topics) \
+            if request.include_topic_configs else frozenset()
         for topic in topics:
             if topic in denied:
                 resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
@@ -480,7 +484,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                 unknown.append(resp.topics[-1])  # the entry itself: append copies
                 continue
             mt = pb.MetadataTopic(topic=topic, topic_id=md.topic_ids.get(topic, ""))
-            if request.include_topic_configs:
+            if request.include_topic_configs and topic not in no_configs:
                 mt.configs.update(self.rm.topic_configs.get(topic, {}))
             for pid, info in sorted(parts.items()):
                 offline = offline_replicas(info.replicas, live, info.offline_replicas)
@@ -524,7 +528,7 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             for pid in t.partitions:
                 code, last_epoch, cur_epoch, leo = self.rm.replica_log_info(
                     TopicPartition(t.topic, pid))
-                infos.append(pb.PartitionLogInfo(partition=pid, last_written_leader_epoch=last_epoch,
+                infos.append(pb.PartitionLogInfo(partition=pid, last_written_leader_epoch=last_epoch,  # noqa: E501
                                                  current_leader_epoch=cur_epoch,
                                                  log_end_offset=leo, error_code=int(code)))
             out.append(pb.TopicPartitionLogInfo(topic=t.topic, topic_id=t.topic_id,

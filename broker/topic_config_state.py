@@ -98,7 +98,7 @@ class TopicConfigState:
             # the new log config in place (segment size and age, retention, flush interval,
             # index interval, max.message.bytes). An unreadable config keeps the last one.
             lc = self.log_config_for(topic)
-            for tp, log in self.log_manager.logs_of_topic(topic):
+            for tp, log in self.log_manager.logs_of_topic(topic):  # noqa: B007
                 log.config = lc
 
     def log_config_for(self, topic: str):

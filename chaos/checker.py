@@ -53,6 +53,11 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
+
+# A JSON object: a history entry (chaos/history.py: index, time, process, type, f, value), a
+# piece of evidence, a fault window.
+Json = dict[str, Any]
 
 MAX_EVIDENCE = 5
 ELECTION_SLACK_S = 1.0
@@ -64,7 +69,7 @@ ZK_QUORUM_KEPT = frozenset({"zk-leader-kill", "zk-minority"})
 class Violation:
     property: str
     message: str
-    evidence: list[dict] = field(default_factory=list)
+    evidence: list[Json] = field(default_factory=list)
     count: int = 1
 
     def describe(self) -> str:
@@ -77,7 +82,7 @@ class Violation:
 @dataclass
 class Verdict:
     violations: list[Violation]
-    stats: dict
+    stats: dict[str, Any]
 
     @property
     def valid(self) -> bool:
@@ -92,14 +97,14 @@ class Verdict:
     def describe(self) -> str:
         return "\n".join([self.summary(), *(v.describe() for v in self.violations)])
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"valid": self.valid, "stats": self.stats,
                 "violations": [{"property": v.property, "message": v.message,
                                 "count": v.count, "evidence": v.evidence[:MAX_EVIDENCE]}
                                for v in self.violations]}
 
 
-def _stats_line(s: dict) -> str:
+def _stats_line(s: dict[str, Any]) -> str:
     line = (f"{s.get('acked_all', 0)} acks=all and {s.get('acked_one', 0)} acks=1 writes "
             f"acknowledged, {s.get('unknown', 0)} unknown, {s.get('failed', 0)} failed; "
             f"{s.get('records_read', 0)} records read; longest acks=all write gap "
@@ -119,20 +124,23 @@ def _stats_line(s: dict) -> str:
 @dataclass(frozen=True)
 class Write:
     process: str
-    invoke: dict
-    complete: dict | None  # None: the run ended before it completed (counts as unknown)
+    invoke: Json
+    complete: Json | None  # None: the run ended before it completed (counts as unknown)
 
     @property
     def partition(self) -> int:
-        return self.invoke["value"]["partition"]
+        partition: int = self.invoke["value"]["partition"]
+        return partition
 
     @property
     def value(self) -> str:
-        return self.invoke["value"]["value"]
+        value: str = self.invoke["value"]["value"]
+        return value
 
     @property
     def acks(self) -> str:
-        return self.invoke["value"]["acks"]
+        acks: str = self.invoke["value"]["acks"]
+        return acks
 
     @property
     def outcome(self) -> str:
@@ -140,12 +148,18 @@ class Write:
 
     @property
     def offset(self) -> int | None:
-        return self.complete["value"].get("offset") if self.outcome == "ok" else None
+        return self.done["value"].get("offset") if self.outcome == "ok" else None
+
+    @property
+    def done(self) -> Json:
+        """The completion, of a write known to have completed."""
+        assert self.complete is not None, self.invoke
+        return self.complete
 
 
-def writes(history: list[dict]) -> list[Write]:
+def writes(history: list[Json]) -> list[Write]:
     """Pair each send's invoke with its completion (the same process's next op)."""
-    pending: dict[str, dict] = {}
+    pending: dict[str, Json] = {}
     out: list[Write] = []
     for op in history:
         if op["f"] != "send":
@@ -161,12 +175,19 @@ def writes(history: list[dict]) -> list[Write]:
     return out
 
 
-def _final(history: list[dict], f: str) -> dict | None:
+def _final(history: list[Json], f: str) -> Json | None:
     found = [op for op in history if op["f"] == f and op["type"] == "ok"]
     return found[-1] if found else None
 
 
-def final_log(history: list[dict]) -> dict[int, dict[int, str]] | None:
+def _final_read(history: list[Json]) -> Json:
+    """The final read, of a history known to have one (final_log found it)."""
+    op = _final(history, "final-read")
+    assert op is not None
+    return op
+
+
+def final_log(history: list[Json]) -> dict[int, dict[int, str]] | None:
     """partition -> offset -> value, as read back after the heal."""
     op = _final(history, "final-read")
     if op is None:
@@ -179,7 +200,7 @@ def final_log(history: list[dict]) -> dict[int, dict[int, str]] | None:
 
 # ---------------------------------------------------------------------------- the checks
 
-def check(history: list[dict], session_timeout_s: float | None = None,
+def check(history: list[Json], session_timeout_s: float | None = None,
           lag_time_max_s: float | None = None) -> Verdict:
     ws = writes(history)
     log = final_log(history)
@@ -188,7 +209,7 @@ def check(history: list[dict], session_timeout_s: float | None = None,
         violations.append(Violation("incomplete-history",
                                     "no final-read: the run ended before reading back"))
         log = {}
-    elif not _final(history, "final-read")["value"].get("complete", True):
+    elif not _final_read(history)["value"].get("complete", True):
         violations.append(Violation("incomplete-history", "the final read stopped before "
                                     "every partition's HW: lost writes may be unread ones"))
     violations += check_acked_writes(ws, log, history)
@@ -212,30 +233,31 @@ def check(history: list[dict], session_timeout_s: float | None = None,
     return Verdict([v for v in violations if v.count], st)
 
 
-def _grouped(prop: str, message: str, evidence: list[dict]) -> list[Violation]:
+def _grouped(prop: str, message: str, evidence: list[Json]) -> list[Violation]:
     if not evidence:
         return []
     return [Violation(prop, message, evidence[:MAX_EVIDENCE], len(evidence))]
 
 
 def check_acked_writes(ws: list[Write], log: dict[int, dict[int, str]],
-                       history: list[dict]) -> list[Violation]:
+                       history: list[Json]) -> list[Violation]:
     seen = _observations(history)
     lost = []
     for w in ws:
         if w.outcome != "ok" or w.acks != "all":
             continue
         p, o = w.partition, w.offset
+        assert o is not None  # an acknowledged write has its offset
         at = log.get(p, {}).get(o)
         others = sorted(v for v in seen.get((p, o), ()) if v != w.value)
         if at != w.value or others:
-            lost.append({"op": w.complete["index"], "partition": p, "offset": o,
+            lost.append({"op": w.done["index"], "partition": p, "offset": o,
                          "value": w.value, "final_read_there": at, "other_reads_there": others})
     return _grouped("acked-write-lost", "acks=all writes not read back at their acknowledged "
                     "offset", lost)
 
 
-def _observations(history: list[dict]) -> dict[tuple[int, int], set[str]]:
+def _observations(history: list[Json]) -> dict[tuple[int, int], set[str]]:
     seen: dict[tuple[int, int], set[str]] = defaultdict(set)
     for op in history:
         if op["type"] == "ok" and op["f"] in ("read", "final-read"):
@@ -253,7 +275,7 @@ def check_duplicates(log: dict[int, dict[int, str]]) -> list[Violation]:
     return _grouped("duplicate", "values at more than one offset", dups)
 
 
-def check_offsets_single_valued(history: list[dict]) -> list[Violation]:
+def check_offsets_single_valued(history: list[Json]) -> list[Violation]:
     first: dict[tuple[int, int], tuple[str, int]] = {}
     bad = []
     for op in history:
@@ -270,13 +292,13 @@ def check_offsets_single_valued(history: list[dict]) -> list[Violation]:
 def check_failed_writes_absent(ws: list[Write], log: dict[int, dict[int, str]]
                                ) -> list[Violation]:
     present = {v: (p, o) for p, offsets in log.items() for o, v in offsets.items()}
-    bad = [{"op": w.complete["index"], "value": w.value, "error": w.complete["value"].get("error"),
+    bad = [{"op": w.done["index"], "value": w.value, "error": w.done["value"].get("error"),
             "found_at": present[w.value]}
            for w in ws if w.outcome == "fail" and w.value in present]
     return _grouped("failed-write-present", "writes that failed for certain are in the log", bad)
 
 
-def check_read_order(history: list[dict]) -> list[Violation]:
+def check_read_order(history: list[Json]) -> list[Violation]:
     last: dict[tuple[str, int], tuple[int, int]] = {}  # (process, partition) -> (offset, op)
     bad = []
     for op in history:
@@ -312,7 +334,7 @@ def check_writer_order(ws: list[Write], log: dict[int, dict[int, str]]) -> list[
                     "earlier", bad)
 
 
-def check_client_errors(history: list[dict]) -> list[Violation]:
+def check_client_errors(history: list[Json]) -> list[Violation]:
     bad = [{"op": op["index"], "process": op["process"], "f": op["f"],
             "error": op["value"].get("error")}
            for op in history if op["type"] == "info" and op["value"].get("unexpected")]
@@ -320,7 +342,7 @@ def check_client_errors(history: list[dict]) -> list[Violation]:
                     "timeouts", bad)
 
 
-def check_replicas(partitions: list[dict]) -> list[Violation]:
+def check_replicas(partitions: list[Json]) -> list[Violation]:
     """``partitions``: [{"partition", "hw", "replicas", "isr",
     "logs": {broker: [[base, last, sha256], ...]},
     "kafka_python": {broker: {"crc_ok": bool, "agrees": bool}}}]."""
@@ -347,7 +369,7 @@ def check_replicas(partitions: list[dict]) -> list[Violation]:
                        parser_bad))
 
 
-def _first_difference(a: list[tuple], b: list[tuple]) -> dict:
+def _first_difference(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> dict[str, Any]:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
             return {"batch": i, "one": list(x), "other": list(y)}
@@ -356,9 +378,10 @@ def _first_difference(a: list[tuple], b: list[tuple]) -> dict:
 
 # ---------------------------------------------------------------------------- availability
 
-def stats(history: list[dict], ws: list[Write], session_timeout_s: float | None,
-          lag_time_max_s: float | None = None) -> dict:
-    out = {"acked_all": 0, "acked_one": 0, "unknown": 0, "failed": 0, "records_read": 0}
+def stats(history: list[Json], ws: list[Write], session_timeout_s: float | None,
+          lag_time_max_s: float | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"acked_all": 0, "acked_one": 0, "unknown": 0, "failed": 0,
+                           "records_read": 0}
     for w in ws:
         if w.outcome == "ok":
             out["acked_all" if w.acks == "all" else "acked_one"] += 1
@@ -384,11 +407,11 @@ def detection_bound(session_timeout_s: float, lag_time_max_s: float | None) -> f
     return round(session_timeout_s + (lag_time_max_s or 0.0) + ELECTION_SLACK_S, 3)
 
 
-def fault_windows(history: list[dict]) -> list[dict]:
+def fault_windows(history: list[Json]) -> list[Json]:
     """Each fault that started: {index, nemesis, target, result, from_s, to_s}. A fault ends
     at its stop; one never stopped (a kill that stays down) at the heal, or at the last
     operation; an admin operation (duration 0) is an instant."""
-    started: dict[int, dict] = {}
+    started: dict[int, Json] = {}
     end_of_run = None
     for op in history:
         if op["process"] != "nemesis" or op["type"] != "ok":
@@ -414,31 +437,31 @@ def fault_windows(history: list[dict]) -> list[dict]:
     return [started[i] for i in sorted(started)]
 
 
-def fault_availability(history: list[dict], ws: list[Write], bound_s: float) -> list[dict]:
+def fault_availability(history: list[Json], ws: list[Write], bound_s: float) -> list[Json]:
     """Per fault window, the longest gap between two acknowledged acks=all writes of one
     partition that overlaps the window, and whether it exceeds ``bound_s``."""
     acks: dict[int, list[float]] = defaultdict(list)
     for w in ws:
         if w.outcome == "ok" and w.acks == "all":
-            acks[w.partition].append(w.complete["time"])
+            acks[w.partition].append(w.done["time"])
     gaps = [(a, b, p) for p, times in acks.items()
             for a, b in itertools.pairwise(sorted(times))]
     out = []
-    for w in fault_windows(history):
-        over = [(b - a, p) for a, b, p in gaps if a <= w["to_s"] and b >= w["from_s"]]
+    for win in fault_windows(history):
+        over = [(b - a, p) for a, b, p in gaps if a <= win["to_s"] and b >= win["from_s"]]
         longest, partition = max(over, default=(0.0, None))
-        out.append({**w, "longest_gap_s": round(longest, 3), "partition": partition,
+        out.append({**win, "longest_gap_s": round(longest, 3), "partition": partition,
                     "bound_s": bound_s, "exceeds": longest > bound_s})
     return out
 
 
-def unavailability(history: list[dict], ws: list[Write]) -> dict[int, float]:
+def unavailability(history: list[Json], ws: list[Write]) -> dict[int, float]:
     """Per partition, the longest window without an acknowledged acks=all write, between the
     first and the last acknowledgement of the run (the workload writes every partition)."""
     acks: dict[int, list[float]] = defaultdict(list)
     for w in ws:
         if w.outcome == "ok" and w.acks == "all":
-            acks[w.partition].append(w.complete["time"])
+            acks[w.partition].append(w.done["time"])
     out = {}
     for p, times in sorted(acks.items()):
         times.sort()
@@ -448,7 +471,7 @@ def unavailability(history: list[dict], ws: list[Write]) -> dict[int, float]:
 
 # ---------------------------------------------------------------------------- ZooKeeper faults
 
-def _fault_results(history: list[dict]) -> dict[tuple[int, str], dict]:
+def _fault_results(history: list[Json]) -> dict[tuple[int, str], Json]:
     """(fault index, ``start``/``stop``) -> the nemesis's result, for faults that ran."""
     out = {}
     for op in history:
@@ -458,8 +481,8 @@ def _fault_results(history: list[dict]) -> dict[tuple[int, str], dict]:
     return out
 
 
-def zookeeper_fault_bounds(history: list[dict], ws: list[Write], bound_s: float
-                           ) -> list[dict]:
+def zookeeper_fault_bounds(history: list[Json], ws: list[Write], bound_s: float
+                           ) -> list[Json]:
     """Per zk-leader-kill / zk-minority window: whether it is judged (no other fault overlaps
     it), the longest acks=all write gap after its start (of the gaps that began at most
     ELECTION_SLACK_S before it), and the controller epoch at its start and after its stop."""
@@ -468,36 +491,36 @@ def zookeeper_fault_bounds(history: list[dict], ws: list[Write], bound_s: float
     acks: dict[int, list[float]] = defaultdict(list)
     for w in ws:
         if w.outcome == "ok" and w.acks == "all":
-            acks[w.partition].append(w.complete["time"])
+            acks[w.partition].append(w.done["time"])
     # The workload's last completion: a partition with no acknowledgement after the fault
     # until then was without acks=all writes all that time.
-    end = max((w.complete["time"] for w in ws if w.complete is not None), default=0.0)
+    end = max((w.done["time"] for w in ws if w.complete is not None), default=0.0)
     out = []
-    for w in windows:
-        if w["nemesis"] not in ZK_QUORUM_KEPT:
+    for win in windows:
+        if win["nemesis"] not in ZK_QUORUM_KEPT:
             continue
-        others = [o["index"] for o in windows if o["index"] != w["index"]
-                  and o["from_s"] <= w["to_s"] and o["to_s"] >= w["from_s"]]
+        others = [o["index"] for o in windows if o["index"] != win["index"]
+                  and o["from_s"] <= win["to_s"] and o["to_s"] >= win["from_s"]]
         longest, partition = 0.0, None
         for p, times in acks.items():
             times = sorted(times)
             for a, b in [*itertools.pairwise(times), (times[-1], end)]:
-                if a > w["to_s"] or b < w["from_s"] or a < w["from_s"] - ELECTION_SLACK_S:
+                if a > win["to_s"] or b < win["from_s"] or a < win["from_s"] - ELECTION_SLACK_S:
                     continue
-                if b - max(a, w["from_s"]) > longest:
-                    longest, partition = b - max(a, w["from_s"]), p
-        before = results.get((w["index"], "start"), {}).get("controller_epoch")
-        after = results.get((w["index"], "stop"), {}).get("controller_epoch")
-        live = results.get((w["index"], "start"), {}).get("controller_live")
-        out.append({"index": w["index"], "nemesis": w["nemesis"], "target": w["target"],
-                    "from_s": w["from_s"], "to_s": w["to_s"], "judged": not others,
+                if b - max(a, win["from_s"]) > longest:
+                    longest, partition = b - max(a, win["from_s"]), p
+        before = results.get((win["index"], "start"), {}).get("controller_epoch")
+        after = results.get((win["index"], "stop"), {}).get("controller_epoch")
+        live = results.get((win["index"], "start"), {}).get("controller_live")
+        out.append({"index": win["index"], "nemesis": win["nemesis"], "target": win["target"],
+                    "from_s": win["from_s"], "to_s": win["to_s"], "judged": not others,
                     "overlapped_by": others, "longest_gap_s": round(longest, 3),
                     "partition": partition, "bound_s": bound_s,
                     "controller_epoch": [before, after], "controller_live": live})
     return out
 
 
-def check_zookeeper_faults(judged: list[dict]) -> list[Violation]:
+def check_zookeeper_faults(judged: list[Json]) -> list[Violation]:
     bad = []
     for f in judged:
         if not f["judged"]:

@@ -100,7 +100,7 @@ def _hosts(args):
     if args.cluster:
         raise ReplogError("--hosts starts the run's own cluster; a --cluster is on hosts when "
                           "it was started with replog cluster up --hosts")
-    from common import hosts as hostlib
+    from harness import hosts as hostlib
     from harness.cluster_hosts import HostsOptions
     why = hostlib.unavailable()
     if why:

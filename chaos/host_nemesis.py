@@ -1,4 +1,4 @@
-"""Nemeses for a cluster on hosts (``replog cluster up --hosts``, common/hosts.py): faults of
+"""Nemeses for a cluster on hosts (``replog cluster up --hosts``, harness/hosts.py): faults of
 one host's links, as a real network has them, rather than of a process's loopback ports.
 
 - ``host-cut``: one host stops reaching one peer, while the peer still reaches it (an nftables
@@ -6,7 +6,7 @@ one host's links, as a real network has them, rather than of a process's loopbac
   leader that still hears ZooKeeper cannot answer it, or a follower whose fetches leave but
   whose answers never come back;
 - ``link-delay``: a latency spike on one host's link, both ways (its packets held by a
-  ``common.netdelay`` process in its namespace, on top of any inter-rack delay);
+  ``harness.netdelay`` process in its namespace, on top of any inter-rack delay);
 - ``link-loss``: a share of one host's packets dropped, both ways (nft numgen);
 - ``rack-cut``: every host of one rack cut off from the other racks, both ways; the clients
   on this machine still reach it (a rack whose uplink is gone, seen from a client inside it).
@@ -24,8 +24,8 @@ import json
 import subprocess
 
 from chaos.nemesis import NEMESIS_CLASSES, ClusterProcesses, Nemesis
-from common import hosts as hostlib
 from harness import cluster_hosts
+from harness import hosts as hostlib
 
 
 def host_plan(procs: ClusterProcesses) -> hostlib.HostsPlan | None:

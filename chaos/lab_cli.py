@@ -1,5 +1,5 @@
 """``replog lab list`` and ``replog lab run NAME [--seeds N] [--arms a,b] [--out DIR]
-[--master spark://...] [--resume]`` (registered by admin/commands.py; chaos/lab.py runs the
+[--master spark://...] [--resume]`` (registered by admin/commands.py; chaos/lab/ runs the
 experiments, analytics/lab.py analyses them). Heavy imports happen inside the commands."""
 
 from __future__ import annotations

@@ -20,312 +20,27 @@ Admin operations mid-fault: ``elect`` (preferred election), ``reassign``
 first two (``admin = True``) run in the runner's admin lane, beside the faults.
 
 Not here yet, and why: intra-broker log-dir moves (AlterReplicaLogDirs) mid-fault, which
-exist since C6 but have no nemesis yet.
+exist since design.md#reassignment but have no nemesis yet.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno as errno_mod
 import json
 import os
 import signal
-import time
-from pathlib import Path
-
-from kazoo.exceptions import NoNodeError
 
 from chaos import disk, netfilter
 from chaos.schedule import Fault, parse_log_dir
-from common import zk_layout
 from harness import cluster_hosts
-from harness.local_cluster import LocalCluster, ProcessHandle
+from harness.cluster_view import ZK_READ_TIMEOUT_S as ZK_READ_TIMEOUT_S
+from harness.cluster_view import ClusterView
 
-SLOW_READ_DELAY_MS = 1500  # seed 002's slow leader: reads slower than replica.lag.time.max.ms
-# kazoo's synchronous reads wait for a reconnect without end: while ZooKeeper is down (a
-# kill of it is in progress) a nemesis reading it would wait for the schedule's next event,
-# the restart, which runs only after that nemesis returns (seed 44 hung so).
-ZK_READ_TIMEOUT_S = 5.0
-
-
-class ClusterProcesses:
-    """The processes of a cluster: facts from ``cluster.json``, lifecycle through the
-    :class:`LocalCluster` that started them."""
-
-    def __init__(self, cluster: LocalCluster, topic: str):
-        self.cluster = cluster
-        self.topic = topic  # ``leader`` targets the leader of its partition 0
-
-    def info(self) -> dict:
-        return json.loads(self.cluster.cluster_json_path.read_text(encoding="utf-8"))
-
-    def _zk_read(self, op: str, path: str):
-        """``get`` or ``exists`` of ``path``, bounded by ZK_READ_TIMEOUT_S (raises
-        KazooTimeoutError then): the cluster's ZooKeeper client queues a request while
-        disconnected, and its synchronous call would wait for the reconnect forever."""
-        client = self.cluster.zk_client()
-        return getattr(client, f"{op}_async")(path).get(timeout=ZK_READ_TIMEOUT_S)
-
-    def zookeeper_down(self) -> bool:
-        """The cluster's own ZooKeeper is not running (a kill nemesis took it), or its
-        ensemble has fewer members running than a quorum. Anything that registers a broker
-        waits for it: LocalCluster's start reads the broker's registration before it even
-        spawns the process."""
-        zk = self.cluster.zookeeper_server
-        if zk is not None:
-            return not zk.is_running()
-        ens = self.ensemble()
-        return ens is not None and \
-            sum(m.is_running() for m in ens.members.values()) < ens.quorum
-
-    def ensemble(self):
-        """The cluster's own ZooKeeper ensemble (harness.zk_server.ZooKeeperEnsemble), or None:
-        a standalone server, an external one, or an attached cluster's (never the run's)."""
-        return getattr(self.cluster, "zookeeper_ensemble", None)
-
-    def zookeeper_leader(self, timeout_s: float = 10.0) -> int:
-        """The myid of the ensemble's leader, waiting (bounded) while it elects one."""
-        deadline = time.monotonic() + timeout_s
-        while (leader := self.ensemble().leader()) is None:
-            if time.monotonic() >= deadline:
-                raise RuntimeError(f"the ZooKeeper ensemble has no leader after {timeout_s:g}s "
-                                   f"(member states {self.ensemble().states()})")
-            time.sleep(0.1)
-        return leader
-
-    def controller_epoch(self, fresh: bool = False) -> int | None:
-        """/controller_epoch; None when ZooKeeper does not answer in time (a lost quorum).
-        ``fresh``: through a session of its own to the ensemble rather than the cluster's
-        shared client, which may still be backing off after the whole ensemble was down
-        (kazoo's default connection retry doubles its delay, and its session may be gone)."""
-        if not fresh:
-            try:
-                data, _ = self._zk_read("get", zk_layout.CONTROLLER_EPOCH)
-                return zk_layout.decode_controller_epoch(data)
-            except Exception:  # noqa: BLE001 - a timeout, a lost connection: unknown
-                return None
-        return self.controller_state()[0]
-
-    def controller_state(self) -> tuple[int | None, bool | None]:
-        """``/controller_epoch`` and whether /controller is held by a controller of the run
-        that is running and was started before it claimed the znode, read through one session
-        of its own. The second is False while no controller is active, and while the znode
-        still belongs to the session of a controller that was killed (ZooKeeper keeps an ephemeral until its session expires,
-        and a quorum loss meanwhile postpones that): the election that follows is then owed
-        to that earlier fault. None when ZooKeeper does not answer or the process's start is
-        not known."""
-        with self._fresh_zk() as client:
-            if client is None:
-                return None, None
-            try:
-                data, stat = client.get_async(zk_layout.CONTROLLER).get(
-                    timeout=ZK_READ_TIMEOUT_S)
-            except NoNodeError:
-                data = stat = None
-            except Exception:  # noqa: BLE001 - a timeout, a lost connection: unknown
-                return None, None
-            # The epoch after /controller: an election between the two reads shows as the
-            # new epoch with the old holder, never as the old epoch with a live new one.
-            try:
-                epoch_data, _ = client.get_async(zk_layout.CONTROLLER_EPOCH).get(
-                    timeout=ZK_READ_TIMEOUT_S)
-                epoch = zk_layout.decode_controller_epoch(epoch_data)
-            except Exception:  # noqa: BLE001 - no quorum any more, or no such znode: unknown
-                epoch = None
-        if stat is None:
-            return epoch, False
-        try:
-            handle = self.cluster.controllers.get(zk_layout.decode_controller(data).controller_id)
-        except (ValueError, KeyError):
-            return epoch, None
-        if handle is None or not handle.is_running():
-            return epoch, False
-        started = getattr(handle, "started_at", None)
-        if started is None:
-            return epoch, None
-        # stat.ctime: the znode's creation, in the ZooKeeper leader's wall-clock milliseconds
-        # (this machine's clock, as the handle's start time is). Compared at ZooKeeper's
-        # millisecond granularity: a process spawned and elected within one millisecond has a
-        # start time past ctime / 1000 (ctime is truncated), yet it did claim the znode.
-        return epoch, int(started * 1000) <= stat.ctime
-
-    @contextlib.contextmanager
-    def _fresh_zk(self):
-        """A session of its own to the ensemble (None if none can be had in time): the
-        cluster's shared client may still be backing off after the whole ensemble was down
-        (kazoo's default connection retry doubles its delay, and its session may be gone)."""
-        from kazoo.client import KazooClient
-        security = getattr(self.cluster, "zk_security", None)  # a secure LocalCluster's
-        client = KazooClient(self.cluster.zookeeper_connect, timeout=ZK_READ_TIMEOUT_S,
-                             **(security.kazoo_args() if security is not None else {}))
-        try:
-            try:
-                client.start(timeout=ZK_READ_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 - no quorum in time: unknown
-                yield None
-                return
-            yield client
-        finally:
-            with contextlib.suppress(Exception):
-                client.stop()
-                client.close()
-
-    def active_controller_id(self) -> int | None:
-        """The id in /controller; None while no controller is active or ZooKeeper does not
-        answer (LocalCluster.active_controller_id, bounded)."""
-        try:
-            data, _ = self._zk_read("get", zk_layout.CONTROLLER)
-            return zk_layout.decode_controller(data).controller_id
-        except Exception:  # noqa: BLE001 - NoNodeError, a timeout, an undecodable znode
-            return None
-
-    def resolve(self, target: str) -> str:
-        """``controller`` -> the active controller's name, ``leader`` -> the broker leading
-        partition 0 (its state znode); other names as they are."""
-        if target == "leader":
-            try:
-                data, stat = self._zk_read("get", zk_layout.partition_state_path(self.topic, 0))
-                leader = zk_layout.decode_partition_state(data, stat.version).leader
-            except Exception:  # noqa: BLE001 - no state yet or ZooKeeper down: any broker
-                leader = zk_layout.NO_LEADER
-            if leader == zk_layout.NO_LEADER:
-                leader = min(self.cluster.brokers)
-            return f"broker-{leader}"
-        if target != "controller":
-            return target
-        cid = self.active_controller_id()
-        if cid is None:
-            cid = min(self.cluster.controllers)
-        return f"controller-{cid}"
-
-    def _live_target(self, target: str) -> str | None:
-        """``resolve(target)`` when it names a running process that holds the role now (the
-        active controller in /controller, partition 0's leader in its state znode); None
-        while nobody does (a failover in progress)."""
-        if target == "controller":
-            cid = self.active_controller_id()
-            name = f"controller-{cid}" if cid is not None else None
-        elif target == "leader":
-            try:
-                data, stat = self._zk_read("get", zk_layout.partition_state_path(self.topic, 0))
-                leader = zk_layout.decode_partition_state(data, stat.version).leader
-            except Exception:  # noqa: BLE001 - no state yet or ZooKeeper unreachable
-                return None
-            name = f"broker-{leader}" if leader != zk_layout.NO_LEADER else None
-        else:
-            name = target
-        if name is None or name == "zookeeper":
-            return name
-        return name if self.handle(name).is_running() else None
-
-    async def resolve_live(self, target: str, timeout_s: float = 30.0) -> str:
-        """Like :meth:`resolve`, but waits (bounded) until the role is held by a running
-        process: a matrix fault right after a failover must hit the new leader or
-        controller, not the one just stopped."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            name = await asyncio.to_thread(self._live_target, target)
-            if name is not None:
-                return name
-            if loop.time() >= deadline:
-                raise RuntimeError(f"no running process holds {target} after {timeout_s:.0f}s")
-            await asyncio.sleep(0.2)
-
-    def registered(self, broker_id: int) -> bool | None:
-        """Whether /brokers/ids/<id> exists; None when ZooKeeper did not answer in time."""
-        try:
-            return self._zk_read("exists", zk_layout.broker_path(broker_id)) is not None
-        except Exception:  # noqa: BLE001 - a timeout or a lost connection: unknown
-            return None
-
-    def loss_registered(self, name: str) -> bool:
-        """ZooKeeper has registered that ``name`` is gone: a broker's /brokers/ids/<id> znode
-        deleted (its session expired), another controller named in /controller (or none,
-        when no other controller runs to take over)."""
-        role, _, nid = name.partition("-")
-        if role == "broker":
-            return self.registered(int(nid)) is False
-        cid = self.active_controller_id()
-        if cid is None:
-            return not any(h.is_running() for c, h in self.cluster.controllers.items()
-                           if c != int(nid))
-        return cid != int(nid)
-
-    def handle(self, name: str) -> ProcessHandle:
-        role, _, nid = name.partition("-")
-        group = self.cluster.brokers if role == "broker" else self.cluster.controllers
-        return group[int(nid)]
-
-    def pid(self, name: str) -> int | None:
-        info = self.info()
-        if name == "zookeeper":
-            return info.get("zookeeper_pid")
-        role, _, nid = name.partition("-")
-        for p in info.get(f"{role}s", []):
-            if p["id"] == int(nid):
-                return p.get("pid")
-        return None
-
-    def ports(self, name: str) -> list[int]:
-        info = self.info()
-        if name == "zookeeper":
-            hostport = info["zookeeper"].split("/", 1)[0].split(",")[0]
-            return [int(hostport.rsplit(":", 1)[1])]
-        role, _, nid = name.partition("-")
-        for p in info.get(f"{role}s", []):
-            if p["id"] == int(nid):
-                return [int(p["address"].rsplit(":", 1)[1])]
-        raise KeyError(name)
-
-    def log_dir(self, broker_id: int, index: int) -> str:
-        for p in self.info()["brokers"]:
-            if p["id"] == broker_id:
-                return p["log_dirs"][index]
-        raise KeyError(broker_id)
-
-    def restart_unavailable(self) -> str | None:
-        """Why the run may not start this cluster's processes again (an attached cluster
-        whose supervisor runs: chaos/attached.py), or None."""
-        check = getattr(self.cluster, "restart_unavailable", None)
-        return check() if check is not None else None
-
-    def fault_file(self, broker_id: int) -> Path | None:
-        path = self.cluster.broker(broker_id).properties().get("fault.injection.file")
-        return Path(str(path)) if path else None
-
-    # ZooKeeper has no ProcessHandle: LocalCluster runs it as a ZooKeeperServer, or as the
-    # members of a ZooKeeperEnsemble.
-    def kill_zookeeper(self) -> str:
-        """SIGKILL the cluster's own ZooKeeper and return what was killed: the standalone
-        server (``zookeeper``) or, in an ensemble, its leader (``zookeeper-<myid>``: the
-        member whose loss every client notices, as the standalone server's is)."""
-        if self.ensemble() is not None:
-            myid = self.zookeeper_leader()
-            self.cluster.kill_zookeeper(myid)
-            return f"zookeeper-{myid}"
-        zk = self.cluster.zookeeper_server
-        if zk is None or zk.pid is None:
-            raise RuntimeError("the cluster does not run its own ZooKeeper")
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(zk.pid, signal.SIGKILL)  # the JVM runs in its own process group
-        zk._proc.wait()
-        return "zookeeper"
-
-    def start_zookeeper(self, name: str = "zookeeper") -> None:
-        """Start again what kill_zookeeper returned (an ensemble member on its own ports,
-        waiting until it serves)."""
-        if name != "zookeeper":
-            self.cluster.restart_zookeeper(int(name.removeprefix("zookeeper-")))
-            return
-        zk = self.cluster.zookeeper_server
-        # Same port as before, or every connect string in the cluster goes stale: the
-        # server would otherwise pick a new one if the old were briefly taken (hook wanted:
-        # ZooKeeperServer.restart() keeping its port).
-        zk._port_pinned = True
-        zk.start()
-        self.cluster._write_cluster_json()
+# design.md#kip-501's slow leader: reads slower than replica.lag.time.max.ms
+SLOW_READ_DELAY_MS = 1500
+# The name the chaos modules and tests know the view (harness/cluster_view.py) by.
+ClusterProcesses = ClusterView
 
 
 class Nemesis:
@@ -477,7 +192,7 @@ class ExpireNemesis(PartitionNemesis):
     """A real ZooKeeper session expiry of a broker or controller in another process: its
     link to ZooKeeper is cut past the session timeout, so the *server* expires the session
     (ephemeral znodes deleted, the controller told); on heal the client reconnects, learns
-    of the expiry and builds a new session. harness.zk_server.expire_session would do it
+    of the expiry and builds a new session. harness.zk_sessions.expire_session would do it
     without root, but needs the session's password, which only the process itself has."""
 
     name = "expire"
@@ -551,7 +266,7 @@ class EioNemesis(_FaultFileNemesis):
 
 
 class SlowDiskNemesis(_FaultFileNemesis):
-    """Every read of one broker's log dirs takes SLOW_READ_DELAY_MS: seed 002's slow leader
+    """Every read of one broker's log dirs takes SLOW_READ_DELAY_MS: design.md#kip-501's slow leader
     (KIP-501: its followers must not be thrown out of the ISR for the leader's slowness)."""
 
     name = "slow"
@@ -852,90 +567,11 @@ class HardKillNemesis(MatrixNemesis):
     hard = True
 
 
-class _EnsembleNemesis(Nemesis):
-    """Members of the run's own ZooKeeper ensemble SIGKILLed (a host crash for ZooKeeper: no
-    clean shutdown) and started again together, on their ports, when the fault ends.
-
-    Each start and stop records ``/controller_epoch`` (None when ZooKeeper does not answer):
-    the checker holds a leader change and a minority loss to no controller election, as
-    Kafka's KafkaController acts only on a new session (its Expire), never on a Disconnected.
-    The start also records whether a running controller holds ``/controller``
-    (``controller_live``): when none does, an election was already owed to an earlier fault.
-    """
-
-    def __init__(self, procs, shared):
-        super().__init__(procs, shared)
-        self.down: list[int] = []  # myids killed and not started again
-
-    def unavailable(self):
-        # Asked before the run's cluster starts, when its ensemble is not made yet: a
-        # LocalCluster's zookeeper_nodes says whether it will be (an attached cluster has none).
-        if getattr(self.procs.cluster, "zookeeper_nodes", 1) < 3:
-            return "needs the run's own ZooKeeper ensemble (replog chaos --zookeeper-nodes 3|5)"
-        return self.procs.restart_unavailable()
-
-    def targets(self, fault: Fault) -> list[int]:
-        ens = self.procs.ensemble()
-        myids = [int(t.removeprefix("zookeeper-")) for t in fault.target]
-        missing = [i for i in myids if i not in ens.members]
-        if missing:
-            raise RuntimeError(f"the ensemble has members {sorted(ens.members)}, not {missing}")
-        return myids
-
-    async def start(self, fault):
-        myids = await asyncio.to_thread(self.targets, fault)
-        leader = await asyncio.to_thread(self.procs.ensemble().leader)
-        epoch, live = await asyncio.to_thread(self.procs.controller_state)  # before the kill
-        for myid in myids:
-            await asyncio.to_thread(self.procs.cluster.kill_zookeeper, myid)
-            self.down.append(myid)
-        ens = self.procs.ensemble()
-        return {"killed": [f"zookeeper-{i}" for i in myids], "leader_before": leader,
-                "quorum_lost": len(ens.members) - len(myids) < ens.quorum,
-                "controller_epoch": epoch, "controller_live": live}
-
-    undone = "started"
-
-    def holds_zookeeper(self) -> bool:
-        return bool(self.down)
-
-    async def undo(self) -> list[str]:
-        myids = sorted(self.down)
-        if myids:
-            # Together: a lost majority serves only once enough of its members run.
-            await asyncio.to_thread(self.procs.cluster.restart_zookeeper, *myids)
-            self.down.clear()
-        return [f"zookeeper-{i}" for i in myids]
-
-    async def stop(self, fault):
-        started = await self.undo()
-        return {self.undone: started,
-                "leader_after": await asyncio.to_thread(self.procs.ensemble().leader),
-                "controller_epoch": await asyncio.to_thread(self.procs.controller_epoch, True)}
-
-
-class ZkLeaderKillNemesis(_EnsembleNemesis):
-    """The ensemble's leader, resolved when the fault starts (the target ``zookeeper``)."""
-
-    name = "zk-leader-kill"
-
-    def targets(self, fault):
-        return [self.procs.zookeeper_leader()]
-
-
-class ZkMinorityNemesis(_EnsembleNemesis):
-    name = "zk-minority"
-
-
-class ZkMajorityNemesis(_EnsembleNemesis):
-    name = "zk-majority"
-
-
 NEMESIS_CLASSES: dict[str, type[Nemesis]] = {
     c.name: c for c in (KillNemesis, BounceNemesis, PauseNemesis, PartitionNemesis,
                         ExpireNemesis, EioNemesis, SlowDiskNemesis, ClockNemesis,
                         Ext4ErrorNemesis,
                         DiskFullNemesis, PreferredElectionNemesis, ReassignNemesis,
                         ShutdownNemesis, CleanBounceNemesis,
-                        HardBounceNemesis, CleanKillNemesis, HardKillNemesis,
-                        ZkLeaderKillNemesis, ZkMinorityNemesis, ZkMajorityNemesis)}
+                        HardBounceNemesis, CleanKillNemesis, HardKillNemesis)}
+# chaos/host_nemesis.py and chaos/zk_nemesis.py add theirs (chaos/runner.py imports both).

@@ -11,7 +11,7 @@ only the cluster's own ports, and the table and groups are removed on heal.
 
 Needs root, the ``nft`` binary and a cgroup v2 hierarchy under /sys/fs/cgroup (nft resolves
 group paths there); ``unavailable()`` says which is missing.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos import checker, host_nemesis  # host_nemesis registers the host nemeses
+# host_nemesis and zk_nemesis register their nemeses into NEMESIS_CLASSES on import
+from chaos import checker, host_nemesis, zk_nemesis  # noqa: F401
 from chaos.attached import AttachedCluster
 from chaos.disk import LoopMountedLogDir
 from chaos.history import History

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 # name -> what it does (printed by `replog chaos --help` and in the schedule).
 NEMESES: dict[str, str] = {
@@ -143,7 +144,7 @@ class Fault:
         return (f"#{self.index:<3} at {self.at_s:7.2f}s  {self.nemesis:<12} "
                 f"{target:<28} for {self.duration_s:5.2f}s")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "target": list(self.target)}
 
 
@@ -220,9 +221,10 @@ def make_schedule(seed: int, duration_s: float, nemeses: tuple[str, ...],
         if nemesis in MID_FAULT:
             # elect draws nothing more, so adding the other admin operations changed no
             # schedule without them.
-            target = (("all",) if nemesis == "elect"
-                      else (f"partition-{rng.randrange(topology.partitions)}",)
-                      if nemesis == "reassign" else (rng.choice([*brokers, "leader"]),))
+            target: tuple[str, ...] = (
+                ("all",) if nemesis == "elect"
+                else (f"partition-{rng.randrange(topology.partitions)}",)
+                if nemesis == "reassign" else (rng.choice([*brokers, "leader"]),))
             if faults and faults[-1].duration_s > 0:
                 prev = faults[-1]  # mid-fault: inside the previous window
                 at = prev.at_s + prev.duration_s * rng.uniform(0.2, 0.8)

@@ -179,7 +179,16 @@ class AdminClient:
         return out
 
     async def live_brokers(self) -> dict[int, BrokerInfo]:
-        return (await self.describe_cluster_metadata()).brokers
+        """The brokers of a Metadata answer. One that lists none (a broker of a cluster still
+        starting, not yet sent the controller's UpdateMetadata) is asked again until
+        default.api.timeout.ms, as Kafka's AdminClient waits for a node assignment; only then
+        is the empty map returned (the callers' "no live broker")."""
+        deadline = time.monotonic() + self.default_api_timeout_ms / 1000
+        while True:
+            brokers = (await self.describe_cluster_metadata()).brokers
+            if brokers or time.monotonic() >= deadline:
+                return brokers
+            await asyncio.sleep(self.retry_backoff_s)
 
     # ------------------------------------------------------------------ controller RPCs
 

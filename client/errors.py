@@ -184,6 +184,12 @@ def from_rpc_error(err: grpc.RpcError, address: str) -> KafkaError:
         return KafkaError(code, details or "")
     if status in _TRANSPORT_STATUSES or status is None:
         return TransportError(address, status, details or "")
+    if status == grpc.StatusCode.INTERNAL:
+        # Without a Kafka code, INTERNAL is grpc.aio's report of a call on a connection that
+        # died under it ("Internal error from Core": a broker halting, SIGKILLed): Kafka's
+        # client sees a NetworkException there, retriable, and finds the new leader. replog's
+        # servers send INTERNAL only with a Kafka code (rpc_status.abort), read above.
+        return TransportError(address, status, details or "")
     if status == grpc.StatusCode.INVALID_ARGUMENT:
         return KafkaError(ErrorCode.INVALID_REQUEST, details or "")
     if status == grpc.StatusCode.UNIMPLEMENTED:

@@ -23,7 +23,10 @@
   NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION,
   KAFKA_STORAGE_ERROR, ... and transport failures) re-enqueue the batch at the head of its
   partition after an exponential backoff (``retry_backoff_ms`` .. ``retry_backoff_max_ms``),
-  refreshing metadata first when the error says the leader moved. A batch gives up when
+  refreshing metadata first when the error says the leader moved. Batches for a broker whose
+  connection broke are held, their retries unspent, until it is connected again or the metadata
+  names a new leader (Kafka's Sender drains only for ready nodes; docs/grpc-errors.md). A batch
+  gives up when
   ``delivery_timeout_ms`` has passed since it was created (Kafka's rule: a failure seen after the
   deadline is reported as that error; a batch still queued at the deadline fails with
   "Expiring N record(s) ..."), or after ``retries`` attempts when that is set.
@@ -47,10 +50,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Self
 
+import grpc
+
 from client.errors import (
     KafkaError,
     KafkaTimeoutError,
     RecordTooLargeError,
+    TransportError,
 )
 from client.metadata import MetadataCache, TopicInfo
 from client.partitioner import DefaultPartitioner
@@ -253,6 +259,13 @@ class Producer:
         self._incomplete: set[_Batch] = set()
         self._in_flight: dict[int, int] = {}  # broker id -> outstanding requests
         self._muted: set[TopicPartition] = set()  # max_in_flight == 1: one batch per partition
+        # Brokers whose connection broke (a transport error): their batches are held, not
+        # sent and not counted as attempts, until the channel is connected again or the
+        # metadata names another leader - Kafka's Sender drains only for nodes that
+        # NetworkClient.ready() says are connected. Without it, retries=3 (replog produce's
+        # default) were spent in a second on a dead broker while the controller had not yet
+        # moved its partitions, and the records failed.
+        self._disconnected: set[int] = set()
         self._buffered = 0
         self._buffer_freed: asyncio.Event | None = None
         self._wakeup: asyncio.Event | None = None
@@ -545,6 +558,12 @@ class Producer:
                 soonest = min(soonest, now + self.retry_backoff_s, expiry)
                 continue
             bid = leader.id
+            if bid in self._disconnected and not self._reconnected(bid, leader.address):
+                # held for the broker's return or a new leader; the metadata is asked again
+                # meanwhile, and the batch still expires at its delivery timeout
+                missing_leader = True
+                soonest = min(soonest, now + self.retry_backoff_max_s, expiry)
+                continue
             if self._in_flight.get(bid, 0) >= self.max_in_flight:
                 # A completing request wakes the sender (new batches do not: _wake_for); the
                 # batch's expiry stays a deadline, should the requests in flight hang.
@@ -606,6 +625,9 @@ class Producer:
                     resp = await call(self.pool.broker(address).Produce, req, address,
                                       timeout_s)
             except KafkaError as e:
+                if isinstance(e, TransportError) and \
+                        e.status != grpc.StatusCode.DEADLINE_EXCEEDED:
+                    self._disconnected.add(broker_id)  # the connection is gone: hold
                 for b in batches:
                     self._on_error(b, e)
                 return
@@ -636,6 +658,18 @@ class Producer:
             for b in batches:
                 self._muted.discard(b.tp)
             self._wake()
+
+    def _reconnected(self, broker_id: int, address: str) -> bool:
+        """Whether a broker whose connection broke is connected again (asking gRPC to
+        connect: an idle channel starts connecting, with its backoff capped at 1 s)."""
+        try:
+            state = self.pool.channel(address).get_state(try_to_connect=True)
+        except Exception:  # noqa: BLE001 - a channel that cannot say: send, and learn
+            state = grpc.ChannelConnectivity.READY
+        if state == grpc.ChannelConnectivity.READY:
+            self._disconnected.discard(broker_id)
+            return True
+        return False
 
     def _leader_epoch(self, tp: TopicPartition) -> int:
         p = self.metadata.partition(tp.topic, tp.partition)

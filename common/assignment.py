@@ -17,8 +17,9 @@ same start index and shift):
   its rack has one, or while some broker has none and it has one; so with RF <= #racks every
   replica lands in a different rack.
 
-Complete for C2. Adding partitions to an existing topic goes through `start_partition` (Kafka's
-startPartitionId) and a fixed start index: controller/create_partitions.py.
+Complete for design.md#cluster-core. Adding partitions to an existing topic goes through
+`start_partition` (Kafka's startPartitionId) and a fixed start index:
+controller/create_partitions.py.
 """
 
 from __future__ import annotations

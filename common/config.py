@@ -62,6 +62,17 @@ def _super_users(text: str) -> str:
     return text.strip()
 
 
+def _ip_counts(text: str) -> dict[str, int]:
+    """host:count,host:count (max.connections.per.ip.overrides)."""
+    out = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or int(count) < 0:
+            raise ValueError(f"{item!r} is not host:count")
+        out[host.strip()] = int(count)
+    return out
+
+
 def _choice(*options: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         for o in options:
@@ -77,10 +88,13 @@ class Key:
     parse: Callable[[str], Any]
     default: Any
     doc: str
+    # A secret (Kafka's ConfigDef.Type.PASSWORD): DescribeConfigs answers it with value null
+    # and is_sensitive true, synonyms included, whoever asks (KafkaConfig.maybeSensitive).
+    sensitive: bool = False
 
 
-def _k(name: str, parse, default, doc: str) -> Key:
-    return Key(name, parse, default, doc)
+def _k(name: str, parse, default, doc: str, sensitive: bool = False) -> Key:
+    return Key(name, parse, default, doc, sensitive)
 
 
 # One table for the broker, the controller and the local cluster. Where replog adds a key it is
@@ -105,12 +119,17 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "SSL listeners: whether clients must present a certificate (mutual TLS)"),
     _k("ssl.keystore.type", _choice("PEM"), "PEM", "PEM only (KIP-651)"),
     _k("ssl.keystore.location", _str, None, "PEM file: private key and certificate chain"),
-    _k("ssl.keystore.certificate.chain", _str, None, "inline PEM certificate chain"),
-    _k("ssl.keystore.key", _str, None, "inline PEM private key"),
-    _k("ssl.key.password", _str, None, "password of an encrypted PEM private key"),
+    # Kafka types the inline PEM forms and the key password PASSWORD (SslConfigs, KIP-651):
+    # the private key is the broker's identity, a super user over mTLS.
+    _k("ssl.keystore.certificate.chain", _str, None, "inline PEM certificate chain",
+       sensitive=True),
+    _k("ssl.keystore.key", _str, None, "inline PEM private key", sensitive=True),
+    _k("ssl.key.password", _str, None, "password of an encrypted PEM private key",
+       sensitive=True),
     _k("ssl.truststore.type", _choice("PEM"), "PEM", "PEM only (KIP-651)"),
     _k("ssl.truststore.location", _str, None, "PEM file of trusted CA certificates"),
-    _k("ssl.truststore.certificates", _str, None, "inline PEM trusted certificates"),
+    _k("ssl.truststore.certificates", _str, None, "inline PEM trusted certificates",
+       sensitive=True),
     _k("ssl.principal.mapping.rules", parse_mapping_rules, "DEFAULT",
        "KIP-371: RULE:pattern/replacement/[LU],...,DEFAULT - certificate DN to principal name"),
     _k("ssl.endpoint.identification.algorithm", _choice("https"), "https",
@@ -120,6 +139,19 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "(default KAFKA; broker/kafka_listener.py)"),
     _k("socket.request.max.bytes", _int(1), 104857600,
        "largest request a Kafka-protocol listener accepts; a larger one closes its connection"),
+    # Issue 42: the Kafka listener's connection bounds (broker/kafka_connections.py)
+    _k("connections.max.idle.ms", _int(-1), 600000,
+       "a Kafka-protocol connection that sends no request for this long is closed (-1: never)"),
+    _k("max.connections.per.ip", _int(0), 2147483647,
+       "Kafka-protocol connections allowed from one address; more are closed at once"),
+    _k("max.connections.per.ip.overrides", _ip_counts, {},
+       "host:count,...: per-address exceptions to max.connections.per.ip"),
+    _k("queued.max.request.bytes", _int(-1), -1,
+       "bytes of Kafka-protocol requests read or served at once per listener; past it no "
+       "further request is read until some is done (-1: no bound)"),
+    _k("socket.request.read.timeout.ms", _int(1), 60000,
+       "replog: a Kafka-protocol request's bytes must arrive within this time of its size, "
+       "else the connection is closed (a large size followed by a trickle)"),
     _k("inter.broker.listener.name", _str, None,
        "listener for replication and controller->broker requests (default PLAINTEXT, or the "
        "first advertised listener when none is named PLAINTEXT)"),
@@ -135,7 +167,8 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "create znodes with ACLs: creator-all, world-read except sensitive paths (needs "
        "ZooKeeper credentials)"),
     _k("zookeeper.auth.digest", _str, None,
-       "replog: ZooKeeper digest credentials user:password (Kafka uses a JAAS file)"),
+       "replog: ZooKeeper digest credentials user:password (Kafka uses a JAAS file); "
+       "whoever holds them writes /kafka-acl and /controller", sensitive=True),
     _k("zookeeper.auth.digest.file", _str, None,
        "replog: a file holding the ZooKeeper digest credentials user:password"),
     # Authorization (common/security/authorizer.py): Kafka's AclAuthorizer on ZooKeeper.
@@ -223,6 +256,33 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "replog, tests only: the controller SIGKILLs itself after applying a "
        "/restart_partitions entry and before deleting it (seed 003: processing is at least once)"),
 ]}
+
+
+# Kafka's PASSWORD-type keys that replog's static schema does not declare but accepts on a
+# BROKER resource (common/dynamic_config.py's ACCEPTED_WITHOUT_EFFECT), so that their dynamic
+# /config/brokers values are masked too. With KEYS' ``sensitive`` marks this is the one list of
+# secrets: DescribeConfigs (both front-ends) and the CLI read ``is_sensitive``.
+OTHER_SENSITIVE_KEYS = frozenset({
+    "ssl.keystore.password", "ssl.truststore.password", "sasl.jaas.config",
+    "sasl.oauthbearer.jwks.endpoint.url.password", "password.encoder.secret",
+    "password.encoder.old.secret", "delegation.token.secret.key",
+    "delegation.token.master.key",
+})
+
+
+def is_sensitive(name: str) -> bool:
+    """Whether DescribeConfigs must hide ``name``'s value: a key marked sensitive in the schema
+    or a Kafka PASSWORD key, also under a listener prefix (``listener.name.<l>.ssl.key.password``,
+    ``listener.name.<l>.<mechanism>.sasl.jaas.config``), and any ``*.password``."""
+    base = name
+    if base.startswith("listener.name."):
+        base = base[len("listener.name."):].partition(".")[2]
+        if base.endswith(".sasl.jaas.config"):
+            base = "sasl.jaas.config"
+    if base.endswith(".password") or base in OTHER_SENSITIVE_KEYS:
+        return True
+    spec = KEYS.get(base)
+    return spec is not None and spec.sensitive
 
 
 def key_spec(key: str) -> Key | None:

@@ -79,7 +79,8 @@ class LeaderAndIsrPartitionState:
     partition_epoch: int
     replicas: tuple[int, ...]
     # LeaderAndIsr's isNew: create the replica's log even while a log dir is offline (a new
-    # replica, or one restarted after a log-dir failure: seed 003 / partition_state.missing_log)
+    # replica, or one restarted after a log-dir failure: design.md#jbod /
+    # partition_state.missing_log)
     is_new: bool = False
     leader_recovery_state: int = 0
     # KIP-966's ELR in the state written: the leader's HW stays frozen while it is not empty

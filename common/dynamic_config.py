@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
-from common.config import KEYS, Config
+from common.config import KEYS, Config, is_sensitive
 from common.errors import ConfigError, ErrorCode, ReplogError
 from common.min_isr import effective_min_isr  # noqa: F401 (re-exported: the resolver's rule)
 from common.names import ascii_digits
@@ -222,14 +222,14 @@ ACCEPTED_WITHOUT_EFFECT: Mapping[str, Callable[[str], None]] = {
     "metric.reporters": _any,
     # LogCleaner
     "log.cleaner.threads": _long(0, INT_MAX, "INT"), "log.cleaner.dedupe.buffer.size": _long(0),
-    "log.cleaner.io.buffer.load.factor": _double(), "log.cleaner.io.buffer.size": _long(0, INT_MAX, "INT"),
+    "log.cleaner.io.buffer.load.factor": _double(), "log.cleaner.io.buffer.size": _long(0, INT_MAX, "INT"),  # noqa: E501
     "log.cleaner.io.max.bytes.per.second": _double(), "log.cleaner.backoff.ms": _long(0),
     # DynamicLogConfig: the broker synonyms of the topic configs (ServerTopicConfigSynonyms)
     "log.segment.bytes": _long(14, INT_MAX, "INT"), "log.roll.ms": _long(1),
     "log.roll.jitter.ms": _long(0), "log.index.size.max.bytes": _long(4, INT_MAX, "INT"),
     "log.flush.interval.messages": _long(1), "log.flush.interval.ms": _long(0),
     "log.retention.bytes": _long(-LONG_MAX - 1), "log.retention.ms": _long(-1),
-    "message.max.bytes": _long(0, INT_MAX, "INT"), "log.index.interval.bytes": _long(0, INT_MAX, "INT"),
+    "message.max.bytes": _long(0, INT_MAX, "INT"), "log.index.interval.bytes": _long(0, INT_MAX, "INT"),  # noqa: E501
     "log.cleaner.delete.retention.ms": _long(0), "log.cleaner.min.compaction.lag.ms": _long(0),
     "log.cleaner.max.compaction.lag.ms": _long(1), "log.segment.delete.delay.ms": _long(0),
     "log.cleaner.min.cleanable.ratio": _double(0.0, 1.0),
@@ -444,9 +444,23 @@ def _broker_synonyms(key: str, per_broker: Mapping[str, str], default: Mapping[s
     return out
 
 
+def hidden(name: str) -> bool:
+    """Whether a described value is withheld: a secret of the schema (``is_sensitive``), or a
+    name of no known type - a value written around the checks may hold anything (Kafka's
+    ``KafkaConfig.maybeSensitive``: an unknown type is sensitive)."""
+    return is_sensitive(name) or not (
+        name in KEYS or name in ACCEPTED_WITHOUT_EFFECT or name in TOPIC_KEYS
+        or name in BROKER_DYNAMIC_CONFIGS or is_dynamic_broker_config(name))
+
+
 def _entry(name: str, synonyms: list[Synonym], read_only: bool = False) -> ConfigEntry | None:
+    """The described entry; a secret's value is null in it and in every synonym, whatever its
+    source (Kafka's DescribeConfigs answers PASSWORD configs ``value=null, isSensitive=true``)."""
     if not synonyms:
         return None
+    if hidden(name):
+        synonyms = [Synonym(s.name, None, s.source) for s in synonyms]
+        return ConfigEntry(name, None, synonyms[0].source, read_only, True, tuple(synonyms))
     top = synonyms[0]
     return ConfigEntry(name, top.value, top.source, read_only, False, tuple(synonyms))
 
@@ -504,10 +518,10 @@ def describe_broker(per_broker: Mapping[str, str] | None, default: Mapping[str, 
     out = []
     if per_broker is None:
         for name in _wanted(default, keys):
-            out.append(ConfigEntry(name, default[name],
-                                   ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, synonyms=(
-                                       Synonym(name, default[name],
-                                               ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),)))
+            e = _entry(name, [Synonym(name, default[name],
+                                      ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)])
+            if e is not None:
+                out.append(e)
         return out
     for name in _wanted(set(KEYS) | set(per_broker) | set(default), keys):
         e = _entry(name, _broker_synonyms(name, per_broker, default, static),

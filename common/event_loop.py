@@ -2,7 +2,7 @@
 
 uvloop (libuv, in Cython) is the loop asyncio servers commonly run on in production
 (uvicorn, for one). Its call_soon, futures' callbacks and call_soon_threadsafe -- the
-executor hand-off every log append and read takes (seed 002) -- cost a fraction of the pure
+executor hand-off every log append and read takes (design.md#kip-501) -- cost a fraction of the pure
 Python loop's. grpc.aio runs on it unchanged. REPLOG_EVENT_LOOP=asyncio picks the standard
 loop instead (for comparison, or where uvloop is not installed).
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from common.grpc_limits import server_interceptors
 from common.grpc_options import DEFAULT_MAX_REQUEST_BYTES, server_options
 from common.listeners import EndPoint, listener_config
 
@@ -29,7 +30,8 @@ def bind_listeners(listeners: tuple[EndPoint, ...],
                    config: Mapping[str, Any] | None = None) -> list[ListenerServer]:
     """A server bound to each listener's address, not started: the caller adds its services
     (one servicer per listener) and then starts them. Without ``config`` every listener is
-    plaintext. Every server refuses a request larger than ``socket.request.max.bytes``."""
+    plaintext. Every server refuses a request larger than ``socket.request.max.bytes``, and a
+non-data request too large or with too many elements for its method (common/grpc_limits.py)."""
     lc = listener_config(config) if config is not None else None
     max_request = (config or {}).get("socket.request.max.bytes", DEFAULT_MAX_REQUEST_BYTES)
     out = []
@@ -43,10 +45,12 @@ def bind_listeners(listeners: tuple[EndPoint, ...],
             settings = SslSettings.from_properties(config, listener.listener)
             # a certificate no ssl.principal.mapping.rules rule matches is refused
             server = grpc.aio.server(options=server_options(max_request),
-                                     interceptors=ssl_server_interceptors(settings))
+                                     interceptors=[*ssl_server_interceptors(settings),
+                                                   *server_interceptors()])
             port = server.add_secure_port(listener.address, grpc_server_credentials(settings))
         else:
-            server = grpc.aio.server(options=server_options(max_request))
+            server = grpc.aio.server(options=server_options(max_request),
+                                     interceptors=server_interceptors())
             port = server.add_insecure_port(listener.address)
         if port == 0:
             raise OSError(f"cannot listen on {listener}")

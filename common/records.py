@@ -24,7 +24,7 @@ headers (key length, key (UTF-8), value length, value). Varints are zigzag-encod
 
 The CRC deliberately excludes baseOffset and partitionLeaderEpoch, so a broker assigns offsets
 and stamps the leader epoch by rewriting the first 16 bytes without recomputing the checksum.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ Kafka's ZooKeeper-era layout (KafkaZkClient / ZkData), versioned JSON:
     /config/brokers/<id> | <default>         {"version":1,"config":{...}}  (dynamic configs)
     /config/changes/config_change_<seq>      {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>
-    /admin/reassign_partitions               (seed 004 / Kafka's JSON)
+    /admin/reassign_partitions               (design.md#reassignment / Kafka's JSON)
     /admin/preferred_replica_election
-    /restart_partitions/restart-<seq>        (seed 003)
+    /restart_partitions/restart-<seq>        (design.md#jbod)
 
 Choices replog makes where Kafka's layout has no answer:
 
@@ -310,7 +310,7 @@ class BrokerRegistration:
 
     @property
     def offline_log_dirs(self) -> tuple[str, ...]:
-        """The dirs this broker has taken offline (seed 003 / KIP-112), as registered."""
+        """The dirs this broker has taken offline (design.md#jbod / KIP-112), as registered."""
         return tuple(d.path for d in self.log_dirs if not d.online)
 
 
@@ -325,7 +325,7 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
         "rack": reg.rack, "features": {},
         "log_dirs": [{"path": d.path, "directory_id": d.directory_id, "online": d.online}
                      for d in reg.log_dirs],
-        # Seed 003: the dirs taken offline, also as a list for operators and tools; the
+        # design.md#jbod: the dirs taken offline, also as a list for operators and tools; the
         # broker rewrites its registration when one goes offline.
         "offline_log_dirs": list(reg.offline_log_dirs),
         "clean_shutdown": reg.clean_shutdown, "metrics_url": reg.metrics_url,
@@ -338,7 +338,7 @@ def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistr
 
 def _decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerRegistration:
     o = _loads(data, broker_path(broker_id))
-    # absent in registrations before seed 003
+    # absent in registrations before design.md#jbod
     offline = set(_strs(o.get("offline_log_dirs") or [], "offline_log_dirs"))
     endpoints = _endpoints(o.get("endpoints"))
     if o.get("host") is None and endpoints:
@@ -527,9 +527,10 @@ def config_change_seq(node: str) -> int | None:
 # ----------------------------------------------------------------------------- reassignment
 
 def encode_reassignment(entries) -> bytes:
-    """/admin/reassign_partitions in Kafka's format (seed 004; kafka-reassign-partitions'
-    --reassignment-json-file): {"version":1,"partitions":[{"topic":..,"partition":..,
-    "replicas":[..]}]}. `entries`: (topic, partition, replicas) triples."""
+    """/admin/reassign_partitions in Kafka's format (design.md#reassignment;
+    kafka-reassign-partitions' --reassignment-json-file):
+    {"version":1,"partitions":[{"topic":..,"partition":.., "replicas":[..]}]}. `entries`: (topic,
+    partition, replicas) triples."""
     return _dumps({"version": 1, "partitions": [
         {"topic": t, "partition": p, "replicas": list(r)} for t, p, r in sorted(
             entries, key=lambda e: (e[0], e[1]))]})
@@ -572,20 +573,20 @@ def decode_reassignment(data: bytes) -> list[tuple[str, int, list[int]]]:
     return out
 
 
-# ---------------------------------------------------------------- /restart_partitions (C5)
+# ------------------------------------------------------------- /restart_partitions (design.md#jbod)
 
 RESTART_ENTRY_PREFIX = "restart-"
 
 
 @dataclass(frozen=True)
 class RestartEntry:
-    """One /restart_partitions/restart-<seq> entry (seed 003 step 2.4): broker `broker` lost
+    """One /restart_partitions/restart-<seq> entry (design.md#jbod-step-2-4): broker `broker` lost
     its replicas of `partitions` (sorted (topic, partition) pairs) with log dir `log_dir`.
 
-    Seed 003's open question 3 (brokers writing one znode at once, the controller removing what
-    it handled) is settled as ZooKeeper's Queue recipe: each report is its own persistent
-    sequential child, so brokers never contend; the controller handles each child on its event
-    queue and deletes it afterwards. Processing is at least once, so it is idempotent (the
+    design.md#jbod-open-questions (open question 3) (brokers writing one znode at once, the
+    controller removing what it handled) is settled as ZooKeeper's Queue recipe: each report is its
+    own persistent sequential child, so brokers never contend; the controller handles each child on
+    its event queue and deletes it afterwards. Processing is at least once, so it is idempotent (the
     controller's `decisions.restarts`). `broker_epoch` names the broker incarnation that lost
     them (the czxid of its registration, KIP-380), for the event log and diagnosis.
 
@@ -624,7 +625,7 @@ def restart_entry_path(name: str) -> str:
 
 def encode_restart_entry(e: RestartEntry) -> bytes:
     """The SPEC's JSON: {"version":1,"broker":1,"log_dir":"/d1","broker_epoch":N,
-    "partitions":[{"topic":"t","partitions":[1,2,3],"partition_epochs":[4,4,9]}]} (seed 003's
+    "partitions":[{"topic":"t","partitions":[1,2,3],"partition_epochs":[4,4,9]}]} (design.md#jbod's
     format, grouped by topic). "partition_epochs" is new with the fence and optional: a
     controller before it ignores the key (JSON readers skip what they do not know), so the
     version stays 1 and brokers and controllers can be upgraded in any order."""

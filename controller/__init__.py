@@ -18,5 +18,5 @@ Thin shell:
     metrics.py         Prometheus metrics
     server.py          `run(config) -> int`: the process
 
-Partial (later capabilities): ELR and unclean recovery (C7).
+Partial (later capabilities): ELR and unclean recovery (design.md#kip-966).
 """

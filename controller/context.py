@@ -13,8 +13,9 @@ What it holds, and where each part comes from:
 - topics queued for deletion (/admin/delete_topics);
 - reassignments: the adding/removing replicas of /brokers/topics/<t> (KIP-455) are part of
   the assignments; /admin/reassign_partitions is mirrored in `admin_reassignments`;
-- seed 002's relinquish cool-down: partition -> (broker that gave up leadership, until when);
-- KIP-966 (C7): the cluster's ELR settings (`elr`, controller/elr.py), from which with the
+- design.md#kip-501's relinquish cool-down: partition -> (broker that gave up leadership, until
+  when);
+- design.md#kip-966: the cluster's ELR settings (`elr`, controller/elr.py), from which with the
   topic overrides come each partition's effective min ISR and unclean recovery strategy.
 
 Facts (a broker registered or vanished, a topic appeared) are recorded here directly by the
@@ -57,10 +58,10 @@ class ControllerContext:
     epoch: int = 0
     epoch_zk_version: int = -1
     unclean_leader_election_default: bool = False
-    # seed 002: how long a broker that relinquished leadership of a partition is skipped by
+    # design.md#kip-501: how long a broker that relinquished leadership of a partition is skipped by
     # preferred elections (ms). See the seed-002 rule in controller/decisions.
     relinquish_cooldown_ms: int = 300_000
-    # KIP-966 (seed 001, C7): eligible.leader.replicas.enable and the settings it brings
+    # design.md#kip-966: eligible.leader.replicas.enable and the settings it brings
     elr: ElrConfig = field(default_factory=ElrConfig)
     live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
@@ -71,8 +72,8 @@ class ControllerContext:
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
     relinquished: dict[TopicPartition, tuple[int, float]] = field(default_factory=dict)
-    # /admin/reassign_partitions as this controller last read or wrote it (seed 004): the
-    # targets a tool asked for; step 7 removes a partition's entry once its move is done
+    # /admin/reassign_partitions as this controller last read or wrote it (design.md#reassignment):
+    # the targets a tool asked for; step 7 removes a partition's entry once its move is done
     admin_reassignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     partition_sm: StateMachine = field(default_factory=partition_state_machine)
     replica_sm: StateMachine = field(default_factory=replica_state_machine)

@@ -34,7 +34,7 @@ Test-only kill hooks (`KillHooks`, injected; built from the config by default): 
 reassignment step N's effects of some partition are carried out - a real kill at a named step
 boundary, so a test can show the next controller resumes from whatever ZooKeeper holds.
 `replog.test.kill.after.restart.entry` does the same after a /restart_partitions entry is
-applied and before it is deleted (seed 003's at-least-once processing).
+applied and before it is deleted (design.md#jbod's at-least-once processing).
 
 Left out: the /admin/preferred_replica_election znode (ElectLeaders replaces it), and Kafka's
 partition-modification watch on /brokers/topics/<t> (partitions are added through the
@@ -86,8 +86,9 @@ KILL_AFTER_RESTART_KEY = "replog.test.kill.after.restart.entry"
 @dataclass(frozen=True)
 class KillHooks:
     """Where a test may have the controller SIGKILL itself: after the effects of one
-    reassignment step (C6 acceptance), or after a /restart_partitions entry is applied and
-    before it is deleted (seed 003). Off unless a test sets the replog.test.* configs."""
+    reassignment step (design.md#reassignment acceptance), or after a /restart_partitions entry is
+    applied and before it is deleted (design.md#jbod). Off unless a test sets the replog.test.*
+    configs."""
 
     at_reassignment_step: int | None = None
     after_restart_entry: bool = False
@@ -503,8 +504,8 @@ class Controller:
     async def _kill_for_test(self, why: str, deliveries: list[Delivery]) -> None:
         """A kill hook fired: SIGKILL once this event's requests have reached their brokers
         (or failed), so the next controller meets exactly what this one left - ZooKeeper's
-        state *and* the brokers' (seed 004 case 3: step 4's UpdateMetadata delivered, step 5
-        not begun). Without the wait the kill raced the channel and the brokers rarely saw
+        state *and* the brokers' (design.md#reassignment-case-3: step 4's UpdateMetadata delivered,
+        step 5 not begun). Without the wait the kill raced the channel and the brokers rarely saw
         it."""
         if deliveries:
             await asyncio.wait([d.done for d in deliveries], timeout=10)

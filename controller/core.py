@@ -25,17 +25,17 @@ refused ones" reads top to bottom; `step` drives it to its next store effect.
 
 Status: complete for topic creation and deletion, adding partitions (CreatePartitions), broker
 lifecycle, controlled shutdown, AlterPartition, ElectLeaders, the automatic preferred-leader
-check, reassignment (C6, seed 004's seven steps: `_on_partition_reassignment`,
-`_complete_reassignment`) and /restart_partitions (C5, seed 003: `_restart_partitions_change`)
-and KIP-966's Unclean Recovery Manager (C7: `_recoveries`, run after every event's handler -
-decisions/recovery.py).
+check, reassignment (design.md#reassignment's seven steps: `_on_partition_reassignment`,
+`_complete_reassignment`) and /restart_partitions (design.md#jbod: `_restart_partitions_change`)
+and KIP-966's Unclean Recovery Manager (design.md#kip-966: `_recoveries`, run after every event's
+handler - decisions/recovery.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from common.assignment import BrokerMetadata
@@ -86,7 +86,7 @@ class ControllerCore:
         self._waiting_for: effects.Effect | None = None
         # Moves whose TRS this event's writes put in the ISR (_moves_at_target)
         self._targets_reached: set[TopicPartition] = set()
-        self._handlers = {
+        self._handlers: dict[type[events.Event], Callable[[Any], Handler]] = {
             events.Activate: self._activate,
             events.BrokerChange: self._broker_change,
             events.BrokerModification: self._broker_modification,
@@ -177,7 +177,7 @@ class ControllerCore:
         else:
             decisions.apply(ctx, d)
         self._targets_reached.update(decisions.targets_reached(ctx, d, failed))
-        for e in d.refused:  # C6: refused by the transition tables, never applied
+        for e in d.refused:  # design.md#c6: refused by the transition tables, never applied
             yield self._emit(emitted.InvalidStateTransition(
                 kind=e.kind, key=str(e.what), current=str(e.current), target=str(e.target),
                 message=str(e)))
@@ -220,6 +220,7 @@ class ControllerCore:
                 isr=list(s.isr) if s else [], partition_epoch=s.partition_epoch if s else -1))
         for w in d.isr_changes():
             if w.tp not in failed:
+                assert w.old is not None  # isr_changes() holds changes of existing states
                 yield self._emit(emitted.IsrChange(
                     partition=str(w.tp), leader=w.new.leader, leader_epoch=w.new.leader_epoch,
                     old_isr=list(w.old.isr), new_isr=list(w.new.isr),
@@ -334,7 +335,7 @@ class ControllerCore:
         if before.get("min.insync.replicas") != cfg.get("min.insync.replicas"):
             yield self._emit(emitted.MinIsrDefaultChanged(
                 old=before.get("min.insync.replicas"), new=cfg.get("min.insync.replicas")))
-            # KIP-966: ELRs the new value leaves unneeded are cleared (finding D)
+            # KIP-966: ELRs the new value leaves unneeded are cleared (design.md#sim-finding-d)
             yield from self._execute(ev.now_ms, decisions.on_min_isr_changed(self.ctx))
 
     def _timer_fired(self, ev: events.TimerFired) -> Handler:
@@ -388,7 +389,7 @@ class ControllerCore:
 
     def _leader_and_isr_response(self, ev: events.LeaderAndIsrResponse) -> Handler:
         """Partitions a broker refused in LeaderAndIsr. Kafka's ZooKeeper controller answers
-        KAFKA_STORAGE_ERROR here with onReplicasBecomeOffline; in seed 003's design the broker
+        KAFKA_STORAGE_ERROR here with onReplicasBecomeOffline; in design.md#jbod's design the broker
         itself writes a /restart_partitions entry for a replica its failed dir lost (and for
         one it cannot create), and that entry is what re-elects - acting here as well would
         elect twice. Other codes (a stale epoch, an unknown topic) answer a request a newer one
@@ -472,8 +473,8 @@ class ControllerCore:
         (onNewPartitionCreation: New -> Online, LeaderAndIsr with is_new, UpdateMetadata).
         Being this controller's own event, the check cannot race a reassignment's znode writes
         (ZkAdminManager's reason for REASSIGNMENT_IN_PROGRESS) or a deletion starting. A
-        controller that dies after the znode write leaves partitions without state: the next one's failover initializes them
-        (ControllerContext.reset_states makes them New)."""
+        controller that dies after the znode write leaves partitions without state: the next
+        one's failover initializes them (ControllerContext.reset_states makes them New)."""
         ctx = self.ctx
         names = [t.name for t in ev.topics]
         dups = {n for n in names if names.count(n) > 1}
@@ -545,10 +546,10 @@ class ControllerCore:
         self.isr_rejoins.observe(ctx, d, failed)
         for tp, o in d.outcomes.items():
             if o.error == ErrorCode.NEW_LEADER_ELECTED and tp not in failed:
-                s = ctx.leadership[tp]
+                new = ctx.leadership[tp]
                 yield self._emit(emitted.LeadershipRelinquished(
-                    partition=str(tp), broker=ev.broker_id, new_leader=s.leader,
-                    leader_epoch=s.leader_epoch))
+                    partition=str(tp), broker=ev.broker_id, new_leader=new.leader,
+                    leader_epoch=new.leader_epoch))
         moving = [item.tp for item in ev.items if item.tp not in failed
                   and ctx.has_partition(item.tp)
                   and decisions.replica_assignment(ctx, item.tp).being_reassigned]
@@ -566,7 +567,7 @@ class ControllerCore:
                     tp, item.topic_id, code, s.leader, s.leader_epoch, tuple(s.isr),
                     s.leader_recovery_state, s.partition_epoch, tuple(s.elr)))
         yield effects.Reply(ev.request_id, answers)
-        # Seed 004 step 3: an ISR change is what a waiting move waits for.
+        # design.md#reassignment-step-3: an ISR change is what a waiting move waits for.
         for tp in moving:
             if decisions.reassignment_complete(ctx, tp):
                 yield from self._complete_reassignment(ev.now_ms, tp)
@@ -605,7 +606,7 @@ class ControllerCore:
             return
         yield effects.Reply(ev.request_id, list(results.values()), await_deliveries=True)
 
-    # ================================================================== reassignment (C6)
+    # ======================================================== reassignment (design.md#reassignment)
 
     def _step(self, tp: TopicPartition, step: int, **fields: Any) -> effects.Emit:
         """Event-log record of a finished step (and the test-only step hook's boundary:
@@ -619,8 +620,8 @@ class ControllerCore:
             errors={str(tp): f"{o.error.name}: {o.message}" for tp, o in sorted(errors.items())}))
 
     def _reassignment_change(self, ev: events.ReassignmentChange) -> Handler:
-        """Seed 004's PartitionReassignedListener: /admin/reassign_partitions was written.
-        Entries this controller already drives are left alone; new ones are validated as
+        """design.md#reassignment's PartitionReassignedListener: /admin/reassign_partitions was
+        written. Entries this controller already drives are left alone; new ones are validated as
         one request - any invalid entry rejects every new one (they are removed from the
         znode, nothing starts) - and started."""
         ctx = self.ctx
@@ -647,8 +648,8 @@ class ControllerCore:
             yield from self._on_partition_reassignment(ev.now_ms, tp, planned[tp], "zookeeper")
 
     def _alter_reassignments(self, ev: events.AlterReassignments) -> Handler:
-        """AlterPartitionReassignments (KIP-455): validated whole (seed 004), answered once
-        every move has started (its step 1 and 2 written); completion is asynchronous."""
+        """AlterPartitionReassignments (KIP-455): validated whole (design.md#reassignment), answered
+        once every move has started (its step 1 and 2 written); completion is asynchronous."""
         planned, errors = decisions.plan_reassignments(self.ctx, ev.items)
         if errors:
             yield self._rejected("rpc", errors)
@@ -685,8 +686,8 @@ class ControllerCore:
 
     def _resume_reassignments(self, now_ms: float, admin: effects.AdminReassignments | None
                               ) -> Handler:
-        """A new controller resumes every move from what ZooKeeper holds (seed 004's failure
-        cases, decisions/reassignment.py): moves in the topic znodes first (KIP-455), then
+        """A new controller resumes every move from what ZooKeeper holds (design.md#reassignment's
+        failure cases, decisions/reassignment.py): moves in the topic znodes first (KIP-455), then
         the admin path's entries - clearing those already complete (case 5)."""
         ctx = self.ctx
         moves = {tp: decisions.replica_assignment(ctx, tp) for tp in ctx.reassigning_partitions()
@@ -752,7 +753,8 @@ class ControllerCore:
         if decisions.reassignment_complete(ctx, tp):
             yield from self._complete_reassignment(now_ms, tp)
 
-    def _partition_step(self, now_ms: float, tp: TopicPartition, decide) -> Handler:
+    def _partition_step(self, now_ms: float, tp: TopicPartition,
+                        decide: Callable[[], decisions.Decision]) -> Handler:
         """One step's partition-state write; a refused write (another writer moved the
         znode) is decided again on the re-read state, a bounded number of times. Returns
         the decision whose write went through, or None."""
@@ -840,7 +842,7 @@ class ControllerCore:
         yield from self._apply_restart_entries(ev.now_ms)
 
     def _apply_restart_entries(self, now_ms: float) -> Handler:
-        """Seed 003's /restart_partitions listener, as a queue: each entry in sequence order
+        """design.md#jbod's /restart_partitions listener, as a queue: each entry in sequence order
         is applied (`decisions.restarts`), then deleted. At least once: a controller that
         dies in between leaves the entry to the next one, which applies it again to the same
         end state. An entry whose writes stay refused is kept for the next change or
@@ -877,7 +879,7 @@ class ControllerCore:
                                        [tp for tp in tps if str(tp) not in skipped])
             yield effects.DeleteRestartEntry(name, ctx.epoch_zk_version)
 
-    # ================================================================== unclean recovery (C7)
+    # ========================================================= unclean recovery (design.md#kip-966)
 
     def _replica_log_info_response(self, ev: events.ReplicaLogInfoResponse) -> Handler:
         if ev.answers is None:
@@ -890,8 +892,8 @@ class ControllerCore:
         """KIP-966's Unclean Recovery Manager, after every event: drop the tasks whose
         partition no longer needs them, elect the ones that may choose, ask what is still to
         be asked (one GetReplicaLogInfo per broker), and set the timer for the next wait that
-        ends. Seed 001: "the controller elects the replica with the highest leader epoch and
-        the longest log end offset"."""
+        ends. design.md#kip-966: "the controller elects the replica with the highest leader epoch
+        and the longest log end offset"."""
         urm, ctx, now = self.urm, self.ctx, now_ms  # the event's time
         if not urm.tasks:
             return

@@ -9,8 +9,9 @@ a decision are only produced once the write's outcome has come back.
 
 Store effects carry the controller-epoch version their writes are conditional on (a deposed
 controller's writes fail as a whole: the shell then throws the core away). Request effects
-carry the requests as plain values, already built (request_batch.py, common/controller_requests.py; the channel
-turns them into protobuf at the wire); broker answers come back as
+carry the requests as plain values, already built (request_batch.py,
+common/controller_requests.py; the channel turns them into protobuf at the wire); broker answers
+come back as
 events (`events.StopReplicaResponse`). Timers come back as `events.TimerFired`.
 """
 
@@ -50,8 +51,8 @@ class ClusterSnapshot:
 
 @dataclass(frozen=True)
 class AdminReassignments:
-    """/admin/reassign_partitions (seed 004): the targets asked for, or why the document
-    could not be read (it is then rejected whole)."""
+    """/admin/reassign_partitions (design.md#reassignment): the targets asked for, or why the
+    document could not be read (it is then rejected whole)."""
 
     entries: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     error: str | None = None
@@ -187,7 +188,7 @@ class WriteAdminReassignments(Effect):
 
 @dataclass(frozen=True)
 class DeleteRestartEntry(Effect):
-    """The last step of handling one /restart_partitions entry (seed 003 step 3: "Removes
+    """The last step of handling one /restart_partitions entry (design.md#jbod-step-3: "Removes
     data from /restart_partitions"); epoch-checked like every controller write."""
 
     name: str

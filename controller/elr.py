@@ -1,4 +1,4 @@
-"""Eligible Leader Replicas (KIP-966, seed 001, C7): the bookkeeping rules and the settings
+"""Eligible Leader Replicas (design.md#kip-966): the bookkeeping rules and the settings
 they read. Pure: `next_elr` is called by the decisions' builder (decisions/base.py
 `Builder.write`), the one place a partition state is written, so every ISR change - a broker's
 death, AlterPartition, an election, a controlled shutdown, a reassignment or restart step -
@@ -40,7 +40,7 @@ Settings (`ElrConfig.from_config`, the controller's own config; topics override 
   controller's value (the brokers' resolver, common.dynamic_config). A change of it, at either
   level, clears the ELR and LastKnownELR of every partition whose ISR now meets the new
   effective value (decisions/elections.py `recheck_elrs`: its HW may now advance on the ISR
-  alone, cluster simulation finding D);
+  alone, design.md#sim-finding-d);
 - `unclean.recovery.strategy` (Proactive | Balanced | Manual; per cluster and per topic) and the
   mapping from `unclean.leader.election.enable` (KIP-966's compatibility rule): when no strategy
   is set at a level, true means Proactive and false means Balanced. Most specific first: the

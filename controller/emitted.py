@@ -55,7 +55,7 @@ class PartitionStateWritesRefused(Emitted):
 
 @dataclass(frozen=True, kw_only=True)
 class InvalidStateTransition(Emitted):
-    """C6: a transition the state machines' tables refuse, never applied."""
+    """design.md#reassignment: a transition the state machines' tables refuse, never applied."""
 
     name = "invalid_state_transition"
     default_level = "warning"
@@ -165,7 +165,7 @@ class LeaderAndIsrErrors(Emitted):
 
 @dataclass(frozen=True, kw_only=True)
 class LeadershipRelinquished(Emitted):
-    """Seed 002: a slow leader gave a partition up (AlterPartition relinquish)."""
+    """design.md#kip-501: a slow leader gave a partition up (AlterPartition relinquish)."""
 
     name = "leadership_relinquished"
     partition: str
@@ -178,16 +178,16 @@ class LeadershipRelinquished(Emitted):
 class ControlledShutdown(Emitted):
     name = "controlled_shutdown"
     broker: int
-    broker_epoch: int
+    broker_epoch: int | None  # None: no longer registered
     first_attempt: bool
     remaining: list[str]
 
 
-# ---- reassignment (C6, KIP-455 / seed 004) ---------------------------------------------------
+# ---- reassignment (design.md#reassignment, KIP-455) ------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
 class ReassignmentStep(Emitted):
-    """One of seed 004's steps 1-7 done for a partition, with what that step did."""
+    """One of design.md#reassignment's steps 1-7 done for a partition, with what that step did."""
 
     name = "reassignment_step"
     partition: str
@@ -245,7 +245,7 @@ class ReassignmentCompleted(Emitted):
     added: list[int]
 
 
-# ---- /restart_partitions (seed 003) -----------------------------------------------------------
+# ---- /restart_partitions (design.md#jbod) --------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
 class RestartEntryInvalid(Emitted):
@@ -277,7 +277,7 @@ class PartitionsRestartIncomplete(PartitionsRestarted):
     default_level = "warning"
 
 
-# ---- unclean recovery (C7, KIP-966) -----------------------------------------------------------
+# ---- unclean recovery (design.md#kip-966) --------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
 class UncleanRecoveryStarted(Emitted):

@@ -3,7 +3,7 @@ one of these (Kafka's ControllerEvent types, as data).
 
 ZooKeeper watches, broker responses, timers and RPCs become events in the shell
 (controller.py), which steps them one at a time, so no two decisions ever interleave. Events
-carry no futures and read no clock: the shell stamps `now_ms` (wall time, for seed 002's
+carry no futures and read no clock: the shell stamps `now_ms` (wall time, for design.md#kip-501's
 cool-down) from its injected clock, and keeps its own bookkeeping of who waits for an answer
 (`request_id`). Protobuf stops at the servicer: RPC events hold plain values.
 """
@@ -82,13 +82,14 @@ class BrokerDefaultConfigChange(Event):
 
 @dataclass(frozen=True)
 class ReassignmentChange(Event):
-    """/admin/reassign_partitions was created, changed or deleted (seed 004's listener)."""
+    """/admin/reassign_partitions was created, changed or deleted (design.md#reassignment's
+    listener)."""
 
 
 @dataclass(frozen=True)
 class RestartPartitionsChange(Event):
     """/restart_partitions' children changed: a broker reported replicas lost with a log dir
-    (seed 003, "registers Zookeeper listener on /restart_partitions")."""
+    (design.md#jbod, "registers Zookeeper listener on /restart_partitions")."""
 
 
 @dataclass(frozen=True)

@@ -61,8 +61,8 @@ class ControllerMetrics:
             registry=r)
         self.live_brokers = Gauge("replog_controller_live_brokers", "Registered brokers",
                                   registry=r)
-        # C6 (seed 004): moves in flight, steps carried out, moves finished, and transitions
-        # the state-machine tables refused (never applied).
+        # design.md#reassignment: moves in flight, steps carried out, moves finished, and
+        # transitions the state-machine tables refused (never applied).
         self.reassigning_partitions = Gauge(
             "replog_controller_reassigning_partitions",
             "Partitions with a reassignment in flight (adding or removing replicas)",
@@ -73,13 +73,13 @@ class ControllerMetrics:
         self.reassignments_completed = Counter(
             "replog_controller_reassignments_completed", "Partition reassignments completed",
             registry=r)
-        # C5 (seed 003): replicas restarted from /restart_partitions entries (lost with a log
+        # design.md#jbod: replicas restarted from /restart_partitions entries (lost with a log
         # dir, re-created on the same broker).
         self.restarted_partitions = Counter(
             "replog_controller_restarted_partitions",
             "Partition replicas restarted after their broker lost them with a log dir",
             registry=r)
-        # C7 (KIP-966): partitions below min ISR that keep eligible leaders outside the ISR.
+        # design.md#kip-966: partitions below min ISR that keep eligible leaders outside the ISR.
         self.elr_partitions = Gauge(
             "replog_controller_partitions_with_elr",
             "Partitions whose ELR is not empty (KIP-966)", registry=r)
@@ -91,7 +91,7 @@ class ControllerMetrics:
         self.last_known_elr_replicas = Gauge(
             "replog_controller_last_known_elr_replicas",
             "Replicas in the LastKnownELRs of all partitions (KIP-966)", registry=r)
-        # C7 (KIP-966): the Unclean Recovery Manager's tasks by how they ended (elected,
+        # design.md#kip-966: the Unclean Recovery Manager's tasks by how they ended (elected,
         # dropped - the partition no longer needed it -, failed), the offsets the chosen
         # replicas lacked against the best answer (0 is the goal), and its GetReplicaLogInfo
         # RPCs (one per broker per batch of partitions).

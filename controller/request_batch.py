@@ -1,6 +1,7 @@
 """Turns an applied Decision into the controller->broker requests, one batch per broker
 (Kafka's ControllerBrokerRequestBatch). Pure: reads the context, builds the requests as plain
-values (common/controller_requests.py); the channel turns them into protobuf at the wire (request_pb.py).
+values (common/controller_requests.py); the channel turns them into protobuf at the wire
+(request_pb.py).
 
 Per broker, in Kafka's order: LeaderAndIsr, then UpdateMetadata, then StopReplica. Each carries
 controller_id, controller_epoch and the *target* broker's epoch (KIP-380), so a broker fences a

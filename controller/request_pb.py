@@ -1,5 +1,5 @@
-"""The controller's plain values at the wire: its requests to brokers (common/controller_requests.py)
-and the node endpoints of Metadata answers, as protobuf.
+"""The controller's plain values at the wire: its requests to brokers
+(common/controller_requests.py) and the node endpoints of Metadata answers, as protobuf.
 
 The channel calls :func:`request_pb` as it queues a request; the servicer calls the endpoint
 helpers. Nothing else in the controller imports generated code for what it sends, so the core

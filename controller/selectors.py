@@ -11,12 +11,13 @@ it is eligible, which is what keeps leadership balanced (assignment.py spreads f
                                 unclean ElectLeaders)
     controlled_shutdown_leader  move leadership off brokers shutting down
     preferred_leader            ElectLeaders(PREFERRED) and the automatic imbalance check
-    relinquished_leader         seed 002 (KIP-501 Solution 2): a slow leader gives up leadership
-    reassigned_leader           C6 (seed 004 step 4; decisions/reassignment.py)
-    restarted_leader            C5 (seed 003 RestartedPartitionsLeaderSelector;
+    relinquished_leader         design.md#kip-501 (KIP-501 Solution 2): a slow leader gives up
+                                leadership
+    reassigned_leader           (design.md#reassignment-step-4; decisions/reassignment.py)
+    restarted_leader            design.md#jbod (RestartedPartitionsLeaderSelector;
                                 decisions/restarts.py)
 
-    elr_leader                  C7 (seed 001 / KIP-966): with eligible.leader.replicas.enable,
+    elr_leader                  design.md#kip-966: with eligible.leader.replicas.enable,
                                 the offline election - ISR, then unfenced ELR, then by the
                                 unclean.recovery.strategy wait or ask for unclean recovery
                                 (decisions/recovery.py: the Unclean Recovery Manager)
@@ -45,18 +46,18 @@ class ElectionReason(Enum):
     OFFLINE = "offline"
     CONTROLLED_SHUTDOWN = "controlled_shutdown"
     PREFERRED = "preferred"
-    RELINQUISHED = "relinquished"   # seed 002
-    REASSIGNED = "reassigned"       # C6, seed 004
-    RESTARTED = "restarted"         # C5, seed 003
-    UNCLEAN_RECOVERY = "unclean_recovery"  # C7, KIP-966's Unclean Recovery Manager
+    RELINQUISHED = "relinquished"   # design.md#kip-501
+    REASSIGNED = "reassigned"       # design.md#reassignment
+    RESTARTED = "restarted"         # design.md#jbod
+    UNCLEAN_RECOVERY = "unclean_recovery"  # design.md#kip-966's Unclean Recovery Manager
 
     def __str__(self) -> str:
         return self.value
 
 
 class UncleanRecoveryStrategy(Enum):
-    """KIP-966's unclean.recovery.strategy (seed 001): what the controller does for a partition
-    with no ISR member and no unfenced ELR member to elect."""
+    """KIP-966's unclean.recovery.strategy (design.md#kip-966): what the controller does for a
+    partition with no ISR member and no unfenced ELR member to elect."""
 
     PROACTIVE = "Proactive"  # recover at once, even while fenced ELR members may come back
     BALANCED = "Balanced"    # wait for the ELR; with none, recover once LastKnownELR is back
@@ -126,7 +127,7 @@ def preferred_leader(assignment: Sequence[int], isr: Sequence[int], live: Collec
                      excluded: Collection[int] = ()) -> Election | None:
     """The first assigned replica if it is live and in the ISR; the ISR is unchanged.
     `excluded` holds brokers that relinquished leadership of this partition within the cool-down
-    (seed 002): re-electing a slow leader at once would undo its relinquishment."""
+    (design.md#kip-501): re-electing a slow leader at once would undo its relinquishment."""
     if not assignment:
         return None
     preferred = assignment[0]
@@ -139,8 +140,8 @@ def preferred_leader(assignment: Sequence[int], isr: Sequence[int], live: Collec
 
 def relinquished_leader(new_isr: Sequence[int], sender: int, live: Collection[int],
                         shutting_down: Collection[int]) -> Election | None:
-    """Seed 002: the leader put itself last in `new_isr`; elect the first other eligible member
-    in that order. The sender stays in the ISR as a follower."""
+    """design.md#kip-501: the leader put itself last in `new_isr`; elect the first other eligible
+    member in that order. The sender stays in the ISR as a follower."""
     for r in new_isr:
         if r != sender and _eligible(r, live, shutting_down):
             return Election(r, tuple(new_isr))
@@ -149,7 +150,7 @@ def relinquished_leader(new_isr: Sequence[int], sender: int, live: Collection[in
 
 def reassigned_leader(target_replicas: Sequence[int], isr: Sequence[int], live: Collection[int],
                       shutting_down: Collection[int]) -> Election | None:
-    """C6 / seed 004 step 4: the first target replica that is live and in the ISR (Kafka's
+    """design.md#reassignment-step-4: the first target replica that is live and in the ISR (Kafka's
     reassignPartitionLeaderElection)."""
     isr_set = set(isr)
     for r in target_replicas:
@@ -161,7 +162,7 @@ def reassigned_leader(target_replicas: Sequence[int], isr: Sequence[int], live: 
 def restarted_leader(assignment: Sequence[int], isr: Sequence[int], leader: int,
                      restarted: int, live: Collection[int], shutting_down: Collection[int],
                      unclean_allowed: bool) -> Election | None:
-    """C5 / seed 003 RestartedPartitionsLeaderSelector: broker `restarted` lost its replica
+    """design.md#jbod RestartedPartitionsLeaderSelector: broker `restarted` lost its replica
     (offline log dir). The assignment is unchanged; new ISR = ISR - restarted. If it led, the
     new leader is the first assigned replica in the new ISR; otherwise the leader stays. An
     empty new ISR is handled like an offline election (decisions/restarts.py)."""
@@ -173,7 +174,7 @@ def restarted_leader(assignment: Sequence[int], isr: Sequence[int], leader: int,
                           shutting_down, unclean_allowed)
 
 
-# ============================================================================ KIP-966 (C7)
+# ============================================================================ design.md#kip-966
 
 @dataclass(frozen=True)
 class LeaderChosen:
@@ -204,7 +205,7 @@ def elr_leader(assignment: Sequence[int], isr: Sequence[int], elr: Sequence[int]
                last_known_elr: Sequence[int], live: Collection[int],
                shutting_down: Collection[int],
                strategy: UncleanRecoveryStrategy) -> ElrElection:
-    """Seed 001's election order, exactly:
+    """design.md#kip-966's election order, exactly:
 
     1. an ISR member (live, not shutting down; the first in assignment order) - the ISR keeps
        its eligible members;

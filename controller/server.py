@@ -1,8 +1,8 @@
 """The controller process: `run(config) -> int` (what `replog controller --config FILE` calls).
 
-Wires the pieces: a kazoo client bridged into asyncio (common/zk_async.py), the Controller (election,
-event queue, decisions), the gRPC server with the Controller service and the standard health
-service, the Prometheus endpoint (`metrics.port`) and the structlog JSON event log
+Wires the pieces: a kazoo client bridged into asyncio (common/zk_async.py), the Controller
+(election, event queue, decisions), the gRPC server with the Controller service and the standard
+health service, the Prometheus endpoint (`metrics.port`) and the structlog JSON event log
 (`event.log.file`). SIGTERM/SIGINT stop it gracefully: health goes NOT_SERVING, the controller
 resigns and deletes /controller (a standby takes over at once), in-flight RPCs get a grace
 period, then the ZooKeeper session is closed.
@@ -143,7 +143,7 @@ class ControllerServer:
 async def _main(config: Mapping[str, Any]) -> int:
     events = configure_event_log(config["event.log.file"], "controller",
                                  controller_id=config["controller.id"])
-    # KIP-966 (C7): conflicting or inert recovery settings are accepted, with a warning line.
+    # design.md#kip-966: conflicting or inert recovery settings are accepted, with a warning line.
     for warning in config_warnings(config):
         events.warning("config_warning", message=warning)
     server = ControllerServer(config, events=events)

@@ -5,7 +5,8 @@ Whole-request errors follow the proto's convention 1: a gRPC status with the Kaf
 trailing metadata key `replog-error-code`. A candidate that is not the active controller fails
 every RPC with FAILED_PRECONDITION + 41 (NOT_CONTROLLER); clients re-resolve the controller
 through /controller or broker Metadata. Input is checked before it reaches the event queue
-(C11: bounded sizes, sane numbers) and refused with INVALID_ARGUMENT + 42 (INVALID_REQUEST).
+(design.md#c11: bounded sizes, sane numbers) and refused with INVALID_ARGUMENT + 42
+(INVALID_REQUEST).
 
 Authorization is KafkaApis' against the configured authorizer (common/security/authorizer.py;
 None allows everything): CreateTopics needs Create on the cluster or on the topic,

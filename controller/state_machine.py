@@ -6,22 +6,23 @@ how it is made durable (zk_store.py). `StateMachine.transition` and `TransitionP
 InvalidStateTransition naming both states; the decision builder (decisions/base.py) catches it
 and records the transition as *refused* - never applied - and the core logs each refusal as an
 `invalid_state_transition` event that the controller counts in
-`replog_controller_invalid_state_transitions_total` (C6: Kafka's ZK controller logged them
-too). The simulation treats any refusal as a failed run, so a table violation still fails the
-test that reaches it.
+`replog_controller_invalid_state_transitions_total` (design.md#reassignment: Kafka's ZK controller
+logged them too). The simulation treats any refusal as a failed run, so a table violation still
+fails the test that reaches it.
 
-Partition states (Kafka's, seed 004 "PartitionLeaderSelector"):
+Partition states (Kafka's, design.md#reassignment "PartitionLeaderSelector"):
 
     NonExistentPartition  never created, or deleted
     NewPartition          assignment written, no leader/ISR yet
     OnlinePartition       a live leader was elected; the self-transition Online -> Online is an
                           election for a partition that already has a leader (controlled
-                          shutdown, preferred, reassigned and - seed 003 - restarted selectors)
+                          shutdown, preferred, reassigned and - design.md#jbod - restarted
+                          selectors)
     OfflinePartition      its leader died and no new one could be elected (yet)
 
-Replica states (Kafka's, seed 004 "Replica state machine changes" plus the deletion states Kafka
-added later for topic deletion and that C6 reuses for the "stop and delete removing replicas"
-step):
+Replica states (Kafka's, design.md#reassignment "Replica state machine changes" plus the deletion
+states Kafka added later for topic deletion and that design.md#reassignment reuses for the "stop and
+delete removing replicas" step):
 
     NewReplica                  created by topic creation or a reassignment; may only be told
                                 to become a follower
@@ -32,8 +33,9 @@ step):
     ReplicaDeletionIneligible   deletion failed or the broker is down; retried later
     NonExistentReplica          deleted
 
-Reassignment (C6, decisions/reassignment.py) uses NewReplica for adding replicas and the
-deletion states for removing ones; JBOD (C5) and ELR (C7) add callers, not states.
+Reassignment (design.md#reassignment, decisions/reassignment.py) uses NewReplica for adding replicas
+and the deletion states for removing ones; JBOD (design.md#jbod) and ELR (design.md#kip-966) add
+callers, not states.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ in-memory store keeps exactly what ZooKeeper would - and refuses exactly what Zo
 
 State: the tree (``MemoryTree``) is shared; each ``InMemoryStore`` is one client session on it,
 like one kazoo client. Status: complete for what the controller uses today (reassignment and
-restart znodes included; recovery's join with C7). ``tests/controller/test_store.py``
+restart znodes included; recovery's join with design.md#kip-966). ``tests/controller/test_store.py``
 runs the same contract against this and against ``ZkStore`` on a real ZooKeeper.
 """
 
@@ -186,7 +186,7 @@ class MemoryTree:
         self.fire("reassign", WatchedEvent("CHANGED", "/admin/reassign_partitions"))
 
     def add_restart_entry(self, data: bytes) -> str:
-        """What a broker whose log dir failed does (seed 003 step 2.4): a persistent
+        """What a broker whose log dir failed does (design.md#jbod-step-2-4): a persistent
         sequential child of /restart_partitions; returns its name."""
         name = f"{zl.RESTART_ENTRY_PREFIX}{self.zxid():010d}"
         self.restart_entries[name] = data

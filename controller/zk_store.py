@@ -401,7 +401,7 @@ class ZkStore:
 
     async def read_restart_entries(self, watch=None) -> list[tuple[str, bytes]]:
         """/restart_partitions' children in sequence order, with their data; `watch` is a
-        children watch (seed 003: "registers Zookeeper listener on /restart_partitions"). A
+        children watch (design.md#jbod: "registers Zookeeper listener on /restart_partitions"). A
         child deleted between the listing and its read is skipped."""
         names = sorted(await self.zk.get_children(zl.RESTART_PARTITIONS, watch=watch))
         got = await asyncio.gather(*(self.zk.get_or_none(zl.restart_entry_path(n))
@@ -611,7 +611,7 @@ class ZkStore:
     async def delete_topic(self, topic: str, epoch_version: int) -> None:
         """Remove the topic's znodes: partition states, partitions, assignment, config and
         the /admin/delete_topics entry, children first, each transaction epoch-checked."""
-        for attempt in range(3):
+        for attempt in range(3):  # noqa: B007
             paths = await self._topic_paths(topic)
             ok = True
             for i in range(0, len(paths), MAX_OPS_PER_TRANSACTION):

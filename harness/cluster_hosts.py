@@ -1,4 +1,4 @@
-"""The LocalCluster side of ``replog cluster up --hosts`` (common/hosts.py has the plan).
+"""The LocalCluster side of ``replog cluster up --hosts`` (harness/hosts.py has the plan).
 
 Kept apart from harness/local_cluster.py, which only calls in here: before ZooKeeper starts, the
 cluster's hosts are created (one namespace per ZooKeeper member, controller and broker, racks
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from common import hosts as hostlib
+from harness import hosts as hostlib
 
 
 class ProcessOnHost(Protocol):
@@ -36,7 +36,7 @@ class LocalCluster(Protocol):
     zookeeper_nodes: int
     external_zookeeper: str | None
     hosts_options: HostsOptions | None
-    running_hosts: Any  # common.hosts' running plan, None while there are no hosts
+    running_hosts: Any  # harness.hosts' running plan, None while there are no hosts
     controllers: Mapping[int, ProcessOnHost]
     brokers: Mapping[int, ProcessOnHost]
 

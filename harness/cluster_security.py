@@ -2,7 +2,7 @@
 configuration, and the certificates it needs.
 
 Under the data dir, ``ssl/`` holds the cluster's CA (``ca.crt``, ``ca.key``: unencrypted, a local
-test cluster) and one PEM keystore per process and client (common/security/certs.py).
+test cluster) and one PEM keystore per process and client (harness/certs.py).
 ``client.properties`` beside ``cluster.json`` is Kafka client properties for the admin principal
 (``replog ... --command-config DATA_DIR/client.properties``); ``replog cluster certs --cn NAME``
 issues another client's.
@@ -26,7 +26,7 @@ import os
 import secrets
 from pathlib import Path
 
-from common.security import certs
+from harness import certs
 
 SECURITY_MODES = ("mtls",)
 SSL_DIR = "ssl"

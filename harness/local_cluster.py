@@ -17,7 +17,9 @@ Used by ``replog cluster up`` and by every integration and fault test. Given a d
 - waits until every broker is registered in ZooKeeper, a controller is active, and every broker
   answers Metadata naming that controller and all brokers (so a client can create topics at once);
 - writes ``cluster.json`` (bootstrap servers, ZooKeeper, pids, addresses, log dirs, metrics URLs)
-  and rewrites it whenever a process is restarted;
+  only once the cluster serves (every broker registered and in every broker's metadata, every
+  Kafka listener accepting; until then ``cluster.starting.json`` with ``"ready": false``), and
+  rewrites it whenever a process is restarted;
 - gives each broker a Kafka-protocol listener too (``KAFKA://127.0.0.1:<port>``, docs/
   kafka-protocol.md): ``kafka_bootstrap_servers`` in cluster.json is for Kafka clients;
 - with ``security="mtls"`` (``replog cluster up --security mtls``) turns every listener to TLS
@@ -26,334 +28,45 @@ Used by ``replog cluster up`` and by every integration and fault test. Given a d
   properties) beside cluster.json (harness/cluster_security.py). The cluster's own health
   checks connect with the admin certificate.
 
-Fault injection goes through :class:`ProcessHandle`: ``kill()`` (SIGKILL), ``pause()``
-(SIGSTOP), ``resume()`` (SIGCONT), ``stop()`` (SIGTERM and wait: a broker does a controlled
-shutdown), ``start()``, ``restart()``; blocking waits have ``a``-prefixed asyncio variants
-(``await handle.arestart()``) that run in a worker thread so a test's producer keeps running.
-
-Ports stay the same across restarts of one process, so clients' bootstrap lists stay valid.
-One cluster per data dir: a lock file (``.cluster.lock``, flock) held by the process that owns the
-cluster makes a second start fail with a clear message; ``replog cluster down --data-dir DIR``
-stops a cluster started elsewhere (``stop_cluster_in``).
+The cluster is three modules: this one (``LocalCluster``: what runs, the waits, ZooKeeper
+observation), harness/process.py (``ProcessHandle``, one process and its faults: kill, pause,
+stop, restart) and harness/cluster_dir.py (the data dir's lock, cluster.json, and
+``stop_cluster_in`` behind ``replog cluster down``). Their names are importable from here too.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
-import fcntl
-import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
-import time
 import weakref
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
-import psutil
-
 from common import zk_layout
-from common.errors import ReplogError
-from common.ports import free_port  # also imported from here by harness.prometheus and tests
 from common.security.zk_auth import zk_security
-from harness import cluster_hosts, cluster_security
-from harness.polling import Deadline, poll, wait_until
+from harness import cluster_dir, cluster_hosts, cluster_security
+from harness.cluster_dir import CLUSTER_JSON as CLUSTER_JSON
+from harness.cluster_dir import CLUSTER_STARTING_JSON as CLUSTER_STARTING_JSON
+from harness.cluster_dir import LOCK_FILE as LOCK_FILE
+from harness.cluster_dir import _lock_holder as _lock_holder
+from harness.cluster_dir import stop_cluster_in as stop_cluster_in
+from harness.polling import Deadline, wait_until
+from harness.ports import free_port  # also imported from here by harness.prometheus and tests
+from harness.process import HOST as HOST
+from harness.process import LocalClusterError as LocalClusterError
+from harness.process import ProcessHandle as ProcessHandle
+from harness.process import _port_open
+from harness.process import _tail as _tail
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-LOCK_FILE = ".cluster.lock"
-CLUSTER_JSON = "cluster.json"
 SECURITY_ENV = "REPLOG_CLUSTER_SECURITY"
 DEFAULT_CHROOT = "/replog"
 DEFAULT_CONTROLLER_ID_BASE = 100  # controller ids apart from broker ids, for readable logs
-HOST = "127.0.0.1"
-
-
-class LocalClusterError(ReplogError):
-    """The local cluster could not be started, stopped or inspected."""
-
-
-def _port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        with path.open("r", encoding="utf-8", errors="replace") as f:
-            return "".join(deque(f, maxlen=lines))
-    except FileNotFoundError:
-        return ""
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return " ".join(psutil.Process(pid).cmdline())
-    except psutil.Error:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    # A zombie (exited, not reaped) counts as dead.
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
-
-
-def _write_properties(path: Path, props: Mapping[str, object], header: str) -> None:
-    lines = [f"# {header}",
-             "# Written by replog's harness/local_cluster.py; rewritten on every start."]
-    lines += [f"{k}={v}" for k, v in props.items()]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-class ProcessHandle:
-    """One broker or controller process of a LocalCluster."""
-
-    def __init__(self, cluster: LocalCluster, role: str, node_id: int, port: int,
-                 metrics_port: int, log_dirs: Sequence[Path] = (),
-                 overrides: Mapping[str, str] | None = None, kafka_port: int | None = None):
-        self.cluster = cluster
-        self.role = role
-        self.id = node_id
-        self.host = HOST
-        self.port = port
-        self.metrics_port = metrics_port
-        self.kafka_port = kafka_port  # a broker's Kafka-protocol listener
-        self.log_dirs = [Path(d) for d in log_dirs]
-        self.overrides = dict(overrides or {})
-        self.name = f"{role}-{node_id}"
-        self.config_file = cluster.data_dir / "config" / f"{self.name}.properties"
-        self.log_file = cluster.data_dir / "logs" / f"{self.name}.log"
-        self.event_log_file = cluster.data_dir / "logs" / f"{self.name}.events.jsonl"
-        self.proc: subprocess.Popen | None = None
-        self.paused = False
-        self.starts = 0
-        # Wall-clock time of the last start, comparable with a znode's ctime (the ensemble
-        # nemeses tell a running controller's /controller from a killed predecessor's).
-        self.started_at: float | None = None
-        self.netns: str | None = None  # --hosts: its network namespace (harness/cluster_hosts)
-        self.rack: str | None = None  # --racks: its broker.rack
-
-    # ------------------------------------------------------------------ facts
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def kafka_address(self) -> str | None:
-        """None when overrides replace ``listeners`` (then they say what is served)."""
-        c = self.cluster
-        replaced = any("listeners" in o for o in (c.overrides, c.broker_overrides,
-                                                  self.overrides))
-        return f"{self.host}:{self.kafka_port}" if self.kafka_port and not replaced else None
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://{self.host}:{self.metrics_port}/metrics"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    def is_running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        return self.proc.poll() if self.proc is not None else None
-
-    def log_tail(self, lines: int = 30) -> str:
-        return _tail(self.log_file, lines)
-
-    def __repr__(self) -> str:
-        state = ("paused" if self.paused else f"pid={self.pid}") if self.is_running() \
-            else "stopped"
-        return f"<{self.name} {self.address} {state}>"
-
-    # ------------------------------------------------------------------ config
-
-    def properties(self) -> dict[str, object]:
-        c = self.cluster
-        props: dict[str, object] = {f"{self.role}.id": self.id,
-                                    "listeners": f"{c.grpc_listener}://{self.address}"}
-        if self.kafka_address:  # KAFKA: in kafka.listener.names and the protocol map by default
-            props["listeners"] += f",KAFKA://{self.kafka_address}"
-        if self.role == "broker":
-            props["log.dirs"] = ",".join(str(d) for d in self.log_dirs)
-            if self.rack is not None:
-                props["broker.rack"] = self.rack
-        props["zookeeper.connect"] = c.zookeeper_connect
-        props["metrics.port"] = self.metrics_port
-        props["event.log.file"] = str(self.event_log_file)
-        if c.security is not None:
-            props.update(cluster_security.security_overrides(c.data_dir, c.security, self.name,
-                                                             self.host))
-        props.update(c.overrides)
-        props.update(c.broker_overrides if self.role == "broker" else c.controller_overrides)
-        props.update(self.overrides)
-        return props
-
-    def write_config(self) -> None:
-        self.config_file.parent.mkdir(parents=True, exist_ok=True)
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-        _write_properties(self.config_file, self.properties(), f"replog {self.role} {self.id}")
-
-    # ------------------------------------------------------------------ lifecycle
-
-    def start(self, wait: bool = True, timeout: float | None = None) -> ProcessHandle:
-        """Start the process (config rewritten first); with ``wait``, until it is ready."""
-        if self.is_running():
-            raise LocalClusterError(f"{self.name} is already running (pid {self.pid})")
-        before = self.cluster._registration_czxid(self.id) if self.role == "broker" else None
-        self.write_config()
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        cmd = cluster_hosts.wrap(self.cluster, self.name, [
-            self.cluster.python, "-m", "admin.cli", self.role, "--config",
-            str(self.config_file)])
-        with self.log_file.open("ab") as log:
-            log.write(f"--- replog local cluster: starting {self.name}: {' '.join(cmd)} "
-                      f"---\n".encode())
-            log.flush()
-            self.started_at = time.time()
-            self.proc = subprocess.Popen(cmd, cwd=self.cluster.data_dir, env=self.cluster.env,
-                                         stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-        self.paused = False
-        self.starts += 1
-        self.cluster._write_cluster_json()
-        if wait:
-            self.wait_ready(timeout, previous_czxid=before)
-        return self
-
-    def wait_ready(self, timeout: float | None = None, previous_czxid: int | None = None,
-                   check_metadata: bool = True) -> None:
-        """Broker: registered in ZooKeeper (a registration newer than ``previous_czxid``) and
-        answering Metadata with an active controller. Controller: its gRPC port accepts."""
-        timeout = self.cluster.startup_timeout_s if timeout is None else timeout
-
-        def ready() -> bool:
-            self._check_alive("while starting")
-            if self.role == "controller":
-                return _port_open(self.host, self.port)
-            czxid = self.cluster._registration_czxid(self.id)
-            if czxid is None or czxid == previous_czxid:
-                return False
-            if not check_metadata:
-                return True
-            md = self.cluster._metadata(self)
-            return md is not None and md.controller_id >= 0
-
-        def timed_out(_last) -> LocalClusterError:
-            what = ("listening" if self.role == "controller"
-                    else "registered in ZooKeeper with an active controller in its metadata")
-            return LocalClusterError(f"{self.name} not {what} after {timeout:.0f}s; last lines "
-                                     f"of {self.log_file}:\n{self.log_tail()}")
-
-        wait_until(ready, timeout, interval=0.05, timed_out=timed_out)
-
-    def _check_alive(self, when: str) -> None:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise LocalClusterError(
-                f"{self.name} exited with code {self.proc.returncode} {when}; last lines of "
-                f"{self.log_file}:\n{self.log_tail()}")
-
-    def send_signal(self, sig: int) -> None:
-        if self.is_running():
-            try:
-                os.kill(self.proc.pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def kill(self, sig: int = signal.SIGKILL, wait: bool = True) -> None:
-        """Send ``sig`` (SIGKILL by default); with ``wait``, reap the process."""
-        self.send_signal(sig)
-        if wait and self.proc is not None and sig in (signal.SIGKILL, signal.SIGTERM):
-            self.proc.wait()
-            self.paused = False
-
-    def pause(self) -> None:
-        """SIGSTOP: the process keeps its sockets and ZooKeeper session but does nothing."""
-        self.send_signal(signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        self.send_signal(signal.SIGCONT)
-        self.paused = False
-
-    def stop(self, timeout: float = 60.0) -> int | None:
-        """SIGTERM (a broker does a controlled shutdown) and wait; SIGKILL after ``timeout``."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.send_signal(signal.SIGTERM)
-            if self.paused:
-                # A stopped process acts on SIGTERM only once woken.
-                self.send_signal(signal.SIGCONT)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                # Its stacks to its log first (common/observability.dump_stacks_on_sigusr1):
-                # a process that would not stop says what it was waiting on.
-                self.send_signal(signal.SIGUSR1)
-                try:
-                    self.proc.wait(1.0)
-                except subprocess.TimeoutExpired:
-                    pass
-                self.send_signal(signal.SIGKILL)
-                self.proc.wait()
-        self.paused = False
-        return self.proc.returncode
-
-    def restart(self, wait: bool = True, timeout: float | None = None,
-                stop_timeout: float = 60.0) -> ProcessHandle:
-        """Stop (SIGTERM) if running, then start again on the same ports."""
-        self.stop(stop_timeout)
-        return self.start(wait=wait, timeout=timeout)
-
-    # asyncio variants: the blocking waits run in a worker thread.
-    async def astart(self, wait: bool = True, timeout: float | None = None) -> ProcessHandle:
-        return await asyncio.to_thread(self.start, wait, timeout)
-
-    async def astop(self, timeout: float = 60.0) -> int | None:
-        return await asyncio.to_thread(self.stop, timeout)
-
-    async def arestart(self, wait: bool = True, timeout: float | None = None) -> ProcessHandle:
-        return await asyncio.to_thread(self.restart, wait, timeout)
-
-    async def akill(self, sig: int = signal.SIGKILL) -> None:
-        await asyncio.to_thread(self.kill, sig)
-
-    async def await_ready(self, timeout: float | None = None) -> None:
-        await asyncio.to_thread(self.wait_ready, timeout)
-
-    def describe(self) -> dict:
-        d: dict = {"id": self.id, "pid": self.pid if self.is_running() else None,
-                   "address": self.address}
-        if self.role == "broker":
-            d["log_dirs"] = [str(p) for p in self.log_dirs]
-            d["kafka_address"] = self.kafka_address
-        d["metrics_url"] = self.metrics_url
-        if self.netns is not None:
-            d["namespace"], d["rack"] = self.netns, self.rack
-        d["config_file"] = str(self.config_file)
-        d["log_file"] = str(self.log_file)
-        d["event_log_file"] = str(self.event_log_file)
-        return d
 
 
 _live_clusters: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
@@ -432,6 +145,7 @@ class LocalCluster:
         self._owns_dir = False  # set once this cluster held the data dir's lock
         self._used_ports: set[int] = set()
         self._started = False
+        self._served = False  # cluster.json written: the cluster has served in this run
         ids = list(broker_ids) if broker_ids is not None else list(range(1, brokers + 1))
         cids = list(controller_ids) if controller_ids is not None else \
             list(range(DEFAULT_CONTROLLER_ID_BASE, DEFAULT_CONTROLLER_ID_BASE + controllers))
@@ -542,10 +256,16 @@ class LocalCluster:
             self.wait_for_controller(deadline.remaining(floor=1.0))
             self.wait_for_brokers(timeout=deadline.remaining(floor=1.0))
             self.wait_for_metadata(timeout=deadline.remaining(floor=1.0))
+            self.wait_for_kafka_listeners(timeout=deadline.remaining(floor=1.0))
         except BaseException:
             self.stop(graceful=False)
             raise
+        # Serving now: every broker registered, in every broker's metadata with the active
+        # controller, and every Kafka listener accepting. Only now does cluster.json appear
+        # (it used to be written as each process was spawned, and a script that waited for it
+        # met "Replication factor: 3 larger than available brokers: 1").
         self._started = True
+        self._served = True
         self._write_cluster_json()
         return self
 
@@ -600,7 +320,9 @@ class LocalCluster:
     # ------------------------------------------------------------------ ZooKeeper
 
     def _start_zookeeper(self) -> None:
-        from harness.zk_server import ZooKeeperEnsemble, ZooKeeperServer, ensure_chroot
+        from harness.zk_ensemble import ZooKeeperEnsemble
+        from harness.zk_server import ZooKeeperServer
+        from harness.zk_sessions import ensure_chroot
         if self.zookeeper_nodes > 1:
             if self.zookeeper_ensemble is None:  # ports kept across stop/start of the cluster
                 self.zookeeper_ensemble = ZooKeeperEnsemble(
@@ -789,6 +511,14 @@ class LocalCluster:
                                     + "; ".join(f"broker {b}: {m}"
                                                 for b, m in sorted(missing.items()))) from None
 
+    def wait_for_kafka_listeners(self, timeout: float = 30.0) -> None:
+        """Wait until every running broker's Kafka-protocol listener accepts connections."""
+        running = [h for h in self.brokers.values() if h.is_running() and h.kafka_address]
+
+        def check() -> bool:
+            return all(_port_open(h.host, h.kafka_port) for h in running)
+        self._wait("every broker's Kafka listener to accept", check, timeout, running)
+
     def _metadata(self, h: ProcessHandle):
         import grpc
 
@@ -810,6 +540,8 @@ class LocalCluster:
 
     def describe(self) -> dict:
         return {
+            # true while the cluster serves (start() returned, stop() not called)
+            "ready": self._started,
             "bootstrap_servers": self.bootstrap_servers,
             "kafka_bootstrap_servers": self.kafka_bootstrap_servers,
             "zookeeper": self.zookeeper_connect,
@@ -852,134 +584,31 @@ class LocalCluster:
         return out
 
     def _write_cluster_json(self) -> None:
+        """cluster.json once the cluster has served (rewritten on every restart, and with
+        "ready": false at stop); before that, cluster.starting.json ("ready": false)."""
         if not self._owns_dir or not self.data_dir.exists():
             return  # never overwrite the description of another cluster in this dir
         with self._json_lock:
-            tmp = self.cluster_json_path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(self.describe(), indent=2) + "\n", encoding="utf-8")
-            os.replace(tmp, self.cluster_json_path)
+            path = self.cluster_json_path if self._served else \
+                self.data_dir / CLUSTER_STARTING_JSON
+            cluster_dir.write_cluster_json(path, self.describe())
+            if self._served:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.data_dir / CLUSTER_STARTING_JSON).unlink()
 
     def _acquire_lock(self) -> None:
         if self._lock_fd is not None:
             return
-        path = self.data_dir / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise LocalClusterError(
-                f"a replog cluster is already running in {self.data_dir} (pid {holder}); "
-                f"stop it first with: replog cluster down --data-dir {self.data_dir}") from None
-        leftovers = _leftover_pids(self.data_dir)
-        if leftovers:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-            raise LocalClusterError(
-                f"processes of an earlier cluster in {self.data_dir} are still running (pids "
-                f"{', '.join(map(str, leftovers))}); stop them with: replog cluster down "
-                f"--data-dir {self.data_dir}")
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._lock_fd = fd
+        self._lock_fd = cluster_dir.acquire_lock(self.data_dir)
         self._owns_dir = True
+        # an earlier run's description (its processes are gone, checked above) must not be
+        # taken for this cluster's readiness
+        self._served = False
+        for name in (CLUSTER_JSON, CLUSTER_STARTING_JSON):
+            with contextlib.suppress(FileNotFoundError):
+                (self.data_dir / name).unlink()
 
     def _release_lock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
-
-
-# ---------------------------------------------------------------------------- cluster down
-
-def _read_cluster_json(data_dir: Path) -> dict | None:
-    try:
-        return json.loads((data_dir / CLUSTER_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _owned_pids(info: dict) -> list[tuple[str, int, str]]:
-    """(role, pid, marker) of the cluster's processes; a pid counts only while its command
-    line still contains the marker (its config file), so a recycled pid is never signalled."""
-    out = []
-    for role in ("brokers", "controllers"):
-        for p in info.get(role, []):
-            if p.get("pid") and p.get("config_file"):
-                out.append((role[:-1], int(p["pid"]), p["config_file"]))
-    zk = [(n.get("pid"), n.get("config_file")) for n in info.get("zookeeper_nodes") or ()]
-    zk.append((info.get("zookeeper_pid"), info.get("zookeeper_config")))
-    for pid, config in dict.fromkeys(zk):  # a standalone server is listed both ways
-        if pid and config:
-            out.append(("zookeeper", int(pid), config))
-    return out
-
-
-def _leftover_pids(data_dir: Path) -> list[int]:
-    info = _read_cluster_json(data_dir)
-    if not info:
-        return []
-    return [pid for _, pid, marker in _owned_pids(info)
-            if _alive(pid) and marker in _cmdline(pid)]
-
-
-def _lock_holder(data_dir: Path) -> int | None:
-    """The pid of the supervisor holding the data dir's lock, or None if it is free."""
-    path = data_dir / LOCK_FILE
-    if not path.exists():
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = os.read(fd, 64).decode(errors="replace").strip()
-            return int(text) if text.isdigit() else -1
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def stop_cluster_in(data_dir: str | os.PathLike[str], timeout: float = 120.0,
-                    log=print) -> bool:
-    """Stop the cluster of ``data_dir``: SIGTERM its supervisor (``cluster up``) and wait, or,
-    if the supervisor is gone, stop the processes listed in cluster.json in order (brokers,
-    controllers, ZooKeeper). Returns False if nothing was running."""
-    data_dir = Path(data_dir).resolve()
-    if not data_dir.is_dir():
-        raise LocalClusterError(f"no such data dir: {data_dir}")
-    holder = _lock_holder(data_dir)
-    deadline = Deadline(timeout)
-    stopped_any = False
-    if holder is not None and holder > 0:
-        log(f"Stopping the replog cluster supervisor (pid {holder}) of {data_dir}")
-        os.kill(holder, signal.SIGTERM)
-        wait_until(lambda: _lock_holder(data_dir) is None, timeout,
-                   timed_out=lambda _: LocalClusterError(
-                       f"the supervisor (pid {holder}) did not stop within {timeout:.0f}s"))
-        stopped_any = True
-    info = _read_cluster_json(data_dir)
-    if info is None:
-        if not stopped_any:
-            raise LocalClusterError(f"no {CLUSTER_JSON} in {data_dir}: no cluster was started "
-                                    f"there")
-        return True
-    for role in ("broker", "controller", "zookeeper"):
-        pids = [pid for r, pid, marker in _owned_pids(info)
-                if r == role and _alive(pid) and marker in _cmdline(pid)]
-        for pid in pids:
-            log(f"Stopping {role} (pid {pid})")
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-                os.kill(pid, signal.SIGCONT)
-        for pid in pids:
-            if poll(lambda pid=pid: not _alive(pid), deadline.remaining()) is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-        stopped_any = stopped_any or bool(pids)
-    cluster_hosts.cleanup_after_down(data_dir, log)
-    return stopped_any
+            cluster_dir.release_lock(fd)

@@ -7,17 +7,20 @@ started as `ZooKeeperServerMain` with a generated standalone `zoo.cfg` on a loop
 - `ZooKeeperServer` writes the config, starts the JVM in its own process group, waits until the
   server is really serving (`ruok` answers `imok` and `srvr` reports a mode), and stops it with
   SIGTERM then SIGKILL.
-- `expire_session` expires a kazoo client's session on the *server*, the way older releases of
-  kazoo's test harness did: a second connection attaches to the same session id and password and
-  closes it. The server then deletes the session's ephemeral znodes and drops every connection
-  of that session, so the client sees LOST and builds a new session — a real fault, not a
-  client-side fake (kazoo 2.11's harness only injects a local `_SESSION_EXPIRED` event, which
-  leaves the session and its ephemerals alive on the server until the timeout).
-- `ensure_chroot` creates a chroot path and returns the chrooted connect string.
-- `ZooKeeperEnsemble` runs 3 or 5 such servers as one quorum (`QuorumPeerMain`, a `server.N`
-  line per member, one data dir and `myid` each): started and waited for until a leader is
-  elected and every member serves, a member killed (SIGKILL) and restarted on its ports, and
-  the current leader read from each member's `mntr` (`zk_server_state`).
+- `expire_session` (harness/zk_sessions.py) expires a kazoo client's session on the *server*,
+  the way older releases of kazoo's test harness did: a second connection attaches to the same
+  session id and password and closes it. The server then deletes the session's ephemeral znodes
+  and drops every connection of that session, so the client sees LOST and builds a new session
+  — a real fault, not a client-side fake (kazoo 2.11's harness only injects a local
+  `_SESSION_EXPIRED` event, which leaves the session and its ephemerals alive on the server
+  until the timeout).
+- `ensure_chroot` (harness/zk_sessions.py) creates a chroot path and returns the chrooted
+  connect string.
+- `ZooKeeperEnsemble` (harness/zk_ensemble.py) runs 3 or 5 such servers as one quorum
+  (`QuorumPeerMain`, a `server.N` line per member, one data dir and `myid` each): started and
+  waited for until a leader is elected and every member serves, a member killed (SIGKILL) and
+  restarted on its ports, and the current leader read from each member's `mntr`
+  (`zk_server_state`).
 - `server_command(config_file)` is the JVM command line for one server's config file, so
   `replog zookeeper --config FILE` runs a member in the foreground exactly as the launcher does.
 
@@ -35,7 +38,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 import weakref
 from collections import deque
 from collections.abc import Sequence
@@ -44,21 +46,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from kazoo.client import KazooClient
-from kazoo.protocol.states import KazooState
-
-from common.ports import free_port, is_free
 from harness.polling import wait_until
+from harness.ports import free_port, is_free
 
 __all__ = [
     "DEFAULT_ZOOKEEPER_JAR",
     "QuorumPeer",
-    "ZooKeeperEnsemble",
     "ZooKeeperNotInstalledError",
     "ZooKeeperServer",
     "ZooKeeperServerError",
-    "ensure_chroot",
-    "expire_session",
     "four_letter_word",
     "server_command",
     "server_state",
@@ -117,7 +113,7 @@ class ZooKeeperNotInstalledError(ZooKeeperServerError):
 
 def _free_loopback_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range
-    (common/ports: the JVM binds it seconds later; the caller may still race another listener)."""
+    (harness/ports: the JVM binds it seconds later; the caller may still race another listener)."""
     return free_port("127.0.0.1")
 
 
@@ -301,7 +297,7 @@ class ZooKeeperServer:
         if self.peers and (myid is None or myid not in {p.myid for p in self.peers}):
             raise ValueError(f"myid {myid} is not one of the peers {[p.myid for p in peers]}")
         # The address served on, and what runs the JVM there: a host of its own under
-        # `replog cluster up --hosts` (common/hosts.py: `ip netns exec <its namespace>`).
+        # `replog cluster up --hosts` (harness/hosts.py: `ip netns exec <its namespace>`).
         self.host = host
         self.command_prefix = list(command_prefix)
         self.config_file = self.data_dir / "zoo.cfg"
@@ -555,244 +551,3 @@ class ZooKeeperServer:
             os.killpg(proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-class ZooKeeperEnsemble:
-    """`size` ZooKeeper servers on 127.0.0.1 forming one quorum, member i (myid i, from 1) in
-    `base_dir/zookeeper-<i>` with its `zoo.cfg`, `myid` and log (`log_dir/zookeeper-<i>.log`).
-
-    Every port (client, quorum, election) is picked once, outside the ephemeral range
-    (common/ports), and kept across restarts, so `hosts` stays valid for the ensemble's life.
-    ZooKeeper sizes a quorum as a strict majority, so 3 members survive one loss and 5 two."""
-
-    def __init__(
-        self,
-        base_dir: str | os.PathLike[str],
-        size: int = 3,
-        *,
-        tick_time_ms: int = 2000,
-        min_session_timeout_ms: int | None = None,
-        max_session_timeout_ms: int | None = None,
-        log_dir: str | os.PathLike[str] | None = None,
-        jar: str | os.PathLike[str] = DEFAULT_ZOOKEEPER_JAR,
-        hosts: Sequence[str] | None = None,
-        command_prefixes: Sequence[Sequence[str]] | None = None,
-    ) -> None:
-        """`hosts[i]` and `command_prefixes[i]`: member i+1's own address and what runs it
-        there (`replog cluster up --hosts`); every member on 127.0.0.1 by default."""
-        if size < 1:
-            raise ValueError(f"an ensemble needs at least one member, got {size}")
-        self.base_dir = Path(base_dir).resolve()
-        log_dir = Path(log_dir).resolve() if log_dir is not None else None
-        used: set[int] = set()
-
-        def port() -> int:
-            p = free_port("127.0.0.1", exclude=used)
-            used.add(p)
-            return p
-
-        addrs = list(hosts) if hosts is not None else ["127.0.0.1"] * size
-        prefixes = [list(c) for c in command_prefixes] if command_prefixes else [[]] * size
-        self.peers = tuple(QuorumPeer(i, addrs[i - 1], port(), port(), port())
-                           for i in range(1, size + 1))
-        self.members: dict[int, ZooKeeperServer] = {
-            p.myid: ZooKeeperServer(
-                self.base_dir / f"zookeeper-{p.myid}",
-                port=p.client_port,
-                tick_time_ms=tick_time_ms,
-                min_session_timeout_ms=min_session_timeout_ms,
-                max_session_timeout_ms=max_session_timeout_ms,
-                log_file=(log_dir / f"zookeeper-{p.myid}.log") if log_dir else None,
-                jar=jar,
-                myid=p.myid,
-                peers=self.peers,
-                host=p.host,
-                command_prefix=prefixes[p.myid - 1],
-            )
-            for p in self.peers
-        }
-
-    # -- facts -----------------------------------------------------------------------------
-
-    @property
-    def size(self) -> int:
-        return len(self.members)
-
-    @property
-    def quorum(self) -> int:
-        return self.size // 2 + 1
-
-    @property
-    def hosts(self) -> str:
-        """Every member's client address: the kazoo / `zookeeper.connect` string."""
-        return ",".join(p.address for p in self.peers)
-
-    def member(self, myid: int) -> ZooKeeperServer:
-        try:
-            return self.members[myid]
-        except KeyError:
-            raise ZooKeeperServerError(
-                f"no ZooKeeper member {myid} (members: {sorted(self.members)})") from None
-
-    def states(self) -> dict[int, str | None]:
-        """Each member's `zk_server_state` (None: down or not serving)."""
-        return {i: m.state() for i, m in self.members.items()}
-
-    def leader(self) -> int | None:
-        """The myid of the member that reports itself leader, or None (no quorum)."""
-        leaders = [i for i, st in self.states().items() if st == "leader"]
-        return leaders[0] if len(leaders) == 1 else None
-
-    def __repr__(self) -> str:
-        return f"ZooKeeperEnsemble({self.hosts}, states={self.states()})"
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def start(self, timeout: float = 60.0) -> ZooKeeperEnsemble:
-        """Launch every member and return once a leader is elected and every member serves.
-        On failure every member is stopped again."""
-        try:
-            for m in self.members.values():
-                m.launch()
-            self.wait_for_quorum(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def wait_for_quorum(self, timeout: float = 60.0, members: Sequence[int] | None = None
-                        ) -> int:
-        """Wait until every running member (or those in `members`) serves and exactly one is
-        the leader; return the leader's myid."""
-        want: list[ZooKeeperServer] = []
-        states: dict[int, str | None] = {}
-
-        def leader() -> int | None:
-            nonlocal want, states
-            want = [self.member(i) for i in members] if members is not None else \
-                [m for m in self.members.values() if m.is_running()]
-            for m in want:
-                code = m._proc.poll() if m._proc is not None else None
-                if code is not None:
-                    raise ZooKeeperServerError(
-                        f"ZooKeeper member {m.myid} exited with code {code}; last lines of "
-                        f"{m.log_file}:\n{m.log_tail()}")
-            states = {m.myid: m.state() for m in want}
-            leaders = [i for i, st in self.states().items() if st == "leader"]
-            if want and all(st in ("leader", "follower") for st in states.values()) \
-                    and len(leaders) == 1:
-                return leaders[0]
-            return None
-
-        def timed_out(_last) -> ZooKeeperServerError:
-            tails = "".join(f"--- member {m.myid} ({m.log_file}) ---\n{m.log_tail(10)}"
-                            for m in want)
-            return ZooKeeperServerError(
-                f"ZooKeeper ensemble {self.hosts} has no quorum after {timeout:.0f}s "
-                f"(member states {states})\n{tails}")
-
-        # myid 0 is not a member id (ZooKeeper's myid is 1..255), so a leader is always truthy.
-        return wait_until(leader, timeout, timed_out=timed_out)
-
-    def kill(self, myid: int) -> None:
-        """SIGKILL one member (a host crash for ZooKeeper: no clean shutdown)."""
-        self.member(myid).kill()
-
-    def restart(self, myid: int, timeout: float = 60.0, wait: bool = True) -> None:
-        """Start a member again on its ports; with `wait`, until it serves - which needs a
-        quorum of running members, so restore a lost majority with `restart_many`."""
-        m = self.member(myid)
-        m.restart(wait=False)
-        if wait:
-            self.wait_for_quorum(timeout, members=[myid])
-
-    def restart_many(self, myids: Sequence[int], timeout: float = 60.0) -> None:
-        """Launch the members together, then wait until each serves (a majority restored)."""
-        for i in myids:
-            self.member(i).restart(wait=False)
-        self.wait_for_quorum(timeout, members=list(myids))
-
-    def stop(self, timeout: float = _STOP_GRACE_S) -> None:
-        for m in self.members.values():
-            m.stop(timeout)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def expire_session(client: KazooClient, hosts: str, timeout: float = 15.0) -> None:
-    """Expire `client`'s session on the server and wait until the client has a new one.
-
-    A second connection resumes the same session (id and password) and closes it, which makes
-    the server end the session: its ephemeral znodes are deleted and its connections dropped.
-    On return the client has seen KazooState.LOST and is CONNECTED again with a new session id.
-    `hosts` may carry a chroot; sessions are server-wide, so any path works.
-    """
-    client_id = client.client_id
-    if client_id is None:
-        raise ZooKeeperServerError("expire_session needs a connected client")
-    old_session_id = client_id[0]
-    lost = threading.Event()
-    reconnected = threading.Event()
-
-    # Runs on kazoo's connection thread: only set events, never block there.
-    def on_state(state: KazooState) -> bool | None:
-        if state == KazooState.LOST:
-            lost.set()
-        elif state == KazooState.CONNECTED and lost.is_set():
-            reconnected.set()
-            return True  # removes the listener
-        return None
-
-    client.add_listener(on_state)
-    try:
-        deadline = time.monotonic() + timeout
-        # kazoo's older harness retried too: the client may not be told at once, e.g. when its
-        # connection is mid-reconnect as the ghost closes the session.
-        while not lost.is_set():
-            if time.monotonic() >= deadline:
-                raise ZooKeeperServerError(
-                    f"client session 0x{old_session_id:x} was not expired within {timeout}s"
-                )
-            ghost = KazooClient(hosts, client_id=client_id, timeout=max(timeout, 1.0))
-            try:
-                ghost.start(timeout=max(deadline - time.monotonic(), 0.5))
-                ghost.stop()  # sends closeSession for the shared session
-            finally:
-                ghost.close()
-            lost.wait(min(2.0, max(deadline - time.monotonic(), 0.0)))
-        if not reconnected.wait(max(deadline - time.monotonic(), 0.0)):
-            raise ZooKeeperServerError(
-                f"client did not reconnect within {timeout}s after its session expired"
-            )
-    finally:
-        client.remove_listener(on_state)
-    new_id = client.client_id
-    if new_id is None or new_id[0] == old_session_id:
-        raise ZooKeeperServerError(
-            f"client still on session 0x{old_session_id:x} after expiry (client id {new_id!r})"
-        )
-
-
-def ensure_chroot(hosts: str, path: str, timeout: float = 15.0, *,
-                  auth_data: Sequence[tuple[str, str]] = (), acl=None) -> str:
-    """Create `path` (and its parents) on the ensemble at `hosts`; return `hosts` + `path`.
-    `auth_data` and `acl`: the credentials to send and the ACL of the levels created
-    (kazoo's; zookeeper.set.acl's chroot ACL, common/security/zk_auth.py).
-
-    kazoo does not create a chroot itself, and a client chrooted to a missing path fails its
-    first operation, so tests and `replog cluster up` create it first with an unchrooted client.
-    """
-    if not path.startswith("/") or path == "/" or path.endswith("/"):
-        raise ValueError(f"chroot must be an absolute znode path like /replog, got {path!r}")
-    client = KazooClient(hosts, timeout=timeout, auth_data=list(auth_data))
-    try:
-        client.start(timeout=timeout)
-        client.ensure_path(path, acl=acl)
-        client.stop()
-    finally:
-        client.close()
-    return hosts.rstrip("/") + path

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from harness.zk_server import ZooKeeperServer, ensure_chroot, expire_session
+from harness.zk_server import ZooKeeperServer
+from harness.zk_sessions import ensure_chroot, expire_session
 
 ZK_TICK_TIME_MS = 100
 ZK_MAX_SESSION_TIMEOUT_MS = 60_000

@@ -159,7 +159,7 @@ def test_no_module_imports_itself_back_at_all():
 
 @pytest.mark.parametrize("load_time_only", [False, True])
 def test_a_planted_cycle_is_found_and_named(tmp_path, load_time_only):
-    for pkg, other in (("low", "high"), ("high", "low")):
+    for pkg, other in (("low", "high"), ("high", "low")):  # noqa: B007
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
     (tmp_path / "high" / "server.py").write_text("from low.config import Config\n")

@@ -1,4 +1,4 @@
-"""common/ports: listener ports for child processes come from outside the ephemeral range.
+"""harness/ports: listener ports for child processes come from outside the ephemeral range.
 
 A CI run failed because a controller's port, picked by binding port 0, was taken by an outgoing
 connection before the controller bound it ("Address already in use")."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import socket
 
-from common import ports
+from harness import ports
 
 
 def test_ports_are_outside_the_ephemeral_range_bindable_and_never_repeated():

@@ -270,7 +270,7 @@ KEY_FIELDS = {
     ("OffsetForLeaderPartitionResult", "error_code"): (2, I32),
     ("OffsetForLeaderPartitionResult", "leader_epoch"): (3, I32),
     ("OffsetForLeaderPartitionResult", "end_offset"): (4, I64),
-    # GetReplicaLogInfo (KIP-966, seed 001)
+    # GetReplicaLogInfo (design.md#kip-966)
     ("GetReplicaLogInfoRequest", "broker_id"): (1, I32),
     ("GetReplicaLogInfoRequest", "broker_epoch"): (2, I64),
     ("PartitionLogInfo", "partition"): (1, I32),
@@ -278,7 +278,7 @@ KEY_FIELDS = {
     ("PartitionLogInfo", "current_leader_epoch"): (3, I32),
     ("PartitionLogInfo", "log_end_offset"): (4, I64),
     ("PartitionLogInfo", "error_code"): (5, I32),
-    # DescribeLogDirs / AlterReplicaLogDirs (KIP-113, seed 003)
+    # DescribeLogDirs / AlterReplicaLogDirs (KIP-113, design.md#jbod)
     ("DescribeLogDirsResult", "error_code"): (1, I32),
     ("DescribeLogDirsResult", "log_dir"): (2, STR),
     ("DescribeLogDirsResult", "directory_id"): (3, STR),

@@ -16,9 +16,9 @@ from harness.zk_server import (
     ZooKeeperNotInstalledError,
     ZooKeeperServer,
     ZooKeeperServerError,
-    ensure_chroot,
     four_letter_word,
 )
+from harness.zk_sessions import ensure_chroot
 
 pytestmark = pytest.mark.integration
 

@@ -13,6 +13,9 @@ from pathlib import Path
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING = re.compile(r"^#{1,6}\s+(.*)$")
+# an explicit anchor, <a id="name"></a>: stable where a heading's wording may change
+# (docs/design.md's sections, which code comments cite)
+EXPLICIT = re.compile(r'<a id="([^"]+)"></a>')
 
 
 def _unfenced(path: Path):
@@ -26,9 +29,11 @@ def _unfenced(path: Path):
 
 
 def anchors(path: Path) -> set[str]:
-    """GitHub's anchor of every heading: lower case, punctuation dropped, spaces to dashes."""
+    """GitHub's anchor of every heading (lower case, punctuation dropped, spaces to dashes) and
+    every explicit <a id> anchor."""
     out = set()
     for _, line in _unfenced(path):
+        out.update(EXPLICIT.findall(line))
         m = HEADING.match(line)
         if m:
             out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))

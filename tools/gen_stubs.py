@@ -10,8 +10,8 @@ import pathlib
 import re
 import sys
 
-from grpc_tools import protoc
 import grpc_tools
+from grpc_tools import protoc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SRC = ROOT / "proto" / "replog" / "v1"
@@ -30,7 +30,7 @@ def main() -> int:
     for gen in OUT.glob("*_pb2*.py"):
         text = gen.read_text()
         for name in names:
-            text = re.sub(rf"^import {name}_pb2 as", f"from . import {name}_pb2 as", text, flags=re.M)
+            text = re.sub(rf"^import {name}_pb2 as", f"from . import {name}_pb2 as", text, flags=re.M)  # noqa: E501
         gen.write_text(text)
     print(f"generated stubs for {', '.join(p.name for p in protos)} in {OUT.relative_to(ROOT)}")
     return 0

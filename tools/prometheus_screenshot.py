@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.prometheus import api_get
+from harness.prometheus import api_get  # noqa: E402
 
 # Kafka's BytesInPerSec as Strimzi exports it: bytes appended by each leader, per second.
 QUERY = "rate(kafka_server_brokertopicmetrics_bytesin_total[30s])"

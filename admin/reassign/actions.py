@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from admin.reassign.messages import (
     CANNOT_EXECUTE_BECAUSE_OF_EXISTING,
@@ -27,14 +27,12 @@ from admin.reassign.messages import (
 from admin.reassign.parsing import (
     TP,
     check_args,
-    ids,
     parse_broker_list,
     parse_log_dirs,
     parse_reassignment,
     parse_topics_to_move,
     plural,
     read_json_file,
-    tp_name,
 )
 from admin.reassign.planning import (
     LogDirMove,
@@ -44,7 +42,8 @@ from admin.reassign.planning import (
     reassignment_states,
 )
 from admin.reassign.throttles import alter, clear_all_throttles, set_throttles
-from client import AdminClient, KafkaError, TopicInfo, UnknownTopicError
+from client import AdminClient, KafkaError
+from client import reassignment as lib
 from client.admin_client import PartitionReassignment
 from common.assignment import BrokerMetadata
 from common.errors import ErrorCode, ReplogError
@@ -55,32 +54,9 @@ DEFAULT_TIMEOUT_MS = 10000
 PROGRESS_TIMEOUT_S = 5.0  # Kafka's --timeout default
 
 
-async def _topics(admin: AdminClient, names: Iterable[str]) -> dict[str, TopicInfo]:
-    try:
-        return await admin.describe_topics(sorted(set(names)), include_configs=False)
-    except UnknownTopicError as e:
-        raise ReplogError(e.message) from None
-
-
-async def current_replicas(admin: AdminClient, parts: Iterable[TP]) -> dict[TP, list[int]]:
-    """Kafka's getReplicaAssignmentForPartitions; an unknown topic or partition is an error."""
-    parts = list(parts)
-    topics = await _topics(admin, (t for t, _ in parts))
-    out: dict[TP, list[int]] = {}
-    for tp in parts:
-        info = topics[tp[0]].partition(tp[1])
-        if info is None:
-            raise ReplogError(f"Unable to find partition: {tp_name(tp)}")
-        out[tp] = list(info.replicas)
-    return out
-
-
-async def _verify_brokers(admin: AdminClient, brokers: Iterable[int]) -> None:
-    """Kafka's verifyBrokerIds: every broker named must be a live (registered) one."""
-    live = await admin.live_brokers()
-    for b in sorted(set(brokers)):
-        if b not in live:
-            raise ReplogError(f"Unknown broker id {b} (live brokers: {ids(sorted(live))})")
+_topics = lib.describe_topics
+current_replicas = lib.current_replicas
+_verify_brokers = lib.verify_brokers
 
 
 def _fail(results: Mapping[TP, KafkaError | None]) -> bool:
@@ -120,17 +96,10 @@ async def execute(admin: AdminClient, args) -> int:
         print(VERIFY_PERIODICALLY)
         undo = await set_throttles(admin, proposed_moves(ongoing, proposed, current),
                                     args.throttle, args.replica_alter_log_dirs_throttle)
-    # A partition whose replicas stay as they are (and is not moving) has nothing for the
-    # controller to reassign - it refuses the same replicas - so it is not sent: the plan
-    # `--generate` prints lists every partition of the topics, moved or not, and Kafka's
-    # controller completes such a partition as a no-op. If it names log dirs it only moves
-    # between log dirs (KIP-113): AlterReplicaLogDirs below.
+    # A partition whose replicas stay as they are is not sent (lib.submit); if it names log
+    # dirs it only moves between log dirs (KIP-113): AlterReplicaLogDirs below.
     moves = parse_log_dirs(read_json_file(args.reassignment_json_file))
-    unchanged = {tp for tp, r in proposed.items()
-                 if list(r) == current[tp] and tp not in ongoing}
-    reassigned = {tp: r for tp, r in proposed.items() if tp not in unchanged}
-    results = await admin.alter_partition_reassignments(
-        reassigned, timeout_ms=_timeout(args)) if reassigned else {}
+    reassigned, results = await lib.submit(admin, proposed, current, ongoing, _timeout(args))
     if any(e is not None for e in results.values()):
         # The controller refused the request (whole, so nothing moves): the throttles set
         # for it would only slow unrelated traffic, so put them back.

@@ -11,11 +11,11 @@ from admin.reassign.parsing import ANY_LOG_DIR, TP, ids, names, plural, tp_name
 from admin.reassign.planning import LogDirMove, ReassignmentState
 from client import KafkaError
 from client.admin_client import PartitionReassignment
+from client.reassignment import (
+    CANNOT_EXECUTE_BECAUSE_OF_EXISTING as CANNOT_EXECUTE_BECAUSE_OF_EXISTING,
+)
 from common.errors import ErrorCode
 
-CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
-    "Cannot execute because there is an existing partition assignment. Use --additional to "
-    "override this and create a new partition assignment in addition to the existing one.")
 VERIFY_PERIODICALLY = ("Warning: You must run --verify periodically, until the reassignment "
                        "completes, to ensure the throttle is removed.")
 

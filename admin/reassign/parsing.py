@@ -1,6 +1,7 @@
 """The options and JSON files of ``replog reassign`` (pure): every mistake a file or an option
 can hold is found here, before the first change, as one ``Error:`` line (ReplogError). The
-partition names (``TP``, ``tp_name``) the other modules speak in live here too.
+partition names (``TP``, ``tp_name``) the other modules speak in are re-exported here from
+client/reassignment.py.
 """
 
 from __future__ import annotations
@@ -8,9 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
+from client.reassignment import TP as TP
+from client.reassignment import ids as ids
+from client.reassignment import plural as plural
+from client.reassignment import tp_name as tp_name
 from common.errors import ReplogError
 
-TP = tuple[str, int]
 ANY_LOG_DIR = "any"
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 # Which action each option may be used with (Kafka's validateAndParseArgs table).
@@ -38,20 +42,8 @@ def _opt(dest: str) -> str:
     return dest.replace("_", "-")
 
 
-def tp_name(tp: TP) -> str:
-    return f"{tp[0]}-{tp[1]}"
-
-
-def ids(xs: Iterable[int]) -> str:
-    return ",".join(str(x) for x in xs)
-
-
 def names(tps: Iterable[TP]) -> str:
     return ",".join(tp_name(tp) for tp in sorted(tps))
-
-
-def plural(n: int) -> str:
-    return "" if n == 1 else "s"
 
 
 def check_args(args) -> str:

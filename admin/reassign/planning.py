@@ -1,5 +1,7 @@
 """What a reassignment plan means against the cluster as it is (pure): Kafka's
 ``--generate`` assignment, the moves a plan makes, the state of each move for ``--verify``.
+The moves (``PartitionMove``, ``proposed_moves``) are the client's (client/reassignment.py),
+shared with the lab.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from dataclasses import dataclass
 
 from admin.reassign.parsing import TP
 from client.admin_client import PartitionReassignment
+from client.reassignment import PartitionMove as PartitionMove
+from client.reassignment import proposed_moves as proposed_moves
+from client.reassignment import reassigning_brokers as reassigning_brokers
 from common.assignment import AssignmentError, BrokerMetadata, assign_replicas
 from common.errors import ReplogError
 
@@ -34,31 +39,6 @@ def propose_assignment(current: Mapping[TP, Sequence[int]], brokers: Iterable[Br
         for p, replicas in assigned.items():
             out[(topic, p)] = replicas
     return out
-
-
-@dataclass(frozen=True)
-class PartitionMove:
-    sources: frozenset[int]
-    destinations: frozenset[int]
-
-
-def proposed_moves(ongoing: Mapping[TP, PartitionReassignment],
-                   proposed: Mapping[TP, Sequence[int]],
-                   current: Mapping[TP, Sequence[int]]) -> dict[TP, PartitionMove]:
-    """Kafka's calculateProposedMoveMap: the moves already running (sources = replicas minus
-    adding, destinations = adding) overlaid with the proposed ones, whose sources are the
-    running move's sources if the partition is moving already, else its current replicas."""
-    moves = {tp: PartitionMove(frozenset(r.replicas) - frozenset(r.adding_replicas),
-                               frozenset(r.adding_replicas)) for tp, r in ongoing.items()}
-    for tp, replicas in proposed.items():
-        sources = moves[tp].sources if tp in moves else frozenset(current[tp])
-        moves[tp] = PartitionMove(sources, frozenset(replicas) - sources)
-    return moves
-
-
-def reassigning_brokers(moves: Mapping[TP, PartitionMove]) -> set[int]:
-    """Kafka's calculateReassigningBrokers: every source and destination."""
-    return {b for m in moves.values() for b in m.sources | m.destinations}
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ CHECKPOINT_VERSION = 0
 
 
 def _encode(lines: list[str]) -> bytes:
-    return (f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)).encode()
+    return (f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)).encode()  # noqa: E501
 
 
 def _decode(path: str, data: bytes, fields: int) -> list[list[str]]:

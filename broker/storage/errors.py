@@ -1,9 +1,9 @@
-"""The storage-error hierarchy (seed 003; Kafka's KafkaStorageException family).
+"""The storage-error hierarchy (design.md#jbod; Kafka's KafkaStorageException family).
 
 Every I/O error in the storage engine is caught at the lowest level and wrapped in one of these,
 carrying the log dir and (when there is one) the partition, so that the component that handles
-it — the broker's log-dir failure handler (C5) — knows which dir to take offline and which
-partitions are lost, instead of the broker halting as Kafka did before KIP-112.
+it — the broker's log-dir failure handler (design.md#jbod) — knows which dir to take offline and
+which partitions are lost, instead of the broker halting as Kafka did before KIP-112.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class KafkaStorageError(ReplogError):
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
     operation = "storage operation"
 
-    def __init__(self, log_dir: str, partition: str | None = None, cause: BaseException | None = None,
+    def __init__(self, log_dir: str, partition: str | None = None, cause: BaseException | None = None,  # noqa: E501
                  detail: str | None = None):
         self.log_dir = log_dir
         self.partition = partition

@@ -1,15 +1,15 @@
-"""What an I/O error takes offline: the whole log dir, or only one partition's log (seed 003).
+"""What an I/O error takes offline: the whole log dir, or only one partition's log (design.md#jbod).
 
-Seed 003's ExceptionHandler starts with "from the exception context check whether entire disk
+design.md#jbod's ExceptionHandler starts with "from the exception context check whether entire disk
 (config.logDirs entry) went down"; if so the dir goes offline with every partition in it
 (steps 2.1-2.4), otherwise only the log named by the error (step 3). The decision is
 ``failure_scope``, a pure function of the error (its errno and whether it names a partition)
 and of a probe of the dir, so it is table-tested; ``probe_log_dir`` is the probe.
 
-Seed 003's open question 1, "how to check a disk is available - a simple, fast operation":
-the probe does what every log write needs the disk to do, on a scratch file in the dir itself
-(``.replog-disk-probe``): stat the dir, create the file, write a few bytes, fsync it, unlink it,
-fsync the dir. A read-only remount (ext4 ``errors=remount-ro``: EROFS), a full disk (ENOSPC), a
+design.md#jbod-open-questions (open question 1), "how to check a disk is available - a simple, fast
+operation": the probe does what every log write needs the disk to do, on a scratch file in the dir
+itself (``.replog-disk-probe``): stat the dir, create the file, write a few bytes, fsync it, unlink
+it, fsync the dir. A read-only remount (ext4 ``errors=remount-ro``: EROFS), a full disk (ENOSPC), a
 vanished mount (ENOENT/ENODEV/ENOTCONN) or a dying device (EIO on fsync) all fail it; an EIO
 confined to one partition's files does not. It runs on the dir's own executor thread, behind
 the work already queued there, with a timeout (``PROBE_TIMEOUT_S``): a disk that stalls the
@@ -42,8 +42,8 @@ DIR_WIDE_ERRNOS = frozenset({
 
 
 class Scope(Enum):
-    LOG_DIR = "log_dir"      # seed 003 step 2: the dir goes offline with all its partitions
-    PARTITION = "partition"  # seed 003 step 3: only the log named by the error
+    LOG_DIR = "log_dir"      # design.md#jbod-step-2: the dir goes offline with all its partitions
+    PARTITION = "partition"  # design.md#jbod-step-3: only the log named by the error
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,8 @@ def failure_scope(err: int | None, partition: str | None, probe: ProbeResult) ->
 
 
 def probe_log_dir(path: str, fileops: FileOps) -> ProbeResult:
-    """Seed 003 open question 1, answered (see the module docstring). Blocking: run it on the
-    dir's executor. Never raises."""
+    """design.md#jbod-open-questions (open question 1), answered (see the module docstring).
+    Blocking: run it on the dir's executor. Never raises."""
     probe = os.path.join(path, PROBE_FILE)
     step = "stat"
     try:

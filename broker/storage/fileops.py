@@ -3,8 +3,9 @@
 ``FileOps`` is the real thing: thin wrappers over ``os``. ``FaultInjectingFileOps`` sits behind
 the same interface and lets a test make a chosen log dir (or any path prefix) fail with a chosen
 errno (EIO, ENOSPC, EROFS...) or become slow, for the faults that cannot be produced for real on
-demand (C1, C5 JBOD failures, C4 slow leader reads). Errors raised here are plain ``OSError``;
-the storage classes wrap them into the storage-error hierarchy with the log dir and partition.
+demand (design.md#storage, design.md#jbod JBOD failures, design.md#kip-501 slow leader reads).
+Errors raised here are plain ``OSError``; the storage classes wrap them into the storage-error
+hierarchy with the log dir and partition.
 """
 
 from __future__ import annotations
@@ -218,7 +219,7 @@ class FaultInjectingFileOps(FileOps):
         delay = 0.0
         with self._lock:
             for f in self._faults:
-                if op in f.ops and (path == f.prefix or path.startswith(f.prefix.rstrip("/") + "/")):
+                if op in f.ops and (path == f.prefix or path.startswith(f.prefix.rstrip("/") + "/")):  # noqa: E501
                     if f.err is None:
                         delay = max(delay, f.delay_s)
                         continue

@@ -9,7 +9,7 @@ nothing about replication.
 
 Threading: every mutating call runs on its log dir's single executor thread (LogManager), which
 keeps write order; reads may run concurrently with appends, which only ever extend the log.
-Every I/O error surfaces as a storage error naming the log dir and the partition (seed 003).
+Every I/O error surfaces as a storage error naming the log dir and the partition (design.md#jbod).
 """
 
 from __future__ import annotations
@@ -154,14 +154,14 @@ class Log:
         # Set by the first I/O error of a write: the files may no longer match what this
         # object believes (a partial write, a failed index or checkpoint update), so every
         # later append, truncation or roll is refused until the log is reloaded from disk
-        # (JBOD's log-dir failure handling, C5, takes its dir offline).
+        # (JBOD's log-dir failure handling, design.md#jbod, takes its dir offline).
         self.failed: str | None = None
         # KIP-113: set when an intra-broker move swapped a new log in for this one; work still
         # queued for this object is forwarded there (broker/alter_log_dirs.py).
         self.moved_to: Log | None = None
         # Set by the LogManager holding this log as the partition's replica: run after a
         # truncation to checkpoint the lowered recovery point at once (Kafka's
-        # LogManager.truncateTo and truncateFullyAndStartAt). A checkpoint left at the old, higher point makes recovery
+        # LogManager.truncateTo and truncateFullyAndStartAt). A checkpoint left at the old, higher point makes recovery  # noqa: E501
         # re-add leader epochs only past it, so an epoch that starts at the truncation point
         # - becoming leader right after truncating, its entry deferred - comes back after a
         # crash starting at that old point.

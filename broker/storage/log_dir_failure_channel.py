@@ -12,7 +12,7 @@ on a separate pool. Producers run on any thread, so the channel is thread-safe, 
 awaited on the event loop.
 
 A failure names the partition too when the error does (``KafkaStorageError.partition``):
-seed 003 tells apart a dead dir (step 2) from one lost log (step 3), so the channel queues the
+design.md#jbod tells apart a dead dir (step 2) from one lost log (step 3), so the channel queues the
 first error of each (dir, partition) - and of (dir, no partition) - once. The consumer
 (``ReplicaManager.log_dir_failure_loop``, the seed's ExceptionHandler) decides which it is
 (``failure_scope``); once it marks the dir offline (``mark_offline``) every later error of that
@@ -75,7 +75,7 @@ class LogDirFailureChannel:
             self._offline.add(log_dir)
 
     def forget(self, log_dir: str, partition: str) -> None:
-        """A log lost alone (seed 003 step 3) was re-created: its next error is reported."""
+        """A log lost alone (design.md#jbod-step-3) was re-created: its next error is reported."""
         with self._lock:
             self._reported.discard((log_dir, partition))
 

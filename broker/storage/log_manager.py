@@ -3,7 +3,7 @@
 - On startup each log dir is checked (``meta.properties``), its checkpoints are read and its
   partition dirs are loaded; a dir without the clean-shutdown marker has its logs recovered from
   their recovery points. A dir that fails to load goes offline instead of stopping the broker
-  (seed 003 / KIP-112); only when no dir is left does startup fail.
+  (design.md#jbod / KIP-112); only when no dir is left does startup fail.
 - A new partition goes to the online dir holding the fewest partitions (Kafka's placement).
 - Each log dir has one single-thread executor for appends, truncation and fsync: it keeps the
   write order of a partition and confines a stalled or failing disk to its own thread, off the
@@ -20,7 +20,7 @@
   ``failure_channel`` (Kafka's LogDirFailureChannel, log_dir_failure_channel.py). The code that
   hit the error still gets it; the channel's consumer decides what the dir's failure means.
 
-- JBOD (seed 003, C5): the channel's consumer (the replica manager's ExceptionHandler) probes
+- JBOD (design.md#jbod): the channel's consumer (the replica manager's ExceptionHandler) probes
   the dir (``probe``) and takes either the dir offline (``mark_offline``) or one log
   (``take_log_offline``). An offline dir stays offline: its pending executor work fails at
   once (LogDirOfflineError), nothing new runs or is created there, the flush, retention and
@@ -137,7 +137,7 @@ class LogManager:
         # LeaderAndIsr created a log raised "dictionary changed size during iteration" and
         # checkpointing stopped for good.
         self._lock = threading.Lock()
-        # Dirs where a partition's log failed alone (seed 003 step 3): its re-creation avoids
+        # Dirs where a partition's log failed alone (design.md#jbod-step-3): its re-creation avoids
         # them and supersedes the copy left there.
         self._failed_in: dict[TopicPartition, set[str]] = {}
         self._placements: dict[TopicPartition, placement.Placement | None] = {}
@@ -307,7 +307,7 @@ class LogManager:
             self._take_offline(d, str(e))
 
     def _set_aside_lost_copy(self, d: LogDir, tp: TopicPartition, full: str) -> None:
-        """A copy this broker reported lost (its dir or log failed, seed 003) and that is
+        """A copy this broker reported lost (its dir or log failed, design.md#jbod) and that is
         readable again after a restart. It predates the failure: the controller has since
         re-created the replica (is_new, in another dir) or will, and that newer copy may be
         in a dir that is broken now - so placement (which needs both copies) cannot decide,
@@ -437,7 +437,7 @@ class LogManager:
     def get_or_create_log(self, tp: TopicPartition, log_dir: str | None = None,
                           broker_epoch: int = -1) -> Log:
         """The log of ``tp``, created if absent: in ``log_dir``, or the online dir with the
-        fewest partitions (never an offline one, seed 003 step 2.1). Created while a copy may
+        fewest partitions (never an offline one, design.md#jbod-step-2-1). Created while a copy may
         exist elsewhere, it gets a placement record superseding those dirs (placement.py)."""
         existing = self.logs.get(tp)
         if existing is not None:
@@ -459,7 +459,7 @@ class LogManager:
         record = placement.Placement(supersedes, broker_epoch, self.clock()) \
             if supersedes else None
         try:
-            log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops, clock=self.clock,
+            log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops, clock=self.clock,  # noqa: E501
                            needs_recovery=False)
             if record is not None:
                 try:
@@ -483,7 +483,7 @@ class LogManager:
         d = self._dir_of[tp]
         old._close_fds()
         old.closed = True
-        log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops, clock=self.clock,
+        log = Log.open(d.path, tp, self.config_for(tp.topic), fileops=self.fileops, clock=self.clock,  # noqa: E501
                        recovery_point=old.recovery_point, log_start_offset=old.log_start_offset,
                        high_watermark=old.high_watermark, needs_recovery=True)
         log.on_truncation = functools.partial(self._checkpoint_after_truncation, tp)
@@ -553,7 +553,7 @@ class LogManager:
     def run_in_dir(self, d: LogDir, fn: Callable, *args) -> asyncio.Future:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        if not d.online:  # seed 003 step 2.1: nothing more runs on an offline dir
+        if not d.online:  # design.md#jbod-step-2-1: nothing more runs on an offline dir
             fut.set_exception(LogDirOfflineError(d.path, detail="the log dir is offline"))
             return fut
         with d.lock:
@@ -677,7 +677,7 @@ class LogManager:
         return lost
 
     def take_log_offline(self, tp: TopicPartition, reason: str) -> str | None:
-        """Seed 003 step 3: only ``tp``'s log failed, its dir is healthy. The log is forgotten
+        """design.md#jbod-step-3: only ``tp``'s log failed, its dir is healthy. The log is forgotten
         and its files moved aside to ``<tp>.<id>-stray`` (kept for an operator, ignored by
         loading) so a re-created replica may use the name; returns its dir, None if gone."""
         with self._lock:
@@ -704,7 +704,7 @@ class LogManager:
         return d.path
 
     async def probe(self, d: LogDir, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult:
-        """Seed 003's disk availability check (failure_scope.probe_log_dir) on the dir's own
+        """design.md#jbod's disk availability check (failure_scope.probe_log_dir) on the dir's own
         thread, behind the work queued there; a probe slower than ``timeout_s`` fails."""
         if not d.online:
             return ProbeResult(False, detail="the log dir is offline")

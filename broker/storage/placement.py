@@ -1,7 +1,7 @@
 """Which of two copies of a partition in different log dirs is the broker's replica.
 
-A replica lost with its log dir (seed 003) is re-created in a healthy dir. If the old dir comes
-back after a restart, the broker finds two copies of the partition. The newer placement wins
+A replica lost with its log dir (design.md#jbod) is re-created in a healthy dir. If the old dir
+comes back after a restart, the broker finds two copies of the partition. The newer placement wins
 and the stale copy is deleted - never loaded beside it, never mixed in.
 
 "Newer" is decided from a small placement record, ``replica-placement`` in the partition dir,

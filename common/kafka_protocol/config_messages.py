@@ -49,7 +49,7 @@ DESCRIBE_CONFIGS_RESPONSE = struct(
             f("documentation", "string", "3+", nullable="0+", default=None))))))),
 )
 
-# ------------------------------------------------------------------------------ IncrementalAlterConfigs
+# ------------------------------------------------------------------------------ IncrementalAlterConfigs  # noqa: E501
 
 INCREMENTAL_ALTER_CONFIGS_REQUEST = struct(
     f("resources", array(struct(

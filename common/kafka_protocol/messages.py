@@ -208,7 +208,7 @@ LIST_OFFSETS_RESPONSE = struct(
             f("leader_epoch", "int32", "4+", default=-1))))))),
 )
 
-# ------------------------------------------------------------------------------ OffsetForLeaderEpoch
+# ------------------------------------------------------------------------------ OffsetForLeaderEpoch  # noqa: E501
 
 OFFSET_FOR_LEADER_EPOCH_REQUEST = struct(
     f("replica_id", "int32", "3+", default=-2),

@@ -15,6 +15,7 @@ import binascii
 import struct
 import uuid
 
+from common.kafka_protocol.limits import MAX_STRING_BYTES
 from common.records import encode_varint
 
 _I8 = struct.Struct(">b")
@@ -35,11 +36,15 @@ class ProtocolError(ValueError):
 
 
 class Reader:
-    __slots__ = ("buf", "pos")
+    """``budget``: how many array elements may still be read (None: no bound), the request's
+    element budget (common/kafka_protocol/limits.py); the listener sets it per API."""
+    __slots__ = ("budget", "buf", "pos")
 
-    def __init__(self, buf: bytes | bytearray | memoryview, pos: int = 0):
+    def __init__(self, buf: bytes | bytearray | memoryview, pos: int = 0,
+                 budget: int | None = None):
         self.buf = memoryview(buf)
         self.pos = pos
+        self.budget = budget
 
     def remaining(self) -> int:
         return len(self.buf) - self.pos
@@ -125,6 +130,9 @@ class Reader:
         n = self._length(compact)
         if n is None:
             return None
+        if n > MAX_STRING_BYTES:  # Kafka's generated readers: "had invalid length"
+            raise ProtocolError(f"string of {n} bytes at offset {self.pos} is longer than "
+                                f"{MAX_STRING_BYTES}")
         try:
             return str(self._take(n), "utf-8")
         except UnicodeDecodeError as e:
@@ -134,16 +142,24 @@ class Reader:
         n = self._length(compact, wide=True)
         return None if n is None else bytes(self._take(n))
 
-    def array_length(self, compact: bool) -> int | None:
+    def array_length(self, compact: bool, min_element_size: int = 1) -> int | None:
+        """An array's length, refused before any element is read when its elements, at
+        ``min_element_size`` bytes each, cannot fit in the bytes left (Kafka's generated
+        readers), or when they exceed what is left of the element budget (limits.py)."""
         if compact:
             n = self.uvarint() - 1
         else:
             n = self.int32()
         if n < 0:
             return None
-        if n > self.remaining():  # every element takes at least one byte
-            raise ProtocolError(f"array of {n} elements at offset {self.pos} cannot fit in "
-                                f"{self.remaining()} bytes")
+        if n * max(1, min_element_size) > self.remaining():
+            raise ProtocolError(f"array of {n} elements of at least {min_element_size} bytes "
+                                f"at offset {self.pos} cannot fit in {self.remaining()} bytes")
+        if self.budget is not None:
+            if n > self.budget:
+                raise ProtocolError(f"array of {n} elements at offset {self.pos} exceeds the "
+                                    f"request's element budget ({self.budget} left)")
+            self.budget -= n
         return n
 
 

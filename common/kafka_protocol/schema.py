@@ -115,8 +115,13 @@ class Message:
     flexible: Versions
     body: Struct
 
-    def decode(self, buf: bytes | memoryview | Reader, version: int) -> dict:
+    def decode(self, buf: bytes | memoryview | Reader, version: int,
+               budget: int | None = None) -> dict:
+        """``budget``: at most that many array elements in all (limits.py), else
+        ProtocolError; a Reader given keeps its own budget unless one is given here."""
         r = buf if isinstance(buf, Reader) else Reader(buf)
+        if budget is not None:
+            r.budget = budget
         return read_struct(r, self.body, version, version in self.flexible)
 
     def encode(self, value: Mapping[str, Any], version: int) -> bytes:
@@ -137,6 +142,33 @@ def defaults(s: Struct) -> dict:
 
 # ---------------------------------------------------------------------------- decoding
 
+_FIXED_SIZES = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
+                "float64": 8, "bool": 1, "uuid": 16}
+_MIN_SIZES: dict[tuple[int, int, bool], int] = {}
+
+
+def min_size(t: str | Struct | Array, version: int, flexible: bool) -> int:
+    """The fewest bytes a value of type ``t`` takes in ``version``: an empty or null string,
+    bytes or array, a struct of such fields and an empty tagged-field section. An array of N
+    elements needs N times its element's, or it cannot be honest (Kafka's generated readers
+    check the same before allocating)."""
+    if isinstance(t, str):
+        if t in _FIXED_SIZES:
+            return _FIXED_SIZES[t]
+        if t == "string":
+            return 1 if flexible else 2
+        return 1 if flexible else 4  # bytes, records
+    if isinstance(t, Array):
+        return 1 if flexible else 4
+    key = (id(t), version, flexible)
+    n = _MIN_SIZES.get(key)
+    if n is None:
+        n = sum(min_size(fd.type, version, flexible) for fd in t.fields
+                if fd.tag is None and version in fd.versions) + (1 if flexible else 0)
+        _MIN_SIZES[key] = n
+    return n
+
+
 def _read_primitive(r: Reader, t: str, flexible: bool, nullable: bool, name: str) -> Any:
     if t == "string":
         v = r.string(flexible)
@@ -155,12 +187,12 @@ def _read_value(r: Reader, fd: Field, version: int, flexible: bool) -> Any:
     if isinstance(t, Struct):
         return read_struct(r, t, version, flexible)
     if isinstance(t, Array):
-        n = r.array_length(flexible)
+        el = t.element
+        n = r.array_length(flexible, min_size(el, version, flexible))
         if n is None:
             if not nullable:
                 raise ProtocolError(f"array {fd.name} is null, which its version does not allow")
             return None
-        el = t.element
         if isinstance(el, Struct):
             return [read_struct(r, el, version, flexible) for _ in range(n)]
         return [_read_primitive(r, el, flexible, False, fd.name) for _ in range(n)]
@@ -196,8 +228,9 @@ def read_tagged_fields(r: Reader, s: Struct | None, version: int, out: dict) -> 
         if fd is None:
             r.pos = end  # unknown tags are skipped (KIP-482)
             continue
-        sub = Reader(r.buf[:end], r.pos)
+        sub = Reader(r.buf[:end], r.pos, r.budget)
         out[fd.name] = _read_value(sub, fd, version, True)
+        r.budget = sub.budget
         if sub.pos != end:
             raise ProtocolError(f"tagged field {fd.name} is {size} bytes but "
                                 f"{sub.pos - r.pos} were read")

@@ -1,1 +1,2 @@
-"""Security: TLS on the listeners, principals, Kafka's ACL authorizer, ZooKeeper ACLs (SPEC C11)."""
+"""Security: TLS on the listeners, principals, Kafka's ACL authorizer, ZooKeeper ACLs
+(design.md#c11)."""

@@ -201,6 +201,20 @@ PATTERN_TYPE_CODES = {PatternType.ANY: 1, PatternType.MATCH: 2, PatternType.LITE
 OPERATION_CODES = {op: code for code, op in enumerate(AclOperation, start=2)}
 PERMISSION_TYPE_CODES = {AclPermissionType.DENY: 2, AclPermissionType.ALLOW: 3}
 
+# SUPPORTED_OPERATIONS (above) is also what Metadata and DescribeCluster list as authorized
+# operations (KIP-430); librdkafka's admin checks for exactly those: 8 on a topic, 7 on the
+# cluster.
+# "not provided": the authorized-operations fields when the request did not ask (KIP-430)
+AUTHORIZED_OPERATIONS_OMITTED = -(2 ** 31)
+
+
+def operations_bit_field(operations) -> int:
+    """Kafka's Utils.to32BitField over the operations' wire codes (bit ``code`` set)."""
+    out = 0
+    for op in operations:
+        out |= 1 << OPERATION_CODES[op]
+    return out
+
 
 def from_code(codes: dict, code: int, what: str, any_ok: bool = False):
     """The member of ``codes`` numbered ``code``; None for ANY when ``any_ok``; AclError for

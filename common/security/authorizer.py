@@ -32,6 +32,7 @@ from common.security.acl import (
     CHANGE_PREFIX,
     EXTENDED_CHANGES_PATH,
     LITERAL_CHANGES_PATH,
+    SUPPORTED_OPERATIONS,
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -40,6 +41,7 @@ from common.security.acl import (
     ResourcePattern,
     authorize,
     decode_change,
+    operations_bit_field,
     parse_super_users,
     validate_binding,
 )
@@ -104,6 +106,9 @@ class AclAuthorizer:
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
         self._stopped = False
+        # After a failed pass over a change path, the pass is tried again this much later, so
+        # a change whose read failed is applied without waiting for another notification.
+        self.change_retry_backoff_s = 1.0
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], zk, events=None) -> AclAuthorizer | None:
@@ -132,6 +137,15 @@ class AclAuthorizer:
                              host=who.host, operation=operation.name,
                              resource=str(resource))
         return ok
+
+    def authorized_operations(self, who: Requester, resource: ResourcePattern) -> int:
+        """KIP-430's bit field of the operations ``who`` may do on ``resource``, among those
+        an ACL on its type can allow (AuthHelper.authorizedOperations; no audit line for the
+        ones refused, as Kafka asks with logIfDenied=false)."""
+        return operations_bit_field(
+            op for op in SUPPORTED_OPERATIONS[resource.resource_type]
+            if authorize(who.principal, who.host, op, resource, self.acls, self.super_users,
+                         self.allow_everyone_if_no_acl_found))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -178,14 +192,26 @@ class AclAuthorizer:
             await self.zk.until_connected(lambda: self.process_changes(path))
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - a lost session etc.: the next watch retries
+        except Exception as e:  # noqa: BLE001 - a lost session etc.: tried again below
             if self.events is not None:
                 self.events.warning("acl_change_processing_failed", path=path,
                                     error=f"{type(e).__name__}: {e}"[:300])
+            # The failed change is still unprocessed (process_changes moves its mark only past
+            # what it applied), so this pass reads it again; a new session's pass or the next
+            # notification would too, but a revocation must not wait for either.
+            await asyncio.sleep(self.change_retry_backoff_s)
+            self._schedule(path)
 
     async def process_changes(self, changes_path: str) -> None:
         """Read the notifications under ``changes_path`` not yet processed (re-arming the
-        watch) and reload each resource they name."""
+        watch) and reload each resource they name.
+
+        The mark of what is processed moves past a notification only once its resource has
+        been read into the cache (Kafka's ZkNodeChangeNotificationListener advances
+        lastExecutedChange after processing): when a read raises - kazoo raises
+        SessionExpiredError for a request queued while disconnected whose session then
+        expires - the pass stops there and the next one reads that notification again. Moved
+        before the read, a revoked ACL stayed granted on this broker until it restarted."""
         async with self._lock:
             try:
                 children = await self.zk.get_children(changes_path,
@@ -198,15 +224,17 @@ class AclAuthorizer:
                 if seq <= self._last_change[changes_path]:
                     continue
                 got = await self.zk.get_or_none(f"{changes_path}/{child}")
-                self._last_change[changes_path] = seq
                 if got is None:
+                    self._last_change[changes_path] = seq
                     continue  # purged meanwhile
                 try:
                     pattern = decode_change(changes_path, got[0])
                 except AclError as e:
+                    self._last_change[changes_path] = seq  # it will not mend: skipped
                     self._corrupt(f"{changes_path}/{child}", str(e))
                     continue
                 entries = await self._read_into_cache(pattern)
+                self._last_change[changes_path] = seq  # only now: the read succeeded
                 if self.events is not None:
                     self.events.info("acls_changed", resource=str(pattern),
                                      acls=sorted(str(e) for e in entries))
@@ -280,6 +308,10 @@ class _AllowAll:
     def authorize(self, who: Requester, operation: AclOperation,
                   resource: ResourcePattern) -> bool:
         return True
+
+    def authorized_operations(self, who: Requester | None, resource: ResourcePattern) -> int:
+        """Every supported operation: Kafka's answer when no authorizer is configured."""
+        return operations_bit_field(SUPPORTED_OPERATIONS[resource.resource_type])
 
 
 ALLOW_ALL = _AllowAll()

@@ -27,7 +27,7 @@ class KafkaPrincipal:
 
     @classmethod
     def parse(cls, text: str) -> KafkaPrincipal:
-        """``Type:name`` as kafka-acls and ``super.users`` write it (SecurityUtils.parseKafkaPrincipal)."""
+        """``Type:name`` as kafka-acls and ``super.users`` write it (SecurityUtils.parseKafkaPrincipal)."""  # noqa: E501
         kind, sep, name = text.strip().partition(":")
         if not sep or not kind or not name:
             raise ValueError(f"principal {text!r} is not of the form Type:name (e.g. User:alice)")

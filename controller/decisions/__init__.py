@@ -20,9 +20,9 @@ One module per family:
                   the automatic preferred-leader check
     new_partitions.py  new partitions of created topics (Kafka's onNewPartitionCreation)
     brokers.py    broker failure/startup/update, controlled shutdown, controller failover
-    isr.py        AlterPartition (KIP-497, KIP-704, seed 002 relinquish)
+    isr.py        AlterPartition (KIP-497, KIP-704, design.md#kip-501 relinquish)
     deletion.py   topic deletion
-    reassignment.py  partition reassignment (C6, seed 004 + KIP-455): validation and the
+    reassignment.py  partition reassignment (design.md#reassignment + KIP-455): validation and the
                   partition-state steps of the seven (the core writes the znodes)
 
 Rules, with where they come from:
@@ -40,20 +40,20 @@ Rules, with where they come from:
   RECOVERED once it has rebuilt its state.
 - AlterPartition validation follows Kafka's ZK controller (processAlterPartition) with KIP-841/
   KIP-903 eligibility: see `isr.alter_partition`.
-- Seed 002 (KIP-501 Solution 2): `relinquish_leadership` elects the first other eligible ISR
-  member and records the sender; preferred elections (manual and automatic) skip it until
+- design.md#kip-501 (KIP-501 Solution 2): `relinquish_leadership` elects the first other eligible
+  ISR member and records the sender; preferred elections (manual and automatic) skip it until
   `ControllerContext.relinquish_cooldown_ms` has passed. The cool-down defaults to
   leader.imbalance.check.interval.seconds: the automatic preferred election runs once per that
   interval, so a relinquishing leader is not handed its leadership back by the very next check,
   and at the latest one interval after the cool-down it is rebalanced normally.
 
-- Seed 003 (C5): `restarts.restart_partitions` applies a /restart_partitions entry with the
+- design.md#jbod: `restarts.restart_partitions` applies a /restart_partitions entry with the
   RestartedPartitionsLeaderSelector; see that module for where replog departs from the seed.
 
-- KIP-966 (seed 001, C7): with eligible.leader.replicas.enable, `Builder.write` keeps every
+- design.md#kip-966: with eligible.leader.replicas.enable, `Builder.write` keeps every
   partition's ELR and LastKnownELR (controller/elr.py), an ISR may become empty, brokers that
   registered after an unclean shutdown leave every ISR and ELR (`brokers.remove_unclean_replicas`),
-  and offline elections follow seed 001's order (`selectors.elr_leader`).
+  and offline elections follow design.md#kip-966's order (`selectors.elr_leader`).
     recovery.py   the Unclean Recovery Manager: one task per leaderless partition that needs
                   a recovery (`Decision.recoveries`), the batched GetReplicaLogInfo queries,
                   when to choose, and the choice; core.py drives it

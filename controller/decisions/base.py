@@ -3,8 +3,8 @@
 A decision is data: the partition-state znode writes, the state-machine steps taken after
 them, the requests to send, and per-partition answers for the RPC that asked. `next_state` is
 the one place a partition's leader, leader epoch and ISR change, and `Builder.write` - through
-which every new state goes - the one place its ELR and LastKnownELR change (KIP-966, seed 001,
-C7: the rules are controller/elr.py's `next_elr`).
+which every new state goes - the one place its ELR and LastKnownELR change (design.md#kip-966:
+the rules are controller/elr.py's `next_elr`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from typing import Any
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
@@ -25,7 +26,7 @@ from controller.state_machine import (
     ReplicaState,
     TransitionPlan,
 )
-from controller.store import PartitionWrite  # what a decision asks the store to write
+from controller.store import PartitionWrite as PartitionWrite  # what a decision writes
 
 P = PartitionState
 R = ReplicaState
@@ -74,10 +75,10 @@ class Decision:
     relinquished: dict[TopicPartition, tuple[int, float]] = field(default_factory=dict)
     # topics whose replicas are all deleted: the shell removes their znodes next
     deletable_topics: set[str] = field(default_factory=set)
-    # transitions the tables refused (C6): never applied; the core logs each as an
-    # `invalid_state_transition` event and the shell counts them in a metric
+    # transitions the tables refused (design.md#reassignment): never applied; the core logs each as
+    # an `invalid_state_transition` event and the shell counts them in a metric
     refused: list[InvalidStateTransition] = field(default_factory=list)
-    # KIP-966 (C7): leaderless partitions whose strategy asks for an unclean recovery (the
+    # design.md#kip-966: leaderless partitions whose strategy asks for an unclean recovery (the
     # topic's strategy); the Unclean Recovery Manager starts one task per partition from
     # these. `forced_recoveries`: those the operator asked for (ElectLeaders UNCLEAN).
     recoveries: dict[TopicPartition, UncleanRecoveryStrategy] = field(default_factory=dict)
@@ -125,13 +126,15 @@ class Builder:
     def __init__(self, ctx: ControllerContext):
         self.ctx = ctx
         self.d = Decision()
-        self.partitions: TransitionPlan = TransitionPlan(ctx.partition_sm)
-        self.replicas: TransitionPlan = TransitionPlan(ctx.replica_sm)
+        self.partitions: TransitionPlan[TopicPartition, PartitionState] = TransitionPlan(
+            ctx.partition_sm)
+        self.replicas: TransitionPlan[PartitionReplica, ReplicaState] = TransitionPlan(
+            ctx.replica_sm)
         # KIP-966: brokers that registered after an unclean shutdown in this decision; no
         # write of it keeps them in an ELR (Kafka's uncleanShutdownReplicas)
         self.unclean_shutdown: set[int] = set()
-        # C5 + KIP-966: brokers whose replica was lost with a log dir (a restart entry): their
-        # log comes back empty, so no write keeps them in the ELR or the LastKnownELR either
+        # design.md#jbod + KIP-966: brokers whose replica was lost with a log dir (a restart entry):
+        # their log comes back empty, so no write keeps them in the ELR or the LastKnownELR either
         # (a Balanced recovery waits for every LastKnownELR member, to hear the longest log)
         self.lost_logs: set[int] = set()
         # replicas a move takes out of a partition in this decision (a cancel or a changed
@@ -198,7 +201,7 @@ class Builder:
     def replica(self, pr: PartitionReplica, target: ReplicaState) -> bool:
         return self._plan(self.replicas, pr, target)
 
-    def _plan(self, plan: TransitionPlan, key, target) -> bool:
+    def _plan(self, plan: TransitionPlan[Any, Any], key: Any, target: Any) -> bool:
         try:
             plan.add(key, target)
             return True
@@ -297,9 +300,9 @@ def apply(ctx: ControllerContext, decision: Decision,
     for tp, target in decision.partition_steps:
         if tp not in failed:
             ctx.partition_sm.transition(tp, target)
-    for pr, target in decision.replica_steps:
+    for pr, replica_target in decision.replica_steps:
         if pr.tp not in failed:
-            ctx.replica_sm.transition(pr, target)
+            ctx.replica_sm.transition(pr, replica_target)
     for tp, entry in decision.relinquished.items():
         if tp not in failed:
             ctx.relinquished[tp] = entry

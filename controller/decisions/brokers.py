@@ -11,7 +11,7 @@ failover that interrupts a broker failure finishes it with the same writes:
    removeReplicasFromIsr). Elections go first so a partition is written once, with one
    leader-epoch bump.
 
-With eligible.leader.replicas.enable (KIP-966, seed 001, C7) step 2 may empty an ISR - its last
+With eligible.leader.replicas.enable (design.md#kip-966) step 2 may empty an ISR - its last
 members move to the ELR (decisions/base.py `Builder.write`) - and a broker that registers after
 an unclean shutdown leaves every ISR and ELR before anything is elected
 (`remove_unclean_replicas`, Kafka's handleBrokerUncleanShutdown) - and again at every failover
@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from common.names import TopicPartition
-from common.zk_layout import NO_LEADER, BrokerRegistration
+from common.zk_layout import NO_LEADER, BrokerRegistration, LeaderAndIsr
 from controller import selectors
 from controller.context import ControllerContext, PartitionReplica
 from controller.decisions.base import (
@@ -89,12 +89,20 @@ def remove_replicas_from_isr(b: Builder, tps: Iterable[TopicPartition],
         if not leader_gone and new_isr == tuple(s.isr):
             continue
         new = next_state(ctx, s, leader=NO_LEADER if leader_gone else None, isr=new_isr)
-        b.write(tp, new, ElectionRecord(tp, s.leader, NO_LEADER, new.leader_epoch, False,
-                                        ElectionReason.OFFLINE) if leader_gone else None)
-        if leader_gone and b.pstate(tp) is not P.OfflinePartition:
-            b.partition(tp, P.OfflinePartition)
-        b.lai_replicas(tp)
-        b.um_all([tp])
+        _write_without(b, tp, s, new, leader_gone)
+
+
+def _write_without(b: Builder, tp: TopicPartition, s: LeaderAndIsr, new: LeaderAndIsr,
+                   leader_gone: bool) -> None:
+    """Write `new` (brokers taken out of `s`'s ISR, or ELR, or leadership): a deposed leader is
+    recorded as an offline election to NO_LEADER and its partition goes Offline; the
+    replicas hear the new state by LeaderAndIsr and every broker by UpdateMetadata."""
+    b.write(tp, new, ElectionRecord(tp, s.leader, NO_LEADER, new.leader_epoch, False,
+                                    ElectionReason.OFFLINE) if leader_gone else None)
+    if leader_gone and b.pstate(tp) is not P.OfflinePartition:
+        b.partition(tp, P.OfflinePartition)
+    b.lai_replicas(tp)
+    b.um_all([tp])
 
 
 def shut_down_uncleanly(reg: BrokerRegistration) -> bool:
@@ -112,7 +120,7 @@ def remove_unclean_replicas(b: Builder, brokers: Collection[int]) -> None:
     them is elected cleanly from an ELR. An ISR change bumps the leader epoch (package rule);
     an ELR-only change does not, but its new partition epoch goes to the replicas by
     LeaderAndIsr all the same: a leader left at the old one has every AlterPartition refused
-    (INVALID_UPDATE_VERSION) and its ISR never grows back (cluster simulation finding A)."""
+    (INVALID_UPDATE_VERSION) and its ISR never grows back (design.md#sim-finding-a)."""
     ctx = b.ctx
     brokers = set(brokers)
     if not ctx.elr.enabled or not brokers:
@@ -129,19 +137,14 @@ def remove_unclean_replicas(b: Builder, brokers: Collection[int]) -> None:
         isr_changed = new_isr != tuple(s.isr) or leader_gone
         new = next_state(ctx, s, leader=NO_LEADER if leader_gone else None, isr=new_isr,
                          bump_leader_epoch=isr_changed)
-        b.write(tp, new, ElectionRecord(tp, s.leader, NO_LEADER, new.leader_epoch, False,
-                                        ElectionReason.OFFLINE) if leader_gone else None)
-        if leader_gone and b.pstate(tp) is not P.OfflinePartition:
-            b.partition(tp, P.OfflinePartition)
-        b.lai_replicas(tp)
-        b.um_all([tp])
+        _write_without(b, tp, s, new, leader_gone)
 
 
 def _unclean_registrations_at_failover(b: Builder) -> None:
     """KIP-966 across a failover: a broker may have registered after an unclean shutdown while
     no controller ran, or the previous controller may have died before
     `remove_unclean_replicas`. ZooKeeper then still names it in ISRs and ELRs, even as a
-    leader, while its log may lack committed records (cluster simulation finding E, seed 197).
+    leader, while its log may lack committed records (design.md#sim-finding-e).
     ZooKeeper does not record whether a registration was handled (KRaft handles it once, in
     the registration's own record), so every live broker whose registration says unclean is
     handled again, as Kafka's handleBrokerUncleanShutdown: out of every ISR and ELR, a leader
@@ -218,7 +221,8 @@ def on_controller_failover(ctx: ControllerContext) -> Decision:
         # reset_states() already put them Online, so only the requests are needed.
         if not ctx.is_being_deleted(tp.topic) and tp in ctx.leadership:
             b.lai_replicas(tp)
-    recheck_elrs(b, sorted(ctx.assignments))  # a min ISR changed while none ran (finding D)
+    # a min ISR changed while none ran (design.md#sim-finding-d)
+    recheck_elrs(b, sorted(ctx.assignments))
     _unclean_registrations_at_failover(b)
     elect_offline(b, _offline(b))
     dead = {r for tp in all_tps for r in ctx.replicas(tp) if r not in ctx.live_brokers}

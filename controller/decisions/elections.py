@@ -5,7 +5,7 @@ Offline partitions are elected by `elect_offline` and nothing else - broker fail
 startup, controller failover, a refused write decided again, enabling unclean election and
 ElectLeaders(UNCLEAN) all call it (Kafka's triggerOnlinePartitionStateChange).
 
-With eligible.leader.replicas.enable (KIP-966, seed 001, C7) it elects in the seed's order
+With eligible.leader.replicas.enable (design.md#kip-966) it elects in the seed's order
 (`selectors.elr_leader`): an ISR member, an unfenced ELR member, then by the topic's
 unclean.recovery.strategy a wait or an unclean recovery. A recovery is never a blind pick: the
 partition stays leaderless and is listed in `Decision.recoveries`, and the Unclean Recovery
@@ -99,9 +99,9 @@ def elect_offline(b: Builder, tps: Iterable[TopicPartition], *, force_unclean: b
 
 def _elect_with_elr(b: Builder, tp: TopicPartition, s: LeaderAndIsr, reason: ElectionReason,
                     force_unclean: bool) -> None:
-    """One partition's offline election in seed 001's order (module docstring). The operator's
-    ElectLeaders UNCLEAN asks for the recovery whatever the strategy: it is Manual's way out,
-    and under the others it skips the wait."""
+    """One partition's offline election in design.md#kip-966's order (module docstring). The
+    operator's ElectLeaders UNCLEAN asks for the recovery whatever the strategy: it is Manual's way
+    out, and under the others it skips the wait."""
     ctx = b.ctx
     strategy = (selectors.UncleanRecoveryStrategy.PROACTIVE if force_unclean
                 else ctx.recovery_strategy(tp.topic))
@@ -115,9 +115,10 @@ def _elect_with_elr(b: Builder, tp: TopicPartition, s: LeaderAndIsr, reason: Ele
     no_elr_leader(b, tp, r, strategy, force_unclean)
 
 
-def no_elr_leader(b: Builder, tp: TopicPartition, r, strategy, force_unclean: bool = False
+def no_elr_leader(b: Builder, tp: TopicPartition, r: selectors.Wait | selectors.NeedsRecovery,
+                  strategy: selectors.UncleanRecoveryStrategy, force_unclean: bool = False
                   ) -> None:
-    """Seed 001's order found no clean leader (``r`` is Wait or NeedsRecovery): queue the
+    """design.md#kip-966's order found no clean leader (``r`` is Wait or NeedsRecovery): queue the
     partition for the Unclean Recovery Manager if it needs one, and say why in the outcome.
     Shared by offline elections and /restart_partitions (decisions/restarts.py)."""
     if isinstance(r, selectors.NeedsRecovery):
@@ -185,12 +186,12 @@ def recheck_elrs(b: Builder, topics: Iterable[str]) -> None:
     default: a partition whose ISR now meets its effective min ISR loses its ELR and
     LastKnownELR (`next_elr` derived again). Its leader may now advance the HW on the ISR
     alone, past records the ELR members never fetched, so they must not stay eligible for a
-    clean election (cluster simulation finding D, seed 45). Kafka clears them on every
+    clean election (design.md#sim-finding-d). Kafka clears them on every
     min.insync.replicas update (KAFKA-16540's ClearElrRecord); replog keeps the ELR of a
     partition whose ISR is still below the new value - its HW stays frozen, so the members'
     claim still holds - rather than send a leaderless one to an unclean recovery. Neither
     the leader nor the ISR changes, so no new leader epoch; the replicas hear the new
-    partition epoch by LeaderAndIsr (finding A)."""
+    partition epoch by LeaderAndIsr (design.md#sim-finding-a)."""
     ctx = b.ctx
     if not ctx.elr.enabled:
         return  # with ELR off every partition's next change clears them (elr.py)
@@ -213,9 +214,9 @@ def elect_leaders(ctx: ControllerContext, election_type: int,
                   tps: Iterable[TopicPartition] | None, now_ms: float) -> Decision:
     """ElectLeaders (KIP-460). `tps` None = every partition. Per-partition outcomes:
     PREFERRED - NONE, ELECTION_NOT_NEEDED (the preferred replica leads already),
-    PREFERRED_LEADER_NOT_AVAILABLE (it is dead, shutting down, out of the ISR, or in seed 002's
-    relinquish cool-down); UNCLEAN - NONE, ELECTION_NOT_NEEDED (a live leader exists),
-    ELIGIBLE_LEADERS_NOT_AVAILABLE (no live replica at all). UNKNOWN_TOPIC_OR_PARTITION for
+    PREFERRED_LEADER_NOT_AVAILABLE (it is dead, shutting down, out of the ISR, or in
+    design.md#kip-501's relinquish cool-down); UNCLEAN - NONE, ELECTION_NOT_NEEDED (a live leader
+    exists), ELIGIBLE_LEADERS_NOT_AVAILABLE (no live replica at all). UNKNOWN_TOPIC_OR_PARTITION for
     partitions that do not exist or are being deleted."""
     b = Builder(ctx)
     targets = list(ctx.all_partitions()) if tps is None else list(dict.fromkeys(tps))

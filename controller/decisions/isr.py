@@ -1,5 +1,5 @@
 """ISR changes a leader asks for: AlterPartition (KIP-497), recovery completion (KIP-704) and
-- seed 002 (KIP-501 Solution 2) - relinquishing leadership."""
+- design.md#kip-501 (KIP-501 Solution 2) - relinquishing leadership."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class AlterPartitionItem:
 
 def alter_partition(ctx: ControllerContext, broker_id: int, broker_epoch: int,
                     items: Sequence[AlterPartitionItem], now_ms: float) -> Decision:
-    """A leader's ISR change (KIP-497), recovery completion (KIP-704) or - seed 002 - its
+    """A leader's ISR change (KIP-497), recovery completion (KIP-704) or - design.md#kip-501 - its
     relinquishment of leadership.
 
     Whole request: StaleBrokerEpoch unless the sender is registered at `broker_epoch`.

@@ -1,4 +1,5 @@
-"""Partition reassignment: seed 004 (KAFKA-42) with KIP-455's adding/removing replicas.
+"""Partition reassignment: design.md#reassignment (KAFKA-42) with KIP-455's adding/removing
+replicas.
 
 Vocabulary (the seed's, and Kafka's ReplicaAssignment):
 
@@ -10,7 +11,8 @@ Vocabulary (the seed's, and Kafka's ReplicaAssignment):
 
 The topic znode holds RS, AR and RR while a move runs, so a new controller learns every
 move in flight from /brokers/topics alone (KIP-455); /admin/reassign_partitions is only how a
-tool asks (seed 004's admin path), and is cleared partition by partition as moves finish.
+tool asks (design.md#reassignment's admin path), and is cleared partition by partition as moves
+finish.
 
 The seven steps, and where each is carried out (core.py `_on_partition_reassignment` and
 `_complete_reassignment`; each step that writes is one controller-epoch-fenced write):
@@ -26,8 +28,8 @@ The seven steps, and where each is carried out (core.py `_on_partition_reassignm
     6. write AR = TRS to the topic znode                (core: WriteTopicAssignment)
     7. clear the partition from the admin path          (core: WriteAdminReassignments)
 
-Failure cases (seed 004 section 3), and what a new controller does - it only ever resumes
-from what ZooKeeper holds (core.py `_activate`):
+Failure cases (design.md#reassignment-failover), and what a new controller does - it only ever
+resumes from what ZooKeeper holds (core.py `_activate`):
 
     1   died between steps 1 and 2: the admin path (or the topic znode's AR/RR) lists the
         partition; the move restarts from step 1, whose write is skipped as already made.
@@ -44,8 +46,8 @@ from what ZooKeeper holds (core.py `_activate`):
         assignment, so it is cleared as complete (seed: "record partition to be reassigned
         only if RAR not equal AR").
 
-Validation (seed 004 "PartitionReassignedListener"): a request naming a partition that does
-not exist, asking for the replicas it has, naming a dead broker or repeating a replica is
+Validation (design.md#reassignment "PartitionReassignedListener"): a request naming a partition that
+does not exist, asking for the replicas it has, naming a dead broker or repeating a replica is
 rejected whole: nothing starts, every partition gets an answer.
 """
 
@@ -252,6 +254,7 @@ def admin_entries_to_start(ctx: ControllerContext,
         else:
             err = _invalid(ctx, tp, target)
             if err is None:
+                assert current is not None  # _invalid refuses a partition without replicas
                 resume[tp] = current.reassign_to(target)
             else:
                 clear[tp] = err

@@ -1,10 +1,10 @@
-"""The Unclean Recovery Manager (KIP-966, seed 001, C7): for a leaderless partition whose
+"""The Unclean Recovery Manager (design.md#kip-966): for a leaderless partition whose
 strategy says to recover, ask the replicas for their logs (GetReplicaLogInfo) and elect the best
 one. Everything here is pure: times come in as arguments, answers as values; core.py turns the
 manager's wishes into effects (`QueryReplicaLogs`, a timer) and its choices into elections.
 
-The choice (`choose_recovery_leader`). Seed 001: "The one with the highest leader epoch and the
-longest log end offset will be the new leader." replog reads that as an order, not two
+The choice (`choose_recovery_leader`). design.md#kip-966: "The one with the highest leader epoch and
+the longest log end offset will be the new leader." replog reads that as an order, not two
 independent maxima:
 
 1. the highest last written leader epoch - a replica that saw a later leader holds the later
@@ -18,14 +18,15 @@ Replies with an error, and replies from brokers that are not assigned replicas, 
 except when every assigned replica answered that it holds no log (UNKNOWN_TOPIC_OR_PARTITION):
 then nothing better can come, and the first leads with an empty log (`_none_holds_a_log`).
 
-The tasks (`UncleanRecoveryManager`): one per leaderless partition (seed 001's URM workflow).
+The tasks (`UncleanRecoveryManager`): one per leaderless partition (design.md#kip-966's URM
+workflow).
 
 - A task starts when an offline election answers `NeedsRecovery` (decisions/elections.py) or
   the operator forces one (ElectLeaders UNCLEAN: Manual's way out, and under the other
   strategies a way to skip the wait). It remembers the assignment and strategy it started with.
 - `queries` batches what is to be asked per broker: one GetReplicaLogInfo per broker for every
-  partition whose task still needs that broker's answer (seed 001's BrokerRequestSender). Each
-  query names the broker epoch asked; an answer from another incarnation never counts.
+  partition whose task still needs that broker's answer (design.md#kip-966's BrokerRequestSender).
+  Each query names the broker epoch asked; an answer from another incarnation never counts.
 - When to choose (`ready_to_choose`): Balanced waits for every LastKnownELR member to answer,
   plus the others within unclean.recovery.timeout.ms; Proactive (and a forced recovery) takes
   the answers received within 5 s, or the first usable one after that. Either chooses at once
@@ -42,7 +43,7 @@ The tasks (`UncleanRecoveryManager`): one per leaderless partition (seed 001's U
   (`obsolete`); a reassigned one is elected again on its new replicas, which starts a new task
   if it still needs one. A new controller starts the tasks again from ZooKeeper's state: nothing of a
   task is persisted, because nothing is decided before its election is written.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -58,8 +59,8 @@ from controller.decisions.base import Builder, Decision, P
 from controller.elr import assigned_only
 from controller.selectors import ElectionReason, UncleanRecoveryStrategy
 
-# Seed 001: Proactive takes the replies received within a fixed 5 s (no config for it), or the
-# first one after that.
+# design.md#kip-966: Proactive takes the replies received within a fixed 5 s (no config for it), or
+# the first one after that.
 PROACTIVE_WAIT_MS = 5_000
 # A GetReplicaLogInfo that failed as a whole is sent again after this long (not at once: a
 # broker refusing connections would otherwise be asked in a tight loop).
@@ -75,13 +76,13 @@ class ReplicaLogInfo:
     error: ErrorCode = ErrorCode.NONE
 
 
-def _none_holds_a_log(assignment: Sequence[int],
+def _none_holds_a_log(assignment: Collection[int],
                       replies: Mapping[int, ReplicaLogInfo]) -> bool:
     """Every assigned replica answered that it holds no log for the partition
     (UNKNOWN_TOPIC_OR_PARTITION: its dir lost it whole, e.g. a power loss before the partition
     dir was fsynced). Nothing better can come, so one of them leads with an empty log, as the
     unclean election would have; while any replica has not answered, or answered with another
-    error (a KAFKA_STORAGE_ERROR dir may come back), the task waits (finding F, seed 113)."""
+    error (a KAFKA_STORAGE_ERROR dir may come back), the task waits (design.md#sim-finding-f)."""
     return bool(assignment) and all(
         r in replies and replies[r].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for r in assignment)
@@ -117,7 +118,7 @@ def offsets_discarded(assignment: Sequence[int], replies: Mapping[int, ReplicaLo
 def ready_to_choose(strategy: UncleanRecoveryStrategy, replicas: Collection[int],
                     last_known_elr: Collection[int], replies: Mapping[int, ReplicaLogInfo],
                     elapsed_ms: float, timeout_ms: int) -> bool:
-    """Whether the manager may choose now (seed 001). `replies` are the answers so far (an
+    """Whether the manager may choose now (design.md#kip-966). `replies` are the answers so far (an
     error is an answer that never counts), `replicas` the partition's assigned replicas.
 
     - Balanced: every LastKnownELR member has answered, plus those that answer within
@@ -261,7 +262,7 @@ class UncleanRecoveryManager:
                 -1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             if info.error == ErrorCode.KAFKA_STORAGE_ERROR:
                 # Lost with a log dir: the broker's /restart_partitions entry has it re-created
-                # (seed 003) within the same broker epoch, so it is asked again (a forced task
+                # (design.md#jbod) within the same broker epoch, so it is asked again (a forced task
                 # still ends on this answer: exhausted)
                 del task.asked[broker]
                 task.retry_at[broker] = now_ms + RETRY_BACKOFF_MS
@@ -316,7 +317,7 @@ def obsolete(ctx: ControllerContext, task: RecoveryTask) -> tuple[str, bool] | N
         return "the partition is being deleted", False
     if tuple(ctx.replicas(tp)) != task.replicas:
         # Its election is decided again on the new replicas, which starts a task for them if
-        # it still needs one: nothing else would (cluster simulation finding F, seed 49).
+        # it still needs one: nothing else would (design.md#sim-finding-f).
         return "the partition was reassigned", True
     s = ctx.leadership.get(tp)
     if s is None:

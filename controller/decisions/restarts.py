@@ -1,7 +1,7 @@
-"""Restarted partitions (C5, seed 003 "Partitions Restart"): a broker lost its replicas with a
+"""Restarted partitions (design.md#jbod "Partitions Restart"): a broker lost its replicas with a
 log dir and asked, through /restart_partitions, for them to be restarted.
 
-Seed 003: the controller "acts as if broker went shutdown but only for specific partitions",
+design.md#jbod: the controller "acts as if broker went shutdown but only for specific partitions",
 with the RestartedPartitionsLeaderSelector (`selectors.restarted_leader`):
 
 - b led p: new ISR = ISR - b, new leader = the first of AR in the new ISR;
@@ -19,8 +19,8 @@ Choices where the seed is silent or would be wrong here:
   ISR member, whose log will come back with it), b is removed even when it is the last one:
   its log is gone, and an ISR naming it would let the re-created, empty replica be elected
   cleanly - losing every record. The ISR may therefore be empty, as KIP-966 allows.
-- With ELR on (KIP-966, seed 001), a restart that needs a new leader runs seed 001's election
-  order without b (`selectors.elr_leader`): another ISR member, else an unfenced ELR member
+- With ELR on (design.md#kip-966), a restart that needs a new leader runs design.md#kip-966's
+  election order without b (`selectors.elr_leader`): another ISR member, else an unfenced ELR member
   (cleanly), else the Unclean Recovery Manager or a wait as the topic's strategy says - never
   the blind unclean pick. b leaves the ISR, the ELR and the LastKnownELR (its log is gone).
 - The seed filters out partitions "being deleted, reassigned etc". Deleted ones are skipped
@@ -73,7 +73,7 @@ from collections.abc import Iterable
 
 from common.errors import ErrorCode
 from common.names import TopicPartition
-from common.zk_layout import LEADER_RECOVERING, NO_LEADER, RestartEntry
+from common.zk_layout import LEADER_RECOVERING, NO_LEADER, LeaderAndIsr, RestartEntry
 from controller import selectors
 from controller.context import ControllerContext, PartitionReplica
 from controller.decisions.base import (
@@ -123,6 +123,7 @@ class IsrRejoins:
         for w in d.isr_changes():
             if w.tp in failed:
                 continue
+            assert w.old is not None  # isr_changes() holds changes of existing states
             for r in set(w.new.isr) - set(w.old.isr):
                 self._at[(w.tp, r)] = (ctx.topic_id(w.tp.topic), w.new.partition_epoch)
 
@@ -198,6 +199,7 @@ def restart_partitions(ctx: ControllerContext, broker: int,
 def _restart_one(b: Builder, broker: int, tp: TopicPartition) -> None:
     ctx = b.ctx
     s = b.leadership(tp)
+    assert s is not None  # restartable() let only partitions with a state through
     pr = PartitionReplica(tp, broker)
     # The replica was lost and comes back empty: Offline, then Online again once b is told to
     # re-create it (b dead meanwhile: it stays Offline, as for any dead broker).
@@ -238,7 +240,7 @@ def _restart_one(b: Builder, broker: int, tp: TopicPartition) -> None:
     _recreate(b, broker, tp)
 
 
-def _bump(b: Builder, tp: TopicPartition, s) -> None:
+def _bump(b: Builder, tp: TopicPartition, s: LeaderAndIsr) -> None:
     """b neither leads nor is in the ISR (or ELR): nothing to take away, but the partition
     epoch moves on, fencing an expansion of b proposed from its lost replica's fetches."""
     b.write(tp, next_state(b.ctx, s))
@@ -246,9 +248,9 @@ def _bump(b: Builder, tp: TopicPartition, s) -> None:
     b.um_all([tp])
 
 
-def _restart_with_elr(b: Builder, broker: int, tp: TopicPartition, s) -> None:
-    """KIP-966 on: b leaves the ISR and the ELR; if the leader must change, seed 001's order
-    picks the next one from what is left (the restarted replica is no candidate)."""
+def _restart_with_elr(b: Builder, broker: int, tp: TopicPartition, s: LeaderAndIsr) -> None:
+    """KIP-966 on: b leaves the ISR and the ELR; if the leader must change, design.md#kip-966's
+    order picks the next one from what is left (the restarted replica is no candidate)."""
     ctx = b.ctx
     new_isr = tuple(r for r in s.isr if r != broker)
     live = [x for x in ctx.live_ids if x != broker]

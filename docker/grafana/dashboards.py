@@ -102,9 +102,9 @@ DASHBOARDS = [
          [("kafka_server_replicamanager_reassigningpartitions", "{{instance}}"),
           ("max(replog_controller_reassigning_partitions)", "controller")]),
         ("Reassignment bytes in / out per broker", "timeseries", "Bps",
-         [("sum by (instance) (rate(kafka_server_brokertopicmetrics_reassignmentbytesin_total[1m]))",
+         [("sum by (instance) (rate(kafka_server_brokertopicmetrics_reassignmentbytesin_total[1m]))",  # noqa: E501
            "in {{instance}}"),
-          ("sum by (instance) (rate(kafka_server_brokertopicmetrics_reassignmentbytesout_total[1m]))",
+          ("sum by (instance) (rate(kafka_server_brokertopicmetrics_reassignmentbytesout_total[1m]))",  # noqa: E501
            "out {{instance}}")]),
         # One series per replica being added, only while it is: 0 when no move is in flight.
         ("Adding-replica lag (messages)", "timeseries", "none",

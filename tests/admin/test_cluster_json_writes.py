@@ -15,6 +15,7 @@ def test_concurrent_rewrites_of_cluster_json(tmp_path):
     c = LocalCluster(tmp_path / "cluster", brokers=3)
     c.data_dir.mkdir(parents=True, exist_ok=True)
     c._owns_dir = True  # as once the data dir's lock is held
+    c._served = True  # and the cluster serves: cluster.json itself is written
     errors: list[BaseException] = []
     start = threading.Barrier(8)
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from common.ports import free_port
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from harness.local_cluster import ProcessHandle
+from harness.ports import free_port
 from tests.admin.test_integration import replog
 from tests.polling import wait_until
 

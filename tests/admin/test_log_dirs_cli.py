@@ -141,8 +141,8 @@ def _where(bootstrap: str) -> dict[str, list[tuple[str, bool]]]:
 
 
 def test_an_intra_broker_move_under_load_through_the_admin_client(cluster_factory):
-    # JBOD acceptance (C5, KIP-113): AlterReplicaLogDirs through the admin client moves a
-    # replica between a real broker's two log dirs under an acks=all load; the future replica
+    # JBOD acceptance (design.md#jbod, KIP-113): AlterReplicaLogDirs through the admin client moves
+    # a replica between a real broker's two log dirs under an acks=all load; the future replica
     # is swapped in, `log-dirs describe` shows it in the new dir, and no acked record is lost.
     cluster = cluster_factory(brokers=1, log_dirs_per_broker=2)
     b = cluster.bootstrap_servers

@@ -300,9 +300,9 @@ async def test_user_errors_are_one_line(args, contains):
 # ---------------------------------------------------------------------------- against fakes
 
 class ReassigningController(FakeController):
-    """The contract of the real controller's AlterPartitionReassignments (KIP-455, seed 004):
-    a request with any invalid partition is refused whole, the valid ones answering
-    INVALID_REQUEST "not started"; cancel reverts to the original replicas."""
+    """The contract of the real controller's AlterPartitionReassignments (KIP-455,
+    design.md#reassignment): a request with any invalid partition is refused whole, the valid ones
+    answering INVALID_REQUEST "not started"; cancel reverts to the original replicas."""
 
     def _problem(self, topic: str, rp) -> tuple[int, str] | None:
         s = self.state

@@ -1,4 +1,4 @@
-"""analytics/lab.py's figures of the reassignment experiment (chaos/lab.py ``lab-reassign``):
+"""analytics/lab.py's figures of the reassignment experiment (chaos/lab ``lab-reassign``):
 the move's own figures from the nemesis's record, the send latency during the move, the
 replication factor of a partition a reassignment is adding a replica to, and the summary table
 that shows the move's columns only where there was a move."""

@@ -107,7 +107,7 @@ def test_admit_partition_state(replicas, epochs, held, expected):
 
 
 def test_a_resent_state_naming_other_replicas_is_applied():
-    # Cluster simulation finding B (seed 931): a controller died while cancelling a move, after
+    # design.md#sim-finding-b: a controller died while cancelling a move, after
     # writing the topic znode (replicas back to ORS) and before the new leader epoch. Its
     # successor resends the partition state at the same (leader epoch, partition epoch) - they
     # version the partition-state znode, not the replica set - and brokers acknowledged it

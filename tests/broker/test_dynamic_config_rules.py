@@ -21,11 +21,11 @@ from common.dynamic_config import (
     InvalidRequestError,
     alter,
     check_broker_config,
+    check_broker_entity_config,
     check_topic_config,
+    configured_min_isr,
     describe_broker,
     describe_topic,
-    check_broker_entity_config,
-    configured_min_isr,
     effective_min_isr,
 )
 from common.errors import ConfigError, ErrorCode

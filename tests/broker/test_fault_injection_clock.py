@@ -9,9 +9,9 @@ import json
 import pytest
 
 from broker.fault_injection import InjectedClock, apply_rules, parse_rules, watch_fault_file
+from broker.servicer import leader_and_isr_request
 from broker.storage.fileops import FaultInjectingFileOps
 from common.observability import configure_event_log
-from broker.servicer import leader_and_isr_request
 from tests.broker.inprocess import TP, leader_and_isr
 from tests.polling import async_wait_until
 from tests.storage.helpers import batch

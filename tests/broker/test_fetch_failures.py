@@ -1,9 +1,8 @@
-"""Seed 000 / KIP-461 failed-partition rules (pure): each trigger, each way out, shutdown."""
+"""design.md#kip-461 failed-partition rules (pure): each trigger, each way out, shutdown."""
 
 import pytest
 
-from broker.fetch_failures import (FailedPartitions, Outcome, Problem, classify,
-                                   fetcher_should_stop)
+from broker.fetch_failures import FailedPartitions, Outcome, Problem, classify, fetcher_should_stop
 from common.errors import ErrorCode as E
 from common.names import TopicPartition as TP
 

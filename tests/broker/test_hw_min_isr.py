@@ -86,7 +86,7 @@ def test_under_min_isr_counts_against_the_effective_min_isr(tmp_path) -> None:
 
 
 def test_a_follower_proposed_for_the_isr_bounds_the_hw_it_was_admitted_under(tmp_path) -> None:
-    """Finding H of the whole-cluster simulation: the leader must propose a caught-up
+    """design.md#sim-finding-h: the leader must propose a caught-up
     follower (setting the pending ISR) *before* it moves the HW, as Kafka's
     updateFollowerFetchState runs maybeExpandIsr before maybeIncrementLeaderHW. Here the HW
     lags at 4 (follower 2's fetch at 10 was recorded, the HW not yet recomputed); follower 3

@@ -2,8 +2,15 @@
 
 import pytest
 
-from broker.isr import (FollowerState, can_join_isr, is_caught_up, new_high_watermark,
-                        out_of_sync_replicas, reset_for_new_leadership, update_fetch_state)
+from broker.isr import (
+    FollowerState,
+    can_join_isr,
+    is_caught_up,
+    new_high_watermark,
+    out_of_sync_replicas,
+    reset_for_new_leadership,
+    update_fetch_state,
+)
 
 LAG = 10_000
 
@@ -78,10 +85,14 @@ def test_high_watermark(isr, leos, min_isr, current, expected):
     assert new_high_watermark(current, 100, isr, 1, followers, min_isr) == expected
 
 
-# --------------------------------------------------------------- seed 002 / KIP-501 (C4)
+# --------------------------------------------------------------- design.md#kip-501
 
-from broker.isr import (complete_pending_fetch, pending_fetch_eligible, relinquish_isr,  # noqa: E402
-                        should_relinquish)
+from broker.isr import (  # noqa: E402
+    complete_pending_fetch,
+    pending_fetch_eligible,
+    relinquish_isr,
+    should_relinquish,
+)
 
 
 @pytest.mark.parametrize("history, pending_at, now, leader_leo, flag, in_sync", [

@@ -1,4 +1,4 @@
-"""JBOD log-dir failure on the broker (seed 003, C5), in process:
+"""JBOD log-dir failure on the broker (design.md#jbod), in process:
 EIO through the file seam on a whole log dir and on one partition's files reaches the one
 handler, which takes the dir (or the one log) offline while the broker keeps serving the
 rest; lost replicas answer KAFKA_STORAGE_ERROR, the restart entry is written to a real
@@ -32,7 +32,7 @@ T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t",
 
 @pytest.mark.parametrize("is_new, lost_here, some_dir_offline, action", [
     (True, False, False, MissingLog.CREATE),   # a new replica, as ever
-    (True, True, True, MissingLog.CREATE),     # seed 003: restarted by the controller
+    (True, True, True, MissingLog.CREATE),     # design.md#jbod: restarted by the controller
     (True, False, True, MissingLog.CREATE),    # a new partition while a dir is offline
     (False, True, False, MissingLog.REFUSE),   # lost alone (its dir is fine): not re-created
     (False, False, True, MissingLog.REFUSE),   # KIP-112: it may live in the offline dir

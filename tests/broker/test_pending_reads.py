@@ -1,4 +1,4 @@
-"""Seed 002 (KIP-501) on the leader: a follower's fetch is *pending* from the moment the leader
+"""design.md#kip-501 on the leader: a follower's fetch is *pending* from the moment the leader
 takes it until the whole Fetch is answered, for every partition it carries - not only while that
 partition's own log read runs.
 
@@ -136,7 +136,7 @@ async def test_a_fetch_held_up_by_another_partitions_slow_read_keeps_the_followe
     during, after, f, answered_at = await _held_up_idle_partition(tmp_path, True)
     assert during == set(), "the follower's Fetch was still being answered"
     assert after == set()
-    # Answered: no longer pending, and caught up as of the answer (seed 002: the completion
+    # Answered: no longer pending, and caught up as of the answer (design.md#kip-501: the completion
     # time, not the request's).
     assert f.pending_fetches == {}
     assert f.last_caught_up_time_ms == answered_at
@@ -162,7 +162,7 @@ class AlterPartitionSpy:
 
 
 async def test_a_slow_fetch_gives_up_every_partition_it_holds_up(tmp_path):
-    """Seed 002's relinquish is of the fetch request: IDLE had nothing to read, but its
+    """design.md#kip-501's relinquish is of the fetch request: IDLE had nothing to read, but its
     followers wait on the same answer as BUSY's, so the leader gives up both, at once."""
     clock, pool, spy = Clock(), GatedPool(), AlterPartitionSpy()
     rm, lm = await _leader(tmp_path, clock, pool, True, process_time_max_ms=20)

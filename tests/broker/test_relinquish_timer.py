@@ -1,4 +1,4 @@
-"""Seed 002 (KIP-501): when follower.fetch.process.time.max.ms has passed is the broker's own
+"""design.md#kip-501: when follower.fetch.process.time.max.ms has passed is the broker's own
 clock's answer (the serve time it compares with the limit), not the event loop timer's.
 
 uvloop's timers run on libuv's millisecond loop clock and fire up to ~1 ms early by

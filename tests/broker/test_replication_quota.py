@@ -313,7 +313,7 @@ async def test_follower_leaves_out_a_throttled_out_of_sync_partition_but_not_an_
         for tp, isr in ((T0, [1]), (T1, [1, 2])):
             await b.stub.LeaderAndIsr(leader_and_isr(b, 1, 0, isr, [1, 2], [a, b], tp=tp))
 
-        leo = lambda node, tp: node.rm.partitions[tp].log_end_offset
+        leo = lambda node, tp: node.rm.partitions[tp].log_end_offset  # noqa: E731
         await wait_until(lambda: leo(b, T1) == leo(a, T1) == 5, 30, "in-sync t-1 replicated")
         metrics = b.rm.metrics
         await wait_until(lambda: _sample(metrics, "replog_replication_throttled_partitions",

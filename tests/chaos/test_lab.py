@@ -1,4 +1,4 @@
-"""``replog lab`` (chaos/lab.py, chaos/lab_cli.py): the experiments' schedules, the command's
+"""``replog lab`` (chaos/lab/, chaos/lab_cli.py): the experiments' schedules, the command's
 refusals, the progress line, and one real A/B run of kip-966 that is interrupted with SIGINT
 and resumed (its analysis: tests/analytics/test_lab.py)."""
 

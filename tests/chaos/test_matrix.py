@@ -20,7 +20,7 @@ import pytest
 from chaos.runner import RunConfig, cluster_overrides, run
 from chaos.schedule import FAILURES, MATRIX_TARGETS, Timeouts, matrix_schedule
 from harness.local_cluster import LocalCluster
-from harness.zk_server import ensure_chroot
+from harness.zk_sessions import ensure_chroot
 
 pytestmark = pytest.mark.integration
 TIMEOUTS = Timeouts()

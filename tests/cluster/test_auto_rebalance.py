@@ -1,5 +1,5 @@
-"""Preferred leader election (C6), the automatic half: after a broker bounce, with
-auto.leader.rebalance.enable the controller's periodic imbalance check returns leadership to
+"""Preferred leader election (design.md#reassignment), the automatic half: after a broker bounce,
+with auto.leader.rebalance.enable the controller's periodic imbalance check returns leadership to
 the preferred replicas on its own. The manual half (auto rebalance off: leaders stay moved
 until ``replog elect --election-type preferred --all-topic-partitions``) is
 tests/admin/test_elect_cli.py::test_preferred_election_after_a_bounce_returns_leadership.

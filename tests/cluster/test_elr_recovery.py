@@ -1,4 +1,4 @@
-"""C7 acceptance (seed 001 / KIP-966) with real processes and a real ZooKeeper: Eligible
+"""design.md#kip-966 acceptance with real processes and a real ZooKeeper: Eligible
 Leader Replicas and the Unclean Recovery Manager.
 
 1. Kafka's eligible_leader_replicas_test: RF 3, min.insync.replicas 2, ELR on, an acks=all

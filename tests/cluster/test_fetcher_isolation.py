@@ -1,5 +1,5 @@
-"""C3 (seed 000 / KIP-461) with real processes: a fault in one partition's log on a follower
-stops only that partition; its fetcher keeps replicating the other. Since C5 (seed 003, as
+"""design.md#kip-461 with real processes: a fault in one partition's log on a follower
+stops only that partition; its fetcher keeps replicating the other. Since design.md#jbod (as
 Kafka's KIP-112) a storage fault is not left as a failed partition: the broker's log-dir failure
 handler takes only that log offline (its dir passes the availability probe), the controller
 restarts the partition on that broker through /restart_partitions, and the re-created replica

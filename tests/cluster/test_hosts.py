@@ -18,7 +18,7 @@ import time
 import psutil
 import pytest
 
-from common import hosts as hostlib
+from harness import hosts as hostlib
 from harness.cluster_hosts import HostsOptions
 from harness.local_cluster import REPO_ROOT, LocalCluster
 from tests.admin.test_integration import exited, replog
@@ -233,7 +233,7 @@ def test_a_killed_cluster_up_leaves_nothing_after_down_or_a_new_up(tmp_path):
     left = [n for n in hostlib.netns_list() if tag in n]
     assert len(left) == 5  # ZooKeeper, a controller, 2 brokers, the switch
     delayers = [p for n in left for p in hostlib.netns_pids(n)
-                if "common.netdelay" in " ".join(psutil.Process(p).cmdline())]
+                if "harness.netdelay" in " ".join(psutil.Process(p).cmdline())]
     assert len(delayers) == 4
     down = replog("cluster", "down", "--data-dir", str(data))
     assert down.returncode == 0, down.stderr.decode()

@@ -31,7 +31,7 @@ epoch - so a deposed leader never commits alone. replog's leaders send AlterPart
 (broker/alter_partition.py); the controller refuses it (controller/decisions/isr.py).
 
 Root only (namespaces, nftables); skipped otherwise, saying why. Faults are set with the host
-plan's own commands (common/hosts.py, as chaos/host_nemesis.py does) and healed with its
+plan's own commands (harness/hosts.py, as chaos/host_nemesis.py does) and healed with its
 chaos heal, which deletes table ``replog_chaos`` in every host.
 """
 
@@ -45,12 +45,12 @@ import grpc
 import pytest
 
 from client.admin_client import AdminClient
-from common import hosts as hostlib
 from common import zk_layout as zl
 from common.errors import ErrorCode
 from common.records import ProducerRecord, build_batch
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
+from harness import hosts as hostlib
 from harness.cluster_hosts import HostsOptions, zookeeper_names
 from harness.local_cluster import LocalCluster
 from tests.cluster.helpers import (

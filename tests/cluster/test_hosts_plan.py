@@ -1,4 +1,4 @@
-"""The hosts plan (common/hosts.py) and the delayer's netlink messages (common/netdelay.py):
+"""The hosts plan (harness/hosts.py) and the delayer's netlink messages (harness/netdelay.py):
 pure, so they run anywhere, fast - which commands for which topology, what teardown removes,
 and the refusals of bad options."""
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from common import hosts, netdelay
+from harness import hosts, netdelay
 from harness.local_cluster import REPO_ROOT
 
 PROCS = ["zookeeper-1", "controller-100", "broker-1", "broker-2", "broker-3", "broker-4"]
@@ -60,7 +60,7 @@ def test_racks_round_robin_per_role_and_delay_only_to_other_racks():
                       "10.77.7.13/32,10.77.7.15/32", "-j", "NFQUEUE", "--queue-num", "1",
                       "--queue-bypass"]]
     assert p.delayer_command(b1) == ["ip", "netns", "exec", b1.netns, "/py", "-m",
-                                     "common.netdelay", "--queue", "1", "--delay-ms", "5"]
+                                     "harness.netdelay", "--queue", "1", "--delay-ms", "5"]
     assert all(r in _text(p.setup_commands()) for r in _text(rules))
 
 

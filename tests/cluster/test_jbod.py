@@ -1,5 +1,5 @@
-"""C5 acceptance (seed 003; Kafka's log_dir_failure_test) with real processes, a real
-ZooKeeper and real disk faults: 3 brokers with 2 log dirs each, a topic of RF 3 and
+"""design.md#jbod acceptance (design.md#jbod; Kafka's log_dir_failure_test) with real processes, a
+real ZooKeeper and real disk faults: 3 brokers with 2 log dirs each, a topic of RF 3 and
 min.insync.replicas=2, an acks=all producer running; one of broker 2's dirs fails. Then:
 
 - broker 2 stays up and keeps serving its other dir;
@@ -247,7 +247,7 @@ async def test_all_dirs_failed_the_broker_exits_and_its_partitions_move(cluster_
 
 async def test_controller_killed_after_applying_a_restart_entry_before_deleting_it(
         cluster_factory, tmp_path):
-    """Seed 003 processing is at least once: the active controller applies broker 2's
+    """design.md#jbod processing is at least once: the active controller applies broker 2's
     /restart_partitions entry (state written, LeaderAndIsr is_new sent) and is SIGKILLed
     before deleting it (test-only hook). The standby takes over, applies the same entry again
     - idempotent: the same leaders, ISRs and ELRs, only the epochs move on - and deletes it;

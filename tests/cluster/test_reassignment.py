@@ -1,7 +1,8 @@
-"""Seed 004's acceptance tests, by name, with a real controller, real ZooKeeper and real broker
-processes: the six unit tests of the KAFKA-42 patch, and the failure cases with the controller
-SIGKILLed at a named step boundary (the test-only hook `replog.test.kill.at.reassignment.step`
-names the boundary; the kill is a real one) and the next controller finishing the move.
+"""design.md#reassignment's acceptance tests, by name, with a real controller, real ZooKeeper and
+real broker processes: the six unit tests of the KAFKA-42 patch, and the failure cases with the
+controller SIGKILLed at a named step boundary (the test-only hook
+`replog.test.kill.at.reassignment.step` names the boundary; the kill is a real one) and the next
+controller finishing the move.
 
 Each test checks what a user would: the assignment in ZooKeeper, the ISR and leader, every
 acknowledged record read back at its offset, and the removed replicas' files gone.
@@ -129,7 +130,7 @@ async def test_seed_test_4_non_existent_partition_refused(cluster_factory):
     ("seed_test_5_completed_up_to_step_6", 6),
 ])
 async def test_controller_killed_at_a_step_boundary(cluster_factory, case, step):
-    """Seed 004 section 3: the controller dies right after step `step` (SIGKILL); the
+    """design.md#reassignment-failover: the controller dies right after step `step` (SIGKILL); the
     standby resumes from ZooKeeper and finishes. The request comes through the admin path
     (/admin/reassign_partitions) here, so step 7 is exercised too."""
     c = _cluster(cluster_factory, controllers=2, kill_at=step)

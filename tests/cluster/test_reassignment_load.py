@@ -1,5 +1,5 @@
-"""Reassignment "Under load" (C6), with a real controller, real ZooKeeper and real brokers:
-100 partitions moved while an acks=all producer runs and one broker is bounced. Every
+"""Reassignment "Under load" (design.md#reassignment), with a real controller, real ZooKeeper and
+real brokers: 100 partitions moved while an acks=all producer runs and one broker is bounced. Every
 acknowledged record is read back at its offset, the moved partitions' replicas are
 byte-identical up to the HW, and no files of removed replicas remain.
 

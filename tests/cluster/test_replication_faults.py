@@ -1,6 +1,6 @@
-"""C2 acceptance with real processes, a real ZooKeeper and real gRPC: leader SIGKILL under
-acks=all, a paused follower leaving and rejoining the ISR, min ISR refusing acks=all, and
-controlled shutdown moving leadership without failing a produce."""
+"""design.md#cluster-core acceptance with real processes, a real ZooKeeper and real gRPC: leader
+SIGKILL under acks=all, a paused follower leaving and rejoining the ISR, min ISR refusing acks=all,
+and controlled shutdown moving leadership without failing a produce."""
 
 from __future__ import annotations
 

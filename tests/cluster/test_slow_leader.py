@@ -1,4 +1,4 @@
-"""C4 (seed 002 / KIP-501) side by side, real processes: the leader's reads of one partition
+"""design.md#kip-501 side by side, real processes: the leader's reads of one partition
 turn slow (injected through the file-operation seam, since a slow disk cannot be produced for
 real on demand). Flag off (Kafka's behaviour): the followers drop out of the ISR and acks=all
 produce stalls with NOT_ENOUGH_REPLICAS. Flag on: they stay in the ISR, the slow leader gives
@@ -109,7 +109,7 @@ async def test_flag_on_followers_stay_and_slow_leader_relinquishes(cluster_facto
         s = await partition_state(bs, "t")
         isr_seen.append(tuple(sorted(s.isr)))
         return s.leader in (2, 3) and s
-    s = await eventually(new_leader, timeout=40, what="a follower leads")
+    s = await eventually(new_leader, timeout=40, what="a follower leads")  # noqa: F841
     count = len(acked)
     await eventually(lambda: len(acked) >= count + 20, timeout=30,
                      what="produce resumed on the new leader")

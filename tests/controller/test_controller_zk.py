@@ -234,7 +234,7 @@ async def test_alter_partition_rpc_errors(controllers, fake_brokers, zk):
     assert r.topics[0].partitions[0].error_code == 95  # INVALID_UPDATE_VERSION
     assert r.topics[0].partitions[0].partition_epoch == 1  # the current state comes back
 
-    # Seed 002: the leader relinquishes; 2 takes over, 1 stays in the ISR, last.
+    # design.md#kip-501: the leader relinquishes; 2 takes over, 1 stays in the ISR, last.
     r = await stub(srv).AlterPartition(req(ctx.broker_epoch(1), [2, 1], partition_epoch=1,
                                            relinquish=True), timeout=5)
     p = r.topics[0].partitions[0]
@@ -476,7 +476,7 @@ async def test_refused_election_write_is_reread_and_decided_again(
 
 
 async def test_restart_partitions_entry_is_applied_then_deleted(controllers, fake_brokers, zk):
-    """C5 (seed 003): a broker's /restart_partitions entry (a persistent sequential child,
+    """design.md#jbod: a broker's /restart_partitions entry (a persistent sequential child,
     written here as the broker would) moves leadership off it, takes it out of the ISR, tells
     it to re-create the replica (is_new) and is deleted once applied."""
     brokers = await fake_brokers(1, 2, 3)
@@ -505,7 +505,7 @@ async def test_restart_partitions_entry_is_applied_then_deleted(controllers, fak
 async def test_leader_and_isr_refusals_come_back_as_an_event(controllers, fake_brokers, zk):
     """A broker's LeaderAndIsr answer reaches the core as an event. A replica refused
     with KAFKA_STORAGE_ERROR is recorded and decides nothing (its broker's /restart_partitions
-    entry is what re-elects, seed 003): the partition state is the one created."""
+    entry is what re-elects, design.md#jbod): the partition state is the one created."""
     brokers = await fake_brokers(1, 2, 3)
     brokers[1].leader_and_isr_error = 56  # KAFKA_STORAGE_ERROR
     srv = await active_controller(controllers)
@@ -523,14 +523,14 @@ async def test_leader_and_isr_refusals_come_back_as_an_event(controllers, fake_b
 
 async def test_a_refused_state_transition_is_logged_counted_and_not_applied(
         controllers, fake_brokers, zk, monkeypatch):
-    """C6 (seed 004 asks for it): a transition the replica state machine's table refuses is
-    never applied, is logged as an invalid_state_transition event and is counted in
+    """design.md#reassignment (asks for it): a transition the replica state machine's table refuses
+    is never applied, is logged as an invalid_state_transition event and is counted in
     replog_controller_invalid_state_transitions_total. The decisions never plan one (the
     simulation checks that), so one is planted: the StopReplica answer's decision also asks
     to move an online replica of another topic straight to ReplicaDeletionSuccessful."""
     from controller import decisions as D
-    from controller.decisions.base import Builder
     from controller.context import PartitionReplica
+    from controller.decisions.base import Builder
     from controller.state_machine import ReplicaState as R
 
     kept = PartitionReplica(TopicPartition("kept", 0), 1)

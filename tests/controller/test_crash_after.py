@@ -139,7 +139,7 @@ def _shrink_isr(tp: TopicPartition, drop: int) -> Action:
 
 
 def _restart(broker: int, topic: str, partitions: int) -> Action:
-    """Broker `broker` lost its replicas of `topic` with a log dir (seed 003 step 2.4)."""
+    """Broker `broker` lost its replicas of `topic` with a log dir (design.md#jbod-step-2-4)."""
     def act(d: Driver):
         d.tree.add_restart_entry(L.encode_restart_entry(L.RestartEntry(
             broker, "/d1", tuple((topic, p) for p in range(partitions)))))

@@ -1,4 +1,4 @@
-"""KIP-966 (seed 001, C7) in the controller's pure core: ELR bookkeeping, the election order and
+"""design.md#kip-966 in the controller's pure core: ELR bookkeeping, the election order and
 the unclean recovery choice, table-tested by the names of Kafka's tests.
 
 - `PartitionChangeBuilderTest.testEligibleLeaderReplicas_*` rows run through the decisions
@@ -131,12 +131,12 @@ def test_RemoveUncleanShutdownReplicasFromElr():
     assert (s.isr, s.elr, s.last_known_elr) == ((1,), (2,), (3,))
     assert s.leader == 1 and s.leader_epoch == 100  # an ELR-only change: no new leader epoch
     # ...but a new partition epoch, which the leader must hold: every replica hears
-    # LeaderAndIsr (cluster simulation finding A, below).
+    # LeaderAndIsr (design.md#sim-finding-a, below).
     assert set(d.leader_and_isr) == {1, 2, 3, 4} and {1, 2, 4} <= set(d.update_metadata)
 
 
 def test_an_elr_only_change_reaches_the_leader_by_leader_and_isr():
-    # Cluster simulation finding A (seed 7): remove_unclean_replicas bumped the partition epoch
+    # design.md#sim-finding-a: remove_unclean_replicas bumped the partition epoch
     # of an ELR-only change but sent only UpdateMetadata, so the leader kept the old partition
     # epoch and every AlterPartition it sent was INVALID_UPDATE_VERSION: the ISR never grew
     # back. As Kafka's ZooKeeper-era controller, every state write the leader must know of is
@@ -358,7 +358,7 @@ def test_next_elr(old, target, kw, want):
     assert next_elr(old, target, **args) == want
 
 
-# ============================================================ seed 001's strategy matrix
+# ============================================================ design.md#kip-966's strategy matrix
 
 LIVE = {1, 2, 3}
 # Assignment [1,2,3,4]; broker 4 is fenced (dead).
@@ -536,7 +536,7 @@ def test_partitions_with_elr_and_elr_size_metrics():
 
 
 def test_restarted_replica_does_not_join_the_elr():
-    # C5 (seed 003) meets KIP-966: a replica lost with its log dir leaves the ISR like an
+    # design.md#jbod meets KIP-966: a replica lost with its log dir leaves the ISR like an
     # unclean shutdown - an ELR member would be elected cleanly with an empty log.
     # Nor does it join the LastKnownELR, which a Balanced recovery waits for: its log is gone.
     ctx = make_ctx(replicas=(1, 2, 3), isr=(1, 2), leader=1, min_isr=2, live=(1, 2, 3))
@@ -546,9 +546,9 @@ def test_restarted_replica_does_not_join_the_elr():
 
 @pytest.mark.parametrize("unclean", [False, True])
 def test_restarted_leader_hands_over_to_a_clean_elr_member(unclean):
-    # The leader, the last ISR member, lost its log; 2 is a clean, live ELR member. Seed 001's
-    # order elects 2 cleanly - before, the restart ignored the ELR: offline with unclean
-    # election off, an unclean RECOVERING election of 2 with it on.
+    # The leader, the last ISR member, lost its log; 2 is a clean, live ELR member.
+    # design.md#kip-966's order elects 2 cleanly - before, the restart ignored the ELR: offline with
+    # unclean election off, an unclean RECOVERING election of 2 with it on.
     ctx = make_ctx(replicas=(1, 2, 3), isr=(1,), elr=(2,), leader=1, min_isr=2,
                    live=(1, 2, 3), unclean=unclean)
     d = D.restart_partitions(ctx, 1, [TP])

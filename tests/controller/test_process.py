@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from common import zk_layout as L
-from common.ports import free_port
+from harness.ports import free_port
 from tests.cluster.helpers import standby_of
 from tests.controller.fakes import wait_for
 from tests.controller.test_controller_zk import create, state

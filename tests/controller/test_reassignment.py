@@ -1,5 +1,5 @@
-"""Partition reassignment (C6, seed 004) through the controller core over the in-memory store:
-the validation rules, and a controller killed after *every* effect of a move - while starting
+"""Partition reassignment (design.md#reassignment) through the controller core over the in-memory
+store: the validation rules, and a controller killed after *every* effect of a move - while starting
 it and while completing it - with the next controller finishing it from the store alone.
 
 The seed's failure cases are named by the step boundary the controller dies at

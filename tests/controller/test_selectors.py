@@ -60,7 +60,7 @@ def test_controlled_shutdown_leader(assignment, isr, live, down, expected):
     ([1, 2, 3], [2, 3], {1, 2, 3}, set(), set(), None),    # not in ISR
     ([1, 2, 3], [2, 3, 1], {2, 3}, set(), set(), None),    # dead
     ([1, 2, 3], [2, 3, 1], {1, 2, 3}, {1}, set(), None),   # shutting down
-    ([1, 2, 3], [2, 3, 1], {1, 2, 3}, set(), {1}, None),   # seed 002 cool-down
+    ([1, 2, 3], [2, 3, 1], {1, 2, 3}, set(), {1}, None),   # design.md#kip-501 cool-down
     ([1, 2, 3], [2, 3, 1], {1, 2, 3}, set(), {2}, E(1, (2, 3, 1))),
     ([], [], {1}, set(), set(), None),
 ])
@@ -89,7 +89,7 @@ def test_reassigned_leader(target, isr, live, expected):
 
 
 @pytest.mark.parametrize("assignment,isr,leader,restarted,live,unclean,expected", [
-    # seed 003 a) the restarted broker led: new ISR = ISR - b, leader = first of AR in it
+    # design.md#jbod a) the restarted broker led: new ISR = ISR - b, leader = first of AR in it
     ([1, 2, 3], [1, 2, 3], 1, 1, {1, 2, 3}, False, E(2, (2, 3))),
     ([1, 2, 3], [1, 3], 1, 1, {1, 2, 3}, False, E(3, (3,))),
     # b) it followed: the leader stays, b leaves the ISR

@@ -14,7 +14,7 @@ from common.zk_layout import BrokerRegistration, ControllerInfo, LeaderAndIsr, T
 from controller.decisions import PartitionWrite
 from controller.store import ControllerMovedError, InMemoryStore, MemoryTree, NodeExists
 from controller.zk_store import ZkStore
-from harness.zk_server import expire_session
+from harness.zk_sessions import expire_session
 from tests.controller.fakes import register, wait_for
 
 
@@ -45,7 +45,8 @@ class ZkBackend:
         expire_session(session, self.hosts)
 
     def broker_reports_restart(self, data: bytes) -> str:
-        """What a broker whose log dir failed does (seed 003): a persistent sequential child."""
+        """What a broker whose log dir failed does (design.md#jbod): a persistent sequential
+        child."""
         kz = KazooClient(self.hosts)
         kz.start(timeout=15)
         self.clients.append(kz)
@@ -205,8 +206,8 @@ async def test_topic_deletion_removes_every_znode(backend):
 
 
 async def test_reassignment_znodes(backend):
-    """C6: the topic znode carries adding/removing replicas (KIP-455); the admin path is
-    watched for creation, rewritten and deleted by the controller - all epoch-fenced."""
+    """design.md#reassignment: the topic znode carries adding/removing replicas (KIP-455); the admin
+    path is watched for creation, rewritten and deleted by the controller - all epoch-fenced."""
     s, (_, version) = await _controller(backend)
     await s.create_topic(TopicAssignment("t", "id", {0: [1, 2]}), {}, version)
     moving = TopicAssignment("t", "id", {0: [3, 1, 2]}, {0: [3]}, {0: [2]})
@@ -235,7 +236,7 @@ async def test_reassignment_znodes(backend):
 
 
 async def test_restart_partitions_queue(backend):
-    """C5 (seed 003, open question 3 as a Queue recipe): brokers add sequential children; the
+    """design.md#jbod (open question 3 as a Queue recipe): brokers add sequential children; the
     controller lists them in order under a children watch and deletes each, epoch-fenced."""
     s, (_, version) = await _controller(backend)
     fired: list = []

@@ -1,4 +1,4 @@
-"""KIP-966's Unclean Recovery Manager (seed 001, C7): the pure task bookkeeping
+"""KIP-966's Unclean Recovery Manager (design.md#kip-966): the pure task bookkeeping
 (decisions/recovery.py) table-tested, then the whole loop through the controller's shell against
 a real ZooKeeper and fake brokers (real gRPC servers answering GetReplicaLogInfo).
 

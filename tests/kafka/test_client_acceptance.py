@@ -1,4 +1,4 @@
-"""Acceptance of the Kafka listener with real clients against real replog processes (SPEC C12):
+"""Acceptance of the Kafka listener with real clients against real replog processes (design.md#c12):
 librdkafka through a leader's SIGKILL, records crossing between every client pair, kcat's
 metadata against replog's own AdminClient, and the KIP-966 and JBOD behaviour as a Kafka client
 sees it."""

@@ -1,6 +1,6 @@
 """Unmodified Kafka clients against real replog processes through the Kafka listener
-(SPEC C12, phase 1): kafka-python and kcat produce, consume with assign() and read metadata, and
-records cross between them and replog's own CLI (gRPC) in both directions."""
+(design.md#c12, phase 1): kafka-python and kcat produce, consume with assign() and read metadata,
+and records cross between them and replog's own CLI (gRPC) in both directions."""
 from __future__ import annotations
 
 import asyncio

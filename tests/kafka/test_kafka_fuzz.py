@@ -1,6 +1,8 @@
 """Fuzzing the Kafka port of a real broker process (its KafkaListener on its ReplicaManager):
 truncated frames, size prefixes from negative to 2 GiB, unknown API keys, versions out of range,
-random bytes after valid headers and random mutations of valid requests of every served API.
+random bytes after valid headers, random mutations of valid requests of every served API, and
+valid but enormous requests (``enormous_requests``: an API's widest array filled with minimal
+elements, around and far beyond its element budget; issue 42).
 
 After every input the broker must still answer ApiVersions and Metadata on a fresh connection,
 a well-formed connection opened before the fuzzing must keep working, and the broker must not
@@ -23,9 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from common.kafka_protocol.headers import RequestHeader, write_request_header
+from common.kafka_protocol.limits import element_budget
 from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import Writer
 from common.records import ProducerRecord, build_batch
+from harness.hostile_frames import enormous_body, widest_array
 from tests.kafka import test_wire
 from tests.kafka.test_clients import TOPIC
 from tests.kafka.test_codec import sample
@@ -238,6 +242,45 @@ def test_mutated_valid_requests(broker, api, mutations):
     data = whole[:header_len] + mutate(whole[header_len:], mutations)
     broker.send(struct.pack(">i", len(data)) + data)
     broker.assert_serving(f"{api} mutated by {mutations}")
+
+
+_WITH_ARRAYS = [api for api in _SERVED if widest_array(*api) is not None]
+_ENORMOUS_MAX_BYTES = 8 * 1024 * 1024
+
+
+@st.composite
+def enormous_requests(draw) -> tuple[int, int, int, bytes]:
+    """(api key, version, elements, frame): a well-formed request whose widest array holds
+    up to, just at, or past the API's element budget, up to 8 MiB of 2-byte elements."""
+    api_key, version = draw(st.sampled_from(_WITH_ARRAYS), label="api")
+    budget = element_budget(api_key)
+    n = draw(st.one_of(st.sampled_from([0, 1, budget - 1, budget, budget + 1]),
+                       st.integers(0, budget),
+                       st.integers(budget + 1, _ENORMOUS_MAX_BYTES // 2)), label="elements")
+    return api_key, version, n, frame(api_key, version, enormous_body(api_key, version, 0, n))
+
+
+@settings(FUZZ, max_examples=max(10, EXAMPLES // 4))
+@given(req=enormous_requests())
+def test_enormous_valid_requests(broker, req):
+    """Past its budget a request is refused at its array's length, with no answer (Kafka's
+    RequestContext: InvalidRequestException closes the channel); within it, it is served.
+    Either way the broker keeps serving everyone else."""
+    api_key, version, n, data = req
+    with connect(broker.cluster) as s:
+        try:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(_ANSWER_WAIT_S * 6)
+            got = b""
+            while chunk := s.recv(65536):
+                got += chunk
+        except (ConnectionError, OSError):
+            got = b""
+    what = f"{APIS[api_key].name} v{version} with {n} elements"
+    if n > element_budget(api_key):
+        assert got == b"", f"{what}: answered past its budget"
+    broker.assert_serving(what)
 
 
 @pytest.mark.parametrize("api", _SERVED, ids=[f"{APIS[k].name}-v{v}" for k, v in _SERVED])

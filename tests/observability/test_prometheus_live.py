@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.ports import free_port
+from harness.ports import free_port
 from harness.prometheus import PrometheusServer
 from tests.observability.catalog import REPO, catalog
 from tests.polling import wait_until

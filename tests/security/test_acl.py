@@ -33,7 +33,7 @@ from common.security.acl import (
 )
 from common.security.principal import ANONYMOUS, KafkaPrincipal
 
-O, P = AclOperation, AclPermissionType
+O, P = AclOperation, AclPermissionType  # noqa: E741
 ALICE = KafkaPrincipal("User", "alice")
 BOB = KafkaPrincipal("User", "bob")
 

@@ -17,7 +17,7 @@ from common.security.acl import (
     decode_acls,
 )
 
-O = AclOperation
+O = AclOperation  # noqa: E741
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:

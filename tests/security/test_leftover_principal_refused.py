@@ -22,7 +22,6 @@ from common.config import build_config
 from common.listener_servers import bind_listeners
 from common.listeners import listener_config
 from common.observability import configure_event_log
-from common.security import certs
 from common.security.listener_security import kafka_listener_tls
 from common.security.principal import SslAuthenticationFailed
 from common.security.tls import (
@@ -32,6 +31,7 @@ from common.security.tls import (
     split_keystore,
     ssl_server_interceptors,
 )
+from harness import certs
 from tests.security.test_tls_servers import _api_versions_request
 
 # maps CN=x,O=replog only: a certificate with an OU matches nothing (no DEFAULT)

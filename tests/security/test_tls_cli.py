@@ -11,8 +11,8 @@ from admin.cli import _apply_command_config, _leaf_parsers, build_parser
 from client import transport
 from common.errors import ConfigError
 from common.grpc_options import insecure_channel
-from common.security import certs
 from common.security.tls import SslChannelFactory
+from harness import certs
 
 
 def _commands(parser: argparse.ArgumentParser, path=()):

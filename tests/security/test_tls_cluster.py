@@ -21,9 +21,8 @@ from cryptography import x509
 from common.records import iter_batches
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
-from common.security import certs
 from common.security.tls import SslChannelFactory, SslSettings, split_keystore
-from harness import cluster_security
+from harness import certs, cluster_security
 from harness.local_cluster import LocalCluster
 
 REPO = Path(__file__).resolve().parents[2]

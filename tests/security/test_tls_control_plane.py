@@ -11,9 +11,9 @@ from common.config import build_config
 from common.controller_requests import LeaderAndIsrRequest
 from common.errors import ConfigError
 from common.listeners import EndPoint, listener_config
-from common.ports import free_port
 from controller.channel import ControllerChannelManager
 from controller.request_batch import BrokerBatch
+from harness.ports import free_port
 from tests.controller.fakes import FakeBroker
 
 

@@ -19,10 +19,10 @@ from common.config import build_config
 from common.kafka_protocol.messages import ApiKey
 from common.listener_servers import bind_listeners
 from common.listeners import listener_config
-from common.security import certs
 from common.security.listener_security import kafka_listener_tls, principal_builder_for
 from common.security.principal import current_kafka_principal
 from common.security.tls import SslChannelFactory, SslSettings, split_keystore
+from harness import certs
 
 RULES = "RULE:^CN=([^,]+),O=replog$/$1/L,DEFAULT"
 

@@ -10,7 +10,6 @@ import pytest
 
 from common.config import build_config
 from common.errors import ConfigError
-from common.security import certs
 from common.security.listener_security import principal_builder_for
 from common.security.tls import (
     SslConfigError,
@@ -20,6 +19,7 @@ from common.security.tls import (
     pem_blocks,
     split_keystore,
 )
+from harness import certs
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from common import zk_layout as zl
 from common.security.zk_acl import default_acls, digest_id, effective_acls
 from common.security.zk_auth import ZkSecurity
 from common.zk_async import AsyncZk
-from harness.zk_server import expire_session
+from harness.zk_sessions import expire_session
 
 CREDENTIALS = "replog:zk-secret"
 SECURE = ZkSecurity(set_acl=True, digest=CREDENTIALS)

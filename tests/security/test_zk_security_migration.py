@@ -153,7 +153,7 @@ def test_path_check_refuses_an_empty_chroot(zk_hosts, config_file, capsys):
 
 
 def test_unreachable_zookeeper_is_one_line(config_file, capsys):
-    from common.ports import free_port
+    from harness.ports import free_port
     rc = main(["zookeeper-security-migration", "--zookeeper.acl", "secure",
                "--zookeeper.connect", f"127.0.0.1:{free_port()}",
                "--zookeeper.connection.timeout", "1000", "--zk-config-file", config_file])

@@ -12,7 +12,7 @@ topic's unclean election is switched on, a state write is refused, the controlle
 or it crashes after a chosen number of effects and a new one takes over from the store; an
 operator reassigns a partition (AlterPartitionReassignments, or a tool writing
 /admin/reassign_partitions) or cancels a move - and ISR changes let moves complete; a broker
-loses replicas with a log dir and writes a /restart_partitions entry (seed 003), fenced by the
+loses replicas with a log dir and writes a /restart_partitions entry (design.md#jbod), fenced by the
 partition epoch it held, or an entry is written again late (the notifier's retry).
 
 After every step the invariants are checked:
@@ -25,8 +25,8 @@ After every step the invariants are checked:
       RECOVERING (KIP-704);
     - what the core believes equals the store (what a reload would read), assignments
       included;
-    - no state transition is ever refused by the tables (C6: refusals are logged and
-      counted in production, and here fail the run);
+    - no state transition is ever refused by the tables (design.md#reassignment: refusals are logged
+      and counted in production, and here fail the run);
     - a move in flight keeps AR and RR within RS and apart, and every /admin/reassign_partitions
       entry is a move in flight with that target (finished ones are cleared);
     - once a /restart_partitions entry is consumed, the broker that lost a replica is out of
@@ -285,7 +285,7 @@ class Simulation:
             self.d.request(E.AlterReassignments(items=((self.rng.choice(moving), None),)))
 
     def _restart(self) -> None:
-        """A broker's log dir fails: it reports some of its replicas lost (seed 003)."""
+        """A broker's log dir fails: it reports some of its replicas lost (design.md#jbod)."""
         ctx = self.d.core.ctx if self.d.core else None
         live = self._live()
         if ctx is None or not live:

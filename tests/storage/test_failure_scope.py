@@ -1,4 +1,4 @@
-"""Seed 003's "whole disk, or one log" decision (storage/failure_scope.py) as a table, and the
+"""design.md#jbod's "whole disk, or one log" decision (storage/failure_scope.py) as a table, and the
 disk availability probe (open question 1) against the file seam."""
 
 import errno

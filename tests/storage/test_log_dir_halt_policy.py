@@ -85,7 +85,7 @@ def test_eio_on_one_of_two_dirs(tmp_path, zk_hosts, policy):
         faults.write_text(json.dumps([{"path": str(faulty), "errno": "EIO"}]))
         if policy == "halt":
             _assert_halted(proc, tmp_path, faulty)
-        else:  # the default, seed 003's design
+        else:  # the default, design.md#jbod's design
             _assert_lives(proc, tmp_path, faulty)
     finally:
         _stop(proc)

@@ -7,13 +7,19 @@ import threading
 
 import pytest
 
-from broker.storage.errors import (CheckpointIOError, KafkaStorageError, LogAppendError,
-                                   LogDirError, LogDirOfflineError)
+from broker.storage.errors import (
+    CheckpointIOError,
+    KafkaStorageError,
+    LogAppendError,
+    LogDirError,
+    LogDirOfflineError,
+)
 from broker.storage.fileops import FaultInjectingFileOps, FileOps
 from broker.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from broker.storage.meta import parse_properties
 from common.errors import InvalidTopicError
-from common.names import TopicPartition as TP, validate_topic
+from common.names import TopicPartition as TP
+from common.names import validate_topic
 from tests.storage.helpers import batch
 
 
@@ -154,7 +160,7 @@ def test_concurrent_appends_keep_submission_order(tmp_path):
 
 
 async def test_work_queued_for_a_dir_fails_fast_when_it_goes_offline(tmp_path):
-    """Seed 003 step 2.1: the dir's thread is stuck in a write (a hung disk); work queued
+    """design.md#jbod-step-2-1: the dir's thread is stuck in a write (a hung disk); work queued
     behind it fails at once when the dir goes offline, not when (if ever) the disk answers."""
     fo = FaultInjectingFileOps()
     lm = LogManager([str(tmp_path / "d0"), str(tmp_path / "d1")], broker_id=1, fileops=fo)

@@ -1,4 +1,4 @@
-"""Real disk faults under a broker's log dir (seed 003, C5), as root, no mocks:
+"""Real disk faults under a broker's log dir (design.md#jbod), as root, no mocks:
 
 - a genuine ext4 error: an ext4 image loop-mounted with ``errors=remount-ro``; writing to
   ``/sys/fs/ext4/<loop>/trigger_fs_error`` makes the kernel remount it read-only at once, and

@@ -1,6 +1,5 @@
 """Crash recovery on real files: SIGKILL mid-append, torn tails, corruption, checkpoints."""
 
-import json
 import os
 import signal
 import subprocess
@@ -14,7 +13,6 @@ from broker.storage.checkpoints import OffsetCheckpointFile
 from broker.storage.fileops import FaultInjectingFileOps, FileOps
 from broker.storage.log import Log, LogConfig
 from broker.storage.log_manager import LogManager
-from common.errors import CorruptRecordError
 from common.names import TopicPartition
 from common.records import decode_all, iter_batches
 from tests.storage.helpers import batch

@@ -1,5 +1,5 @@
-"""Seed 003 step 1: every I/O error of the storage engine surfaces as a storage error naming its
-log dir and partition - append, roll, index, flush, read, truncation, the leader-epoch and the
+"""design.md#jbod-step-1: every I/O error of the storage engine surfaces as a storage error naming
+its log dir and partition - append, roll, index, flush, read, truncation, the leader-epoch and the
 dir checkpoints, retention and recovery - and, for work run on the dir's executor, reaches the
 LogDirFailureChannel (the one handler) with that partition. EIO comes through the file seam."""
 

@@ -1,4 +1,4 @@
-"""harness/zk_server.ZooKeeperEnsemble and `replog zookeeper --config`: a real quorum of
+"""harness/zk_ensemble.ZooKeeperEnsemble and `replog zookeeper --config`: a real quorum of
 Debian's ZooKeeper 3.8 servers on 127.0.0.1, its leader found, killed and replaced, a member
 restarted by the command an operator would run."""
 
@@ -15,7 +15,8 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from harness.local_cluster import REPO_ROOT
-from harness.zk_server import ZooKeeperEnsemble, server_state
+from harness.zk_ensemble import ZooKeeperEnsemble
+from harness.zk_server import server_state
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration

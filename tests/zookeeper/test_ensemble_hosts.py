@@ -23,7 +23,7 @@ import json
 
 import pytest
 
-from common import hosts as hostlib
+from harness import hosts as hostlib
 from harness.cluster_hosts import HostsOptions
 from tests.zookeeper.test_ensemble_faults import (
     test_a_lost_quorum_stops_topic_creation_and_elections_but_not_produce as lost_quorum,

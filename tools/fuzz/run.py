@@ -1,5 +1,7 @@
 """Run every atheris target (tools/fuzz/fuzz_*.py) for a bounded time: ``make soak``'s
-coverage-guided fuzzing of the record batch decoder and the znode decoders.
+coverage-guided fuzzing of the record batch decoder, the znode decoders and the Kafka
+request decoder with valid but enormous requests (fuzz_kafka_requests.py, issue 42). Without
+atheris installed it prints that it skips them and succeeds.
 
 Each target runs in its own process with libFuzzer's ``-max_total_time``, from a corpus
 seeded with valid encodings (kept under --corpus between runs, so later runs start where
@@ -43,6 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--artifacts", default=str(WORK / "artifacts"))
     ap.add_argument("--targets", default=",".join(TARGETS))
     args = ap.parse_args(argv)
+    if importlib.util.find_spec("atheris") is None:
+        # atheris is in the dev extra (pyproject.toml) for Linux only; without it the
+        # coverage-guided targets cannot run - say so instead of failing the soak
+        print("fuzz: SKIPPED - atheris is not installed (pip install -e '.[dev]' on Linux); "
+              f"targets not run: {args.targets}", flush=True)
+        return 0
     artifacts = Path(args.artifacts).resolve()
     artifacts.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -26,7 +26,7 @@ module call instead - the next step of the issue):
       recovery point, and its KIP-966 content: LogManager.registration_handled), checkpoint()
       and shutdown();
     - ReplicaManager._write_epoch_checkpoints (run a few ticks after the LeaderAndIsr);
-    - JBOD (KIP-112, seed 003): LogManager's per-dir loading, checkpoints and clean-shutdown
+    - JBOD (KIP-112, design.md#jbod): LogManager's per-dir loading, checkpoints and clean-shutdown
       markers, its placement of a new log (the online dir with the fewest partitions),
       mark_offline, the set-aside of copies /brokers/lost_replicas/<id> names
       (_set_aside_lost_copy; that znode is World.lost_replicas) and forget_lost_replicas;
@@ -422,7 +422,7 @@ class SimBroker:
     # ------------------------------------------------------------------ log-dir failure
 
     def fail_log_dir(self, path: str, reason: str) -> list[TopicPartition]:
-        """An I/O error in ``path`` (seed 003 step 2): the real
+        """An I/O error in ``path`` (design.md#jbod-step-2): the real
         ReplicaManager.handle_log_dir_failure - the dir's logs closed and forgotten, their
         replicas out of ``partitions`` into ``offline_replicas``, a restart of them asked
         of the controller (RestartNotifier.request), a halt if no dir is left. The fetcher

@@ -13,7 +13,7 @@
   every partition a broker leads at the controller's current partition epoch, once no config
   change notification is in flight.
 - A replica the controller's ISR names is never deleted (its data is what the ISR vouches for).
-- JBOD (seed 003): a replica lost with its log dir counts as unreadable (as a dead broker's)
+- JBOD (design.md#jbod): a replica lost with its log dir counts as unreadable (as a dead broker's)
   until re-created; losing the last live in-sync copy that way is a recovery (the disk died).
   Once nothing is in flight that would act on a loss (no report queued or being written, no
   /restart_partitions entry, no LeaderAndIsr or refusal on its way), a live broker whose

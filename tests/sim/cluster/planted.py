@@ -17,7 +17,7 @@ not done unless it finds each of them within a fixed, small number of seeds
                                       an empty log for a replica lost with its log dir (or
                                       one that may be in an offline dir), instead of refusing
                                       it with KAFKA_STORAGE_ERROR and asking for a restart
-    restart_entries_ignored           JBOD (seed 003): the controller consumes
+    restart_entries_ignored           JBOD (design.md#jbod): the controller consumes
                                       /restart_partitions entries without restarting anything;
                                       a lost replica stays leader or ISR member
 

@@ -140,7 +140,7 @@ PROFILES: dict[str, dict] = {
                                                "cancel": 1, "power_loss": 0,
                                                "topic_min_isr": 0, "default_min_isr": 0,
                                                "leader_churn": 0}},
-    # JBOD (KIP-112, seed 003): two log dirs a broker, partitions placed across them; a dir
+    # JBOD (KIP-112, design.md#jbod): two log dirs a broker, partitions placed across them; a dir
     # fails (its replicas go offline, /restart_partitions entries - sometimes written twice -
     # re-create them in the other dir, or the broker halts with its last dir) and comes back
     # at the broker's next start, its lost copies set aside
@@ -245,7 +245,7 @@ class World:
                       f"{self.inv.unhealthy()}")
 
     def _operator_unclean_elections(self) -> None:
-        """A partition whose last in-sync copy died with its log dir stays offline (seed 003,
+        """A partition whose last in-sync copy died with its log dir stays offline (design.md#jbod,
         as Kafka) until an operator accepts the loss: kafka-leader-election
         --election-type unclean, asked once the rest of the cluster has healed."""
         tree = self.d.tree
@@ -443,7 +443,7 @@ class World:
         self.inv.observe_brokers()
 
     def _fetch_round(self, b: SimBroker) -> None:
-        for tp, s in sorted(b.fetching.items()):
+        for tp, s in sorted(b.fetching.items()):  # noqa: B007
             if s.in_flight is not None:
                 if self.now_ms - s.sent_at < self.fetch_timeout_ms:
                     continue
@@ -711,7 +711,8 @@ class World:
 
     def _flaky_controller(self) -> None:
         """For a while every controller effect may be its last: a controller killed between
-        any two steps of a decision (a reassignment's steps 4 and 5, seed 004 case 3)."""
+        any two steps of a decision (a reassignment's steps 4 and 5,
+        design.md#reassignment-case-3)."""
         self.flaky_until = self.now_ms + self.rng.choice(
             self.profile.get("flaky_ms", (500, 1500, 3000)))
         self.say("the controller may die at any effect for a while")
@@ -827,7 +828,7 @@ class World:
             self._start_broker(lid)
 
     def _log_dir_failure(self) -> None:
-        """One log dir of one broker fails (seed 003 step 2): its replicas go offline there
+        """One log dir of one broker fails (design.md#jbod-step-2): its replicas go offline there
         and are reported for a restart; with no dir left the broker halts. Sometimes the
         broker is then stopped and started again, its dir back."""
         live = [b for b in self._live() if any(d.online for d in self.brokers[b].dirs)]

@@ -28,7 +28,7 @@ between racks costs twice that) and drops ``loss_pct`` percent of it:
 
 - the delay: this kernel has no sch_netem (nor the prio qdisc or flower/matchall classifiers a
   per-destination netem needs), so an iptables NFQUEUE rule in the host's namespace hands
-  packets to another rack to ``common.netdelay`` (run in that namespace), which accepts each one
+  packets to another rack to ``harness.netdelay`` (run in that namespace), which accepts each one
   ``latency_ms`` after it was queued. ``--queue-bypass`` lets packets through undelayed if the
   delayer is gone, rather than cutting the link;
 - the loss: an nftables rule in the namespace, ``numgen random mod 10000 < loss*100 drop``.
@@ -215,12 +215,12 @@ class HostsPlan:
 
     def delayer_command(self, h: Host, queue: int = RACK_QUEUE,
                         delay_ms: float | None = None) -> Cmd | None:
-        """The ``common.netdelay`` process serving ``h``'s queue (None: nothing to delay)."""
+        """The ``harness.netdelay`` process serving ``h``'s queue (None: nothing to delay)."""
         delay = self.latency_ms if delay_ms is None else delay_ms
         if queue == RACK_QUEUE and (not self.shaped or self.latency_ms <= 0
                                     or not self.other_racks(h)):
             return None
-        return ["ip", "netns", "exec", h.netns, self.python, "-m", "common.netdelay",
+        return ["ip", "netns", "exec", h.netns, self.python, "-m", "harness.netdelay",
                 "--queue", str(queue), "--delay-ms", f"{delay:g}"]
 
     def teardown_commands(self) -> list[Cmd]:
@@ -480,7 +480,7 @@ class RunningHosts:
 
 
 def delayer_env() -> dict[str, str]:
-    """A delayer runs this checkout's common.netdelay, whatever the venv points at."""
+    """A delayer runs this checkout's harness.netdelay, whatever the venv points at."""
     root = str(Path(__file__).resolve().parent.parent)
     rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return {**os.environ, "PYTHONPATH": os.pathsep.join([root, *rest])}
@@ -558,7 +558,7 @@ def cleanup_stale(data_dir: str | os.PathLike[str], allow_processes: bool = Fals
             (data_dir / HOSTS_JSON).unlink()
         return []
     pids = [pid for ns in left["namespaces"] for pid in netns_pids(ns)]
-    others = [pid for pid in pids if "common.netdelay" not in _cmdline(pid)]
+    others = [pid for pid in pids if "harness.netdelay" not in _cmdline(pid)]
     if others and not allow_processes:
         raise HostsError(
             f"processes of an earlier cluster still run in its network namespaces (pids "

@@ -5,7 +5,7 @@ Kafka deployments put racks milliseconds apart; ``tc netem`` is the usual way to
 but this machine's kernel is built without sch_netem (and without the prio/flower/matchall
 classifiers a per-destination netem needs), while iptables' NFQUEUE target and nfnetlink_queue
 are built in. So a rule in the host's namespace (``iptables -A OUTPUT -d <other rack> -j NFQUEUE
---queue-num N --queue-bypass``, written by common/hosts.py) hands those packets to this process,
+--queue-num N --queue-bypass``, written by harness/hosts.py) hands those packets to this process,
 which gives each one its verdict (NF_ACCEPT) ``delay`` after it was queued: the same per-packet
 delay netem adds, in order, without reordering (every packet of one queue waits equally long).
 ``--queue-bypass``: if this process is gone, packets pass undelayed instead of being dropped.
@@ -16,7 +16,7 @@ directly over an AF_NETLINK socket: bind the queue (NFQNL_CFG_CMD_BIND), ask for
 NFQA_PACKET_HDR carries the packet id) and answer NFQNL_MSG_VERDICT. No library, no compiler.
 
 Run it inside the namespace whose rule queues the packets (a netlink socket belongs to the
-namespace it was made in): ``ip netns exec NS python -m common.netdelay --queue 1 --delay-ms 5``.
+namespace it was made in): ``ip netns exec NS python -m harness.netdelay --queue 1 --delay-ms 5``.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def serve(queue: int, delay_s: float, stop: list[bool]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m common.netdelay", description=__doc__.split(
+    p = argparse.ArgumentParser(prog="python -m harness.netdelay", description=__doc__.split(
         "\n")[0])
     p.add_argument("--queue", type=int, required=True, help="the NFQUEUE number to serve")
     p.add_argument("--delay-ms", type=float, required=True, help="one-way delay per packet")
