@@ -1,8 +1,10 @@
 """Sends the leader's ISR changes to the controller (Kafka's AlterPartitionManager).
 
-One AlterPartition in flight per partition (``Partition.pending_isr``): while it is pending the
-HW is computed over the larger of the old and proposed ISR, so a shrink never lets the HW run
-ahead of a replica that might stay. Requests from many partitions are batched into one RPC.
+One AlterPartition in flight per partition: the pending ISR is the replica core's
+(``broker.replica_core``: proposals, answers and stale drops are its events, this manager only
+queues and sends what it proposes). While it is pending the HW is computed over the larger of
+the old and proposed ISR, so a shrink never lets the HW run ahead of a replica that might stay.
+Requests from many partitions are batched into one RPC.
 Results: NONE applies the controller's ISR and partition epoch; INVALID_UPDATE_VERSION,
 FENCED_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER drop the change and wait for the controller's
 LeaderAndIsr (Kafka's handling); a transport error or NOT_CONTROLLER retries after backoff.
@@ -22,10 +24,10 @@ from dataclasses import dataclass
 
 import grpc
 
+from broker import replica_core as core
 from broker.controller_client import ControllerClient, ControllerUnavailable
 from broker.isr import relinquish_isr
 from broker.partition import Partition
-from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 
@@ -80,7 +82,6 @@ class AlterPartitionManager:
         if p.pending_isr is not None:
             # an ISR change is in flight; relinquish once it is answered
             self._queue.pop(p.tp, None)
-        p.pending_isr = None
         self._submit(p, relinquish_isr(p.isr, p.local_id), "relinquish")
 
     def expand_isr(self, p: Partition, follower: int) -> None:
@@ -93,12 +94,12 @@ class AlterPartitionManager:
         self._submit(p, new_isr, "shrink")
 
     def _submit(self, p: Partition, new_isr: tuple[int, ...], kind: str) -> None:
-        if p.pending_isr is not None:
-            return
-        p.pending_isr = new_isr
-        self._queue[p.tp] = Proposal(
-            p, new_isr, kind, p.leader_epoch, p.partition_epoch,
-            tuple(p.followers[b].broker_epoch if b in p.followers else -1 for b in new_isr))
+        p.run(p.core.step(core.IsrChangeWanted(new_isr, kind)), self.enqueue)
+
+    def enqueue(self, p: Partition, e: core.ProposeIsr) -> None:
+        """Queue a proposal the core made (its pending ISR is set): sent as built."""
+        self._queue[p.tp] = Proposal(p, e.new_isr, e.kind, e.leader_epoch, e.partition_epoch,
+                                     e.broker_epochs)
         self._wake.set()
 
     async def _run(self) -> None:
@@ -129,8 +130,7 @@ class AlterPartitionManager:
         proposes again from there if it still needs to."""
         if not item.stale:
             return False
-        if item.partition.pending_isr == item.new_isr:
-            item.partition.pending_isr = None
+        item.partition.core.step(core.ProposalDropped(item.new_isr))
         self.events.info("isr_update_dropped", partition=str(item.partition.tp),
                          kind=item.kind, proposal_leader_epoch=item.leader_epoch,
                          proposal_partition_epoch=item.partition_epoch,
@@ -161,45 +161,25 @@ class AlterPartitionManager:
                 self._apply(item, r)
 
     def _apply(self, item: Proposal, r) -> None:
-        p, proposed, kind = item.partition, item.new_isr, item.kind
-        if kind == "relinquish" and r.error_code in (ErrorCode.NONE, ErrorCode.NEW_LEADER_ELECTED):
-            # The controller elected another ISR member. Its LeaderAndIsr (which makes us a
-            # follower) may arrive before this answer, so this is counted whatever the
-            # partition's state is by now.
-            if p.pending_isr == proposed:
-                p.pending_isr = None
-            self.metrics.leadership_relinquished.inc()
-            self.events.warning("leadership_relinquished", partition=str(p.tp),
-                                leader_epoch=p.leader_epoch, new_leader=r.leader_id,
-                                new_leader_epoch=r.leader_epoch, isr=list(r.isr))
-            return
-        if p.pending_isr != proposed or item.stale:
-            return  # the partition changed (new LeaderAndIsr) while the request was in flight
-        p.pending_isr = None
-        if r.error_code != ErrorCode.NONE:
-            self.metrics.failed_isr_updates.inc()
-            if r.error_code == ErrorCode.INELIGIBLE_REPLICA and kind == "expand":
-                for b, epoch in zip(proposed, item.broker_epochs):
-                    if b not in p.isr:  # the follower being added
-                        p.refused_expansions[b] = epoch
-            self.events.warning("isr_update_failed", partition=str(p.tp),
-                                error=ErrorCode(r.error_code).name
-                                if r.error_code in ErrorCode._value2member_map_ else r.error_code,
-                                leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch)
-            return
-        if r.leader_epoch != p.leader_epoch or r.leader_id != p.local_id:
-            return
-        old = p.isr
-        p.isr = tuple(r.isr)
-        p.partition_epoch = r.partition_epoch
-        p.leader_recovery_state = r.leader_recovery_state
-        p.elr = tuple(r.elr)
-        if kind == "recovered":
-            self.events.info("leader_recovered", partition=str(p.tp), leader_epoch=p.leader_epoch)
-            return
-        (self.metrics.isr_expands if len(p.isr) > len(old) else self.metrics.isr_shrinks).inc()
-        self.events.info("isr_expand" if len(p.isr) > len(old) else "isr_shrink",
-                         partition=str(p.tp), leader_epoch=p.leader_epoch, old_isr=list(old),
-                         isr=list(p.isr), partition_epoch=p.partition_epoch, hw=p.high_watermark)
-        p.maybe_advance_hw()
-        p.hw_moved.notify()  # produce waiters re-check min ISR
+        p = item.partition
+        effects = p.core.step(core.AlterPartitionAnswer(
+            item.new_isr, item.kind, item.stale, item.broker_epochs, r.error_code, r.leader_id,
+            r.leader_epoch, tuple(r.isr), r.partition_epoch, r.leader_recovery_state,
+            tuple(r.elr), p.log_end_offset, p.high_watermark))
+        for e in effects:
+            if not isinstance(e, core.LogEvent):
+                continue
+            if e.name == "leadership_relinquished":
+                self.metrics.leadership_relinquished.inc()
+            elif e.name == "isr_update_failed":
+                self.metrics.failed_isr_updates.inc()
+            elif e.name == "isr_expand":
+                self.metrics.isr_expands.inc()
+            elif e.name == "isr_shrink":
+                self.metrics.isr_shrinks.inc()
+            fields = dict(e.fields)
+            if e.name in ("isr_expand", "isr_shrink"):
+                fields["hw"] = p.high_watermark  # before the answer moves it
+            (self.events.warning if e.warning else self.events.info)(
+                e.name, partition=str(p.tp), **fields)
+        p.run(effects)

@@ -253,7 +253,7 @@ class LeaderFetchPath:
                                    diverging=(div.epoch, div.end_offset))
             p.on_follower_fetch(
                 replica_id, broker_epoch, fp.fetch_offset, fp.log_start_offset, self.clock(),
-                fetch_id, self.alter_partition.expand_isr if self.alter_partition else None)
+                fetch_id, self.alter_partition.enqueue if self.alter_partition else None)
             upper = log.log_end_offset
         else:
             upper = p.high_watermark

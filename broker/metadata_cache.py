@@ -10,12 +10,40 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from broker.controller_requests import BrokerNode, PartitionInfo, UpdateMetadataRequest
+from common.controller_requests import (
+    BrokerNode,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import LEADER_DURING_DELETE
 
-__all__ = ["BrokerNode", "MetadataCache", "PartitionInfo", "offline_replicas", "partition_error"]
+__all__ = ["BrokerNode", "MetadataCache", "PartitionInfo", "offline_replicas", "partition_error",
+           "partition_info"]
+
+
+@dataclass
+class PartitionInfo:
+    """One partition as the cache holds it: UpdateMetadata's partition state without its
+    name and controller epoch."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    partition_epoch: int = 0
+    offline_replicas: tuple[int, ...] = ()
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
+def partition_info(s: UpdateMetadataPartitionState) -> PartitionInfo:
+    return PartitionInfo(s.leader, s.leader_epoch, s.isr, s.replicas, s.partition_epoch,
+                         s.offline_replicas, s.elr, s.last_known_elr, s.adding_replicas,
+                         s.removing_replicas)
 
 
 @dataclass
@@ -38,11 +66,11 @@ class MetadataCache:
             self.controller_id = req.controller.broker_id
             self.controller = req.controller
         self.topic_ids.update(req.topic_ids)
-        for tp, info in req.partition_states:
-            if info.leader == LEADER_DURING_DELETE:
-                self.partitions.pop(tp, None)
+        for s in req.partition_states:
+            if s.leader == LEADER_DURING_DELETE:
+                self.partitions.pop(s.tp, None)
                 continue
-            self.partitions[tp] = info
+            self.partitions[s.tp] = partition_info(s)
         live_topics = {tp.topic for tp in self.partitions}
         for t in list(self.topic_ids):
             if t not in live_topics:

@@ -1,23 +1,24 @@
-"""A broker's view of one partition replica: its role, epochs, ISR and follower states.
+"""A broker's view of one partition replica: the shell over its replication core.
 
-The replica manager owns the I/O (log appends on the log dir's executor, AlterPartition to the
-controller); this class holds the state and applies the pure rules of ``broker.isr`` to it.
-It never awaits, so every state change happens atomically on the event loop.
+``broker.replica_core.ReplicaCore`` holds the replica's role, epochs, ISR and follower states
+and decides (``step(event) -> effects``); this shell owns the log and the waiters and carries
+the effects out: it writes the HW the core decides into the log and wakes produce, consume and
+fetch waiters. The replica manager owns the I/O (log appends on the log dir's executor,
+AlterPartition to the controller). Nothing here awaits, so every state change happens
+atomically on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
-from broker import fencing, partition_state
-from broker import isr as isr_rules
-from broker.isr import FollowerState
+from broker import partition_state
+from broker import replica_core as core
+from broker.replica_core import EPOCH_START_PENDING, ReplicaCore
 from broker.storage.log import Log
-from common.dynamic_config import effective_min_isr
 from common.names import TopicPartition
 
-EPOCH_START_PENDING = 1 << 62  # the new leader epoch's start offset is not written yet
+__all__ = ["EPOCH_START_PENDING", "Notifier", "Partition"]
 
 
 class Notifier:
@@ -38,49 +39,66 @@ class Notifier:
         self._fut = None
 
 
+def _core_field(name: str) -> property:
+    """A replication-state field, held by the core (the shell keeps no copy)."""
+    return property(lambda self: getattr(self.core, name),
+                    lambda self, v: setattr(self.core, name, v), doc=f"ReplicaCore.{name}")
+
+
 class Partition:
     def __init__(self, tp: TopicPartition, local_id: int):
         self.tp = tp
         self.local_id = local_id
         self.topic_id = ""
         self.log: Log | None = None
-        self.leader_id = -1
-        self.leader_epoch = -1
-        self.partition_epoch = -1
-        self.controller_epoch = -1
-        self.isr: tuple[int, ...] = ()
-        self.replicas: tuple[int, ...] = ()
-        self.adding_replicas: tuple[int, ...] = ()
-        self.removing_replicas: tuple[int, ...] = ()
-        self.followers: dict[int, FollowerState] = {}
-        self.leader_epoch_start_offset = 0
-        # An AlterPartition in flight (Kafka's PendingShrinkIsr / PendingExpandIsr): until the
-        # controller answers, the HW is computed over the larger "maximal" ISR.
-        self.pending_isr: tuple[int, ...] | None = None
-        # min.insync.replicas as configured (topic override, dynamic broker default, static:
-        # common.dynamic_config.configured_min_isr): acks=all admission and DelayedProduce
-        # use it as is; the HW freeze uses ``effective_min_isr``.
-        self.min_isr = 1
-        # KIP-966: the ELR of the last state the controller sent (LeaderAndIsr, AlterPartition
-        # answers). Not empty = the controller holds the ISR below min ISR: the HW stays frozen.
-        self.elr: tuple[int, ...] = ()
-        # KIP-704: after an unclean election the controller marks the leader RECOVERING; the
-        # leader reports RECOVERED through AlterPartition (nothing to rebuild in replog).
-        self.leader_recovery_state = 0
-        self.relinquished_epoch = -1  # design.md#kip-501: leadership given up in this epoch
-        # KIP-841: followers the controller refused into the ISR (INELIGIBLE_REPLICA: in
-        # controlled shutdown, or not registered with that broker epoch) -> the broker epoch
-        # refused. Not proposed again while they fetch with it (isr.expansion_refused).
-        self.refused_expansions: dict[int, int] = {}
-        self.stopped = False  # StopReplica without deletion: neither leader nor follower
+        self.core = ReplicaCore(local_id)
         self.data = Notifier()  # LEO grew (follower fetches wait on it)
         self.hw_moved = Notifier()  # HW grew, or leadership/ISR changed (produce/consume wait)
+
+    leader_id = _core_field("leader_id")
+    leader_epoch = _core_field("leader_epoch")
+    partition_epoch = _core_field("partition_epoch")
+    controller_epoch = _core_field("controller_epoch")
+    isr = _core_field("isr")
+    replicas = _core_field("replicas")
+    adding_replicas = _core_field("adding_replicas")
+    removing_replicas = _core_field("removing_replicas")
+    followers = _core_field("followers")
+    leader_epoch_start_offset = _core_field("leader_epoch_start_offset")
+    pending_isr = _core_field("pending_isr")
+    min_isr = _core_field("min_isr")
+    elr = _core_field("elr")
+    leader_recovery_state = _core_field("leader_recovery_state")
+    relinquished_epoch = _core_field("relinquished_epoch")
+    refused_expansions = _core_field("refused_expansions")
+    stopped = _core_field("stopped")
+
+    # ------------------------------------------------------------------ effects
+
+    def run(self, effects: list[core.Effect], propose=None) -> bool:
+        """Carry out the core's effects in order; True if the HW moved. ``propose(partition,
+        ProposeIsr)`` takes the proposals (AlterPartitionManager.enqueue)."""
+        moved = False
+        for e in effects:
+            match e:
+                case core.AdvanceHighWatermark(hw=hw):
+                    if self.log is not None:
+                        self.log.high_watermark = hw
+                        moved = True
+                case core.WakeProduce():
+                    self.hw_moved.notify()
+                case core.WakeFetch():
+                    self.data.notify()
+                case core.ProposeIsr():
+                    if propose is not None:
+                        propose(self, e)
+        return moved
 
     # ------------------------------------------------------------------ role
 
     @property
     def is_leader(self) -> bool:
-        return self.leader_id == self.local_id and not self.stopped
+        return self.core.is_leader
 
     @property
     def high_watermark(self) -> int:
@@ -92,176 +110,95 @@ class Partition:
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
-        if self.pending_isr is None:
-            return self.isr
-        return tuple(dict.fromkeys(self.isr + self.pending_isr))
+        return self.core.maximal_isr
 
-    def apply_state(self, *, leader: int, leader_epoch: int, partition_epoch: int,
-                    controller_epoch: int, isr, replicas, adding=(), removing=(),
-                    leader_recovery_state: int = 0, elr=()) -> None:
-        self.leader_id = leader
-        self.leader_epoch = leader_epoch
-        self.partition_epoch = partition_epoch
-        self.controller_epoch = controller_epoch
-        self.isr = tuple(isr)
-        self.replicas = tuple(replicas)
-        self.adding_replicas = tuple(adding)
-        self.removing_replicas = tuple(removing)
-        self.leader_recovery_state = leader_recovery_state
-        self.elr = tuple(elr)
-        self.pending_isr = None
-        self.stopped = False
-        self.refused_expansions.clear()  # a new state: the controller may answer otherwise
+    def apply_state(self, **state) -> None:
+        self.core.apply_state(**state)
 
     def become_leader(self, now_ms: int, new_epoch: bool) -> None:
         """Set up follower tracking for a leadership (new epoch) or an ISR-only update."""
         assert self.log is not None
-        if new_epoch:
-            # Set by the replica manager once the epoch's start offset is written on the log
-            # dir's executor (after any queued truncation or append); until then no follower
-            # can pass the "has the current epoch's start" check of can_join_isr.
-            self.leader_epoch_start_offset = EPOCH_START_PENDING
-        fresh = {}
-        for b in self.replicas:
-            if b == self.local_id:
-                continue
-            f = self.followers.get(b) if not new_epoch else None
-            if f is None:
-                f = FollowerState(b)
-                isr_rules.reset_for_new_leadership(f, now_ms, b in self.isr)
-            fresh[b] = f
-        self.followers = fresh
-        self.hw_moved.notify()
+        self.run(self.core.become_leader(now_ms, new_epoch))
 
     def become_follower(self) -> None:
-        self.followers = {}
-        self.pending_isr = None
-        self.hw_moved.notify()
-        self.data.notify()
+        self.run(self.core.step(core.BecomeFollower()))
 
     # ------------------------------------------------------------------ events
 
     def apply_leader_and_isr(self, s, now_ms: int) -> partition_state.Transition:
-        """One LeaderAndIsr partition state (``controller_requests.LeaderAndIsrPartitionState``,
-        already admitted by ``partition_state.admit_partition_state``) applied to this replica:
-        Kafka's makeLeader / makeFollower for one partition. The replica manager performs what
-        the returned transition says (fetchers, the epoch start's write, the RECOVERED report,
-        the event log); the simulation (tests/sim/cluster) calls this same method."""
-        t = partition_state.transition(self.local_id, s.leader, s.leader_epoch,
-                                       s.leader_recovery_state, self.leader_epoch,
-                                       self.is_leader)
-        self.apply_state(leader=s.leader, leader_epoch=s.leader_epoch,
-                         partition_epoch=s.partition_epoch, controller_epoch=s.controller_epoch,
-                         isr=s.isr, replicas=s.replicas, adding=s.adding_replicas,
-                         removing=s.removing_replicas,
-                         leader_recovery_state=s.leader_recovery_state, elr=s.elr)
-        if t.lead:
-            self.become_leader(now_ms, t.reset_followers)
-            self.maybe_advance_hw()
-        elif t.follow:
-            self.become_follower()
-        return t
+        """One LeaderAndIsr partition state
+        (``common.controller_requests.LeaderAndIsrPartitionState``, already admitted by
+        ``partition_state.admit_partition_state``) applied to this replica: Kafka's
+        makeLeader / makeFollower for one partition. The replica manager performs what the
+        returned transition says (fetchers, the epoch start's write, the RECOVERED report, the
+        event log); the simulation (tests/sim/cluster) calls this same method."""
+        effects = self.core.step(core.LeaderAndIsr(s, now_ms, self.log_end_offset,
+                                                   self.high_watermark))
+        if self.log is None:  # nothing to write an HW into (asserted by become_leader before)
+            assert not any(isinstance(e, core.AdvanceHighWatermark) for e in effects)
+        self.run(effects)
+        return next(e.transition for e in effects if isinstance(e, core.Transitioned))
 
     def on_follower_fetch(self, replica_id: int, broker_epoch: int, fetch_offset: int,
                           follower_log_start: int, now_ms: int, pending_id: int | None = None,
-                          propose_expansion: Callable[[Partition, int], None] | None = None
-                          ) -> FollowerState | None:
+                          propose_expansion=None):
         """A follower's fetch reached this leader (after the divergence check): its fetch
-        state, its ISR expansion, then the HW. Returns the follower state whose ``pending_id``
-        fetch was recorded as pending (design.md#kip-501: only when ``pending_id`` is given and the
-        fetch is eligible), else None.
+        state, its ISR expansion, then the HW (the core's ordering rule 1). Returns the
+        follower state whose ``pending_id`` fetch was recorded as pending (design.md#kip-501:
+        only when ``pending_id`` is given and the fetch is eligible), else None.
 
-        ``propose_expansion(partition, follower)`` (AlterPartition; None: never expand) is
-        called *before* the HW moves, as Kafka's updateFollowerFetchState runs maybeExpandIsr
-        before maybeIncrementLeaderHW: it sets the pending ISR, so the maximal ISR names the
-        follower and the HW cannot pass its LEO. With the HW moved first, a follower admitted
-        against the old HW joined the ISR without records below the new one (found
-        by the cluster simulation: seeds 77 and 78 of its truncation profile).
+        ``propose_expansion(partition, ProposeIsr)`` (AlterPartitionManager.enqueue; None:
+        never expand) takes the expansion the core proposed, with the pending ISR already set.
 
         A fetch from an older incarnation of the follower (KIP-903) is served, but its offsets
         say nothing about the replica as it is now: they neither move the HW nor let it back
         into the ISR; nor does one beyond the leader's LEO."""
         f = self.followers.get(replica_id)
-        stale = f is not None and fencing.follower_fetch_is_stale(broker_epoch, f.broker_epoch)
-        if not isr_rules.fetch_updates_follower(replica_id in self.replicas, stale,
-                                                fetch_offset, self.log_end_offset):
-            return None
-        pending = None
-        if pending_id is not None and f is not None and \
-                isr_rules.pending_fetch_eligible(f, fetch_offset):
-            # design.md#kip-501: recorded before the read, so a slow read keeps it in sync.
-            f.pending_fetches[pending_id] = fetch_offset
-            pending = f
-        self.record_follower_fetch(replica_id, fetch_offset, follower_log_start, now_ms,
-                                   broker_epoch)
-        if propose_expansion is not None and self.isr_expansion_candidate(replica_id):
-            propose_expansion(self, replica_id)
-        self.maybe_advance_hw()
-        return pending
+        before = None if f is None else dict(f.pending_fetches)
+        self.run(self.core.step(core.FollowerFetch(
+            replica_id, broker_epoch, fetch_offset, follower_log_start, now_ms,
+            self.log_end_offset, self.high_watermark, pending_id,
+            propose_expansion is not None)), propose_expansion)
+        if pending_id is not None and f is not None and before is not None \
+                and pending_id in f.pending_fetches and pending_id not in before:
+            return f
+        return None
 
     # ------------------------------------------------------------------ leader rules
 
     def record_follower_fetch(self, follower_id: int, fetch_offset: int, log_start: int,
                               now_ms: int, broker_epoch: int) -> None:
-        f = self.followers.get(follower_id)
-        if f is None:
-            f = self.followers[follower_id] = FollowerState(follower_id)
-        isr_rules.update_fetch_state(f, fetch_offset, log_start, now_ms, self.log_end_offset,
-                                     broker_epoch)
+        self.core.record_follower_fetch(follower_id, fetch_offset, log_start, now_ms,
+                                        self.log_end_offset, broker_epoch)
 
     def maybe_advance_hw(self) -> bool:
-        """Recompute the HW; True (and waiters woken) if it moved.
-
-        Frozen too while the controller's last state lists an ELR (KIP-966: it holds the ISR
-        below min ISR and vouches for its ELR members having every committed record). The
-        controller and this broker learn a min.insync.replicas change through separate
-        notifications; without this rule a leader that heard of a decrease first committed on
-        the smaller ISR while the controller still kept an ELR without those records, and one
-        that heard of an increase last committed after the shrink that filled the ELR (issue
-        26; a ZooKeeper-era prototype has no ordered metadata log to make both one change)."""
-        if not self.is_leader or self.log is None or self.elr:
+        """Recompute the HW; True (and waiters woken) if it moved (the core's rule 5: frozen
+        while the controller's last state lists an ELR, KIP-966, and below the effective min
+        ISR)."""
+        if self.log is None:
             return False
-        new = isr_rules.new_high_watermark(self.log.high_watermark, self.log.log_end_offset,
-                                           self.isr, self.local_id, self.followers,
-                                           self.effective_min_isr, self.maximal_isr)
-        if new > self.log.high_watermark:
-            self.log.high_watermark = new
-            self.hw_moved.notify()
-            return True
-        return False
+        return self.run(self.core.step(core.Appended(self.log_end_offset, self.high_watermark)))
 
     def isr_expansion_candidate(self, follower_id: int) -> bool:
-        if (not self.is_leader or self.pending_isr is not None or follower_id in self.isr
-                or follower_id not in self.replicas):
-            return False
-        f = self.followers.get(follower_id)
-        return (f is not None
-                and not isr_rules.expansion_refused(self.refused_expansions.get(follower_id), f)
-                and isr_rules.can_join_isr(f, self.high_watermark,
-                                           self.leader_epoch_start_offset))
+        return self.core.isr_expansion_candidate(follower_id, self.high_watermark)
 
     def out_of_sync(self, now_ms: int, lag_max_ms: int, pending_reads_in_sync: bool = False
                     ) -> set[int]:
-        if not self.is_leader or self.pending_isr is not None:
-            return set()
-        return isr_rules.out_of_sync_replicas(self.isr, self.local_id, self.followers,
-                                              self.log_end_offset, now_ms, lag_max_ms,
-                                              pending_reads_in_sync)
+        return self.core.out_of_sync(self.log_end_offset, now_ms, lag_max_ms,
+                                     pending_reads_in_sync)
 
     @property
     def under_replicated(self) -> bool:
-        return self.is_leader and len(self.isr) < len(self.replicas)
+        return self.core.under_replicated
 
     @property
     def effective_min_isr(self) -> int:
-        """min(min.insync.replicas, RF) (Kafka's Partition.effectiveMinIsr, KIP-966): what the
-        HW freeze and the controller's ELR rules read. Without the cap a topic whose RF is below
-        min.insync.replicas never moved its HW, so consumers never saw its acks=1 records."""
-        return effective_min_isr(self.min_isr, len(self.replicas))
+        """min(min.insync.replicas, RF) (Kafka's Partition.effectiveMinIsr, KIP-966)."""
+        return self.core.effective_min_isr
 
     @property
     def under_min_isr(self) -> bool:
-        return self.is_leader and len(self.isr) < self.effective_min_isr
+        return self.core.under_min_isr
 
     def __repr__(self) -> str:
         return (f"Partition({self.tp}, leader={self.leader_id}, epoch={self.leader_epoch}, "

@@ -29,7 +29,7 @@ the one log (``handle_log_failure``, step 3). A lost replica leaves ``partitions
 controller restarts it (a /restart_partitions entry, step 2.4, ``restart_notifier``) and a
 LeaderAndIsr with ``is_new`` re-creates it in a healthy dir. When no dir is left, ``halt``.
 
-It takes plain requests (``controller_requests``); broker/servicer.py translates protobuf.
+It takes plain requests (``common.controller_requests``); broker/servicer.py translates protobuf.
 """
 
 from __future__ import annotations
@@ -42,12 +42,6 @@ from typing import TYPE_CHECKING
 
 from broker import fencing, partition_state
 from broker.alter_log_dirs import ALTER_LOG_DIRS_RATE, ReplicaAlterLogDirsManager
-from broker.controller_requests import (
-    LeaderAndIsrRequest,
-    StopReplicaPartitionState,
-    StopReplicaRequest,
-    UpdateMetadataRequest,
-)
 from broker.fetch_session import FetchSessionCache
 from broker.leader_fetch import LeaderFetchPath
 from broker.log_dir_failures import LogDirFailureHandling
@@ -69,6 +63,12 @@ from broker.storage.log_manager import LogManager
 from broker.topic_config_state import TopicConfigState
 from common.clock import wall_ms
 from common.config import Config
+from common.controller_requests import (
+    LeaderAndIsrRequest,
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
 from common.errors import ErrorCode, RequestError
 from common.names import TopicPartition
 from common.zk_layout import LEADER_DURING_DELETE
@@ -470,14 +470,16 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         if self.fetcher_manager is not None:
             self.fetcher_manager.update_endpoints(self.metadata.brokers)
         strays = tuple(
-            StopReplicaPartitionState(tp, None, True) for tp, info in req.partition_states
-            if info.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
-                self.broker_id, info.replicas, info.leader_epoch,
-                self.log_manager.get_log(tp) is not None, self.partitions.get(tp), info.isr))
+            StopReplicaPartitionState(topic=s.topic, partition=s.partition, delete_partition=True)
+            for s in req.partition_states
+            if s.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
+                self.broker_id, s.replicas, s.leader_epoch,
+                self.log_manager.get_log(s.tp) is not None, self.partitions.get(s.tp), s.isr))
         if strays:
             self.events.warning("stray_replicas", partitions=[str(s.tp) for s in strays])
             task = asyncio.get_running_loop().create_task(self.stop_replica(StopReplicaRequest(
-                req.controller_id, req.controller_epoch, req.broker_epoch, strays)))
+                controller_id=req.controller_id, controller_epoch=req.controller_epoch,
+                broker_epoch=req.broker_epoch, partition_states=strays)))
             self._stray_deletions.add(task)
             task.add_done_callback(self._stray_deletions.discard)
 

@@ -1,7 +1,7 @@
 """The Broker gRPC service: translates wire messages to replica-manager calls and back.
 
 No decisions here: protobuf stops at this module. The controller's requests are translated to
-plain values (broker/controller_requests.py) before they reach the replica manager, and its
+plain values (common/controller_requests.py) before they reach the replica manager, and its
 answers back to wire messages; what an answer says comes from pure rules (broker/fencing.py,
 broker/metadata_cache.py, broker/log_dirs.py). Input is validated (design.md#c11: sizes, names,
 acks); per-partition outcomes carry Kafka error codes; whole-request failures become gRPC status
@@ -30,18 +30,20 @@ import grpc
 from broker import config_requests, fencing
 from broker.auto_topic_creation import AutoTopicCreation, wants_creation
 from broker.config_manager import ConfigManager
-from broker.controller_requests import (
+from broker.delete_records import delete_records
+from broker.metadata_cache import offline_replicas, partition_error
+from broker.replica_manager import ReplicaManager
+from broker.replica_types import FetchPartitionRequest, FetchResult
+from common import rpc_status
+from common.controller_requests import (
+    BrokerNode,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     StopReplicaPartitionState,
     StopReplicaRequest,
+    UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-from broker.delete_records import delete_records
-from broker.metadata_cache import BrokerNode, PartitionInfo, offline_replicas, partition_error
-from broker.replica_manager import ReplicaManager
-from broker.replica_types import FetchPartitionRequest, FetchResult
-from common import rpc_status
 from common.errors import ErrorCode, InvalidTopicError, RequestError
 from common.listeners import PLAINTEXT, EndPoint
 from common.names import TopicPartition, validate_topic
@@ -80,41 +82,53 @@ def _endpoint_pb(e: BrokerNode, listener: str) -> pb.BrokerEndpoint:
 
 def _endpoint(e: pb.BrokerEndpoint, with_rack: bool = True) -> BrokerNode:
     return BrokerNode(e.broker_id, e.host, e.port,
-                    e.rack if with_rack and e.HasField("rack") else None,
-                    tuple(EndPoint(x.listener, x.host, x.port) for x in e.endpoints))
+                      e.rack if with_rack and e.HasField("rack") else None,
+                      tuple(EndPoint(x.listener, x.host, x.port) for x in e.endpoints),
+                      e.listener or PLAINTEXT)
 
 
 def leader_and_isr_request(req: pb.LeaderAndIsrRequest) -> LeaderAndIsrRequest:
     return LeaderAndIsrRequest(
-        req.controller_id, req.controller_epoch, req.broker_epoch,
-        tuple(LeaderAndIsrPartitionState(
-            TopicPartition(s.topic, s.partition), s.controller_epoch, s.leader, s.leader_epoch,
-            s.partition_epoch, tuple(s.isr), tuple(s.replicas), tuple(s.adding_replicas),
-            tuple(s.removing_replicas), int(s.leader_recovery_state), bool(s.is_new),
-            tuple(s.elr))
+        controller_id=req.controller_id, controller_epoch=req.controller_epoch,
+        broker_epoch=req.broker_epoch,
+        partition_states=tuple(LeaderAndIsrPartitionState(
+            topic=s.topic, partition=s.partition, controller_epoch=s.controller_epoch,
+            leader=s.leader, leader_epoch=s.leader_epoch, isr=tuple(s.isr),
+            partition_epoch=s.partition_epoch, replicas=tuple(s.replicas),
+            is_new=bool(s.is_new), leader_recovery_state=int(s.leader_recovery_state),
+            elr=tuple(s.elr), last_known_elr=tuple(s.last_known_elr),
+            adding_replicas=tuple(s.adding_replicas),
+            removing_replicas=tuple(s.removing_replicas))
             for s in req.partition_states),
-        dict(req.topic_ids), tuple(_endpoint(e) for e in req.live_leaders))
+        topic_ids=dict(req.topic_ids), live_leaders=tuple(_endpoint(e) for e in req.live_leaders))
 
 
 def stop_replica_request(req: pb.StopReplicaRequest) -> StopReplicaRequest:
     return StopReplicaRequest(
-        req.controller_id, req.controller_epoch, req.broker_epoch,
-        tuple(StopReplicaPartitionState(
-            TopicPartition(s.topic, s.partition),
-            s.leader_epoch if s.HasField("leader_epoch") else None, s.delete_partition)
+        controller_id=req.controller_id, controller_epoch=req.controller_epoch,
+        broker_epoch=req.broker_epoch,
+        partition_states=tuple(StopReplicaPartitionState(
+            topic=s.topic, partition=s.partition, delete_partition=s.delete_partition,
+            leader_epoch=s.leader_epoch if s.HasField("leader_epoch") else None)
             for s in req.partition_states))
 
 
 def update_metadata_request(req: pb.UpdateMetadataRequest) -> UpdateMetadataRequest:
     return UpdateMetadataRequest(
-        req.controller_id, req.controller_epoch, req.broker_epoch,
-        tuple(_endpoint(b) for b in req.live_brokers),
-        _endpoint(req.controller, with_rack=False) if req.HasField("controller") else None,
-        dict(req.topic_ids),
-        tuple((TopicPartition(s.topic, s.partition), PartitionInfo(
-            s.leader, s.leader_epoch, tuple(s.isr), tuple(s.replicas), s.partition_epoch,
-            tuple(s.offline_replicas), tuple(s.elr), tuple(s.last_known_elr),
-            tuple(s.adding_replicas), tuple(s.removing_replicas)))
+        controller_id=req.controller_id, controller_epoch=req.controller_epoch,
+        broker_epoch=req.broker_epoch,
+        live_brokers=tuple(_endpoint(b) for b in req.live_brokers),
+        controller=(_endpoint(req.controller, with_rack=False) if req.HasField("controller")
+                    else None),
+        topic_ids=dict(req.topic_ids),
+        partition_states=tuple(UpdateMetadataPartitionState(
+            topic=s.topic, partition=s.partition, controller_epoch=s.controller_epoch,
+            leader=s.leader, leader_epoch=s.leader_epoch, replicas=tuple(s.replicas),
+            offline_replicas=tuple(s.offline_replicas), isr=tuple(s.isr),
+            partition_epoch=s.partition_epoch, elr=tuple(s.elr),
+            last_known_elr=tuple(s.last_known_elr), adding_replicas=tuple(s.adding_replicas),
+            removing_replicas=tuple(s.removing_replicas),
+            leader_recovery_state=int(s.leader_recovery_state))
             for s in req.partition_states))
 
 

@@ -39,6 +39,7 @@ from enum import IntEnum
 
 from common.config import KEYS, Config, is_sensitive
 from common.errors import ConfigError, ErrorCode, ReplogError
+from common.min_isr import effective_min_isr  # noqa: F401 (re-exported: the resolver's rule)
 from common.names import ascii_digits
 
 LONG_MAX = (1 << 63) - 1
@@ -564,7 +565,3 @@ def configured_min_isr(topic_overrides: Mapping[str, str] | None,
         return strictest
 
 
-def effective_min_isr(configured: int, replication_factor: int) -> int:
-    """min(min.insync.replicas, RF) (Kafka's effectiveMinIsr, KIP-966): what the HW freeze and
-    the ELR rules use; produce admission uses the configured value as is."""
-    return max(1, min(configured, max(1, replication_factor)))

@@ -473,8 +473,8 @@ class ControllerCore:
         (onNewPartitionCreation: New -> Online, LeaderAndIsr with is_new, UpdateMetadata).
         Being this controller's own event, the check cannot race a reassignment's znode writes
         (ZkAdminManager's reason for REASSIGNMENT_IN_PROGRESS) or a deletion starting. A
-        controller that dies after the znode write leaves partitions without state: the next one's failover initializes them
-        (ControllerContext.reset_states makes them New)."""  # noqa: E501
+        controller that dies after the znode write leaves partitions without state: the next
+        one's failover initializes them (ControllerContext.reset_states makes them New)."""
         ctx = self.ctx
         names = [t.name for t in ev.topics]
         dups = {n for n in names if names.count(n) > 1}

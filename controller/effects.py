@@ -9,8 +9,9 @@ a decision are only produced once the write's outcome has come back.
 
 Store effects carry the controller-epoch version their writes are conditional on (a deposed
 controller's writes fail as a whole: the shell then throws the core away). Request effects
-carry the requests as plain values, already built (request_batch.py, requests.py; the channel
-turns them into protobuf at the wire); broker answers come back as
+carry the requests as plain values, already built (request_batch.py,
+common/controller_requests.py; the channel turns them into protobuf at the wire); broker answers
+come back as
 events (`events.StopReplicaResponse`). Timers come back as `events.TimerFired`.
 """
 

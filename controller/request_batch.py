@@ -1,6 +1,7 @@
 """Turns an applied Decision into the controller->broker requests, one batch per broker
 (Kafka's ControllerBrokerRequestBatch). Pure: reads the context, builds the requests as plain
-values (requests.py); the channel turns them into protobuf at the wire (request_pb.py).
+values (common/controller_requests.py); the channel turns them into protobuf at the wire
+(request_pb.py).
 
 Per broker, in Kafka's order: LeaderAndIsr, then UpdateMetadata, then StopReplica. Each carries
 controller_id, controller_epoch and the *target* broker's epoch (KIP-380), so a broker fences a
@@ -19,14 +20,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from common.names import TopicPartition
-from common.zk_layout import EPOCH_DURING_DELETE, LEADER_DURING_DELETE, ControllerInfo
-from controller.context import ControllerContext
-from controller.decisions import Decision
-from controller.requests import (
+from common.controller_requests import (
+    BrokerNode,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
-    NodeEndpoint,
     StopReplicaPartitionState,
     StopReplicaRequest,
     UpdateMetadataPartitionState,
@@ -34,6 +31,10 @@ from controller.requests import (
     broker_node,
     controller_node,
 )
+from common.names import TopicPartition
+from common.zk_layout import EPOCH_DURING_DELETE, LEADER_DURING_DELETE, ControllerInfo
+from controller.context import ControllerContext
+from controller.decisions import Decision
 
 MAX_PARTITIONS_PER_REQUEST = 5000
 
@@ -111,9 +112,9 @@ def build_requests(ctx: ControllerContext, decision: Decision,
     # Each node's endpoint is built once per call, and only if a request needs it: a KIP-103
     # endpoint carries every listener, and building them for every live broker on every
     # decision cost the simulation about a tenth of its time.
-    endpoints: dict[int, NodeEndpoint] = {}
+    endpoints: dict[int, BrokerNode] = {}
 
-    def endpoint_of(b: int) -> NodeEndpoint:
+    def endpoint_of(b: int) -> BrokerNode:
         if b not in endpoints:
             endpoints[b] = broker_node(ctx.live_brokers[b])
         return endpoints[b]

@@ -1,5 +1,5 @@
-"""The controller's plain values at the wire: its requests to brokers (controller/requests.py)
-and the node endpoints of Metadata answers, as protobuf.
+"""The controller's plain values at the wire: its requests to brokers
+(common/controller_requests.py) and the node endpoints of Metadata answers, as protobuf.
 
 The channel calls :func:`request_pb` as it queues a request; the servicer calls the endpoint
 helpers. Nothing else in the controller imports generated code for what it sends, so the core
@@ -8,21 +8,21 @@ and its tests work on plain values (STYLE.md: pure core, thin shells).
 
 from __future__ import annotations
 
-from common.listeners import EndPoint
-from common.rpc import replog_pb2 as pb
-from common.zk_layout import BrokerRegistration, ControllerInfo
-from controller.requests import (
+from common.controller_requests import (
+    BrokerNode,
     ControllerRequest,
     LeaderAndIsrRequest,
-    NodeEndpoint,
     StopReplicaRequest,
     UpdateMetadataRequest,
     broker_node,
     controller_node,
 )
+from common.listeners import EndPoint
+from common.rpc import replog_pb2 as pb
+from common.zk_layout import BrokerRegistration, ControllerInfo
 
 
-def endpoint_pb(n: NodeEndpoint) -> pb.BrokerEndpoint:
+def endpoint_pb(n: BrokerNode) -> pb.BrokerEndpoint:
     ep = pb.BrokerEndpoint(broker_id=n.broker_id, host=n.host, port=n.port, listener=n.listener,
                            endpoints=[pb.ListenerEndpoint(listener=e.listener, host=e.host,
                                                           port=e.port) for e in n.endpoints])

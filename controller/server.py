@@ -1,8 +1,8 @@
 """The controller process: `run(config) -> int` (what `replog controller --config FILE` calls).
 
-Wires the pieces: a kazoo client bridged into asyncio (common/zk_async.py), the Controller (election,
-event queue, decisions), the gRPC server with the Controller service and the standard health
-service, the Prometheus endpoint (`metrics.port`) and the structlog JSON event log
+Wires the pieces: a kazoo client bridged into asyncio (common/zk_async.py), the Controller
+(election, event queue, decisions), the gRPC server with the Controller service and the standard
+health service, the Prometheus endpoint (`metrics.port`) and the structlog JSON event log
 (`event.log.file`). SIGTERM/SIGINT stop it gracefully: health goes NOT_SERVING, the controller
 resigns and deletes /controller (a standby takes over at once), in-flight RPCs get a grace
 period, then the ZooKeeper session is closed.
@@ -10,7 +10,7 @@ period, then the ZooKeeper session is closed.
 Health: service "" is SERVING while the process runs; "replog.v1.Controller" is SERVING only
 while this candidate is the active controller (NOT_SERVING on a standby), so a load balancer
 or a compose healthcheck can tell the two apart.
-"""  # noqa: E501
+"""
 
 from __future__ import annotations
 

@@ -207,5 +207,5 @@ def test_the_controller_core_imports_no_generated_code():
             seen.add(m)
             todo += list(graph.get(m, {}))
     offenders = sorted(m for m in seen if _imports_generated_code(mods[m]))
-    assert "controller.request_batch" in seen and "controller.requests" in seen
+    assert "controller.request_batch" in seen and "common.controller_requests" in seen
     assert offenders == [], f"reached from controller.core and importing protobuf: {offenders}"

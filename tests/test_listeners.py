@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.metadata_cache import BrokerNode
 from broker.servicer import update_metadata_request
 from common import zk_layout as zl
 from common.config import build_config, load_config
+from common.controller_requests import BrokerNode
 from common.errors import ConfigError
 from common.listeners import EndPoint, advertised_endpoints, listener_config
 from common.rpc import replog_pb2 as pb
@@ -187,7 +187,8 @@ def test_update_metadata_carries_every_listener_and_the_cache_picks_one():
     b = req.live_brokers[0]
     # host/port stay the inter-broker listener's: followers fetch there.
     assert b.address == "broker-1:9092"
-    assert b.for_listener("EXTERNAL") == BrokerNode(1, "127.0.0.1", 19092, "r1")
+    assert b.for_listener("EXTERNAL") == BrokerNode(1, "127.0.0.1", 19092, "r1",
+                                                      listener="EXTERNAL")
     assert b.for_listener("OTHER") is None
     assert req.controller.for_listener("INTERNAL").address == "controller-1:9093"
     assert req.controller.for_listener("EXTERNAL") is None

@@ -63,7 +63,7 @@ async def test_a_leader_whose_clock_jumps_past_the_lag_time_shrinks_its_isr(node
     shrinks = []
     a.rm.alter_partition = type("Recorder", (), {
         "shrink_isr": lambda self, p, out, now: shrinks.append(sorted(out)),
-        "expand_isr": lambda self, p, f: None})()
+        "expand_isr": lambda self, p, f: None, "enqueue": lambda self, p, e: None})()
     await a.rm.leader_and_isr(leader_and_isr_request(leader_and_isr(a, 1, 1, [1, 2], [1, 2],
                                                                      [a, b])))
     p = a.rm.partitions[TP]

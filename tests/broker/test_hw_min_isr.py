@@ -99,9 +99,9 @@ def test_a_follower_proposed_for_the_isr_bounds_the_hw_it_was_admitted_under(tmp
     assert p.high_watermark == 4
     proposed = []
 
-    def propose(part, follower):  # what AlterPartitionManager.expand_isr does to the partition
-        proposed.append(follower)
-        part.pending_isr = part.isr + (follower,)
+    def propose(part, proposal):  # AlterPartitionManager.enqueue: the core set the pending ISR
+        proposed.append(proposal.new_isr[-1])
+        assert part.pending_isr == proposal.new_isr
 
     p.on_follower_fetch(3, 1, 6, 0, now_ms=3, propose_expansion=propose)
     assert proposed == [3]
@@ -113,7 +113,7 @@ def test_the_hw_stays_frozen_while_the_controller_holds_an_elr(tmp_path) -> None
     the leader already reads the decrease (min ISR 1: ISR [1] would commit) while the
     controller's state still lists the ELR {2, 3}; committing now would expose records that a
     clean election of 2 or 3 loses. The HW moves only once a state without ELR arrives."""
-    from broker.controller_requests import LeaderAndIsrPartitionState
+    from common.controller_requests import LeaderAndIsrPartitionState
     p = leader(tmp_path, isr=(1,), replicas=(1, 2, 3), min_isr=1)
     p.apply_state(leader=1, leader_epoch=5, partition_epoch=6, controller_epoch=1, isr=(1,),
                   replicas=(1, 2, 3), elr=(2, 3))
@@ -121,6 +121,7 @@ def test_the_hw_stays_frozen_while_the_controller_holds_an_elr(tmp_path) -> None
     assert p.high_watermark == 0
     # the controller's recheck after the decrease clears the ELR (a new partition epoch)
     p.apply_leader_and_isr(LeaderAndIsrPartitionState(
-        TP, 1, 1, 5, 7, (1,), (1, 2, 3)), now_ms=5)
+        topic=TP.topic, partition=TP.partition, controller_epoch=1, leader=1, leader_epoch=5,
+        partition_epoch=7, isr=(1,), replicas=(1, 2, 3)), now_ms=5)
     assert p.elr == ()
     assert p.high_watermark == 10

@@ -154,7 +154,7 @@ class AlterPartitionSpy:
     def __init__(self) -> None:
         self.relinquished: list[TopicPartition] = []
 
-    def expand_isr(self, p, follower: int) -> None:
+    def enqueue(self, p, proposal) -> None:
         pass
 
     def relinquish(self, p) -> None:

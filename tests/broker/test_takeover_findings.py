@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import errno
 
+from broker.replica_core import AlterPartitionAnswer
 from broker.replica_types import EPOCH_CHECKPOINT_CHUNK, FetchPartitionRequest
 from broker.servicer import leader_and_isr_request
 from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log import Log
+from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from tests.broker.inprocess import Node, leader_and_isr, wait_until
@@ -162,9 +164,12 @@ class _RefusingAlterPartition:
     def __init__(self):
         self.expansions: list[int] = []
 
-    def expand_isr(self, p, follower_id):
-        self.expansions.append(follower_id)
-        p.refused_expansions[follower_id] = p.followers[follower_id].broker_epoch
+    def enqueue(self, p, proposal):
+        self.expansions.append(proposal.new_isr[-1])
+        p.run(p.core.step(AlterPartitionAnswer(
+            proposal.new_isr, proposal.kind, False, proposal.broker_epochs,
+            ErrorCode.INELIGIBLE_REPLICA, p.leader_id, p.leader_epoch, p.isr, p.partition_epoch,
+            p.leader_recovery_state, p.elr, p.log_end_offset, p.high_watermark)))
 
     def shrink_isr(self, p, out, now_ms):
         raise AssertionError(f"nothing is out of sync here: {sorted(out)}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from common.controller_requests import LeaderAndIsrRequest
 from controller.channel import ControllerChannelManager
 from controller.request_batch import BrokerBatch
-from controller.requests import LeaderAndIsrRequest
 from tests.controller.fakes import FakeBroker
 
 

@@ -8,11 +8,11 @@ import dataclasses
 import pytest
 
 from common.config import build_config
+from common.controller_requests import LeaderAndIsrRequest
 from common.errors import ConfigError
 from common.listeners import EndPoint, listener_config
 from controller.channel import ControllerChannelManager
 from controller.request_batch import BrokerBatch
-from controller.requests import LeaderAndIsrRequest
 from harness.ports import free_port
 from tests.controller.fakes import FakeBroker
 

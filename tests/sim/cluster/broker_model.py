@@ -56,6 +56,7 @@ from broker.alter_partition import AlterPartitionManager, Proposal
 from broker.delayed_produce import ProduceWait, produce_wait
 from broker.fetch_failures import Outcome, Problem, classify
 from broker.log_dir_failures import LogDirFailureHandling
+from broker.metadata_cache import partition_info
 from broker.partition import Partition
 from broker.restart_notifier import RestartNotifier
 from broker.storage import placement
@@ -78,7 +79,7 @@ from controller.decisions.recovery import ReplicaLogInfo
 from tests.sim.cluster.memfs import MemFileOps
 
 if TYPE_CHECKING:
-    from broker.controller_requests import (
+    from common.controller_requests import (
         LeaderAndIsrRequest,
         StopReplicaRequest,
         UpdateMetadataRequest,
@@ -610,14 +611,14 @@ class SimBroker:
 
     def update_metadata(self, req: UpdateMetadataRequest) -> None:
         self._check_controller(req.controller_epoch, req.broker_epoch)
-        for tp, info in req.partition_states:
-            self.metadata[tp] = info
+        for s in req.partition_states:
+            self.metadata[s.tp] = partition_info(s)
         strays = tuple(
-            SimpleNamespace(tp=tp, leader_epoch=None, delete_partition=True)
-            for tp, info in req.partition_states
-            if info.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
-                self.broker_id, info.replicas, info.leader_epoch, tp in self.logs,
-                self.partitions.get(tp), *((info.isr,) if _STRAY_TAKES_ISR else ())))
+            SimpleNamespace(tp=s.tp, leader_epoch=None, delete_partition=True)
+            for s in req.partition_states
+            if s.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
+                self.broker_id, s.replicas, s.leader_epoch, s.tp in self.logs,
+                self.partitions.get(s.tp), *((s.isr,) if _STRAY_TAKES_ISR else ())))
         if strays:
             self._stop(strays)
 
@@ -692,7 +693,7 @@ class SimBroker:
             return FetchAnswer(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
                                diverging=(div.epoch, div.end_offset))
         p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset, fp.log_start_offset,
-                            self.now(), propose_expansion=self.alter.expand_isr)
+                            self.now(), propose_expansion=self.alter.enqueue)
         try:
             data = log.read(fp.fetch_offset, FETCH_MAX_BYTES, log.log_end_offset, True)
         except OffsetOutOfRangeError:

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 
 from broker import isr as isr_rules
 from broker import partition_state
-from broker.partition import Partition
+from broker.replica_core import ReplicaCore
 from broker.storage.log import Log
 from common import dynamic_config
 from controller import decisions as controller_decisions
@@ -37,18 +37,13 @@ from controller.context import ControllerContext
 from controller.decisions.base import Builder
 
 
-def _hw_over_maximal_isr(self: Partition) -> bool:
-    """Partition.maybe_advance_hw before the fix: the freeze counted the maximal ISR."""
-    if not self.is_leader or self.log is None:
-        return False
-    new = isr_rules.new_high_watermark(self.log.high_watermark, self.log.log_end_offset,
-                                       self.maximal_isr, self.local_id, self.followers,
-                                       self.effective_min_isr)
-    if new > self.log.high_watermark:
-        self.log.high_watermark = new
-        self.hw_moved.notify()
-        return True
-    return False
+def _hw_over_maximal_isr(self: ReplicaCore, leo: int, hw: int) -> int | None:
+    """ReplicaCore.new_high_watermark before the fix: the freeze counted the maximal ISR."""
+    if not self.is_leader:
+        return None
+    new = isr_rules.new_high_watermark(hw, leo, self.maximal_isr, self.local_id,
+                                       self.followers, self.effective_min_isr)
+    return new if new > hw else None
 
 
 def _controller_min_isr_without_default(self: ControllerContext, tp) -> int:
@@ -83,7 +78,7 @@ def _restart_nothing(ctx: ControllerContext, broker, partitions, stale=()):
 
 
 PLANTED: dict[str, tuple[object, str, Callable]] = {
-    "hw_freeze_reads_maximal_isr": (Partition, "maybe_advance_hw", _hw_over_maximal_isr),
+    "hw_freeze_reads_maximal_isr": (ReplicaCore, "new_high_watermark", _hw_over_maximal_isr),
     "controller_min_isr_ignores_default": (ControllerContext, "min_isr",
                                            _controller_min_isr_without_default),
     "stray_deletes_isr_member": (partition_state, "is_stray_replica", _stray_ignores_isr),

@@ -32,12 +32,12 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from broker.controller_requests import LeaderAndIsrRequest
 from broker.delayed_produce import ProduceWait
 from broker.restart_notifier import restart_entry
 from broker.servicer import leader_and_isr_request, stop_replica_request, update_metadata_request
 from broker.storage.log import LogConfig
 from common import zk_layout as zl
+from common.controller_requests import LeaderAndIsrRequest
 from common.errors import ErrorCode
 from common.names import TopicPartition
 from common.zk_layout import NO_LEADER
