@@ -326,6 +326,9 @@ async def test_a_producer_cut_from_the_leader_mid_stream_loses_nothing(cluster_f
         await eventually(lambda: len(prod.streams_ended()) >= 1, timeout=30,
                          what="the hung produce stream given up under the cut")
         acked_in_cut = len(prod.acked())
+    except BaseException:
+        prod.finish()  # not left running after a failure
+        raise
     finally:
         cut.heal()
     assert not cut.table_exists()
