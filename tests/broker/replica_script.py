@@ -67,8 +67,12 @@ from broker.fetch_failures import FailedPartitions, Outcome, Problem, classify, 
 from broker.replica_core import EPOCH_START_PENDING, ReplicaCore
 from broker.storage.epoch_cache import LeaderEpochCache
 from broker.storage.failure_scope import ProbeResult, Scope, failure_scope
-from broker.truncation import OUT_OF_RANGE, follower_truncation, leader_divergence, \
-    leader_end_for_epoch
+from broker.truncation import (
+    OUT_OF_RANGE,
+    follower_truncation,
+    leader_divergence,
+    leader_end_for_epoch,
+)
 from common.controller_requests import LeaderAndIsrPartitionState
 from common.errors import ErrorCode
 from common.names import TopicPartition
@@ -106,9 +110,11 @@ class Log:
         self.leo += n
 
     def truncate_to(self, offset: int) -> None:
+        """As broker.storage.log.Log.truncate_to: at or past the LEO only an epoch that
+        started there without a record goes (else it is the last fetched epoch forever)."""
+        self.cache.truncate_from_end(offset)
         if offset < self.leo:
             self.leo = offset
-            self.cache.truncate_from_end(offset)
             self.hw = min(self.hw, offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -325,6 +331,13 @@ class Scenario:
         self.carry_out(b, tp, r.core.step(core.BecomeFollower()))
         self.say(b, tp, f"lost in {log_dir}: restart-request partition_epoch="
                         f"{r.core.partition_epoch}")
+        self.drop(b, tp, r)
+
+    def drop(self, b: int, tp: TopicPartition, r: Replica) -> None:
+        """The replica leaves the partition pool (ReplicaManager.partitions): a later
+        LeaderAndIsr finds no state held and starts a new core."""
+        r.core = ReplicaCore(b, min_isr=r.core.min_isr)
+        self.proposals.pop((b, tp), None)
 
     # ------------------------------------------------------------------ commands
 
@@ -601,8 +614,11 @@ class Scenario:
             return
         if not isr_rules.may_relinquish(c.is_leader, c.relinquished_epoch, c.leader_epoch,
                                         len(c.isr)):
-            self.say(b, tp, f"serve {serve_ms}ms: may not relinquish (relinquished in "
-                            f"epoch {c.relinquished_epoch}, isr={_fmt(c.isr)})")
+            why = ("not the leader" if not c.is_leader
+                   else "already relinquished in this epoch"
+                   if c.relinquished_epoch == c.leader_epoch
+                   else f"no other ISR member, isr={_fmt(c.isr)}")
+            self.say(b, tp, f"serve {serve_ms}ms: may not relinquish ({why})")
             return
         c.relinquished_epoch = c.leader_epoch
         self.say(b, tp, f"serve {serve_ms}ms > {self.process_time_max_ms}ms: relinquish")
@@ -627,6 +643,7 @@ class Scenario:
         if delete:
             r.log = None
             self.say(b, tp, "log deleted")
+            self.drop(b, tp, r)
 
     def cmd_update_metadata(self, pos, kv, tp) -> None:
         b = int(pos[0])
@@ -656,12 +673,17 @@ class Scenario:
         for (x, t), other in sorted(self.replicas.items()):
             if x == b and other.log is not None and other.log.log_dir == log_dir:
                 self.lose(b, t, log_dir)
+        if self.new_log(b) is None:
+            self.say(b, tp, "every log dir is offline: the broker halts")
 
     def cmd_show(self, pos, kv, tp) -> None:
         brokers = [int(x) for x in pos] or sorted(b for b, t in self.replicas if t == tp)
         for b in brokers:
             r = self.rep(b, tp)
             c = r.core
+            if r.log is None:
+                self.say(b, tp, "no replica" + (f" (lost in {r.lost_in})" if r.lost_in else ""))
+                continue
             role = ("leader" if c.is_leader else "stopped" if c.stopped
                     else f"follower of {c.leader_id}")
             start = "pending" if c.leader_epoch_start_offset == EPOCH_START_PENDING \
@@ -684,9 +706,7 @@ class Scenario:
                     f"{f.broker_id}(leo={f.log_end_offset},caught_up={f.last_caught_up_time_ms}"
                     + (f",pending={_fmt(sorted(f.pending_fetches))}" if f.pending_fetches
                        else "") + ")" for _, f in sorted(c.followers.items())))
-            self.say(b, tp, "  " + (r.log.text() if r.log is not None
-                                    else f"no log (lost in {r.lost_in})" if r.lost_in
-                                    else "no log"))
+            self.say(b, tp, "  " + r.log.text())
             if r.fetch_leader is not None:
                 self.say(b, tp, f"  fetching from {r.fetch_leader} at leader_epoch="
                                 f"{r.fetch_epoch}" + (" (delayed)" if r.delayed else ""))
