@@ -309,8 +309,14 @@ def test_snapshot_bytes_are_kafkas_layout():
     assert decode_snapshot(encode_snapshot([])) == []
 
 
-def test_snapshot_file_names_are_20_digit_offsets():
+def test_snapshot_file_names_are_20_digit_offsets(tmp_path):
     assert snapshot_file_name(1234) == "00000000000000001234.snapshot"
+    for name in ("00000000000000000007.snapshot", "00000000000000001234.snapshot",
+                 "00000000000000000009.snapshot.tmp", "00000000000000000000.log",
+                 "leader-epoch-checkpoint", "x.snapshot"):
+        (tmp_path / name).write_bytes(b"")
+    assert FileSnapshotDir(FileOps(), str(tmp_path)).offsets() == [7, 1234]
+    assert FileSnapshotDir(FileOps(), str(tmp_path / "absent")).offsets() == []
 
 
 @pytest.mark.parametrize("damage", ["crc", "body", "version", "short", "extra", "count"])
