@@ -21,6 +21,8 @@ Rules (each names where it comes from):
 - The same epoch must continue at last sequence + 1, with Int32 max followed by 0; a gap, or a
   retry older than the five kept batches, is OUT_OF_ORDER_SEQUENCE_NUMBER. A producer id with no
   state (new, expired, or removed with its data) is accepted at any sequence (Kafka 2.5+).
+- As in Kafka, a batch with a producer id and epoch -1 (NO_PRODUCER_EPOCH), which no client
+  sends, is never fenced or sequence-checked: a producer id "without state" stays so.
 - Follower and log-recovery appends (``AppendOrigin.REPLICATION``) are not validated and build
   the same state, so a new leader dedups from its first request.
 - ``analyze`` then ``apply``: nothing may change the state in between (Kafka holds the log lock

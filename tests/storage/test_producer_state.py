@@ -531,8 +531,8 @@ def test_any_history_leaves_the_state_of_a_replay_of_the_surviving_batches(ops, 
                     epoch, seq = epoch + 1, 0  # KIP-360
                 elif how == "bump_bad":
                     epoch += 1
-                elif how == "old":
-                    epoch -= 1
+                elif how == "old" and epoch > 0:
+                    epoch -= 1  # never below 0: no client sends NO_PRODUCER_EPOCH with an id
             mine = [b for b in log.batches if b.producer_id == pid]
             a = log.produce(s, pid, epoch, seq, n, ts=clock)
             if mine and (mine[-1].producer_epoch, mine[-1].base_sequence,
@@ -580,3 +580,10 @@ def test_any_history_leaves_the_state_of_a_replay_of_the_surviving_batches(ops, 
 
 def test_appendorigin_names():
     assert {o.value for o in AppendOrigin} == {"client", "replication"}
+
+
+def test_a_producer_id_with_epoch_minus_one_is_never_checked():
+    # Kafka parity (ProducerAppendInfo.checkSequence): NO_PRODUCER_EPOCH means "no state", so
+    # such batches are accepted at any sequence; real clients never send them
+    log, s = Log(), ProducerStateManager()
+    assert log.produce(s, 1, -1, 4).appendable and log.produce(s, 1, -1, 9).appendable
