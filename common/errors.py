@@ -40,6 +40,8 @@ class ErrorCode(IntEnum):
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44  # DeleteRecords on a topic whose cleanup.policy has no delete
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45  # KIP-98: a sequence gap, or older than the last five
+    INVALID_PRODUCER_EPOCH = 47  # KIP-98 (KIP-588's name): an older epoch of a producer id
     SECURITY_DISABLED = 54  # ACL requests to a broker without an authorizer
     KAFKA_STORAGE_ERROR = 56
     LOG_DIR_NOT_FOUND = 57
