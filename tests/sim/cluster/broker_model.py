@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from broker import fencing, partition_state
+from broker import delayed_produce, fencing, partition_state, truncation
 from broker.alter_partition import AlterPartitionManager, Proposal
-from broker.delayed_produce import ProduceWait, produce_wait
+from broker.delayed_produce import ProduceWait
 from broker.fetch_failures import Outcome, Problem, classify
 from broker.log_dir_failures import LogDirFailureHandling
 from broker.metadata_cache import partition_info
@@ -66,7 +66,6 @@ from broker.storage.log_manager import UNHANDLED_UNCLEAN_START
 from broker.truncation import (
     OUT_OF_RANGE,
     Divergence,
-    follower_truncation,
     leader_divergence,
     leader_end_for_epoch,
 )
@@ -662,7 +661,7 @@ class SimBroker:
         for w in self.produces:
             p = w.partition
             current = p if self.partitions.get(w.tp) is p else None
-            state = produce_wait(current, w.epoch, w.offset + 1,
+            state = delayed_produce.produce_wait(current, w.epoch, w.offset + 1,
                                  lambda o, p=p: p.log.epoch_cache.epoch_for_offset(o),
                                  (w.deadline - self.now()) / 1000)
             (waiting if state is ProduceWait.WAIT else done).append((w, state))
@@ -745,7 +744,7 @@ class SimBroker:
 
     def _truncate(self, s: FetchState, log: Log, div: Divergence) -> None:
         own = log.end_offset_for_epoch(div.epoch) if div.epoch >= 0 else (-1, -1)
-        decision = follower_truncation(div, own, log.log_end_offset, log.high_watermark)
+        decision = truncation.follower_truncation(div, own, log.log_end_offset, log.high_watermark)
         before = (log.log_end_offset, log.latest_epoch)
         log.truncate_to(decision.offset)
         self._touched(s.partition.tp)

@@ -20,6 +20,20 @@ not done unless it finds each of them within a fixed, small number of seeds
     restart_entries_ignored           JBOD (design.md#jbod): the controller consumes
                                       /restart_partitions entries without restarting anything;
                                       a lost replica stays leader or ISR member
+
+Planted in the broker's shell paths (issue 40: where only the broker model reached before):
+
+    follower_ignores_diverging_epoch  the fetcher's truncation keeps its log on a diverging
+                                      epoch (broker.truncation.follower_truncation as called
+                                      by the fetcher's _truncate)
+    produce_acked_before_hw           an acks=all produce completes once appended, before the
+                                      HW passes its offset (delayed_produce.produce_wait)
+    lost_replica_not_recorded         JBOD: a log-dir failure takes the replica out of the
+                                      partitions without recording it offline
+                                      (LogDirFailureHandling._lose)
+    stop_replica_deletes_isr_member   StopReplica is never fenced by its leader epoch
+                                      (fencing.stop_replica_is_stale, KIP-570): an old
+                                      deletion removes a log the ISR names again
 """
 
 from __future__ import annotations
@@ -27,8 +41,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from broker import delayed_produce, fencing, partition_state, truncation
 from broker import isr as isr_rules
-from broker import partition_state
+from broker.log_dir_failures import LogDirFailureHandling
 from broker.replica_core import ReplicaCore
 from broker.storage.log import Log
 from common import dynamic_config
@@ -77,6 +92,38 @@ def _restart_nothing(ctx: ControllerContext, broker, partitions, stale=()):
     return Builder(ctx).build()
 
 
+def _no_truncation(divergence, follower_end_for_epoch, follower_leo: int, follower_hw: int
+                   ) -> truncation.TruncationDecision:
+    """follower_truncation ignoring the divergence: nothing is truncated."""
+    return truncation.TruncationDecision(follower_leo, True)
+
+
+def _acked_on_append(p, written_epoch, end_offset, epoch_at, remaining_s):
+    """produce_wait without the HW: a batch still in the leader's log is acknowledged."""
+    if p is None or not p.is_leader:
+        return delayed_produce.ProduceWait.NOT_LEADER
+    if p.leader_epoch != written_epoch and not delayed_produce.batch_intact(
+            p.log_end_offset, end_offset, epoch_at, written_epoch):
+        return delayed_produce.ProduceWait.TRUNCATED
+    return delayed_produce.ProduceWait.ACKNOWLEDGED
+
+
+_lose = LogDirFailureHandling._lose
+
+
+def _lose_unrecorded(self, tps, log_dir):
+    """LogDirFailureHandling._lose forgetting the record of the lost replicas."""
+    held = _lose(self, tps, log_dir)
+    for tp in tps:
+        self.offline_replicas.pop(tp, None)
+    return held
+
+
+def _stop_never_stale(requested_leader_epoch, held_leader_epoch) -> bool:
+    """stop_replica_is_stale without KIP-570's fence."""
+    return False
+
+
 PLANTED: dict[str, tuple[object, str, Callable]] = {
     "hw_freeze_reads_maximal_isr": (ReplicaCore, "new_high_watermark", _hw_over_maximal_isr),
     "controller_min_isr_ignores_default": (ControllerContext, "min_isr",
@@ -86,6 +133,10 @@ PLANTED: dict[str, tuple[object, str, Callable]] = {
                                     _no_checkpoint_after_truncation),
     "lost_replica_recreated": (partition_state, "missing_log", _missing_log_always_created),
     "restart_entries_ignored": (controller_decisions, "restart_partitions", _restart_nothing),
+    "follower_ignores_diverging_epoch": (truncation, "follower_truncation", _no_truncation),
+    "produce_acked_before_hw": (delayed_produce, "produce_wait", _acked_on_append),
+    "lost_replica_not_recorded": (LogDirFailureHandling, "_lose", _lose_unrecorded),
+    "stop_replica_deletes_isr_member": (fencing, "stop_replica_is_stale", _stop_never_stale),
 }
 
 

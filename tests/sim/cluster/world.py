@@ -97,6 +97,13 @@ class Network:
             at = max(at, self.channel_at.get(channel, 0))
             self.channel_at[channel] = at
         self._push(at, what, deliver)
+        late = w.profile.get("late_copy_p", 0.0)
+        if channel is not None and late and self.lossy and rng.random() < late:
+            # A copy of a controller request sent on a connection that then failed: the
+            # controller resent it on a new connection and went on, while the broker still
+            # held the first copy, handled after its successors (Kafka orders requests per
+            # connection only; KIP-570's leader epoch in StopReplica fences such a copy)
+            self._push(at + rng.choice((500, 1000, 2000)), what, deliver)
         if self.lossy and rng.random() < 0.03:  # a retry whose first try got through
             self._push(at + (0 if channel is not None else rng.choice((0, 100, 300))), what,
                        deliver)
@@ -140,6 +147,12 @@ PROFILES: dict[str, dict] = {
                                                "cancel": 1, "power_loss": 0,
                                                "topic_min_isr": 0, "default_min_isr": 0,
                                                "leader_churn": 0}},
+    # KIP-570's window: reassignments that remove replicas and add them back, and copies of
+    # controller requests handled late, after their successors (a resend on a new connection)
+    "stale_requests": {"rf": (2, 3), "late_copy_p": 0.15,
+                       "weights": {"reassign": 6, "cancel": 2, "power_loss": 0,
+                                   "topic_min_isr": 0, "default_min_isr": 0,
+                                   "leader_churn": 0.5}},
     # JBOD (KIP-112, design.md#jbod): two log dirs a broker, partitions placed across them; a dir
     # fails (its replicas go offline, /restart_partitions entries - sometimes written twice -
     # re-create them in the other dir, or the broker halts with its last dir) and comes back
