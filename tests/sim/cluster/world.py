@@ -97,13 +97,6 @@ class Network:
             at = max(at, self.channel_at.get(channel, 0))
             self.channel_at[channel] = at
         self._push(at, what, deliver)
-        late = w.profile.get("late_copy_p", 0.0)
-        if channel is not None and late and self.lossy and rng.random() < late:
-            # A copy of a controller request sent on a connection that then failed: the
-            # controller resent it on a new connection and went on, while the broker still
-            # held the first copy, handled after its successors (Kafka orders requests per
-            # connection only; KIP-570's leader epoch in StopReplica fences such a copy)
-            self._push(at + rng.choice((500, 1000, 2000)), what, deliver)
         if self.lossy and rng.random() < 0.03:  # a retry whose first try got through
             self._push(at + (0 if channel is not None else rng.choice((0, 100, 300))), what,
                        deliver)
@@ -147,12 +140,12 @@ PROFILES: dict[str, dict] = {
                                                "cancel": 1, "power_loss": 0,
                                                "topic_min_isr": 0, "default_min_isr": 0,
                                                "leader_churn": 0}},
-    # KIP-570's window: reassignments that remove replicas and add them back, and copies of
-    # controller requests handled late, after their successors (a resend on a new connection)
-    "stale_requests": {"rf": (2, 3), "late_copy_p": 0.15,
-                       "weights": {"reassign": 6, "cancel": 2, "power_loss": 0,
-                                   "topic_min_isr": 0, "default_min_isr": 0,
-                                   "leader_churn": 0.5}},
+    # KIP-570's window (World._move_away_and_back): a replica moved away and back, the
+    # StopReplica(delete) of the move away handled late, after the move back
+    "stale_requests": {"rf": (2, 3),
+                       "weights": {"move_away_and_back": 4, "reassign": 2, "cancel": 1,
+                                   "power_loss": 0, "topic_min_isr": 0,
+                                   "default_min_isr": 0, "leader_churn": 0.5}},
     # JBOD (KIP-112, design.md#jbod): two log dirs a broker, partitions placed across them; a dir
     # fails (its replicas go offline, /restart_partitions entries - sometimes written twice -
     # re-create them in the other dir, or the broker halts with its last dir) and comes back
@@ -206,6 +199,10 @@ class World:
         self.checkpoint_ms = rng.choice(prof.get("checkpoint_ms", (300, 1000, 3000)))
         self.next_checkpoint = dict.fromkeys(self.broker_ids, self.checkpoint_ms)
         self.next_shrink = 0
+        # _move_away_and_back: (broker, partition) whose StopReplica(delete) is copied, and
+        # the copies held back
+        self.hold_stop: tuple[int, TopicPartition] | None = None
+        self.held_stops: list = []
         self.log: list[str] = []
         self.step_no, self.action = -1, "setup"
         self.inv = Invariants(self)
@@ -283,6 +280,7 @@ class World:
             (self._reassign, 1.5), (self._cancel, 0.5), (self._elect_preferred, 0.5),
             (self._elect_unclean, 0.3), (self._create_topic, 0.3),
             (self._lead_after_truncation, 0), (self._log_dir_failure, 0),
+            (self._move_away_and_back, 0),
         ]
         weights = self.profile.get("weights", {})
         actions = [(a, weights.get(a.__name__.lstrip("_"), w)) for a, w in actions]
@@ -330,6 +328,11 @@ class World:
             if s.kind == "GetReplicaLogInfo":
                 self._send_log_query(s.request, s.controller_epoch)
                 continue
+            if s.kind == "StopReplica" and self.hold_stop is not None and \
+                    s.broker_id == self.hold_stop[0] and any(
+                        p.delete_partition and TopicPartition(p.topic, p.partition)
+                        == self.hold_stop[1] for p in s.request.partition_states):
+                self.held_stops.append(s)  # _move_away_and_back delivers this copy late
             self.net.send(s.kind, lambda s=s, b=b: self._deliver_controller_request(b, s),
                           channel=(s.controller_epoch, s.broker_id), lossy=False)
 
@@ -839,6 +842,76 @@ class World:
             self._stop_broker(lid, "kill -9")
             self._ticks((0, 1, 2))
             self._start_broker(lid)
+
+    def _move_away_and_back(self) -> None:
+        """KIP-570's window, composed from ordinary steps: a follower R of a partition is
+        moved away (a reassignment without it: the controller sends R StopReplica(delete) at
+        the partition's leader epoch then) and back (R re-created by a LeaderAndIsr at a later
+        epoch, catching up into the ISR); then a copy of the first StopReplica reaches R.
+        The copy went out on a connection that failed: the controller resent the request on
+        a new one and went on, while R still held the first copy (Kafka orders a broker's
+        requests per connection only; its answer goes back on the dead connection, to no
+        one). StopReplica's leader epoch (KIP-570, fencing.stop_replica_is_stale) is what
+        keeps the copy from deleting a replica the ISR names again. Each phase can miss (a
+        move that does not finish in time), and the schedule goes on from there."""
+        d = self.d
+        if d.core is None:
+            return
+        moving = set(d.core.ctx.reassigning_partitions())
+        live = set(self._live())
+        cands = []
+        for tp in self._partitions():
+            s = d.tree.states[tp]
+            replicas = d.tree.topics[tp.topic].partitions[tp.partition]
+            if tp in moving or s.leader not in live or len(replicas) < 2:
+                continue
+            cands += [(tp, r) for r in replicas if r != s.leader and r in s.isr and r in live]
+        if not cands:
+            return
+        tp, rid = self.rng.choice(cands)
+        replicas = tuple(d.tree.topics[tp.topic].partitions[tp.partition])
+        self.say(f"move {tp} away from broker {rid} and back: {list(replicas)}")
+        self.hold_stop, self.held_stops = (rid, tp), []
+        try:
+            self._reassign_to(tp, tuple(r for r in replicas if r != rid))
+            if not self._tick_until(lambda: bool(self.held_stops), 20):
+                return
+        finally:
+            self.hold_stop = None
+        self._ticks((0, 1, 2))
+        if d.core is None:
+            return
+        self._reassign_to(tp, replicas)
+        self._tick_until(lambda: rid in d.tree.states[tp].isr, 40)
+        b = self.brokers[rid]
+        for s in self.held_stops:
+            self.net.send("StopReplica (late copy)",
+                          lambda s=s: self._deliver_late_stop(b, s), lossy=False)
+        self.held_stops = []
+
+    def _reassign_to(self, tp: TopicPartition, target: tuple[int, ...]) -> None:
+        if self.d.core is not None:
+            self.say(f"reassign {tp} -> {list(target)}")
+            self.d.request(E.AlterReassignments(items=((tp, target),)))
+            self._settle()
+
+    def _tick_until(self, done: Callable[[], bool], ticks: int) -> bool:
+        for _ in range(ticks):
+            if done():
+                return True
+            self.tick()
+        return done()
+
+    def _deliver_late_stop(self, b: SimBroker, s) -> None:
+        """A held copy of a StopReplica, handled as it is; its answer is lost with its
+        connection."""
+        if not b.alive:
+            return
+        self.say(f"broker {b.broker_id} handles a late copy of a StopReplica")
+        try:
+            b.stop_replica(stop_replica_request(request_pb(s.request)))
+        except ControllerRequestRefused:
+            pass
 
     def _log_dir_failure(self) -> None:
         """One log dir of one broker fails (design.md#jbod-step-2): its replicas go offline there
