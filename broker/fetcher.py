@@ -41,12 +41,13 @@ from dataclasses import dataclass
 import grpc
 from prometheus_client.core import GaugeMetricFamily
 
+from broker import truncation
 from broker.fetch_failures import FailedPartitions, Outcome, Problem, classify
 from broker.fetch_session import FetchSessionHandler
 from broker.partition import Partition
 from broker.replication_quota import UNLIMITED, ReplicationQuota, should_throttle
 from broker.storage.errors import KafkaStorageError
-from broker.truncation import Divergence, follower_truncation
+from broker.truncation import Divergence
 from common.errors import CorruptRecordError, ErrorCode
 from common.grpc_options import REPLICA_FETCHER_OPTIONS, ChannelFactory, insecure_channel
 from common.names import TopicPartition
@@ -436,7 +437,7 @@ class ReplicaFetcher:
         m = self.manager
         log = s.partition.log
         own = log.end_offset_for_epoch(div.epoch) if div.epoch >= 0 else (-1, -1)
-        decision = follower_truncation(div, own, log.log_end_offset, log.high_watermark)
+        decision = truncation.follower_truncation(div, own, log.log_end_offset, log.high_watermark)
         before, before_epoch = log.log_end_offset, log.latest_epoch
         await m.log_manager.run(tp, log.truncate_to, decision.offset)
         m.events.info("truncated", partition=str(tp), leader=self.leader_id,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from broker import fencing
-from broker.delayed_produce import ERROR_CODES, ProduceWait, produce_wait
+from broker import delayed_produce, fencing
+from broker.delayed_produce import ERROR_CODES, ProduceWait
 from broker.partition import Partition
 from broker.replica_types import (
     ProduceResult,
@@ -82,9 +82,9 @@ class ProducePath:
             # taken before the check, so that no HW move is missed
             waiter = current.hw_moved.future() if current is not None else None
             remaining = deadline - self.monotonic()
-            state = produce_wait(current, epoch, end_offset,
-                                 lambda offset: p.log.epoch_cache.epoch_for_offset(offset),
-                                 remaining)
+            state = delayed_produce.produce_wait(
+                current, epoch, end_offset,
+                lambda offset: p.log.epoch_cache.epoch_for_offset(offset), remaining)
             if state is ProduceWait.ACKNOWLEDGED:
                 return res
             if state is not ProduceWait.WAIT:

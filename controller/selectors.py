@@ -33,11 +33,6 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-# Deliberately broken selectors for the simulation's self-test (tests/sim): only a test turns
-# one on, to prove the invariant checker catches an election outside the rules.
-KNOWN_PLANTED_BUGS = frozenset({"offline_ignores_isr"})
-PLANTED_BUGS: set[str] = set()
-
 
 class ElectionReason(Enum):
     """Which selector elected a leader (event log field `reason`; Kafka's strategy names)."""
@@ -97,10 +92,6 @@ def offline_leader(assignment: Sequence[int], isr: Sequence[int], live: Collecti
     the ISR, flagged unclean (Kafka's offlinePartitionLeaderElection)."""
     live_replicas = [r for r in assignment if _eligible(r, live, shutting_down)]
     isr_set = set(isr)
-    if "offline_ignores_isr" in PLANTED_BUGS and live_replicas:
-        return Election(live_replicas[0], tuple(b for b in isr if _eligible(b, live,
-                                                                            shutting_down))
-                        or (live_replicas[0],))
     for r in live_replicas:
         if r in isr_set:
             return Election(r, tuple(b for b in isr if _eligible(b, live, shutting_down)))

@@ -8,7 +8,7 @@ import argparse
 import sys
 import time
 
-from controller import selectors
+from tests.sim import planted_selectors
 from tests.sim.sim import InvariantViolation, run_seed
 
 
@@ -78,11 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["cluster"]:
         return cluster_main(argv[1:])
     p = _parser("python -m tests.sim", "Deterministic controller simulation.", 30)
-    p.add_argument("--planted-bug", choices=sorted(selectors.KNOWN_PLANTED_BUGS),
+    p.add_argument("--planted-bug", choices=sorted(planted_selectors.PLANTED),
                    help="turn on a deliberately broken selector (self-test of the checker)")
     args = p.parse_args(argv)
-    if args.planted_bug:
-        selectors.PLANTED_BUGS.add(args.planted_bug)
+    with planted_selectors.planted(args.planted_bug):
+        return _controller_sweep(args)
+
+
+def _controller_sweep(args: argparse.Namespace) -> int:
     if args.seed is not None:
         try:
             sim = run_seed(args.seed, args.steps)
@@ -98,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run_seed(seed, args.steps)
         except InvariantViolation as e:
-            print(f"FAIL {e}\nreplay: python -m tests.sim --seed {seed} --steps {args.steps}")
+            print(f"FAIL {e}\nreplay: python -m tests.sim --seed {seed} --steps {args.steps}"
+                  + (f" --planted-bug {args.planted_bug}" if args.planted_bug else ""))
             return 1
     print(f"{len(seeds)} seeds ok in {time.monotonic() - t0:.1f} s")
     return 0

@@ -37,8 +37,8 @@ After every step the invariants are checked:
       re-admission handles it.
 
 A failing seed prints its number and the step; rerunning it replays the same run. The
-planted-bug self-test (`PLANTED_BUGS` in controller/selectors.py) proves the checker catches a
-selector that elects outside the ISR.
+planted-bug self-test (tests/sim/planted_selectors.py, a monkeypatch of controller.selectors)
+proves the checker catches a selector that elects outside the ISR.
 """
 
 from __future__ import annotations

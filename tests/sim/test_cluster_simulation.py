@@ -93,7 +93,7 @@ def _fingerprint(w: World) -> tuple:
     return tuple(w.log), dict(w.d.tree.states), disks, w.now_ms
 
 
-@pytest.mark.parametrize("profile", ["default", "jbod"])
+@pytest.mark.parametrize("profile", ["default", "jbod", "stale_requests"])
 def test_a_seed_replays_the_same_run_byte_for_byte(profile: str) -> None:
     a, b = _run_or_world(31, 60, profile), _run_or_world(31, 60, profile)
     assert _fingerprint(a) == _fingerprint(b)
@@ -123,6 +123,12 @@ def _run_or_world(seed: int, steps: int, profile: str = "default") -> World:
 #             World._lead_after_truncation's step)
 #   JBOD      jbod, 60 steps:         lost_replica_recreated and restart_entries_ignored at
 #             seed 0, at heal
+# and the four planted in the broker's shell paths (issue 40 item 5), on 2026-12-02's tree:
+#   follower_ignores_diverging_epoch  default, 40 steps: seed 4 at heal (liveness: the
+#             follower's fetches diverge for ever, it never rejoins the ISR)
+#   produce_acked_before_hw           default, 40 steps: seed 1 step 1
+#   lost_replica_not_recorded         jbod, 60 steps: seed 1 step 19
+#   stop_replica_deletes_isr_member   stale_requests, 40 steps: seed 0 step 6
 PLANTED_SEARCH = {
     "hw_freeze_reads_maximal_isr": (
         "elr_window", 30, 60,
@@ -138,6 +144,14 @@ PLANTED_SEARCH = {
                          r"|HW went back|leader-epoch cache .* places offset")),
     "restart_entries_ignored": (
         "jbod", 10, 60, r"replica is offline .* names it"),
+    "follower_ignores_diverging_epoch": (
+        "default", 20, 40, r"liveness: .* ISR \[.*\] is not its replicas|below both HWs"),
+    "produce_acked_before_hw": (
+        "default", 10, 40, r"is in the ISR .* lacks committed|acknowledged .* but its log"),
+    "lost_replica_not_recorded": (
+        "jbod", 10, 60, r"is in the (ISR|ELR) .* lacks committed|without committed"),
+    "stop_replica_deletes_isr_member": (
+        "stale_requests", 10, 40, r"deleted its log while the ISR"),
 }
 
 

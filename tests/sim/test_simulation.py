@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from controller import selectors
+from tests.sim.planted_selectors import planted
 from tests.sim.sim import InvariantViolation, run_seed
 
 # make test's share (~25 s; tests/sim together within ~90 s); make soak sweeps 50,000 seeds
@@ -21,10 +21,10 @@ def test_a_sweep_of_seeds_keeps_the_invariants() -> None:
         run_seed(seed, STEPS)  # raises InvariantViolation naming the seed and the step
 
 
-def test_a_planted_selector_bug_is_caught_within_50_seeds(monkeypatch) -> None:
+def test_a_planted_selector_bug_is_caught_within_50_seeds() -> None:
     """The checker is not vacuous: an offline selector that ignores the ISR is caught."""
-    monkeypatch.setattr(selectors, "PLANTED_BUGS", {"offline_ignores_isr"})
-    with pytest.raises(InvariantViolation, match="outside the ISR"):
+    with planted("offline_ignores_isr"), pytest.raises(InvariantViolation,
+                                                       match="outside the ISR"):
         for seed in range(50):
             run_seed(seed, STEPS)
 

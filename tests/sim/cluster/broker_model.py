@@ -661,9 +661,10 @@ class SimBroker:
         for w in self.produces:
             p = w.partition
             current = p if self.partitions.get(w.tp) is p else None
-            state = delayed_produce.produce_wait(current, w.epoch, w.offset + 1,
-                                 lambda o, p=p: p.log.epoch_cache.epoch_for_offset(o),
-                                 (w.deadline - self.now()) / 1000)
+            state = delayed_produce.produce_wait(
+                current, w.epoch, w.offset + 1,
+                lambda o, p=p: p.log.epoch_cache.epoch_for_offset(o),
+                (w.deadline - self.now()) / 1000)
             (waiting if state is ProduceWait.WAIT else done).append((w, state))
         self.produces = [w for w, _ in waiting]
         return done
