@@ -148,8 +148,8 @@ PLANTED_SEARCH = {
         "default", 20, 40, r"liveness: .* ISR \[.*\] is not its replicas|below both HWs"),
     "produce_acked_before_hw": (
         "default", 10, 40, r"is in the ISR .* lacks committed|acknowledged .* but its log"),
-    "lost_replica_not_recorded": (
-        "jbod", 10, 60, r"is in the (ISR|ELR) .* lacks committed|without committed"),
+    "lost_replica_not_recorded": (  # about one jbod seed in ten has the window
+        "jbod", 30, 60, r"is in the (ISR|ELR) .* lacks committed|without committed"),
     "stop_replica_deletes_isr_member": (
         "stale_requests", 10, 40, r"deleted its log while the ISR"),
 }

@@ -33,7 +33,13 @@ Planted in the broker's shell paths (issue 40: where only the broker model reach
                                       (LogDirFailureHandling._lose)
     stop_replica_deletes_isr_member   StopReplica is never fenced by its leader epoch
                                       (fencing.stop_replica_is_stale, KIP-570): an old
-                                      deletion removes a log the ISR names again
+                                      deletion removes a log the ISR names again (profile
+                                      stale_requests, World._move_away_and_back)
+
+Each patches the attribute its callers look up at each call - the module's function
+(production calls it through the module) or the class's method - so it reaches the broker
+model and production alike (tests/sim/test_planted.py checks that). The controller
+simulation's planted selector is in tests/sim/planted_selectors.py.
 """
 
 from __future__ import annotations

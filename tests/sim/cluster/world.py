@@ -10,8 +10,9 @@ loss, process kill (kill -9: the page cache survives), clean (controlled) shutdo
 a ZooKeeper session loss, a slow replica, a controller crash after a chosen number of effects,
 min ISR moved up or down through a topic override or the dynamic broker default
 (/config/brokers/<default>), ELR switched on (the controller restarts with it), a
-reassignment or its cancel, a preferred or an unclean election, and (profile "jbod", brokers
-with two log dirs) a log dir's failure - followed by one tick: the
+reassignment or its cancel, a preferred or an unclean election, (profile "stale_requests") a
+replica moved away and back with its StopReplica(delete) handled late, and (profile "jbod",
+brokers with two log dirs) a log dir's failure - followed by one tick: the
 clock moves 100 ms, due messages are delivered, the brokers run their fetchers, ISR
 expiration, AlterPartition sender, deferred epoch writes and checkpoints, and the controller
 handles what arrived. The network delays, reorders, duplicates and drops follower Fetch and
@@ -853,7 +854,9 @@ class World:
         requests per connection only; its answer goes back on the dead connection, to no
         one). StopReplica's leader epoch (KIP-570, fencing.stop_replica_is_stale) is what
         keeps the copy from deleting a replica the ISR names again. Each phase can miss (a
-        move that does not finish in time), and the schedule goes on from there."""
+        move that does not finish in time), and the schedule goes on from there. Only the
+        StopReplica is copied: a late LeaderAndIsr after the deletion would re-create the
+        replica at its old epoch, a gap no epoch fences (docs/simulation.md, Not modelled)."""
         d = self.d
         if d.core is None:
             return
