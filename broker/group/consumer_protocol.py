@@ -57,6 +57,26 @@ def subscribed_topics(metadata: bytes) -> frozenset[str] | None:
         return None
 
 
+def decode_subscription(metadata: bytes) -> tuple[list[str], dict[str, list[int]]] | None:
+    """The topics and (v1+) owned partitions of a ConsumerProtocolSubscription, or None if it
+    does not parse."""
+    try:
+        c = _Cursor(metadata)
+        version = c.int16()
+        topics = [c.string() for _ in range(c.int32())]
+        n = c.int32()  # user data
+        if n > 0:
+            c.take(n)
+        owned: dict[str, list[int]] = {}
+        if version >= 1:
+            for _ in range(c.int32()):
+                topic = c.string()
+                owned[topic] = [c.int32() for _ in range(c.int32())]
+        return topics, owned
+    except (ValueError, UnicodeDecodeError, struct.error):
+        return None
+
+
 def _string(s: str) -> bytes:
     b = s.encode("utf-8")
     return struct.pack(">h", len(b)) + b

@@ -883,9 +883,13 @@ class GroupCoordinatorCore:
                     self._remove_member(group, current)
                     left.append(current)
             elif ident.member_id in group.pending_members:
+                # not a member yet: nothing to rebalance for (removePendingMemberAndUpdateGroup;
+                # the Java coordinator rebalances here too)
                 group.pending_members.discard(ident.member_id)
                 self._cancel(("heartbeat", group.group_id, ident.member_id))
-                left.append(ident.member_id)
+                self._emit("group_pending_member_left", group=group.group_id,
+                           member=ident.member_id)
+                self._try_complete_join(group)
             else:
                 code = self._validate_member(group, ident.member_id,
                                              ident.group_instance_id) or _E.NONE

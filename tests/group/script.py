@@ -89,8 +89,11 @@ def _fmt_parts(parts: dict[str, list[int]] | None) -> str:
 
 
 def _subscription_text(meta: bytes) -> str:
-    topics = cp.subscribed_topics(meta)
-    return ",".join(sorted(topics)) if topics is not None else f"raw:{meta.hex()}"
+    sub = cp.decode_subscription(meta)
+    if sub is None:
+        return f"raw:{meta.hex()}"
+    topics, owned = sub
+    return ",".join(topics) + (f" owned={_fmt_parts(owned)}" if owned else "")
 
 
 class Scenario:

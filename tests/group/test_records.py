@@ -264,6 +264,13 @@ def test_subscription_topics_parse_from_every_version():
     assert cp.subscribed_topics(b"") is None
 
 
+def test_subscription_decodes_owned_partitions():
+    data = cp.encode_subscription(["t"], b"x", owned={"t": [1, 2]}, generation=4, version=2)
+    assert cp.decode_subscription(data) == (["t"], {"t": [1, 2]})
+    assert cp.decode_subscription(cp.encode_subscription(["t"], version=0)) == (["t"], {})
+    assert cp.decode_subscription(b"\x00\x01") is None
+
+
 def test_assignment_round_trip():
     data = cp.encode_assignment({"t": [0, 2]})
     assert data == i16(1) + i32(1) + s16("t") + i32(2) + i32(0) + i32(2) + i32(-1)
