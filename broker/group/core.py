@@ -1111,7 +1111,7 @@ class GroupCoordinatorCore:
                 results[gid] = error
                 continue
             assert group is not None
-            removed = group.remove_offsets(sorted(group.offsets))
+            removed = group.remove_offsets(group.all_offset_keys())
             self._drop_group(group)
             self._emit("group_deleted", group=gid, offsets=len(removed))
             recs = self._tombstones(group, removed, True)

@@ -273,13 +273,21 @@ class Group:
     def has_offsets(self) -> bool:
         return bool(self.offsets) or any(n > 0 for n in self.pending_offset_commits.values())
 
+    def all_offset_keys(self) -> list[TopicPartition]:
+        """Committed offsets and those with a commit in flight."""
+        return sorted(set(self.offsets) | {tp for tp, n in self.pending_offset_commits.items()
+                                           if n > 0})
+
     def remove_offsets(self, tps: list[TopicPartition]) -> list[TopicPartition]:
-        """Drop these offsets (and forget commits in flight for them: their completion must
-        not bring them back). Returns the ones that were committed."""
+        """Drop these offsets, and forget commits in flight for them: their completion must
+        not bring them back. Returns the ones that need a tombstone: committed ones, and those
+        with a commit in flight, whose record lands before the tombstone (the Java
+        coordinator does the same for pending transactional offsets; the Scala one wrote none,
+        and a deleted group's in-flight commit came back on the next load)."""
         removed = []
         for tp in tps:
-            self.pending_offset_commits.pop(tp, None)
-            if self.offsets.pop(tp, None) is not None:
+            pending = self.pending_offset_commits.pop(tp, 0) > 0
+            if self.offsets.pop(tp, None) is not None or pending:
                 removed.append(tp)
         return removed
 
