@@ -86,6 +86,9 @@ class FileOps:
     def listdir(self, path: str) -> list[str]:
         return os.listdir(path)
 
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 

@@ -39,7 +39,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 from broker.storage import meta, placement
 from broker.storage.checkpoints import (
@@ -77,7 +77,7 @@ _FUTURE_SUFFIX = "-future"
 class LogDir:
     """One entry of ``log.dirs`` and what the manager knows about it."""
 
-    def __init__(self, path: str, index: int, fileops: FileOps):
+    def __init__(self, path: str, index: int, fileops: FileOps, executor: Executor | None = None):
         self.path = os.path.abspath(path)
         self.index = index
         self.online = True
@@ -86,7 +86,8 @@ class LogDir:
         self.had_clean_shutdown = False  # the marker was there: the logs need no recovery
         self.load_problems: list[str] = []  # what loading found unreadable and reset
         self.unclean_start_unhandled = False  # ... but it registers unclean (KIP-966)
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"log-dir-{index}")
+        self.executor = executor or ThreadPoolExecutor(max_workers=1,
+                                                       thread_name_prefix=f"log-dir-{index}")
         # Storage calls waiting for the executor, drained in order by one job at a time: under
         # concurrent produce load many appends share one thread hand-off and one wake-up of the
         # event loop (group commit), instead of paying ~100 us each.
@@ -107,9 +108,16 @@ class LogManager:
                  cluster_id: str | None = None, fileops: FileOps | None = None,
                  clock: Callable[[], int] = wall_ms,
                  failure_channel: LogDirFailureChannel | None = None,
-                 lost_replicas: dict[str, set[TopicPartition]] | None = None):
+                 lost_replicas: dict[str, set[TopicPartition]] | None = None,
+                 executor_factory: Callable[[int], Executor] | None = None,
+                 new_id: Callable[[], str] | None = None):
         """``lost_replicas``: log dir -> the copies this broker lost there (ZooKeeper's
-        /brokers/lost_replicas/<id>, read before startup): set aside, never loaded."""
+        /brokers/lost_replicas/<id>, read before startup): set aside, never loaded.
+
+        Seams for the cluster simulation, which runs this class over its in-memory disk
+        (docs/simulation.md): ``executor_factory(index)`` makes a log dir's executor (none:
+        one thread per dir), ``new_id()`` the unique suffixes of set-aside and deleted
+        copies and the directory.id of a new dir (none: random UUIDs)."""
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
         if len({os.path.abspath(d) for d in log_dirs}) != len(log_dirs):
@@ -123,7 +131,11 @@ class LogManager:
         self.config_for: Callable[[str], LogConfig] = lambda _topic: self.config
         self.clock = clock
         self.failure_channel = failure_channel or LogDirFailureChannel()
-        self.dirs = [LogDir(d, i, self.fileops) for i, d in enumerate(log_dirs)]
+        self.dirs = [LogDir(d, i, self.fileops,
+                            executor_factory(i) if executor_factory is not None else None)
+                     for i, d in enumerate(log_dirs)]
+        self._new_id = new_id or (lambda: uuid.uuid4().hex)
+        self._new_directory_id = new_id or meta.new_directory_id
         self.unclean_start_handled = False  # registration_handled
         # Called once when a controller first handles this incarnation's unclean registration
         # (the server rewrites /brokers/ids/<id> to say clean then: registration_clean).
@@ -195,7 +207,8 @@ class LogManager:
             fo.mkdir(d.path)
         except OSError as e:
             raise LogDirError(d.path, cause=e) from e
-        props = meta.load_or_create(d.path, self.broker_id, self.cluster_id, fo)
+        props = meta.load_or_create(d.path, self.broker_id, self.cluster_id, fo,
+                                    new_id=self._new_directory_id, clock_ms=self.clock)
         d.directory_id = props.get("directory.id")
         marker = os.path.join(d.path, CLEAN_SHUTDOWN_FILE)
         try:
@@ -218,20 +231,20 @@ class LogManager:
             raise LogDirError(d.path, cause=e) from e
         for name in names:
             full = os.path.join(d.path, name)
-            if os.path.isdir(full) and name.endswith(_FUTURE_SUFFIX):
+            if fo.isdir(full) and name.endswith(_FUTURE_SUFFIX):
                 self._futures_found.append((d, full))  # once every current replica is loaded
                 continue
-            if os.path.isdir(full) and name.endswith(_DISCARDED_DIR_SUFFIXES):
+            if fo.isdir(full) and name.endswith(_DISCARDED_DIR_SUFFIXES):
                 # KIP-113: a swapped-out copy is gone.
                 try:
                     fo.rmtree(full)
                 except OSError as e:
                     raise LogDirError(d.path, cause=e) from e
                 continue
-            if os.path.isdir(full) and name.endswith(_STRAY_SUFFIX):
+            if fo.isdir(full) and name.endswith(_STRAY_SUFFIX):
                 self._note_stray(d, name)
                 continue
-            if not os.path.isdir(full) or name.endswith(_IGNORED_DIR_SUFFIXES):
+            if not fo.isdir(full) or name.endswith(_IGNORED_DIR_SUFFIXES):
                 continue
             try:
                 tp = TopicPartition.parse(name)
@@ -316,7 +329,7 @@ class LogManager:
         moved aside like a log taken offline (``-stray``, kept for an operator), and the
         replica manager counts the replica lost until a LeaderAndIsr re-creates it."""
         try:
-            self.fileops.replace(full, f"{full}.{uuid.uuid4().hex}-stray")
+            self.fileops.replace(full, f"{full}.{self._new_id()}-stray")
         except OSError as e:
             raise LogDirError(d.path, str(tp), cause=e) from e
         self.set_aside.append((tp, d.path))
@@ -350,7 +363,7 @@ class LogManager:
         ignores, never a half-deleted partition), then remove it. A failure is reported for
         ``d`` (not for the dir being loaded); the stale copy is not loaded either way, and the
         next start resolves what is left of it again."""
-        doomed = f"{partition_dir}.{uuid.uuid4().hex}-delete"
+        doomed = f"{partition_dir}.{self._new_id()}-delete"
         try:
             self.fileops.replace(partition_dir, doomed)
             self.fileops.fsync_dir(d.path)
@@ -693,7 +706,7 @@ class LogManager:
         def close_and_move_aside() -> None:
             _close_logs([log])
             try:
-                self.fileops.replace(log.dir, f"{log.dir}.{uuid.uuid4().hex}-stray")
+                self.fileops.replace(log.dir, f"{log.dir}.{self._new_id()}-stray")
             except OSError:
                 pass  # the re-created replica goes to another dir and supersedes this one
         if d.online:

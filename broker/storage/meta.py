@@ -11,6 +11,7 @@ import base64
 import os
 import time
 import uuid
+from collections.abc import Callable
 
 from broker.storage.errors import LogDirError
 from broker.storage.fileops import FileOps
@@ -39,9 +40,12 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def load_or_create(log_dir: str, broker_id: int, cluster_id: str | None,
-                   fileops: FileOps) -> dict[str, str]:
+                   fileops: FileOps, *, new_id: Callable[[], str] = new_directory_id,
+                   clock_ms: Callable[[], int] | None = None) -> dict[str, str]:
     """Return the dir's properties, creating them on first use; raise LogDirError on a
-    broker.id or cluster.id that does not match."""
+    broker.id or cluster.id that does not match. ``new_id`` makes a directory.id and
+    ``clock_ms`` dates the file's header (the cluster simulation passes deterministic ones,
+    so a seed replays its disks byte for byte)."""
     path = os.path.join(log_dir, META_PROPERTIES)
     try:
         if fileops.exists(path):
@@ -54,15 +58,16 @@ def load_or_create(log_dir: str, broker_id: int, cluster_id: str | None,
                                   f"but the cluster is {cluster_id}")
             if "directory.id" in props and (cluster_id and "cluster.id" in props):
                 return props
-            props.setdefault("directory.id", new_directory_id())
+            props.setdefault("directory.id", new_id())
             if cluster_id:
                 props["cluster.id"] = cluster_id
         else:
             props = {"version": "0", "broker.id": str(broker_id),
-                     "directory.id": new_directory_id()}
+                     "directory.id": new_id()}
             if cluster_id:
                 props["cluster.id"] = cluster_id
-        body = "#\n#" + time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime()) + "\n"
+        written = time.gmtime(None if clock_ms is None else clock_ms() / 1000)
+        body = "#\n#" + time.strftime("%a %b %d %H:%M:%S UTC %Y", written) + "\n"
         body += "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
         fileops.write_file_atomically(path, body.encode())
         return props

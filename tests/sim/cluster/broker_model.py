@@ -46,7 +46,6 @@ module call instead - the next step of the issue):
 from __future__ import annotations
 
 import inspect
-import posixpath
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -58,11 +57,10 @@ from broker.fetch_failures import Outcome, Problem, classify
 from broker.log_dir_failures import LogDirFailureHandling
 from broker.metadata_cache import partition_info
 from broker.partition import Partition
+from broker.replica_manager import ReplicaManager
 from broker.restart_notifier import RestartNotifier
-from broker.storage import placement
-from broker.storage.checkpoints import OffsetCheckpointFile
 from broker.storage.log import Log, LogConfig
-from broker.storage.log_manager import UNHANDLED_UNCLEAN_START
+from broker.storage.log_manager import LogManager
 from broker.truncation import (
     OUT_OF_RANGE,
     Divergence,
@@ -76,6 +74,7 @@ from common.names import TopicPartition
 from common.zk_layout import LEADER_DURING_DELETE
 from controller.decisions.recovery import ReplicaLogInfo
 from tests.sim.cluster.memfs import MemFileOps
+from tests.sim.cluster.seams import Ids, InlineExecutor
 
 if TYPE_CHECKING:
     from common.controller_requests import (
@@ -85,9 +84,6 @@ if TYPE_CHECKING:
     )
 
 LOG_DIR = "/data"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
-               "log-start-offset-checkpoint")
 FETCH_MAX_BYTES = 1 << 20
 # the fixed stray rule takes the ISR (an ISR member is never a stray); the code before, none
 _STRAY_TAKES_ISR = "isr" in inspect.signature(partition_state.is_stray_replica).parameters
@@ -120,49 +116,12 @@ class _Metadata(dict):
 
 @dataclass
 class _Dir:
+    """A stopped broker's log dirs, as the next start finds them: every one online."""
+
     path: str
     index: int
     online: bool = True
     error: str | None = None
-
-
-class _SimLogManager:
-    """The part of LogManager that broker.log_dir_failures calls: the dirs, and
-    mark_offline (its logs are closed without a flush and forgotten)."""
-
-    def __init__(self, broker: SimBroker):
-        self.b = broker
-
-    @property
-    def dirs(self) -> list[_Dir]:
-        return self.b.dirs
-
-    @property
-    def online_dirs(self) -> list[_Dir]:
-        return [d for d in self.b.dirs if d.online]
-
-    @property
-    def offline_dirs(self) -> list[_Dir]:
-        return [d for d in self.b.dirs if not d.online]
-
-    def dir_by_path(self, path: str) -> _Dir | None:
-        return next((d for d in self.b.dirs if d.path == path), None)
-
-    def mark_offline(self, path: str, reason: str) -> list[TopicPartition]:
-        d = self.dir_by_path(path)
-        if d is None or not d.online:
-            return []
-        d.online, d.error = False, reason
-        b = self.b
-        lost = sorted(tp for tp, at in b.dir_of.items() if at == path)
-        for tp in lost:
-            log = b.logs.pop(tp)
-            del b.dir_of[tp]
-            log._close_fds()
-            log.closed = True
-            log.failed = log.failed or reason
-            b._touched(tp)
-        return lost
 
 
 class _NoMoves:
@@ -219,12 +178,6 @@ class FetchAnswer:
     diverging: tuple[int, int] | None = None
 
 
-class ControllerRequestRefused(Exception):
-    def __init__(self, code: ErrorCode, message: str):
-        super().__init__(message)
-        self.code = code
-
-
 @dataclass
 class SimBroker:
     broker_id: int
@@ -242,15 +195,11 @@ class SimBroker:
         self.events = _Quiet()
         self.fetcher_manager = None
         self.alter_log_dirs = _NoMoves()
-        self.log_manager = _SimLogManager(self)
         self._reset_process()
 
     def _reset_process(self) -> None:
-        self.logs: dict[TopicPartition, Log] = {}
-        self.dir_of: dict[TopicPartition, str] = {}
-        self.placements: dict[TopicPartition, placement.Placement | None] = {}
-        # a restart brings every dir back (the disk was replaced or came back readable)
-        self.dirs = [_Dir(d, i) for i, d in enumerate(self.log_dirs)]
+        # the real LogManager, made at each start (it reads /brokers/lost_replicas then)
+        self.log_manager: LogManager | None = None
         self.offline_replicas: dict[TopicPartition, str] = {}
         self.restart_notifier = RestartNotifier(self.broker_id, lambda: self.broker_epoch,
                                                 None, _Quiet())
@@ -265,8 +214,6 @@ class SimBroker:
         self.controller_epoch = -1
         self.broker_epoch = -1
         self.registered = False
-        self.started_clean = False  # what every registration of this process says (KIP-966)
-        self.registration_handled = False  # LogManager.registration_handled
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.broker_dynamic: dict[str, str] | None = {}
         self.alter = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, None,
@@ -287,135 +234,62 @@ class SimBroker:
 
     # ------------------------------------------------------------------ process life
 
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return self.log_manager.logs if self.log_manager is not None else {}
+
+    @property
+    def dir_of(self) -> dict[TopicPartition, str]:
+        lm = self.log_manager
+        return {tp: d.path for tp, d in lm._dir_of.items()} if lm is not None else {}
+
+    @property
+    def dirs(self) -> list:
+        """The real LogManager's LogDirs; a stopped broker's as its next start finds them."""
+        if self.log_manager is not None:
+            return self.log_manager.dirs
+        return [_Dir(d, i) for i, d in enumerate(self.log_dirs)]
+
     def start(self) -> bool:
-        """A broker process starts: LogManager._load_dir over each of this broker's dirs
-        (every one readable again), the lost copies /brokers/lost_replicas/<id> names set
-        aside, then that record forgotten for the dirs read (BrokerServer's startup)."""
+        """A broker process starts: the real LogManager's startup over this broker's disk
+        (every dir readable again; the lost copies /brokers/lost_replicas/<id> names set
+        aside), then that record forgotten for the dirs read, and the replicas set aside
+        counted lost (BrokerServer's startup, ReplicaManager.__init__)."""
         self._reset_process()
-        fo = self.fs
         lost = self.world.lost_replicas.get(self.broker_id, {})
-        clean = True
-        set_aside: list[tuple[TopicPartition, str]] = []
-        strays: list[tuple[TopicPartition, str]] = []
-        for d in self.log_dirs:
-            marker_path = posixpath.join(d, CLEAN_SHUTDOWN_FILE)
-            marker = fo.exists(marker_path)
-            clean = clean and marker and fo.read_file(marker_path) == b""
-            rp, hw, start = (OffsetCheckpointFile(d, n, fo).read() for n in CHECKPOINTS)
-            for name in fo.listdir(d):
-                full = posixpath.join(d, name)
-                if fo.isdir(full) and name.endswith("-stray"):  # LogManager._note_stray
-                    try:
-                        strays.append((TopicPartition.parse(name[:-6].rsplit(".", 1)[0]), d))
-                    except ValueError:
-                        pass
-                    continue
-                if not fo.isdir(full):
-                    continue
-                try:
-                    tp = TopicPartition.parse(name)
-                except ValueError:
-                    continue
-                if tp in lost.get(d, ()):  # LogManager._set_aside_lost_copy
-                    fo.replace(full, f"{full}.{self.world.incarnation[self.broker_id]}-stray")
-                    set_aside.append((tp, d))
-                    continue
-                record = placement.read(full, fo)
-                if tp in self.logs and not self._resolve_duplicate(tp, d, full, record):
-                    continue
-                self.placements[tp] = record
-                self._adopt(tp, Log.open(d, tp, self.log_config, fileops=fo,
-                                         clock=self.now, recovery_point=rp.get(tp, 0),
-                                         log_start_offset=start.get(tp, 0),
-                                         high_watermark=hw.get(tp, 0),
-                                         needs_recovery=not marker), d)
-            if marker:
-                fo.unlink(marker_path)
-                fo.fsync_dir(d)
-        # LogManager.startup: a stray of a partition no dir holds a log of is still lost
-        # (ee43bc5, finding J4)
-        for tp, d in dict.fromkeys(strays):
-            if tp not in self.logs and (tp, d) not in set_aside:
-                set_aside.append((tp, d))
-        for tp, d in set_aside:  # ReplicaManager.__init__: lost until re-created
-            if tp not in self.logs:
-                self.offline_replicas[tp] = d
+        lm = self.log_manager = LogManager(
+            list(self.log_dirs), self.broker_id, self.log_config, fileops=self.fs,
+            clock=self.now, lost_replicas={d: set(tps) for d, tps in lost.items()},
+            executor_factory=lambda _i: InlineExecutor(),
+            new_id=Ids(self.broker_id, self.world.incarnation[self.broker_id]))
+        # BrokerServer._rewrite_registration: the first controller request of an unclean
+        # start's incarnation makes its registration say clean (LogManager.registration_handled)
+        lm.on_unclean_start_handled = lambda: self.world.rewrite_registration(
+            self.broker_id, self.broker_epoch)
+        lm.startup()
+        for d in lm.dirs:
+            if d.error and "duplicate log directories" in d.error:
+                # production takes the dir offline; in the simulation no such pair may arise
+                self.world.inv.fail(f"broker {self.broker_id} found two copies at its start "
+                                    f"and no placement record decides: {d.error}")
+        for tp in sorted(lm.logs):
+            self._touched(tp)
+        for tp, log_dir in lm.set_aside:  # ReplicaManager.__init__: lost until re-created
+            if lm.get_log(tp) is None:
+                self.offline_replicas[tp] = log_dir
         self.world.forget_lost_replicas(self.broker_id, self.log_dirs)
         self.broker_dynamic = dict(self.world.broker_default_config)
         self.alive = True
-        self.started_clean = clean
-        return clean
-
-    def _resolve_duplicate(self, tp: TopicPartition, d: str, full: str,
-                           record: placement.Placement | None) -> bool:
-        """LogManager._resolve_duplicate: two copies of ``tp`` found at a start; the stale
-        one (placement.newer_copy) is deleted. True when the copy in ``d`` is loaded. With
-        no rule to decide, production refuses the dir; the model reports it."""
-        kept = self.dir_of[tp]
-        winner = placement.newer_copy(placement.Copy(kept, self.placements.get(tp)),
-                                      placement.Copy(d, record))
-        if winner is placement.Winner.UNDECIDED:
-            self.world.inv.fail(f"broker {self.broker_id} found two copies of {tp} at its "
-                                f"start, in {kept} and {d}, and no placement record decides")
-        if winner is placement.Winner.EXISTING:
-            self.fs.rmtree(full)
-            self.fs.fsync_dir(d)
-            return False
-        old = self.logs.pop(tp)
-        del self.dir_of[tp]
-        old._close_fds()
-        old.closed = True
-        self.fs.rmtree(old.dir)
-        self.fs.fsync_dir(kept)
-        return True
-
-    def _adopt(self, tp: TopicPartition, log: Log, d: str) -> None:
-        """LogManager._adopt: the log is this broker's; a truncation checkpoints the dir at
-        once (Kafka's LogManager.truncateTo), where the Log offers it."""
-        if hasattr(log, "on_truncation"):
-            log.on_truncation = self.checkpoint
-        self.logs[tp] = log
-        self.dir_of[tp] = d
-        self._touched(tp)
-
-    def _new_log_dir(self) -> str:
-        """LogManager's placement of a new log: the online dir with the fewest partitions,
-        ties to the earlier one in log.dirs."""
-        online = [d for d in self.dirs if d.online]
-        counts = {d.path: 0 for d in online}
-        for at in self.dir_of.values():
-            if at in counts:
-                counts[at] += 1
-        return min(online, key=lambda d: (counts[d.path], d.index)).path
+        return lm.had_clean_shutdown
 
     def checkpoint(self) -> None:
-        """LogManager.checkpoint: recovery points, HWs and log starts of every log, per
-        online dir."""
-        for d in self.dirs:
-            if d.online:
-                self._checkpoint_dir(d.path)
-
-    def _checkpoint_dir(self, d: str) -> None:
-        logs = sorted((tp, log) for tp, log in self.logs.items() if self.dir_of[tp] == d)
-        for name, value in zip(CHECKPOINTS, ("recovery_point", "high_watermark",
-                                             "log_start_offset")):
-            OffsetCheckpointFile(d, name, self.fs).write(
-                {tp: getattr(log, value) for tp, log in logs})
+        """LogManager.checkpoint: recovery points, HWs and log starts, per online dir."""
+        self.log_manager.checkpoint()
 
     def shutdown(self) -> None:
-        """A clean shutdown (LogManager.shutdown): per online dir, close (flush) its logs,
-        checkpoint, and write the clean-shutdown marker - one that still registers unclean
-        after an unclean start no controller handled (seeds 425, 1225). An offline dir gets
-        nothing: the next start finds no marker there and registers unclean."""
-        content = b"" if self.started_clean or self.registration_handled \
-            else UNHANDLED_UNCLEAN_START
-        for d in self.dirs:
-            if not d.online:
-                continue
-            for tp in sorted(tp for tp, at in self.dir_of.items() if at == d.path):
-                self.logs[tp].close()
-            self._checkpoint_dir(d.path)
-            self.fs.write_file_atomically(posixpath.join(d.path, CLEAN_SHUTDOWN_FILE), content)
+        """A clean shutdown: LogManager.shutdown (per online dir, close and flush its logs,
+        checkpoint, and write the clean-shutdown marker; an offline dir gets nothing)."""
+        self.log_manager.shutdown()
         self.alive = False
         self._reset_process()
 
@@ -429,6 +303,7 @@ class SimBroker:
         forgets them (FetcherManager.remove_partitions)."""
         lost = LogDirFailureHandling.handle_log_dir_failure(self, path, reason)
         for tp in lost:
+            self._touched(tp)
             self.fetching.pop(tp, None)
             self.failed_fetches.pop(tp, None)
         self.deferred_epoch_writes = [e for e in self.deferred_epoch_writes
@@ -482,23 +357,15 @@ class SimBroker:
     # ------------------------------------------------------------------ controller requests
 
     def _check_controller(self, controller_epoch: int, broker_epoch: int) -> None:
-        if not self.registered:
-            raise ControllerRequestRefused(ErrorCode.STALE_BROKER_EPOCH, "not registered")
-        refused = fencing.controller_request_error(controller_epoch, broker_epoch,
-                                                   self.controller_epoch, self.broker_epoch)
-        if refused is not None:
-            raise ControllerRequestRefused(*refused)
-        self.controller_epoch = controller_epoch
-        if broker_epoch == self.broker_epoch and not self.registration_handled:
-            self.registration_handled = True
-            if not self.started_clean:  # BrokerServer._rewrite_registration (a698ee5)
-                self.world.rewrite_registration(self.broker_id, broker_epoch)
+        """ReplicaManager._check_controller, as it is (KIP-380 fencing, the KIP-966
+        registration handled)."""
+        ReplicaManager._check_controller(self, controller_epoch, broker_epoch)
 
     @property
     def registration_clean(self) -> bool:
         """LogManager.registration_clean: what /brokers/ids/<id> says of this process's
         start - clean, or unclean and already handled by a controller."""
-        return self.started_clean or self.registration_handled
+        return self.log_manager.registration_clean
 
     def leader_and_isr(self, req: LeaderAndIsrRequest) -> dict[TopicPartition, ErrorCode]:
         self._check_controller(req.controller_epoch, req.broker_epoch)
@@ -520,15 +387,13 @@ class SimBroker:
                 continue
             if partition_state.missing_log(s.is_new, s.tp in self.offline_replicas,
                                            some_dir_offline) is partition_state.MissingLog.CREATE:
-                d = self._new_log_dir()
-                log = Log.open(d, s.tp, self.log_config, fileops=self.fs, clock=self.now)
-                # LogManager.get_or_create_log: created while a dir is offline (a copy may
-                # be there), the new one supersedes it
-                supersedes = tuple(sorted(x.path for x in self.dirs if not x.online))
-                if supersedes:
-                    placement.write(log.dir, placement.Placement(
-                        supersedes, self.broker_epoch, self.now()), self.fs)
-                self._adopt(s.tp, log, d)
+                # ReplicaManager._create_logs: LogManager.get_or_create_log places it and,
+                # created while a dir is offline, supersedes the copy there
+                failed = ReplicaManager._create_logs(self, [s.tp])
+                if failed:
+                    refused[s.tp] = failed[s.tp]
+                    continue
+                self._touched(s.tp)
                 self.offline_replicas.pop(s.tp, None)  # re-created (replica_recreated)
             else:
                 refused[s.tp] = self.offline_replicas.get(s.tp) or ",".join(
@@ -594,10 +459,8 @@ class SimBroker:
                 # (offline_replica_forgotten); set aside if the dir comes back
                 self.offline_replicas.pop(tp, None)
                 self.partitions.pop(tp, None)
-                log = self.logs.pop(tp, None)
-                self.dir_of.pop(tp, None)
-                if log is not None:
-                    log.delete()
+                if tp in self.logs:
+                    self.log_manager.delete_log(tp)
                     self._touched(tp)
                     self.world.on_replica_deleted(self, tp)
                 if not any(held.topic == tp.topic for held in self.partitions):

@@ -39,7 +39,7 @@ from broker.servicer import leader_and_isr_request, stop_replica_request, update
 from broker.storage.log import LogConfig
 from common import zk_layout as zl
 from common.controller_requests import LeaderAndIsrRequest
-from common.errors import ErrorCode
+from common.errors import ErrorCode, RequestError
 from common.names import TopicPartition
 from common.zk_layout import NO_LEADER
 from controller import decisions as D
@@ -48,7 +48,6 @@ from controller import events as E
 from controller.request_pb import request_pb
 from controller.store import WatchedEvent
 from tests.sim.cluster.broker_model import (
-    ControllerRequestRefused,
     FetchState,
     SimBroker,
 )
@@ -359,8 +358,8 @@ class World:
                     errors = {tp: results[tp] for tp in deleted}
                     self._answer(lambda: E.StopReplicaResponse(broker_id=b.broker_id,
                                                                errors=errors), epoch)
-        except ControllerRequestRefused as e:
-            code = e.code
+        except RequestError as e:  # ReplicaManager._check_controller's refusal
+            code = e.error_code
             if s.kind == "StopReplica":
                 deleted = {TopicPartition(p.topic, p.partition)
                            for p in s.request.partition_states if p.delete_partition}
