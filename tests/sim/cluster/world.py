@@ -912,7 +912,7 @@ class World:
         self.say(f"broker {b.broker_id} handles a late copy of a StopReplica")
         try:
             b.stop_replica(stop_replica_request(request_pb(s.request)))
-        except ControllerRequestRefused:
+        except RequestError:  # fenced, as ReplicaManager._check_controller refuses it
             pass
 
     def _log_dir_failure(self) -> None:
