@@ -8,11 +8,17 @@ epoch_start_applies, is_stray_replica), ``broker.truncation``, ``broker.fencing`
 ``broker.delayed_produce.produce_wait``, ``broker.fetch_failures.classify``,
 ``broker.alter_partition.AlterPartitionManager`` (expand/shrink/mark_recovered, the stale-drop
 and the answer handling), ``common.dynamic_config.effective_min_isr``, and
-``broker.storage.log.Log`` with its checkpoint files over ``memfs.MemFileOps``.
+``broker.storage.log.Log`` and ``broker.storage.log_manager.LogManager`` over
+``memfs.MemFileOps`` - the real startup (meta.properties, checkpoints, the clean-shutdown
+marker and its KIP-966 content, placement-resolved duplicates, the copies
+/brokers/lost_replicas/<id> names set aside, strays), checkpoint, shutdown, log creation in the
+online dir with the fewest partitions (with its placement record while a dir is offline), log
+deletion and mark_offline; its executors and uuid-made ids through the seams of ``seams.py``.
+``ReplicaManager._check_controller`` and ``_create_logs`` are called as they are.
 
-What is re-expressed here (the asyncio/gRPC glue of broker/replica_manager.py, fetcher.py and
-storage/log_manager.py, which a plain per-partition state object in production would let this
-module call instead - the next step of the issue):
+What is re-expressed here (the asyncio/gRPC glue of broker/replica_manager.py and fetcher.py,
+which a plain per-partition state object in production would let this module call instead -
+the next step of the issue):
     - ReplicaManager._leader_and_isr's phases around Partition.apply_leader_and_isr (one
       LeaderAndIsr applied at once, the epoch start written synchronously where production
       awaits the log dir's executor);
@@ -22,20 +28,14 @@ module call instead - the next step of the issue):
       seed-002 pending reads, quotas and fetch sessions), maybe_shrink_isr;
     - the fetcher's _build_request/_process/_truncate/_reset_offset (the offset reset reads
       the leader's log bounds directly instead of a ListOffsets RPC);
-    - LogManager's load (checkpoints, clean-shutdown marker, Log.open with the checkpointed
-      recovery point, and its KIP-966 content: LogManager.registration_handled), checkpoint()
-      and shutdown();
     - ReplicaManager._write_epoch_checkpoints (run a few ticks after the LeaderAndIsr);
-    - JBOD (KIP-112, design.md#jbod): LogManager's per-dir loading, checkpoints and clean-shutdown
-      markers, its placement of a new log (the online dir with the fewest partitions),
-      mark_offline, the set-aside of copies /brokers/lost_replicas/<id> names
-      (_set_aside_lost_copy; that znode is World.lost_replicas) and forget_lost_replicas;
-      ReplicaManager._leader_and_isr's refusal of a missing log (missing_log's REFUSE, the
+    - JBOD (KIP-112, design.md#jbod): forget_lost_replicas (the znode is
+      World.lost_replicas); ReplicaManager._leader_and_isr's refusal of a missing log (missing_log's REFUSE, the
       offline_replicas bookkeeping) and its KAFKA_STORAGE_ERROR answers for a lost replica;
       RestartNotifier.run's write loop (World._write_restart_entries: record_lost_copies and
       the sequential entry in one ZooKeeper round trip, retried until it lands, sometimes
       twice). Called as they are: broker.log_dir_failures' handle_log_dir_failure, _lose and
-      _refuse_lost_replicas (over the facade ``_SimLogManager``), RestartNotifier.request and
+      _refuse_lost_replicas (over the real LogManager), RestartNotifier.request and
       restart_entry, and placement's records (written for a log created while a dir is
       offline; newer_copy decides between two copies found at a start). Not modelled:
       a single log's failure (handle_log_failure), KIP-113 moves between dirs, preferred
