@@ -123,7 +123,7 @@ def _run_or_world(seed: int, steps: int, profile: str = "default") -> World:
 #             World._lead_after_truncation's step)
 #   JBOD      jbod, 60 steps:         lost_replica_recreated and restart_entries_ignored at
 #             seed 0, at heal
-# and the four planted in the broker's shell paths (issue 40 item 5), on 2026-12-02's tree:
+# and the four planted in the broker's shell paths, on 2026-12-02's tree:
 #   follower_ignores_diverging_epoch  default, 40 steps: seed 4 at heal (liveness: the
 #             follower's fetches diverge for ever, it never rejoins the ISR)
 #   produce_acked_before_hw           default, 40 steps: seed 1 step 1

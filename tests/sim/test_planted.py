@@ -86,8 +86,8 @@ def test_a_planted_method_is_not_overridden(name: str) -> None:
 
 
 def test_production_modules_hold_no_planted_switch() -> None:
-    """Test-only switches stay out of production modules (issue 40 item 5): a plant is a
-    monkeypatch from tests/sim, not a flag the production code reads."""
+    """Test-only switches stay out of production modules, where one could ship enabled: a
+    plant is a monkeypatch from tests/sim, not a flag the production code reads."""
     found = [str(p.relative_to(ROOT)) for pkg in PRODUCTION for p in (ROOT / pkg).rglob("*.py")
              if "planted" in p.read_text().lower()]
     assert not found

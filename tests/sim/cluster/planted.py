@@ -21,7 +21,8 @@ not done unless it finds each of them within a fixed, small number of seeds
                                       /restart_partitions entries without restarting anything;
                                       a lost replica stays leader or ISR member
 
-Planted in the broker's shell paths (issue 40: where only the broker model reached before):
+Planted in the broker's shell paths, where only the broker model reached before (the
+simulation must reach the code that ships):
 
     follower_ignores_diverging_epoch  the fetcher's truncation keeps its log on a diverging
                                       epoch (broker.truncation.follower_truncation as called
