@@ -41,15 +41,22 @@ PLANTED: dict[str, tuple[object, str, Callable]] = {
 
 
 @contextmanager
-def planted(name: str | None) -> Iterator[None]:
-    """Re-create bug ``name`` (None: nothing) for the duration of the block."""
+def plant_from(table: dict[str, tuple[object, str, Callable]], name: str | None
+               ) -> Iterator[None]:
+    """Replace ``table[name]``'s attribute by its planted version for the duration of the
+    block (None: nothing); the cluster simulation's defects use it too."""
     if name is None:
         yield
         return
-    owner, attr, fn = PLANTED[name]
+    owner, attr, fn = table[name]
     saved = owner.__dict__[attr]
     setattr(owner, attr, fn)
     try:
         yield
     finally:
         setattr(owner, attr, saved)
+
+
+def planted(name: str | None):
+    """Re-create bug ``name`` (None: nothing) for the duration of the block."""
+    return plant_from(PLANTED, name)

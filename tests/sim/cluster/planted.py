@@ -45,8 +45,7 @@ simulation's planted selector is in tests/sim/planted_selectors.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from broker import delayed_produce, fencing, partition_state, truncation
 from broker import isr as isr_rules
@@ -57,6 +56,7 @@ from common import dynamic_config
 from controller import decisions as controller_decisions
 from controller.context import ControllerContext
 from controller.decisions.base import Builder
+from tests.sim.planted_selectors import plant_from
 
 
 def _hw_over_maximal_isr(self: ReplicaCore, leo: int, hw: int) -> int | None:
@@ -147,16 +147,6 @@ PLANTED: dict[str, tuple[object, str, Callable]] = {
 }
 
 
-@contextmanager
-def planted(name: str | None) -> Iterator[None]:
+def planted(name: str | None):
     """Re-create defect ``name`` (None: nothing) for the duration of the block."""
-    if name is None:
-        yield
-        return
-    owner, attr, fn = PLANTED[name]
-    saved = owner.__dict__[attr]
-    setattr(owner, attr, fn)
-    try:
-        yield
-    finally:
-        setattr(owner, attr, saved)
+    return plant_from(PLANTED, name)
