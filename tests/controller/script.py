@@ -59,7 +59,6 @@ Commands:
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 
@@ -78,6 +77,7 @@ from controller import effects as X
 from controller import events as E
 from controller.elr import ElrConfig
 from controller.store import WatchedEvent
+from tests import datadriven
 from tests.sim.driver import Crashed, Driver
 
 # Event-log records a script shows, without these fields (they vary or repeat the command)
@@ -451,30 +451,8 @@ class Scenario:
 
 
 def run_script(path: Path) -> tuple[str, str]:
-    """(expected, actual) text of a script file."""
-    text = path.read_text()
-    blocks = [b for b in text.strip("\n").split("\n\n") if b.strip()]
-    sc = Scenario()
-    expected, actual = [], []
-    for block in blocks:
-        lines = block.split("\n")
-        if lines and lines[0].startswith("#"):
-            comment = [ln for ln in lines if ln.startswith("#")]
-            lines = lines[len(comment):]
-            expected += comment
-            actual += comment
-            if not lines:
-                expected.append("")
-                actual.append("")
-                continue
-        cmd = lines[0]
-        sep = lines.index("----") if "----" in lines else len(lines)
-        exp = lines[sep + 1:]
-        got = sc.run(cmd)
-        expected += [cmd, "----", *exp, ""]
-        actual += [cmd, "----", *got, ""]
-    return "\n".join(expected), "\n".join(actual)
+    """(expected, actual) text of a script file (tests/datadriven.py's format)."""
+    return datadriven.run_script(path, Scenario().run)
 
 
-def rewrite_requested() -> bool:
-    return os.environ.get("REWRITE") == "1"
+rewrite_requested = datadriven.rewrite_requested

@@ -48,7 +48,6 @@ Commands:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from broker.group import consumer_protocol as cp
@@ -65,6 +64,7 @@ from broker.group.records import (
 )
 from common.errors import ErrorCode
 from common.names import TopicPartition
+from tests import datadriven
 from tests.group.invariants import violations
 
 _CONFIG_DEFAULTS = {"offsets.topic.num.partitions": 1}
@@ -464,28 +464,8 @@ class Scenario:
 
 
 def run_script(path: Path) -> tuple[str, str]:
-    """(expected, actual) text of a script file."""
-    blocks = [b for b in path.read_text().strip("\n").split("\n\n") if b.strip()]
-    sc = Scenario()
-    expected, actual = [], []
-    for block in blocks:
-        lines = block.split("\n")
-        comment = [ln for ln in lines if ln.startswith("#")]
-        if lines and lines[0].startswith("#"):
-            lines = lines[len(comment):]
-            expected += comment
-            actual += comment
-            if not lines:
-                expected.append("")
-                actual.append("")
-                continue
-        cmd = lines[0]
-        sep = lines.index("----") if "----" in lines else len(lines)
-        got = sc.run(cmd)
-        expected += [cmd, "----", *lines[sep + 1:], ""]
-        actual += [cmd, "----", *got, ""]
-    return "\n".join(expected), "\n".join(actual)
+    """(expected, actual) text of a script file (tests/datadriven.py's format)."""
+    return datadriven.run_script(path, Scenario().run)
 
 
-def rewrite_requested() -> bool:
-    return os.environ.get("REWRITE") == "1"
+rewrite_requested = datadriven.rewrite_requested
