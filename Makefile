@@ -9,7 +9,7 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 PROTO_SRC := $(wildcard proto/replog/v1/*.proto)
 STUBS := common/rpc/replog_pb2.py
 
-.PHONY: setup run test bench demo stubs zookeeper chromium prometheus kcat docker compose-build compose-up compose-down clean lint soak chaos-sweep
+.PHONY: setup run test bench demo stubs codecs zookeeper chromium prometheus kcat docker compose-build compose-up compose-down clean lint soak chaos-sweep
 
 setup: $(VENV)/.installed zookeeper chromium prometheus kcat docker $(STUBS)
 
@@ -64,6 +64,12 @@ $(STUBS): $(PROTO_SRC) $(VENV)/.installed
 	$(PY) tools/gen_stubs.py
 
 stubs: $(STUBS)
+
+# The Kafka protocol codec, generated from Kafka's message JSON files (proto/kafka/message/).
+# Its output is committed (tests/kafka/test_codec_generated.py checks it is current), so setup
+# does not depend on it: run it after changing a JSON file or the generator.
+codecs:
+	$(PY) tools/gen_kafka_messages.py
 
 run: setup
 	$(VENV)/bin/replog cluster up --data-dir data

@@ -47,9 +47,11 @@ def versions(text: str | None) -> Versions:
     return Versions(int(lo), int(hi or lo))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Struct:
     fields: tuple[Field, ...]
+    name: str = ""
+    cls: Any = None  # the generated class (common/kafka_protocol/generated/)
 
 
 @dataclass(frozen=True)
