@@ -29,7 +29,7 @@ from bench import json_line, log, save_results
 from bench.harness.loop_stall import LoopStallProbe
 from broker.kafka_listener import DEFAULT_MAX_REQUEST_BYTES, KafkaListener
 from common.event_loop import loop_factory
-from common.kafka_protocol.messages import APIS
+from common.kafka_protocol.api import APIS
 from common.kafka_protocol.schema import min_size
 from harness.hostile_frames import enormous_body, request_frame, served_versions, widest_array
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from broker.kafka_api_context import KafkaApiContext
 from common.errors import ErrorCode
-from common.kafka_protocol.acl_messages import AclApiKey
+from common.kafka_protocol.api import ApiKey
 from common.security.acl import (
     CLUSTER_RESOURCE,
     OPERATION_CODES,
@@ -104,8 +104,8 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
                  **_entry(b.entry)} for b in r]}
             for r in results]}
 
-    return {AclApiKey.DESCRIBE_ACLS: describe_acls, AclApiKey.CREATE_ACLS: create_acls,
-            AclApiKey.DELETE_ACLS: delete_acls}
+    return {ApiKey.DESCRIBE_ACLS: describe_acls, ApiKey.CREATE_ACLS: create_acls,
+            ApiKey.DELETE_ACLS: delete_acls}
 
 
 def _parse(parse, item: dict):

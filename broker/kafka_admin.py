@@ -37,7 +37,7 @@ from broker.controller_client import ControllerUnavailable
 from broker.kafka_api_context import KafkaApiContext
 from common import dynamic_config as dc
 from common.errors import ErrorCode
-from common.kafka_protocol.admin_messages import AdminApiKey
+from common.kafka_protocol.api import ApiKey
 from common.kafka_protocol.primitives import ZERO_UUID, uuid_bytes
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
@@ -72,12 +72,12 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
     """API key -> handler(request, version) -> response body."""
     a = _AdminApis(listener)
     return {
-        AdminApiKey.CREATE_TOPICS: a.create_topics,
-        AdminApiKey.DELETE_TOPICS: a.delete_topics,
-        AdminApiKey.ELECT_LEADERS: a.elect_leaders,
-        AdminApiKey.ALTER_PARTITION_REASSIGNMENTS: a.alter_partition_reassignments,
-        AdminApiKey.LIST_PARTITION_REASSIGNMENTS: a.list_partition_reassignments,
-        AdminApiKey.DESCRIBE_CLUSTER: a.describe_cluster,
+        ApiKey.CREATE_TOPICS: a.create_topics,
+        ApiKey.DELETE_TOPICS: a.delete_topics,
+        ApiKey.ELECT_LEADERS: a.elect_leaders,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: a.alter_partition_reassignments,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: a.list_partition_reassignments,
+        ApiKey.DESCRIBE_CLUSTER: a.describe_cluster,
     }
 
 

@@ -32,7 +32,7 @@ from broker.config_requests import AlterResource, ResourceType
 from broker.kafka_api_context import KafkaApiContext
 from common.dynamic_config import AlterOp, ConfigSource
 from common.errors import ErrorCode
-from common.kafka_protocol.config_messages import ConfigApiKey
+from common.kafka_protocol.api import ApiKey
 from common.names import TopicPartition
 from common.security.acl import CLUSTER_RESOURCE, AclOperation
 from common.security.acl import topic as topic_resource
@@ -132,11 +132,11 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
             {"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
     return {
-        ConfigApiKey.DESCRIBE_CONFIGS: describe_configs,
-        ConfigApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
-        ConfigApiKey.ALTER_CONFIGS: alter_configs,
-        ConfigApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
-        ConfigApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs,
+        ApiKey.DESCRIBE_CONFIGS: describe_configs,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+        ApiKey.ALTER_CONFIGS: alter_configs,
+        ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
+        ApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs,
     }
 
 

@@ -25,7 +25,7 @@ import grpc
 from broker.controller_client import ControllerUnavailable
 from broker.kafka_api_context import KafkaApiContext
 from common.errors import ErrorCode
-from common.kafka_protocol.partition_messages import CREATE_PARTITIONS
+from common.kafka_protocol.api import ApiKey
 from common.rpc import replog_pb2 as pb
 from common.rpc_status import error_code_of
 from common.security.acl import AclOperation
@@ -42,7 +42,7 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
 
     async def create_partitions(req: dict, version: int) -> dict:
         return await _create_partitions(listener, req)
-    return {CREATE_PARTITIONS: create_partitions}
+    return {ApiKey.CREATE_PARTITIONS: create_partitions}
 
 
 def to_grpc(req: dict) -> pb.CreatePartitionsRequest:

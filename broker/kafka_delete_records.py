@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from broker.delete_records import delete_records
 from broker.kafka_api_context import KafkaApiContext
 from common.errors import ErrorCode
-from common.kafka_protocol.records_messages import DELETE_RECORDS
+from common.kafka_protocol.api import ApiKey
 from common.names import TopicPartition
 from common.security.acl import AclOperation
 
@@ -24,7 +24,7 @@ Handler = Callable[[dict, int], Awaitable[dict | None]]
 def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
     async def handle(req: dict, _version: int) -> dict:
         return await _delete_records(listener, req)
-    return {DELETE_RECORDS: handle}
+    return {ApiKey.DELETE_RECORDS: handle}
 
 
 async def _delete_records(listener: KafkaApiContext, req: dict) -> dict:

@@ -72,8 +72,14 @@ from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult
 from common.errors import ErrorCode, InvalidTopicError, RequestError
 from common.kafka_protocol import limits
+from common.kafka_protocol.api import APIS, ApiKey
+from common.kafka_protocol.generated import api_versions_response as av
+from common.kafka_protocol.generated import fetch_response as fr
+from common.kafka_protocol.generated import list_offsets_response as lo
+from common.kafka_protocol.generated import metadata_response as mr
+from common.kafka_protocol.generated import offset_for_leader_epoch_response as olr
+from common.kafka_protocol.generated import produce_response as pr
 from common.kafka_protocol.headers import RequestHeader, read_request_header, response_header
-from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
 from common.names import TopicPartition, validate_topic
 from common.security.acl import (
@@ -145,19 +151,20 @@ class KafkaListener:
         self.element_budget: Callable[[int], int | None] = limits.element_budget
         self._decode_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._connections: set[asyncio.Task] = set()
-        self._handlers: dict[int, Callable[[dict, int], Awaitable[dict | None]]] = {
+        # each takes the generated request class and returns the response class (or None)
+        self._handlers: dict[int, Callable[[Any, int], Awaitable[Any]]] = {
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.METADATA: self._metadata,
             ApiKey.PRODUCE: self._produce,
             ApiKey.FETCH: self._fetch,
             ApiKey.LIST_OFFSETS: self._list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
-            **kafka_admin.handlers(self),
-            **kafka_create_partitions.handlers(self),
-            **kafka_config_apis.handlers(self),
-            **kafka_acl_apis.handlers(self),
-            **kafka_delete_records.handlers(self),
-            **kafka_unserved.handlers(self),
+            # not yet typed: they read and build the messages' to_dict form (the codec's
+            # from_dict types their answers), until broker/apis/ (issue 41 item 2)
+            **{k: _on_dicts(h) for m in (kafka_admin, kafka_create_partitions,
+                                         kafka_config_apis, kafka_acl_apis,
+                                         kafka_delete_records, kafka_unserved)
+               for k, h in m.handlers(self).items()},
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -356,22 +363,23 @@ class KafkaListener:
         """KIP-511: an ApiVersions request of a version the broker does not know is answered
         in v0's format (header v0 too) with UNSUPPORTED_VERSION and the ApiVersions range."""
         api = APIS[ApiKey.API_VERSIONS]
-        body = {"error_code": UNSUPPORTED_VERSION, "api_keys": [
-            {"api_key": api.key, "min_version": api.served.lo, "max_version": api.served.hi}]}
+        body = av.ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=[
+            av.ApiVersion(api_key=api.key, min_version=api.served.lo,
+                          max_version=api.served.hi)])
         return response_header(api.key, 0, header.correlation_id) + api.response.encode(body, 0)
 
     # ------------------------------------------------------------------ ApiVersions
 
-    async def _api_versions(self, _req: dict, _version: int) -> dict:
-        return {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
-            {"api_key": a.key, "min_version": a.served.lo, "max_version": a.served.hi}
-            for a in sorted(APIS.values(), key=lambda a: a.key)]}
+    async def _api_versions(self, _req, _version: int) -> av.ApiVersionsResponse:
+        return av.ApiVersionsResponse(error_code=0, throttle_time_ms=0, api_keys=[
+            av.ApiVersion(api_key=a.key, min_version=a.served.lo, max_version=a.served.hi)
+            for a in sorted(APIS.values(), key=lambda a: a.key)])
 
     # ------------------------------------------------------------------ Metadata
 
-    async def _metadata(self, req: dict, version: int) -> dict:
+    async def _metadata(self, req, version: int) -> mr.MetadataResponse:
         md = self.rm.metadata
-        wanted = req["topics"]
+        wanted = req.topics
         denied: frozenset[str] = frozenset()
         by_id_asked: dict[str, bytes] = {}  # topics asked for by id (v10+, KIP-516): their ids
         unknown_ids: list[bytes] = []
@@ -383,13 +391,13 @@ class KafkaListener:
             by_id = {uuid_bytes(tid): t for t, tid in md.topic_ids.items()}
             asked: list[str] = []
             for t in wanted:
-                if t["name"] is not None:
-                    asked.append(t["name"])
-                elif t["topic_id"] in by_id:
-                    by_id_asked.setdefault(by_id[t["topic_id"]], t["topic_id"])
-                    asked.append(by_id[t["topic_id"]])
-                elif t["topic_id"] not in unknown_ids:
-                    unknown_ids.append(t["topic_id"])
+                if t.name is not None:
+                    asked.append(t.name)
+                elif t.topic_id in by_id:
+                    by_id_asked.setdefault(by_id[t.topic_id], t.topic_id)
+                    asked.append(by_id[t.topic_id])
+                elif t.topic_id not in unknown_ids:
+                    unknown_ids.append(t.topic_id)
             names = list(dict.fromkeys(asked))
             denied = self.denied_topics(AclOperation.DESCRIBE, names)
         # KIP-103: each broker's endpoint of this listener; a broker without it is left out,
@@ -425,60 +433,60 @@ class KafkaListener:
                 error = ErrorCode.LEADER_NOT_AVAILABLE \
                     if info.leader in live and info.leader not in reachable \
                     else partition_error(info.leader)
-                t["partitions"].append({
-                    "error_code": int(error), "partition_index": pid,
-                    "leader_id": info.leader, "leader_epoch": info.leader_epoch,
-                    "replica_nodes": list(info.replicas), "isr_nodes": list(info.isr),
-                    "offline_replicas": offline_replicas(info.replicas, live,
-                                                         info.offline_replicas)})
+                t.partitions.append(mr.MetadataResponsePartition(
+                    error_code=int(error), partition_index=pid,
+                    leader_id=info.leader, leader_epoch=info.leader_epoch,
+                    replica_nodes=list(info.replicas), isr_nodes=list(info.isr),
+                    offline_replicas=offline_replicas(info.replicas, live,
+                                                      info.offline_replicas)))
             topics.append(t)
         # an id this broker does not know: UNKNOWN_TOPIC_ID, named null (never created)
         topics += [_metadata_topic(None if version >= 12 else "", ErrorCode.UNKNOWN_TOPIC_ID,
                                    tid) for tid in unknown_ids]
-        if unknown and wants_creation(self.rm.config, req["allow_auto_topic_creation"],
+        if unknown and wants_creation(self.rm.config, req.allow_auto_topic_creation,
                                       wanted is None):
             await self._auto_create([topics[i] for i in unknown])
-        if version >= 8 and req["include_topic_authorized_operations"]:
+        if version >= 8 and req.include_topic_authorized_operations:
             for t in topics:  # KafkaApis fills them in for every topic it answers
-                if t["name"]:
-                    t["topic_authorized_operations"] = self.authorized_operations(
-                        topic_resource(t["name"]))
+                if t.name:
+                    t.topic_authorized_operations = self.authorized_operations(
+                        topic_resource(t.name))
         cluster_ops = self.authorized_operations(CLUSTER_RESOURCE) \
-            if 8 <= version <= 10 and req["include_cluster_authorized_operations"] \
+            if 8 <= version <= 10 and req.include_cluster_authorized_operations \
             else AUTHORIZED_OPERATIONS_OMITTED
-        return {
-            "throttle_time_ms": 0,
-            "brokers": [{"node_id": b, "host": e.host, "port": e.port, "rack": e.rack}
-                        for b, e in reachable.items()],
-            "cluster_id": md.cluster_id or None,
+        return mr.MetadataResponse(
+            throttle_time_ms=0,
+            brokers=[mr.MetadataResponseBroker(node_id=b, host=e.host, port=e.port, rack=e.rack)
+                     for b, e in reachable.items()],
+            cluster_id=md.cluster_id or None,
             # replog's controller is not a broker, and a Kafka client sends admin requests to
             # the controller id it is given; like a KRaft broker (which forwards them), name a
             # live broker: this one.
-            "controller_id": self.broker_id if md.controller_id >= 0 else -1,
-            "topics": topics,
-            "cluster_authorized_operations": cluster_ops,
-        }
+            controller_id=self.broker_id if md.controller_id >= 0 else -1,
+            topics=topics,
+            cluster_authorized_operations=cluster_ops,
+        )
 
-    async def _auto_create(self, entries: list[dict]) -> None:
+    async def _auto_create(self, entries: list[mr.MetadataResponseTopic]) -> None:
         """auto.create.topics.enable (broker/auto_topic_creation.py): each unknown topic's
         entry gets its creation's error; Create on the cluster, or else on the topic."""
         errors = await self.auto_topics.metadata_errors(
-            [e["name"] for e in entries], self.authorized(AclOperation.CREATE, CLUSTER_RESOURCE),
+            [e.name for e in entries], self.authorized(AclOperation.CREATE, CLUSTER_RESOURCE),
             lambda names: self.denied_topics(AclOperation.CREATE, names))
         for e in entries:
-            e["error_code"] = int(errors[e["name"]])
+            e.error_code = int(errors[e.name])
 
     # ------------------------------------------------------------------ Produce
 
-    async def _produce(self, req: dict, _version: int) -> dict | None:
+    async def _produce(self, req, _version: int) -> pr.ProduceResponse | None:
         self.rm.metrics.produce_api_requests.inc()
-        acks, timeout_ms = req["acks"], req["timeout_ms"]
+        acks, timeout_ms = req.acks, req.timeout_ms
         entries: list[tuple[TopicPartition, bytes]] = []
         refused: dict[int, ErrorCode] = {}  # entry index -> error found before the append
-        denied = self.denied_topics(AclOperation.WRITE, (t["name"] for t in req["topic_data"]))
-        for t in req["topic_data"]:
-            for p in t["partition_data"]:
-                tp = TopicPartition(t["name"], p["index"])
+        denied = self.denied_topics(AclOperation.WRITE, (t.name for t in req.topic_data))
+        for t in req.topic_data:
+            for p in t.partition_data:
+                tp = TopicPartition(t.name, p.index)
                 if tp.topic in denied:
                     refused[len(entries)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     entries.append((tp, b""))
@@ -487,11 +495,11 @@ class KafkaListener:
                     validate_topic(tp.topic)
                 except InvalidTopicError:
                     refused[len(entries)] = ErrorCode.INVALID_TOPIC_EXCEPTION
-                if p["records"] is None:
+                if p.records is None:
                     refused[len(entries)] = ErrorCode.CORRUPT_MESSAGE
                 elif tp.partition < 0:
                     refused[len(entries)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                entries.append((tp, p["records"] or b""))
+                entries.append((tp, p.records or b""))
         to_append = [e for i, e in enumerate(entries) if i not in refused]
         try:
             appended = iter(await self.rm.produce(acks, max(timeout_ms, 0), to_append)
@@ -505,39 +513,40 @@ class KafkaListener:
                 raise _Close("an acks=0 produce failed; closing so the producer refreshes "
                              "its metadata (as Kafka does)")
             return None
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[pr.PartitionProduceResponse]] = {}
         for (tp, _), r in zip(entries, results):
-            by_topic.setdefault(tp.topic, []).append({
-                "index": tp.partition, "error_code": int(r.error), "base_offset": r.base_offset,
-                "log_append_time_ms": -1, "log_start_offset": r.log_start_offset,
-                "record_errors": [{"batch_index": i, "batch_index_error_message": m}
-                                  for i, m in r.record_errors],
-                "error_message": r.message or None})
-        return {"throttle_time_ms": 0, "responses": [
-            {"name": t, "partition_responses": ps} for t, ps in by_topic.items()]}
+            by_topic.setdefault(tp.topic, []).append(pr.PartitionProduceResponse(
+                index=tp.partition, error_code=int(r.error), base_offset=r.base_offset,
+                log_append_time_ms=-1, log_start_offset=r.log_start_offset,
+                record_errors=[pr.BatchIndexAndErrorMessage(
+                    batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
+                error_message=r.message or None))
+        return pr.ProduceResponse(throttle_time_ms=0, responses=[
+            pr.TopicProduceResponse(name=t, partition_responses=ps)
+            for t, ps in by_topic.items()])
 
     # ------------------------------------------------------------------ Fetch
 
-    async def _fetch(self, req: dict, version: int) -> dict:
+    async def _fetch(self, req, version: int) -> fr.FetchResponse:
         parts = []
-        for t in req["topics"]:
-            for p in t["partitions"]:
-                cle, lfe = p["current_leader_epoch"], p["last_fetched_epoch"]
+        for t in req.topics:
+            for p in t.partitions:
+                cle, lfe = p.current_leader_epoch, p.last_fetched_epoch
                 parts.append(FetchPartitionRequest(
-                    TopicPartition(t["topic"], p["partition"]), p["fetch_offset"],
-                    max(0, min(p["partition_max_bytes"], _MAX_FETCH_BYTES)),
+                    TopicPartition(t.topic, p.partition), p.fetch_offset,
+                    max(0, min(p.partition_max_bytes, _MAX_FETCH_BYTES)),
                     cle if cle >= 0 else None,  # KIP-320: -1 is "no epoch given"
-                    lfe if lfe >= 0 else None, p["log_start_offset"]))
+                    lfe if lfe >= 0 else None, p.log_start_offset))
         # KIP-227: the broker's session cache, shared with its followers' sessions as in
         # Kafka's FetchSessionCache; before v7 (no session fields) every fetch is sessionless.
         ctx = self.rm.fetch_sessions.new_context(
-            -1, req["session_id"], req["session_epoch"] if version >= 7 else None, parts,
-            [TopicPartition(t["topic"], p) for t in req["forgotten_topics_data"]
-             for p in t["partitions"]])
+            -1, req.session_id, req.session_epoch if version >= 7 else None, parts,
+            [TopicPartition(t.topic, p) for t in req.forgotten_topics_data
+             for p in t.partitions])
         if not isinstance(ctx, FetchContext):
-            return {"throttle_time_ms": 0, "error_code": int(ctx[0]),
-                    "session_id": req["session_id"], "responses": []}
-        max_bytes = max(1, min(req["max_bytes"], _MAX_FETCH_BYTES))
+            return fr.FetchResponse(throttle_time_ms=0, error_code=int(ctx[0]),
+                                    session_id=req.session_id, responses=[])
+        max_bytes = max(1, min(req.max_bytes, _MAX_FETCH_BYTES))
         # replica id -1: a consumer, served up to the HW; replication stays on gRPC. Zero-copy
         # on a plaintext listener: the records are file regions, sent with sendfile by _send;
         # under TLS they are read in (no sendfile through TLS, as in Kafka).
@@ -545,8 +554,8 @@ class KafkaListener:
         # taken away since the session began (KafkaApis.handleFetchRequest).
         denied = self.denied_topics(AclOperation.READ, (fp.tp.topic for fp in ctx.parts))
         serve = [fp for fp in ctx.parts if fp.tp.topic not in denied]
-        served = await self.rm.fetch(-1, -1, max(0, min(req["max_wait_ms"], _MAX_WAIT_MS)),
-                                     max(req["min_bytes"], 0), max_bytes, serve,
+        served = await self.rm.fetch(-1, -1, max(0, min(req.max_wait_ms, _MAX_WAIT_MS)),
+                                     max(req.min_bytes, 0), max_bytes, serve,
                                      zero_copy=self.ssl_context is None) \
             if serve or not ctx.parts else []
         if denied:
@@ -558,70 +567,83 @@ class KafkaListener:
         m = self.rm.metrics
         m.fetch_consumer_requests.inc()
         m.bytes_out.inc(sum(len(r.records) for r in results))
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[fr.PartitionData]] = {}
         for fp, r in ctx.answer(results):
-            out = {"partition_index": fp.tp.partition, "error_code": int(r.error),
-                   "high_watermark": r.high_watermark, "last_stable_offset": r.high_watermark,
-                   "log_start_offset": r.log_start_offset, "aborted_transactions": None,
-                   "preferred_read_replica": -1, "records": r.records}
+            out = fr.PartitionData(
+                partition_index=fp.tp.partition, error_code=int(r.error),
+                high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
+                log_start_offset=r.log_start_offset, aborted_transactions=None,
+                preferred_read_replica=-1, records=r.records)
             if r.diverging is not None:
-                out["diverging_epoch"] = {"epoch": r.diverging[0], "end_offset": r.diverging[1]}
+                out.diverging_epoch = fr.EpochEndOffset(epoch=r.diverging[0],
+                                                        end_offset=r.diverging[1])
             if r.error in _LEADER_HINT_ERRORS:
-                out["current_leader"] = self._leader_hint(fp.tp)
+                out.current_leader = self._leader_hint(fp.tp)
             topics.setdefault(fp.tp.topic, []).append(out)
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": ctx.session_id,
-                "responses": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        return fr.FetchResponse(throttle_time_ms=0, error_code=0, session_id=ctx.session_id,
+                                responses=[fr.FetchableTopicResponse(topic=t, partitions=ps)
+                                           for t, ps in topics.items()])
 
-    def _leader_hint(self, tp: TopicPartition) -> dict | None:
+    def _leader_hint(self, tp: TopicPartition) -> fr.LeaderIdAndEpoch | None:
         info = self.rm.metadata.partitions.get(tp)
-        return None if info is None else {"leader_id": info.leader,
-                                          "leader_epoch": info.leader_epoch}
+        return None if info is None else fr.LeaderIdAndEpoch(leader_id=info.leader,
+                                                             leader_epoch=info.leader_epoch)
 
     # ------------------------------------------------------------------ offsets
 
-    async def _list_offsets(self, req: dict, version: int) -> dict:
-        denied = self.denied_topics(AclOperation.DESCRIBE, (t["name"] for t in req["topics"]))
+    async def _list_offsets(self, req, version: int) -> lo.ListOffsetsResponse:
+        denied = self.denied_topics(AclOperation.DESCRIBE, (t.name for t in req.topics))
         topics = []
-        for t in req["topics"]:
+        for t in req.topics:
             ps = []
-            for p in t["partitions"]:
-                if t["name"] in denied:
-                    ps.append({"partition_index": p["partition_index"],
-                               "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                               "old_style_offsets": [], "timestamp": -1, "offset": -1,
-                               "leader_epoch": -1})
+            for p in t.partitions:
+                if t.name in denied:
+                    ps.append(lo.ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index,
+                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                        old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
                     continue
-                cle = p["current_leader_epoch"]
+                cle = p.current_leader_epoch
                 code, ts, offset, epoch = await self.rm.list_offset_and_timestamp(
-                    TopicPartition(t["name"], p["partition_index"]), p["timestamp"],
+                    TopicPartition(t.name, p.partition_index), p.timestamp,
                     cle if cle >= 0 else None, -1)  # as a consumer: up to the HW
-                ps.append({"partition_index": p["partition_index"], "error_code": int(code),
-                           "old_style_offsets": [offset] if offset >= 0 else [],
-                           "timestamp": ts, "offset": offset, "leader_epoch": epoch})
-            topics.append({"name": t["name"], "partitions": ps})
-        return {"throttle_time_ms": 0, "topics": topics}
+                ps.append(lo.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, error_code=int(code),
+                    old_style_offsets=[offset] if offset >= 0 else [],
+                    timestamp=ts, offset=offset, leader_epoch=epoch))
+            topics.append(lo.ListOffsetsTopicResponse(name=t.name, partitions=ps))
+        return lo.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
-    async def _offset_for_leader_epoch(self, req: dict, _version: int) -> dict:
+    async def _offset_for_leader_epoch(self, req, _version: int
+                                       ) -> olr.OffsetForLeaderEpochResponse:
         # KafkaApis: ClusterAction covers every topic, else Describe per topic
         denied = frozenset() if self.authorized(AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE) \
-            else self.denied_topics(AclOperation.DESCRIBE, (t["topic"] for t in req["topics"]))
+            else self.denied_topics(AclOperation.DESCRIBE, (t.topic for t in req.topics))
         topics = []
-        for t in req["topics"]:
+        for t in req.topics:
             ps = []
-            for p in t["partitions"]:
-                if t["topic"] in denied:
-                    ps.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                               "partition": p["partition"], "leader_epoch": -1,
-                               "end_offset": -1})
+            for p in t.partitions:
+                if t.topic in denied:
+                    ps.append(olr.EpochEndOffset(
+                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                        partition=p.partition, leader_epoch=-1, end_offset=-1))
                     continue
-                cle = p["current_leader_epoch"]
+                cle = p.current_leader_epoch
                 code, epoch, end = self.rm.offset_for_leader_epoch(
-                    TopicPartition(t["topic"], p["partition"]), cle if cle >= 0 else None,
-                    p["leader_epoch"])
-                ps.append({"error_code": int(code), "partition": p["partition"],
-                           "leader_epoch": epoch, "end_offset": end})
-            topics.append({"topic": t["topic"], "partitions": ps})
-        return {"throttle_time_ms": 0, "topics": topics}
+                    TopicPartition(t.topic, p.partition), cle if cle >= 0 else None,
+                    p.leader_epoch)
+                ps.append(olr.EpochEndOffset(error_code=int(code), partition=p.partition,
+                                             leader_epoch=epoch, end_offset=end))
+            topics.append(olr.OffsetForLeaderTopicResult(topic=t.topic, partitions=ps))
+        return olr.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+
+def _on_dicts(handler: Callable[[dict, int], Awaitable[dict | None]]
+              ) -> Callable[[Any, int], Awaitable[dict | None]]:
+    """A handler that reads its request as a dict (the generated class's ``to_dict``)."""
+    async def on_dicts(req, version: int) -> dict | None:
+        return await handler(req.to_dict(), version)
+    return on_dicts
 
 
 async def send_answer(writer: asyncio.StreamWriter, chunks: list) -> None:
@@ -687,14 +709,19 @@ def _close_regions(chunks) -> None:
             c.close()
 
 
-def _fetch_regions(body: dict) -> list:
-    return [p["records"] for t in body.get("responses") or () for p in t.get("partitions") or ()
-            if p.get("records") is not None and not isinstance(p["records"], bytes)]
+def _fetch_regions(body) -> list:
+    """The file regions of a Fetch answer's records (closed if its encoding fails)."""
+    if not isinstance(body, fr.FetchResponse):
+        return []
+    return [p.records for t in body.responses for p in t.partitions
+            if p.records is not None and not isinstance(p.records, bytes)]
 
 
-def _metadata_topic(name: str | None, error: ErrorCode, topic_id: bytes | None = None) -> dict:
-    out = {"error_code": int(error), "name": name, "is_internal": False, "partitions": [],
-           "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+def _metadata_topic(name: str | None, error: ErrorCode, topic_id: bytes | None = None
+                    ) -> mr.MetadataResponseTopic:
+    out = mr.MetadataResponseTopic(error_code=int(error), name=name, is_internal=False,
+                                   partitions=[],
+                                   topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
     if topic_id is not None:
-        out["topic_id"] = topic_id
+        out.topic_id = topic_id
     return out

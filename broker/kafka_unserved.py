@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 
 from broker.kafka_api_context import KafkaApiContext
 from common.errors import ErrorCode
-from common.kafka_protocol.unserved_messages import UnservedApiKey as K
+from common.kafka_protocol.api import ApiKey as K
 
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 

@@ -12,30 +12,11 @@ from __future__ import annotations
 
 import struct
 
+from common.kafka_protocol.api import APIS
+from common.kafka_protocol.codec import encode_array_length, encode_compact_array_length
 from common.kafka_protocol.headers import RequestHeader, write_request_header
-from common.kafka_protocol.messages import APIS
 from common.kafka_protocol.primitives import Writer
-from common.kafka_protocol.schema import (
-    Array,
-    Field,
-    Struct,
-    _write_value,
-    defaults,
-    f,
-    min_size,
-    write_struct,
-)
-
-
-def _element_bytes(el: str | Struct, version: int, flexible: bool) -> bytes:
-    """One element at its defaults, as the codec writes it."""
-    w = Writer()
-    if isinstance(el, Struct):
-        write_struct(w, el, defaults(el), version, flexible)
-    else:
-        fd = f("element", el)
-        _write_value(w, fd, fd.default_value(), version, flexible)
-    return w.getvalue()
+from common.kafka_protocol.schema import _TYPE_DEFAULTS, Array, Field, Struct, min_size
 
 
 def widest_array(api_key: int, version: int) -> Field | None:
@@ -49,6 +30,10 @@ def widest_array(api_key: int, version: int) -> Field | None:
     return min(arrays, key=lambda fd: min_size(fd.type.element, version, flexible))
 
 
+def _default_element(el: str | Struct):
+    return el.cls() if isinstance(el, Struct) else _TYPE_DEFAULTS[el]
+
+
 def enormous_body(api_key: int, version: int, size: int, elements: int | None = None) -> bytes:
     """A well-formed request body of about ``size`` bytes (or of exactly ``elements`` elements
     in its widest array); the body of its defaults when the request has no array."""
@@ -56,25 +41,18 @@ def enormous_body(api_key: int, version: int, size: int, elements: int | None = 
     flexible = version in m.flexible
     target = widest_array(api_key, version)
     if target is None:
-        return m.encode(defaults(m.body), version)
-    el = _element_bytes(target.type.element, version, flexible)
-    rest = dict(defaults(m.body))
-    rest[target.name] = []
-    base = len(m.encode(rest, version))
+        return m.encode(m.cls(), version)
+    # The codec's parts with the array empty and with one default element: the same but for
+    # the array's length (its own part) and the element's parts after it.
+    empty = m._parts(m.cls(**{target.name: []}), version)
+    one = m._parts(m.cls(**{target.name: [_default_element(target.type.element)]}), version)
+    k = next(i for i, (x, y) in enumerate(zip(empty, one)) if x != y)
+    prefix, suffix = empty[:k], empty[k + 1:]
+    el = b"".join(one[k + 1:len(one) - len(suffix)])
+    base = sum(map(len, empty))
     n = elements if elements is not None else max(0, (size - base) // len(el))
-    # the body with an empty array, then the array's length and elements spliced in
-    w = Writer()
-    for fd in m.body.fields:
-        if fd.tag is not None or version not in fd.versions:
-            continue
-        if fd is target:
-            w.array_length(n, flexible)
-            w.raw(el * n)
-        else:
-            _write_value(w, fd, rest[fd.name], version, flexible)
-    if flexible:
-        w.uvarint(0)
-    return w.getvalue()
+    length = encode_compact_array_length(n) if flexible else encode_array_length(n)
+    return b"".join(prefix) + length + el * n + b"".join(suffix)
 
 
 def request_frame(api_key: int, version: int, body: bytes, correlation_id: int = 1,

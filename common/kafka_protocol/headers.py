@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.kafka_protocol.messages import APIS, ApiKey
-from common.kafka_protocol.primitives import Reader, Writer
-from common.kafka_protocol.schema import read_tagged_fields
+from common.kafka_protocol.api import APIS, ApiKey
+from common.kafka_protocol.codec import skip_tagged_fields
+from common.kafka_protocol.primitives import ProtocolError, Reader, Writer
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def read_request_header(r: Reader) -> RequestHeader:
     api_key, api_version, correlation_id = r.int16(), r.int16(), r.int32()
     client_id = r.string(compact=False)
     if is_flexible(api_key, api_version):
-        read_tagged_fields(r, None, api_version, {})
+        _skip_tagged_fields(r)
     return RequestHeader(api_key, api_version, correlation_id, client_id)
 
 
@@ -61,6 +61,14 @@ def read_response_header(r: Reader, api_key: int, version: int) -> int:
     """The correlation id (used by tests and the codec's cross-checks)."""
     correlation_id = r.int32()
     if api_key != ApiKey.API_VERSIONS and is_flexible(api_key, version):
-        read_tagged_fields(r, None, version, {})
+        _skip_tagged_fields(r)
     return correlation_id
+
+
+def _skip_tagged_fields(r: Reader) -> None:
+    """The header's tagged fields (none that replog reads: KIP-482 skips unknown tags)."""
+    try:
+        r.pos = skip_tagged_fields(r.buf, r.pos)
+    except IndexError:
+        raise ProtocolError("varint runs past the end of the frame") from None
 

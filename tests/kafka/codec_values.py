@@ -3,7 +3,7 @@ value of every field a version has, none at its default; the all-defaults value;
 version has; the fixtures' JSON form (bytes as {"hex": ...})."""
 from __future__ import annotations
 
-from common.kafka_protocol.messages import APIS
+from common.kafka_protocol.api import APIS
 from common.kafka_protocol.schema import Array, Struct, defaults
 
 # A v2 record batch's bytes are opaque to the codec; any bytes will do.
@@ -34,7 +34,7 @@ def encode(api_key: int, kind: str, value: dict, version: int) -> bytes:
 
 def decode_in_version(api_key: int, kind: str, data: bytes, version: int) -> dict:
     m = _message(api_key, kind)
-    return in_version(m.decode(data, version), m.body, version)
+    return in_version(m.decode(data, version).to_dict(), m.body, version)
 
 
 def value(api_key: int, kind: str, version: int, which: str) -> dict:

@@ -25,6 +25,7 @@ from kafka.protocol.metadata import (
 )
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from common.kafka_protocol.api import APIS, ApiKey
 from common.kafka_protocol.headers import (
     RequestHeader,
     read_request_header,
@@ -32,9 +33,9 @@ from common.kafka_protocol.headers import (
     response_header,
     write_request_header,
 )
-from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import ProtocolError, Reader, Writer, uuid_bytes
-from common.kafka_protocol.schema import Array, Message, Struct, defaults
+from common.kafka_protocol.codec import Codec
+from common.kafka_protocol.schema import Array, Struct, defaults
 
 KAFKA_PYTHON = {
     ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
@@ -115,7 +116,7 @@ def cases():
                                    id=f"{api.name}{kind.title()}-v{version}")
 
 
-def _message(api_key: int, kind: str) -> Message:
+def _message(api_key: int, kind: str) -> Codec:
     return getattr(APIS[api_key], kind)
 
 
@@ -124,7 +125,8 @@ def test_round_trip(api_key, version, kind):
     m = _message(api_key, kind)
     value = sample(m.body, version, version in m.flexible)
     data = m.encode(value, version)
-    assert m.decode(data, version) == value
+    assert m.decode(data, version).to_dict() == value
+    assert m.encode(m.decode(data, version), version) == data  # the typed class, too
 
 
 @pytest.mark.parametrize(("api_key", "version", "kind"), list(cases()))
@@ -196,11 +198,12 @@ def test_kafka_python_requests_decode():
         ProduceRequest.TopicProduceData(name="t", partition_data=[
             ProduceRequest.TopicProduceData.PartitionProduceData(index=2, records=RECORDS)])])
     got = APIS[ApiKey.PRODUCE].request.decode(bytes(req.encode()), 9)
-    assert got["acks"] == -1 and got["timeout_ms"] == 1500
-    assert got["topic_data"] == [{"name": "t", "partition_data": [
+    assert got.acks == -1 and got.timeout_ms == 1500
+    assert got.to_dict()["topic_data"] == [{"name": "t", "partition_data": [
         {"index": 2, "records": RECORDS}]}]
+    assert got.topic_data[0].partition_data[0].records == RECORDS
     assert MetadataRequest[1](topics=None).encode() == b"\xff\xff\xff\xff"
-    assert APIS[ApiKey.METADATA].request.decode(b"\xff\xff\xff\xff", 1)["topics"] is None
+    assert APIS[ApiKey.METADATA].request.decode(b"\xff\xff\xff\xff", 1).topics is None
 
 
 def test_null_where_the_version_allows_none_is_refused():
@@ -219,8 +222,8 @@ def test_unknown_tagged_fields_are_skipped():
     w.uvarint(9)   # a tag this version does not know
     w.uvarint(3)
     w.raw(b"abc")
-    assert m.decode(w.getvalue(), 3) == {"client_software_name": "kcat",
-                                         "client_software_version": "1.7"}
+    assert m.decode(w.getvalue(), 3).to_dict() == {"client_software_name": "kcat",
+                                                   "client_software_version": "1.7"}
 
 
 @pytest.mark.parametrize("flexible_version", [False, True])

@@ -14,12 +14,12 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import CreatePartitionsRequest, CreatePartitionsResponse
 
 from common.errors import ErrorCode
-from common.kafka_protocol.messages import APIS
-from common.kafka_protocol.partition_messages import CREATE_PARTITIONS
+from common.kafka_protocol.api import APIS, ApiKey
 from tests.kafka.test_clients import TOPIC, create_topic, describe
 from tests.kafka.test_codec import _in_version, _plain, sample
 from tests.kafka.test_wire import call, connect
 
+CREATE_PARTITIONS = ApiKey.CREATE_PARTITIONS
 API = APIS[CREATE_PARTITIONS]
 
 

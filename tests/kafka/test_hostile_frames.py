@@ -12,7 +12,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from common.kafka_protocol.messages import ApiKey
+from common.kafka_protocol.api import ApiKey
 from harness.hostile_frames import enormous_body, request_frame
 from tests.kafka.test_wire import call, connect, recv_frame
 

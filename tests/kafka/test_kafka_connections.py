@@ -13,7 +13,7 @@ import pytest
 from broker.kafka_connections import ConnectionQuotas, ConnectionSettings, RequestMemoryPool
 from broker.kafka_listener import KafkaListener
 from common.config import ConfigError, load_config
-from common.kafka_protocol.messages import ApiKey
+from common.kafka_protocol.api import ApiKey
 from harness.hostile_frames import request_frame
 
 
@@ -28,7 +28,7 @@ class Events:
 
 
 def _api_versions() -> bytes:
-    from common.kafka_protocol.messages import APIS
+    from common.kafka_protocol.api import APIS
     body = APIS[ApiKey.API_VERSIONS].request.encode(
         {"client_software_name": "t", "client_software_version": "1"}, 3)
     return request_frame(ApiKey.API_VERSIONS, 3, body, correlation_id=7)

@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from common.kafka_protocol.api import APIS, ApiKey
 from common.kafka_protocol.headers import RequestHeader, write_request_header
 from common.kafka_protocol.limits import element_budget
-from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import Writer
 from common.records import ProducerRecord, build_batch
 from harness.hostile_frames import enormous_body, widest_array

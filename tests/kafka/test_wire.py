@@ -9,12 +9,12 @@ import struct
 import pytest
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from common.kafka_protocol.api import APIS, ApiKey
 from common.kafka_protocol.headers import (
     RequestHeader,
     read_response_header,
     write_request_header,
 )
-from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import Reader, Writer
 from common.records import ProducerRecord, build_batch
 from tests.kafka.test_clients import TOPIC, create_topic

@@ -18,8 +18,8 @@ import pytest
 from broker.kafka_listener import KafkaListener, current_kafka_client_host
 from broker.servicer import leader_and_isr_request, update_metadata_request
 from common.errors import ErrorCode
-from common.kafka_protocol.admin_messages import AdminApiKey
-from common.kafka_protocol.messages import ApiKey
+from common.kafka_protocol.api import ApiKey
+from common.kafka_protocol.api import ApiKey as AdminApiKey
 from common.kafka_protocol.primitives import ZERO_UUID
 from common.observability import configure_event_log
 from common.rpc import replog_pb2 as pb

@@ -10,8 +10,8 @@ import pytest
 from broker.kafka_listener import KafkaListener, current_kafka_client_host
 from broker.servicer import leader_and_isr_request, update_metadata_request
 from common.errors import ErrorCode
+from common.kafka_protocol.api import APIS, ApiKey
 from common.kafka_protocol.headers import RequestHeader, read_response_header, write_request_header
-from common.kafka_protocol.messages import APIS, ApiKey
 from common.kafka_protocol.primitives import ZERO_UUID, Reader, Writer
 from common.observability import configure_event_log
 from common.records import ProducerRecord, build_batch

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from broker import kafka_admin
 from common.errors import ErrorCode
-from common.kafka_protocol.admin_messages import AdminApiKey
-from common.kafka_protocol.messages import APIS
+from common.kafka_protocol.api import APIS
+from common.kafka_protocol.api import ApiKey as AdminApiKey
 from common.kafka_protocol.primitives import Reader
 from common.rpc import replog_pb2 as pb
 from common.security.acl import AclOperation, topic

@@ -16,7 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from broker.kafka_listener import KafkaListener
 from common.config import build_config
-from common.kafka_protocol.messages import ApiKey
+from common.kafka_protocol.api import ApiKey
 from common.listener_servers import bind_listeners
 from common.listeners import listener_config
 from common.security.listener_security import kafka_listener_tls, principal_builder_for

@@ -17,9 +17,9 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
+    from common.kafka_protocol.api import APIS
     from common.kafka_protocol.headers import read_request_header
     from common.kafka_protocol.limits import element_budget
-    from common.kafka_protocol.messages import APIS
     from common.kafka_protocol.primitives import ProtocolError, Reader
     from harness.hostile_frames import enormous_body, request_frame, served_versions
 
