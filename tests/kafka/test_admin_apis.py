@@ -541,6 +541,6 @@ def test_without_a_controller_every_item_is_not_controller_on_an_open_connection
         starter.join()
     r = Reader(frame)
     assert read_response_header(r, AdminApiKey.CREATE_TOPICS, 7) == 7
-    got = APIS[AdminApiKey.CREATE_TOPICS].response.decode(r, 7)
+    got = APIS[AdminApiKey.CREATE_TOPICS].response.decode(r, 7).to_dict()
     assert [(t["name"], t["error_code"]) for t in got["topics"]] == [("later", 0)]
     assert describe(cluster, ["later"])["later"] is not None

@@ -60,7 +60,7 @@ def api_versions(s: socket.socket, version: int = 3, correlation_id: int = 7) ->
                       correlation_id))
     r = Reader(recv_frame(s))
     assert read_response_header(r, ApiKey.API_VERSIONS, version) == correlation_id
-    return APIS[ApiKey.API_VERSIONS].response.decode(r, version)
+    return APIS[ApiKey.API_VERSIONS].response.decode(r, version).to_dict()
 
 
 def assert_serving(cluster) -> None:
@@ -147,7 +147,7 @@ def test_acks_1_of_a_corrupt_batch_is_answered_per_partition(module_cluster):
         s.sendall(request(ApiKey.PRODUCE, 9, _produce(1, b"x" * 70), correlation_id=3))
         r = Reader(recv_frame(s))
         assert read_response_header(r, ApiKey.PRODUCE, 9) == 3
-        (t,) = APIS[ApiKey.PRODUCE].response.decode(r, 9)["responses"]
+        (t,) = APIS[ApiKey.PRODUCE].response.decode(r, 9).to_dict()["responses"]
         (p,) = t["partition_responses"]
         assert p["error_code"] != 0 and p["base_offset"] == -1
 
@@ -156,7 +156,7 @@ def call(s: socket.socket, api_key: int, version: int, body: dict, correlation_i
     s.sendall(request(api_key, version, body, correlation_id))
     r = Reader(recv_frame(s))
     assert read_response_header(r, api_key, version) == correlation_id
-    return APIS[api_key].response.decode(r, version)
+    return APIS[api_key].response.decode(r, version).to_dict()
 
 
 def _fetch(offset: int, current_leader_epoch: int = -1) -> dict:

@@ -62,7 +62,7 @@ async def call(k: KafkaListener, api_key: int, body: dict) -> dict:
     answer = await k.handle(w.getvalue() + APIS[api_key].request.encode(body, version))
     r = Reader(answer)
     read_response_header(r, api_key, version)
-    return APIS[api_key].response.decode(r, version)
+    return APIS[api_key].response.decode(r, version).to_dict()
 
 
 def produce_body() -> dict:

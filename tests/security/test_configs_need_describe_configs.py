@@ -53,7 +53,7 @@ async def _create(k) -> dict:
     body = await apis.create_topics(_create_request(), 7)
     # what the wire carries, at the highest served version
     [t] = APIS[AdminApiKey.CREATE_TOPICS].response.decode(
-        Reader(APIS[AdminApiKey.CREATE_TOPICS].response.encode(body, 7)), 7)["topics"]
+        Reader(APIS[AdminApiKey.CREATE_TOPICS].response.encode(body, 7)), 7).to_dict()["topics"]
     return t
 
 
