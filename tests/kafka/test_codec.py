@@ -26,6 +26,7 @@ from kafka.protocol.metadata import (
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from common.kafka_protocol.api import APIS, ApiKey
+from common.kafka_protocol.codec import Codec
 from common.kafka_protocol.headers import (
     RequestHeader,
     read_request_header,
@@ -34,7 +35,6 @@ from common.kafka_protocol.headers import (
     write_request_header,
 )
 from common.kafka_protocol.primitives import ProtocolError, Reader, Writer, uuid_bytes
-from common.kafka_protocol.codec import Codec
 from common.kafka_protocol.schema import Array, Struct, defaults
 
 KAFKA_PYTHON = {
