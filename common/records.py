@@ -145,9 +145,10 @@ def check_header(h: BatchHeader, available: int | None = None) -> None:
         raise CorruptRecordError(f"record batch of {h.size} bytes is truncated to {available}")
     if h.last_offset_delta < 0:
         raise CorruptRecordError(f"negative lastOffsetDelta {h.last_offset_delta}")
-    if h.records_count < 0 or (h.records_count == 0 and not h.is_control and
-                               h.attributes & DELETE_HORIZON_MASK == 0):
-        # An empty batch only survives log compaction; producers never send one.
+    if h.records_count < 0:
+        # An empty batch is legal in a log: compaction keeps a producer's last batch and a
+        # cleaned segment's last as a header alone (Kafka's DefaultRecordBatch.writeEmptyHeader,
+        # no delete horizon). Producers never send one: the leader's append refuses it.
         raise CorruptRecordError(f"record batch with {h.records_count} records")
 
 
