@@ -680,9 +680,14 @@ class Log:
                     return None
                 found = seg.find_offset_by_timestamp(seg.max_timestamp, self.log_start_offset)
             else:
-                seg = next((s for s in self.segments if s.max_timestamp >= timestamp), None)
-                found = None if seg is None else \
-                    seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                # Past a segment whose max timestamp qualifies but whose records do not: a
+                # compacted segment may keep only an empty batch (its max timestamp stays).
+                found = None
+                for seg in self.segments:
+                    if seg.max_timestamp >= timestamp:
+                        found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                        if found is not None:
+                            break
         except OSError as e:
             raise LogReadError(self.log_dir, str(self.tp), e) from e
         if found is None or found[1] >= upper:
