@@ -82,7 +82,8 @@ def clean_once(log: Log, cleaner: Cleaner, now_ms: int, checkpoint: int | None =
 
 
 class KillAt(FileOps):
-    """FileOps that SIGKILLs its own process at the n-th mutating operation (a real kill)."""
+    """FileOps that SIGKILLs its own process before its n-th mutating operation (a real kill;
+    the operations counted are test_cleaner_crash.CrashAt's)."""
 
     def __init__(self, n: int):
         self.n = n
@@ -116,13 +117,18 @@ class KillAt(FileOps):
         self._tick()
         super().fsync_dir(path)
 
+    def ftruncate(self, fd, size):
+        self._tick()
+        super().ftruncate(fd, size)
+
+    def rmtree(self, path):
+        self._tick()
+        super().rmtree(path)
+
 
 def _child(directory: str, n: int) -> None:
-    log = Log.open(directory, TP, CFG, needs_recovery=False)
+    log = Log.open(directory, TP, CFG, needs_recovery=False, fileops=KillAt(n))
     log.high_watermark = log.log_end_offset
-    log.fileops = KillAt(n)
-    for seg in log.segments:
-        seg.fileops = log.fileops
     clean_once(log, new_cleaner(), now_ms=10_000)
     print("finished", flush=True)
 
