@@ -7,6 +7,7 @@ runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``event
 
 from __future__ import annotations
 
+from broker.cleaner_gauges import register_cleaner_gauges
 from broker.partition import Partition
 
 
@@ -44,6 +45,7 @@ class ReplicaGauges:
                 lambda: sum(len(f.pending_fetches) for p in parts()
                             for f in list(p.followers.values())))
         self._register_replication_quota_gauges()
+        register_cleaner_gauges(m, self.log_manager)
 
     def _register_replication_quota_gauges(self) -> None:
         m = self.metrics

@@ -54,6 +54,7 @@ from broker.restart_notifier import (
 from broker.servicer import BrokerServicer
 from broker.storage.fileops import FaultInjectingFileOps
 from broker.storage.log import LogConfig
+from broker.storage.log_cleaner import CleanerConfig
 from broker.storage.log_manager import LogManager
 from common import event_loop
 from common import zk_layout as zl
@@ -143,7 +144,9 @@ class BrokerServer:
         lost = await read_lost_replicas(self.zk, self.broker_id)
         self.log_manager = LogManager(self.config["log.dirs"], self.broker_id,
                                       LogConfig.from_config(self.config), cluster_id=cluster_id,
-                                      fileops=fileops, lost_replicas=lost)
+                                      fileops=fileops, lost_replicas=lost,
+                                      cleaner_config=CleanerConfig.from_config(self.config),
+                                      events=self.events)
         await loop.run_in_executor(None, self.log_manager.startup)
         # KIP-966: once a controller has handled an unclean start, the registration says so
         # (a later failover must not depose this broker again; LogManager.registration_clean)

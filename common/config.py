@@ -45,6 +45,25 @@ def _bool(text: str) -> bool:
     raise ValueError("must be true or false")
 
 
+def _float(lo: float | None = None, hi: float | None = None) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        v = float(text.strip())
+        if v != v or (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise ValueError(f"must be between {lo} and {hi}" if hi is not None else
+                             f"must be at least {lo}")
+        return v
+    parse.__doc__ = "number"
+    return parse
+
+
+def _policy(text: str) -> str:
+    """cleanup.policy's list: delete, compact, or both (Kafka's ValidList)."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items or any(x not in ("delete", "compact") for x in items):
+        raise ValueError("must list delete, compact or both")
+    return ",".join(items)
+
+
 def _str(text: str) -> str:
     return text.strip()
 
@@ -216,6 +235,34 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("log.retention.hours", _int(-1), 168, "as log.retention.ms, in hours"),
     _k("log.retention.bytes", _int(-1), -1, "delete old segments beyond this size (-1: never)"),
     _k("log.retention.check.interval.ms", _int(1), 300000, "retention check period"),
+    _k("log.cleanup.policy", _policy, "delete",
+       "what happens to old segments of topics without a cleanup.policy: delete (retention), "
+       "compact (the log cleaner keeps the last record of each key), or both"),
+    # The log cleaner (broker/storage/log_cleaner.py, design.md#compaction): Kafka's
+    # CleanerConfig and the broker synonyms of the topic-level compaction settings.
+    _k("log.cleaner.enable", _bool, True,
+       "run the log cleaner, which compacts topics whose cleanup.policy holds compact"),
+    _k("log.cleaner.threads", _int(0), 1, "background threads that clean logs"),
+    _k("log.cleaner.dedupe.buffer.size", _int(0), 128 * 1024 * 1024,
+       "memory for the cleaners' key -> offset maps, shared by the threads (24 bytes a key, "
+       "as Kafka counts it)"),
+    _k("log.cleaner.io.buffer.size", _int(0), 512 * 1024,
+       "memory for the cleaners' read and write buffers, shared by the threads"),
+    _k("log.cleaner.io.buffer.load.factor", _float(0.0, 1.0), 0.9,
+       "how full a cleaner's offset map may get before the round stops taking keys"),
+    _k("log.cleaner.io.max.bytes.per.second", _float(0.0), float("inf"),
+       "bytes/s the cleaners read and write at most, together"),
+    _k("log.cleaner.backoff.ms", _int(0), 15000, "a cleaner's sleep when no log needs cleaning"),
+    _k("log.cleaner.min.cleanable.ratio", _float(0.0, 1.0), 0.5,
+       "a log is cleaned once its dirty bytes are more than this share of its cleanable size "
+       "(topic: min.cleanable.dirty.ratio)"),
+    _k("log.cleaner.delete.retention.ms", _int(0), 86400000,
+       "how long a tombstone stays once a cleaning has kept it (topic: delete.retention.ms)"),
+    _k("log.cleaner.min.compaction.lag.ms", _int(0), 0,
+       "records younger than this are not compacted (topic: min.compaction.lag.ms)"),
+    _k("log.cleaner.max.compaction.lag.ms", _int(1), LONG_MAX,
+       "records older than this are compacted whatever the dirty ratio; the active segment "
+       "rolls at this age (topic: max.compaction.lag.ms)"),
     _k("message.max.bytes", _int(0), 1048588, "largest record batch accepted"),
     _k("unclean.leader.election.enable", _bool, False, "elect an out-of-sync replica if needed"),
     _k("eligible.leader.replicas.enable", _bool, False, "KIP-966 ELR"),

@@ -85,6 +85,16 @@ def _long(lo: int, hi: int = LONG_MAX, type_name: str = "LONG") -> Callable[[str
     return check
 
 
+def _ratio(v: str) -> None:
+    try:
+        x = float(v.strip())
+    except ValueError:
+        raise ValueError("Not a number of type DOUBLE") from None
+    if not 0.0 <= x <= 1.0:
+        raise ValueError("Value must be between 0.0 and 1.0" if x == x else
+                         "Not a number of type DOUBLE")
+
+
 def _bool(v: str) -> None:
     if v.strip().lower() not in ("true", "false"):
         raise ValueError("Expected value to be either true or false")
@@ -117,10 +127,11 @@ class TopicKey:
 
 
 TOPIC_KEYS: Mapping[str, TopicKey] = {
-    "cleanup.policy": TopicKey(_one_of("delete", "compact"), default="delete"),
+    "cleanup.policy": TopicKey(_one_of("delete", "compact"), "log.cleanup.policy",
+                               default="delete"),
     "compression.type": TopicKey(
         _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), default="producer"),
-    "delete.retention.ms": TopicKey(_long(0), default="86400000"),
+    "delete.retention.ms": TopicKey(_long(0), "log.cleaner.delete.retention.ms"),
     "file.delete.delay.ms": TopicKey(_long(0), "file.delete.delay.ms"),
     "flush.messages": TopicKey(_long(1), "log.flush.interval.messages"),
     "flush.ms": TopicKey(_long(0), default=str(LONG_MAX)),
@@ -130,6 +141,10 @@ TOPIC_KEYS: Mapping[str, TopicKey] = {
     "max.message.bytes": TopicKey(_long(0, INT_MAX, "INT"), "message.max.bytes"),
     "message.timestamp.type": TopicKey(_one_of("CreateTime", "LogAppendTime"),
                                        default="CreateTime"),
+    # log compaction (design.md#compaction), each with its log.cleaner.* broker synonym
+    "max.compaction.lag.ms": TopicKey(_long(1), "log.cleaner.max.compaction.lag.ms"),
+    "min.cleanable.dirty.ratio": TopicKey(_ratio, "log.cleaner.min.cleanable.ratio"),
+    "min.compaction.lag.ms": TopicKey(_long(0), "log.cleaner.min.compaction.lag.ms"),
     "min.insync.replicas": TopicKey(_long(1, INT_MAX, "INT"), "min.insync.replicas"),
     "retention.bytes": TopicKey(_long(-1), "log.retention.bytes"),
     "retention.ms": TopicKey(_long(-1), "log.retention.ms", default="604800000"),

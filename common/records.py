@@ -145,9 +145,10 @@ def check_header(h: BatchHeader, available: int | None = None) -> None:
         raise CorruptRecordError(f"record batch of {h.size} bytes is truncated to {available}")
     if h.last_offset_delta < 0:
         raise CorruptRecordError(f"negative lastOffsetDelta {h.last_offset_delta}")
-    if h.records_count < 0 or (h.records_count == 0 and not h.is_control and
-                               h.attributes & DELETE_HORIZON_MASK == 0):
-        # An empty batch only survives log compaction; producers never send one.
+    if h.records_count < 0:
+        # An empty batch is legal in a log: compaction keeps a producer's last batch and a
+        # cleaned segment's last as a header alone (Kafka's DefaultRecordBatch.writeEmptyHeader,
+        # no delete horizon). Producers never send one: the leader's append refuses it.
         raise CorruptRecordError(f"record batch with {h.records_count} records")
 
 
@@ -359,6 +360,50 @@ def with_codec(batch, h: BatchHeader, codec: int) -> bytes:
     tail = struct.pack(">hiqqqhii", (h.attributes & ~COMPRESSION_MASK) | codec,
                        h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id,
                        h.producer_epoch, h.base_sequence, h.records_count) + payload
+    return struct.pack(">qiibI", h.base_offset, len(tail) + 9, h.partition_leader_epoch,
+                       MAGIC_V2, crc32c(tail)) + tail
+
+
+def rebuild_batch(h: BatchHeader, kept: Sequence[Record], delete_horizon_ms: int | None
+                  ) -> bytes:
+    """The batch ``h`` heads holding only ``kept`` (some of its records, in order), as the log
+    cleaner rewrites it (Kafka's MemoryRecords.buildRetainedRecordsInto): base offset, last
+    offset delta, leader epoch, producer id, epoch and base sequence and the codec kept, every
+    record at its own offset and timestamp. With ``delete_horizon_ms`` the base timestamp is
+    the delete horizon and the attributes say so (KIP-534); record timestamps stay."""
+    base_ts = delete_horizon_ms if delete_horizon_ms is not None else kept[0].timestamp
+    body = bytearray()
+    one = bytearray()
+    for r in kept:
+        one.clear()
+        one.append(0)
+        encode_varint(r.timestamp - base_ts, one)
+        encode_varint(r.offset - h.base_offset, one)
+        _encode_bytes(r.key, one)
+        _encode_bytes(r.value, one)
+        encode_varint(len(r.headers), one)
+        for hk, hv in r.headers:
+            _encode_bytes(hk.encode("utf-8"), one)
+            _encode_bytes(hv, one)
+        encode_varint(len(one), body)
+        body += one
+    payload = compression.compress(h.compression, body) if h.compression else bytes(body)
+    attributes = h.attributes | DELETE_HORIZON_MASK if delete_horizon_ms is not None \
+        else h.attributes & ~DELETE_HORIZON_MASK
+    max_ts = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else \
+        max(r.timestamp for r in kept)
+    tail = struct.pack(">hiqqqhii", attributes, h.last_offset_delta, base_ts, max_ts,
+                       h.producer_id, h.producer_epoch, h.base_sequence, len(kept)) + payload
+    return struct.pack(">qiibI", h.base_offset, len(tail) + 9, h.partition_leader_epoch,
+                       MAGIC_V2, crc32c(tail)) + tail
+
+
+def empty_batch(h: BatchHeader) -> bytes:
+    """The header of ``h`` with no records (Kafka's DefaultRecordBatch.writeEmptyHeader): its
+    offsets, max timestamp and producer fields kept, no base timestamp, no codec."""
+    attributes = h.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
+    tail = struct.pack(">hiqqqhii", attributes, h.last_offset_delta, -1, h.max_timestamp,
+                       h.producer_id, h.producer_epoch, h.base_sequence, 0)
     return struct.pack(">qiibI", h.base_offset, len(tail) + 9, h.partition_leader_epoch,
                        MAGIC_V2, crc32c(tail)) + tail
 

@@ -1,7 +1,7 @@
 """Kafka's plain-text checkpoint files.
 
 Log-dir checkpoints (``recovery-point-offset-checkpoint``, ``replication-offset-checkpoint``,
-``log-start-offset-checkpoint``)::
+``log-start-offset-checkpoint``, the cleaner's ``cleaner-offset-checkpoint``)::
 
     0                      <- version
     2                      <- number of entries
@@ -25,6 +25,8 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# the log cleaner's: per compacted log, the first offset not yet cleaned (LogCleanerManager)
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CHECKPOINT_VERSION = 0
 
 

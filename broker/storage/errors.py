@@ -57,6 +57,12 @@ class LogDeletionError(KafkaStorageError):
     operation = "segment deletion"
 
 
+class LogCleaningError(KafkaStorageError):
+    """Rewriting or swapping in a compacted segment (design.md#compaction)."""
+
+    operation = "log cleaning"
+
+
 class CheckpointIOError(KafkaStorageError):
     """Reading or writing a checkpoint file (recovery point, HW, log start, leader epoch)."""
 

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from crc32c import crc32c
 
-from broker.storage import log_validator
+from broker.storage import log_validator, swap_files
 from broker.storage.checkpoints import LeaderEpochCheckpointFile, MalformedCheckpointError
 from broker.storage.epoch_cache import LeaderEpochCache
 from broker.storage.errors import (
     KafkaStorageError,
     LogAppendError,
+    LogCleaningError,
     LogClosedError,
     LogDeletionError,
     LogFlushError,
@@ -75,7 +76,30 @@ class LogConfig:
     # topic-level only (log_validator): the codec a produced batch is stored in, and whether
     # records need a key
     compression_type: str = "producer"               # compression.type
-    cleanup_policy: str = "delete"                   # cleanup.policy
+    cleanup_policy: str = "delete"                   # cleanup.policy (log.cleanup.policy)
+    # log compaction (design.md#compaction; the log.cleaner.* broker synonyms)
+    delete_retention_ms: int = 86_400_000            # delete.retention.ms
+    min_compaction_lag_ms: int = 0                   # min.compaction.lag.ms
+    max_compaction_lag_ms: int = (1 << 63) - 1       # max.compaction.lag.ms
+    min_cleanable_ratio: float = 0.5                 # min.cleanable.dirty.ratio
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy holds compact: the log cleaner compacts this log."""
+        return "compact" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy holds delete: retention by time and size applies."""
+        return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def effective_segment_ms(self) -> int:
+        """Kafka's LogConfig.maxSegmentMs: a compacted log's active segment also rolls at
+        max.compaction.lag.ms, or its records could never be compacted in time."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @classmethod
     def from_config(cls, config: Config) -> LogConfig:
@@ -87,7 +111,12 @@ class LogConfig:
                    flush_interval_messages=config["log.flush.interval.messages"],
                    index_interval_bytes=config["log.index.interval.bytes"],
                    max_message_bytes=config["message.max.bytes"],
-                   file_delete_delay_ms=config["file.delete.delay.ms"])
+                   file_delete_delay_ms=config["file.delete.delay.ms"],
+                   cleanup_policy=config["log.cleanup.policy"],
+                   delete_retention_ms=config["log.cleaner.delete.retention.ms"],
+                   min_compaction_lag_ms=config["log.cleaner.min.compaction.lag.ms"],
+                   max_compaction_lag_ms=config["log.cleaner.max.compaction.lag.ms"],
+                   min_cleanable_ratio=config["log.cleaner.min.cleanable.ratio"])
 
     def with_topic_overrides(self, overrides: dict[str, str] | None) -> LogConfig:
         """This (the broker's) config under a topic's overrides, as Kafka's LogConfig merges
@@ -96,6 +125,9 @@ class LogConfig:
         changes = {field: int(overrides[key]) for key, field in TOPIC_LOG_KEYS.items()
                    if overrides and key in overrides}
         changes.update({field: overrides[key] for key, field in TOPIC_LOG_STR_KEYS.items()
+                        if overrides and key in overrides})
+        changes.update({field: float(overrides[key])
+                        for key, field in TOPIC_LOG_FLOAT_KEYS.items()
                         if overrides and key in overrides})
         return dataclasses.replace(self, **changes) if changes else self
 
@@ -116,8 +148,22 @@ TOPIC_LOG_KEYS = {
     "index.interval.bytes": "index_interval_bytes",
     "max.message.bytes": "max_message_bytes",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
 }
 TOPIC_LOG_STR_KEYS = {"compression.type": "compression_type", "cleanup.policy": "cleanup_policy"}
+TOPIC_LOG_FLOAT_KEYS = {"min.cleanable.dirty.ratio": "min_cleanable_ratio"}
+
+
+def _base_offset(seg: LogSegment) -> int:
+    return seg.base_offset
+
+
+class CleaningAbortedError(Exception):
+    """The log changed under a cleaning (truncated, retention removed a segment it rewrote,
+    closed, moved, failed): its rewritten segment is not swapped in (Kafka's
+    LogCleaningAbortedException)."""
 
 
 class LogAppendInfo(NamedTuple):
@@ -157,6 +203,9 @@ class Log:
         # under way on the read pool finishes on the open file (Kafka's asyncDeleteSegment).
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.closed = False
+        # Truncations so far: a cleaning that started before one is not swapped in (its offset
+        # map may hold records the truncation removed; Kafka aborts cleaning on truncation).
+        self.truncations = 0
         # Set by the first I/O error of a write: the files may no longer match what this
         # object believes (a partial write, a failed index or checkpoint update), so every
         # later append, truncation or roll is refused until the log is reloaded from disk
@@ -217,16 +266,15 @@ class Log:
             self.load_problems.append(str(e))
             epochs, rebuild_epochs = [], True
         self.epoch_cache = LeaderEpochCache(epochs, persist=self._persist_epochs)
+        now = self.clock()
+        interval = self.config.index_interval_bytes
+        self._complete_interrupted_swaps(interval, now)
         bases = []
         for name in fo.listdir(self.dir):
             stem, ext = os.path.splitext(name)
-            if ext in (".tmp", ".deleted", ".cleaned", ".swap"):
-                fo.unlink(os.path.join(self.dir, name))  # leftovers of an interrupted operation
-            elif ext == ".log" and stem.isascii() and stem.isdigit():
+            if ext == ".log" and stem.isascii() and stem.isdigit():
                 bases.append(int(stem))
         bases.sort()
-        now = self.clock()
-        interval = self.config.index_interval_bytes
         # Recovery begins at the segment holding the recovery point (Kafka's LogLoader).
         first_to_recover = len(bases)
         if needs_recovery:
@@ -286,6 +334,42 @@ class Log:
         self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
         self.epoch_cache.truncate_from_end(leo)
         self.epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def _complete_interrupted_swaps(self, interval: int, now: int) -> None:
+        """Kafka's LogLoader passes over the leftovers of an interrupted operation
+        (swap_files.py): .deleted and .tmp files go, a clean-and-swap cut short before all
+        its files were .swap is undone, and one cut short after is completed."""
+        fo = self.fileops
+        names = fo.listdir(self.dir)
+        first = swap_files.first_pass(names)
+        for name in first.delete:
+            fo.unlink(os.path.join(self.dir, name))
+        if any(n.endswith((swap_files.CLEANED, swap_files.SWAP)) for n in first.delete):
+            self.load_problems.append("an interrupted log cleaning was undone: its "
+                                      ".cleaned/.swap files were deleted")
+        ends = {}
+        for base in first.swap_logs:
+            swap = LogSegment(self.dir, base, fo, interval, now, suffix=swap_files.SWAP)
+            try:
+                swap.open_for_recovery()
+                swap._scan(0, validate=True, expected_min_offset=base)
+            except SegmentCorruption as c:  # fsynced before its rename: not expected
+                self.load_problems.append(f"swap segment {base} is corrupt: {c.reason}")
+            finally:
+                swap.close_fd()
+            ends[base] = swap.next_offset
+        left = [n for n in names if n not in first.delete]
+        replaced = swap_files.replaced_files(left, ends)
+        for name in replaced:
+            fo.unlink(os.path.join(self.dir, name))
+        renames = swap_files.swap_renames(left)
+        for src, dst in renames:
+            fo.replace(os.path.join(self.dir, src), os.path.join(self.dir, dst))
+        if renames:
+            self.load_problems.append(f"an interrupted log cleaning was completed: segments "
+                                      f"{sorted(ends)} swapped in")
+        if first.delete or replaced or renames:
+            fo.fsync_dir(self.dir)
 
     def _persist_epochs(self, entries: list[tuple[int, int]]) -> None:
         """The epoch cache changed: rewrite ``leader-epoch-checkpoint`` atomically but without
@@ -393,6 +477,8 @@ class Log:
             if magic != rec.MAGIC_V2 or length < rec.MIN_BATCH_LENGTH or size > end - pos or \
                     lod < 0 or count <= 0:
                 rec.check_header(rec.parse_header(view, pos), end - pos)  # raises, says why
+                if count <= 0:  # an empty batch is a compacted log's, never a producer's
+                    raise CorruptRecordError(f"record batch with {count} records")
             if count != lod + 1:
                 raise CorruptRecordError(f"batch has {count} records but lastOffsetDelta {lod}")
             if size > max_bytes:
@@ -485,7 +571,11 @@ class Log:
         seg = self.active_segment
         if seg.size > 0 and self._should_roll(seg, nbytes, metas[-1][0],
                                               max(m[1] for m in metas)):
-            seg = self._roll(first_offset)
+            # A new segment starts at the log end offset, also when a follower's batch starts
+            # past it (a compacted leader's gap): the segments stay contiguous, as loading
+            # checks; only offsets beyond a segment's 32-bit range force the gap.
+            leo = self.log_end_offset
+            seg = self._roll(leo if metas[-1][0] - leo <= 0x7FFFFFFF else first_offset)
         seg.append(iov, metas, nbytes)
 
     def _should_roll(self, seg: LogSegment, nbytes: int, last_offset: int, max_ts: int) -> bool:
@@ -497,7 +587,7 @@ class Log:
         else:
             waited = self.clock() - seg.created_ms
         return (seg.size + nbytes > c.segment_bytes
-                or waited > c.segment_ms
+                or waited > c.effective_segment_ms
                 or last_offset - seg.base_offset > 0x7FFFFFFF)
 
     def _roll(self, base_offset: int) -> LogSegment:
@@ -590,9 +680,14 @@ class Log:
                     return None
                 found = seg.find_offset_by_timestamp(seg.max_timestamp, self.log_start_offset)
             else:
-                seg = next((s for s in self.segments if s.max_timestamp >= timestamp), None)
-                found = None if seg is None else \
-                    seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                # Past a segment whose max timestamp qualifies but whose records do not: a
+                # compacted segment may keep only an empty batch (its max timestamp stays).
+                found = None
+                for seg in self.segments:
+                    if seg.max_timestamp >= timestamp:
+                        found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                        if found is not None:
+                            break
         except OSError as e:
             raise LogReadError(self.log_dir, str(self.tp), e) from e
         if found is None or found[1] >= upper:
@@ -635,8 +730,11 @@ class Log:
         upper = leo if max_offset is None else min(max_offset, leo)
         if start_offset >= upper:
             return None
-        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
-        for seg in self.segments[i:]:
+        # One reference to the list: a clean-and-swap replaces it whole (replace_segments),
+        # so a read sees the segments before the swap or after it, never half of each.
+        segs = self.segments
+        i = max(0, bisect.bisect_right(segs, start_offset, key=_base_offset) - 1)
+        for seg in segs[i:]:
             found = seg.translate_offset(start_offset)
             if found is None:
                 continue
@@ -691,6 +789,7 @@ class Log:
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
+        self.truncations += 1
         try:
             while len(self.segments) > 1 and self.segments[-1].base_offset > offset:
                 self._delete_later(self.segments.pop())
@@ -712,6 +811,7 @@ class Log:
         if self.moved_to is not None:
             return self.moved_to.truncate_fully_and_start_at(offset)
         self._check_writable()
+        self.truncations += 1
         try:
             for seg in self.segments:
                 self._delete_later(seg)
@@ -725,6 +825,52 @@ class Log:
             raise self._fail(LogTruncationError(self.log_dir, str(self.tp), e)) from e
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
         self._after_truncation()
+
+    # ------------------------------------------------------------------ compaction
+
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
+                         truncations: int) -> None:
+        """Swap ``cleaned`` (written as ``.cleaned`` files, fsynced) in for the consecutive,
+        non-active segments ``old`` (Kafka's LocalLog.replaceSegments), crash-safe at every
+        step (swap_files.py): its files become ``.swap``, the segment list is replaced in one
+        assignment (a read sees it before or after, never half), the old files become
+        ``.deleted`` (removed after file.delete.delay.ms, so reads under way finish), then the
+        ``.swap`` files take their final names. Runs on the log dir's executor, as every
+        change of the segment list does. CleaningAbortedError, with nothing changed, when the
+        log is no longer the one the cleaning read: ``truncations`` is the count it started
+        under. LogCleaningError on an I/O error."""
+        if self.closed or self.failed is not None or self.moved_to is not None:
+            raise CleaningAbortedError(f"{self.tp}: the log was closed, failed or moved")
+        if self.truncations != truncations:
+            raise CleaningAbortedError(f"{self.tp}: truncated while it was being cleaned")
+        segs = self.segments
+        i = next((k for k, s in enumerate(segs) if s is old[0]), None)
+        if i is None or i + len(old) >= len(segs) or \
+                any(a is not b for a, b in zip(segs[i:i + len(old)], old)):
+            raise CleaningAbortedError(f"{self.tp}: segments {[s.base_offset for s in old]} "
+                                       f"are no longer in the log")
+        if cleaned.base_offset != old[0].base_offset or \
+                cleaned.next_offset != segs[i + len(old)].base_offset:
+            raise CleaningAbortedError(f"{self.tp}: the cleaned segment [{cleaned.base_offset}, "
+                                       f"{cleaned.next_offset}) does not replace "
+                                       f"{[s.base_offset for s in old]} exactly")
+        swapped = False
+        try:
+            cleaned.change_suffix(swap_files.CLEANED, swap_files.SWAP)
+            self.fileops.fsync_dir(self.dir)
+            new = segs[:i] + [cleaned] + segs[i + len(old):]
+            self.segments = new
+            self._bases = [s.base_offset for s in new]
+            swapped = True
+            for seg in old:
+                self._delete_later(seg)
+            cleaned.change_suffix(swap_files.SWAP, "")
+            self.fileops.fsync_dir(self.dir)
+        except OSError as e:
+            error = LogCleaningError(self.log_dir, str(self.tp), e)
+            # Swapped in memory but not wholly on disk: refuse writes until a reload, whose
+            # load completes the swap from the files (swap_files.py).
+            raise (self._fail(error) if swapped else error) from e
 
     def _after_truncation(self) -> None:
         if self.on_truncation is not None:
@@ -791,9 +937,12 @@ class Log:
             seg, nxt = self.segments[0], self.segments[1]
             if nxt.base_offset > self.high_watermark:
                 break  # not yet replicated: never delete what a follower may still need
-            by_time = c.retention_ms >= 0 and seg.max_timestamp >= 0 and \
+            # Kafka's UnifiedLog.deleteOldSegments: time and size retention only with
+            # cleanup.policy delete; a compact-only log loses segments below its log start.
+            by_time = c.delete and c.retention_ms >= 0 and seg.max_timestamp >= 0 and \
                 now - seg.max_timestamp > c.retention_ms
-            by_size = c.retention_bytes >= 0 and total - seg.size >= c.retention_bytes
+            by_size = c.delete and c.retention_bytes >= 0 and \
+                total - seg.size >= c.retention_bytes
             by_start = nxt.base_offset <= self.log_start_offset
             if not (by_time or by_size or by_start):
                 break

@@ -33,6 +33,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import logging
 import os
@@ -59,6 +60,7 @@ from broker.storage.errors import (
 from broker.storage.failure_scope import PROBE_TIMEOUT_S, ProbeResult, probe_log_dir
 from broker.storage.fileops import FileOps
 from broker.storage.log import Log, LogConfig
+from broker.storage.log_cleaner import CleanerConfig, LogCleaner
 from broker.storage.log_dir_failure_channel import LogDirFailureChannel
 from common.clock import wall_ms
 from common.names import TopicPartition, validate_topic
@@ -110,9 +112,12 @@ class LogManager:
                  failure_channel: LogDirFailureChannel | None = None,
                  lost_replicas: dict[str, set[TopicPartition]] | None = None,
                  executor_factory: Callable[[int], Executor] | None = None,
-                 new_id: Callable[[], str] | None = None):
+                 new_id: Callable[[], str] | None = None,
+                 cleaner_config: CleanerConfig | None = None, events=None):
         """``lost_replicas``: log dir -> the copies this broker lost there (ZooKeeper's
         /brokers/lost_replicas/<id>, read before startup): set aside, never loaded.
+        ``cleaner_config``: run the log cleaner (design.md#compaction) from ``startup`` on,
+        if it is enabled; ``events`` gets its rounds' summaries.
 
         Seams for the cluster simulation, which runs this class over its in-memory disk
         (docs/simulation.md): ``executor_factory(index)`` makes a log dir's executor (none:
@@ -168,6 +173,10 @@ class LogManager:
         self._futures_found: list[tuple[LogDir, str]] = []
         # (partition, dir) of each ``<tp>.<id>-stray`` copy found at startup (_note_stray).
         self._strays_found: list[tuple[TopicPartition, str]] = []
+        # Kafka's LogManager owns the LogCleaner: started with the logs, stopped first.
+        self.cleaner_config = cleaner_config
+        self.cleaner: LogCleaner | None = None
+        self._events = events
 
     # ------------------------------------------------------------------ startup
 
@@ -200,6 +209,40 @@ class LogManager:
             raise LogDirError(",".join(d.path for d in self.dirs),
                               detail="no log dir could be loaded: " +
                               "; ".join(f"{d.path}: {d.error}" for d in self.dirs))
+        if self.cleaner_config is not None and self.cleaner_config.enable:
+            self.cleaner = LogCleaner(self.cleaner_config, self, [d.path for d in self.dirs],
+                                      self.fileops, self.clock, self._report_path_failure,
+                                      events=self._events)
+            self.cleaner.startup()
+
+    # ------------------------------------------------------------------ the log cleaner's view
+
+    def cleaner_logs(self) -> list[tuple[TopicPartition, Log, str]]:
+        """(partition, log, dir) of every log in an online dir (log_cleaner_manager.py)."""
+        with self._lock:
+            return [(tp, self.logs[tp], d.path) for tp, d in self._dir_of.items()
+                    if d.online and tp in self.logs]
+
+    def call_in_dir(self, log_dir: str, fn: Callable, *args) -> concurrent.futures.Future:
+        """``run_in_dir`` for a thread outside the event loop (a cleaner's swap): queued
+        with the dir's other storage calls, run in order on its executor."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        d = self.dir_by_path(log_dir)
+        if d is None or not d.online:
+            fut.set_exception(LogDirOfflineError(log_dir, detail="the log dir is offline"))
+            return fut
+        with d.lock:
+            d.pending.append((fn, args, fut))
+            start = not d.draining
+            d.draining = True
+        if start:
+            d.executor.submit(self._drain, d, None)
+        return fut
+
+    def _report_path_failure(self, log_dir: str, error: BaseException) -> None:
+        d = self.dir_by_path(log_dir)
+        if d is not None:
+            self.report_failure(d, error)
 
     def _load_dir(self, d: LogDir) -> None:
         fo = self.fileops
@@ -510,7 +553,10 @@ class LogManager:
         """KIP-113's swap (Kafka's replaceCurrentWithFutureLog): ``log``, the future replica
         renamed and reopened in ``d`` with placement ``record``, is now ``tp``'s log
         (alter_log_dirs.py)."""
+        old = self._dir_of.get(tp)
         self._adopt(tp, log, d, record)
+        if self.cleaner is not None and old is not None and old is not d:
+            self.cleaner.alter_checkpoint_dir(tp, old.path, d.path)
 
     def _adopt(self, tp: TopicPartition, log: Log, d: LogDir,
                record: placement.Placement | None) -> None:
@@ -530,13 +576,24 @@ class LogManager:
         d = self._dir_of.get(tp)
         if d is not None and d.online:
             self.checkpoint(d)
+            log = self.logs.get(tp)
+            if self.cleaner is not None and log is not None:
+                # Kafka's LogManager.truncateTo: the cleaner's checkpoint never stays above
+                # the log end offset, or records appended there again would count as clean
+                self.cleaner.maybe_truncate_checkpoint(d.path, tp, log.log_end_offset)
 
     def delete_log(self, tp: TopicPartition) -> None:
         with self._lock:
             log = self.logs.pop(tp, None)
-            self._dir_of.pop(tp, None)
+            d = self._dir_of.pop(tp, None)
         if log is not None:
+            if self.cleaner is not None:
+                # Kafka's LogManager.deleteLog: no round may write into the dir being removed
+                # (the cleaner stops between reads, or calls off its queued swap)
+                self.cleaner.abort_cleaning(tp)
             log.delete()
+            if self.cleaner is not None and d is not None:
+                self.cleaner.update_checkpoints(d.path, remove=tp)
 
     # ------------------------------------------------------------------ executors
 
@@ -584,7 +641,7 @@ class LogManager:
                 not isinstance(error, LogDirOfflineError):
             self.failure_channel.maybe_add_offline_log_dir(d.path, str(error), error)
 
-    def _drain(self, d: LogDir, loop: asyncio.AbstractEventLoop) -> None:
+    def _drain(self, d: LogDir, loop: asyncio.AbstractEventLoop | None) -> None:
         """Executor thread: run every queued call in order, settle them in one loop wake-up;
         every I/O error goes to the failure channel as well as to its caller."""
         while True:
@@ -604,10 +661,7 @@ class LogManager:
                 except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
                     self.report_failure(d, e)
                     done.append((fut, None, e))
-            try:
-                loop.call_soon_threadsafe(_settle_all, done)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                pass
+            _settle_from_thread(done, loop)
 
     async def append_as_leader(self, tp: TopicPartition, records, leader_epoch: int):
         log = self.logs[tp]
@@ -666,6 +720,8 @@ class LogManager:
     def _take_offline(self, d: LogDir, reason: str) -> list[TopicPartition]:
         d.online = False
         d.error = reason
+        if self.cleaner is not None:
+            self.cleaner.handle_log_dir_failure(d.path)
         self.failure_channel.mark_offline(d.path)
         with self._lock:
             lost = sorted(tp for tp, ld in self._dir_of.items() if ld is d)
@@ -734,6 +790,8 @@ class LogManager:
         whose registration no controller handled writes a marker that still registers
         unclean (seeds 425, 1225): it may have lost records an ISR or ELR still counts on it
         for, and a plain marker would let it register clean and be elected cleanly."""
+        if self.cleaner is not None:  # Kafka stops the cleaner before closing the logs
+            self.cleaner.shutdown()
         content = UNHANDLED_UNCLEAN_START if not (self.had_clean_shutdown
                                                   or self.unclean_start_handled) else b""
         for future, _d in self.future_logs.values():  # never resumed: resumed at next start
@@ -764,15 +822,30 @@ def _close_logs(logs) -> None:
 
 def _fail_pending(pending, error: BaseException) -> None:
     for _fn, _args, fut in pending:
+        _settle_from_thread([(fut, None, error)], None)
+
+
+def _settle_from_thread(done, loop: asyncio.AbstractEventLoop | None) -> None:
+    """Settle calls made from the event loop (one wake-up of their loop) and from other
+    threads (``call_in_dir``: their concurrent futures, at once)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+    for entry in done:
+        fut = entry[0]
+        if isinstance(fut, concurrent.futures.Future):
+            _settle_all([entry])
+        else:
+            by_loop.setdefault(loop or fut.get_loop(), []).append(entry)
+    for lp, entries in by_loop.items():
         try:
-            fut.get_loop().call_soon_threadsafe(_settle_all, [(fut, None, error)])
+            lp.call_soon_threadsafe(_settle_all, entries)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
 
 
 def _settle_all(done) -> None:
     for fut, value, error in done:
-        if fut.cancelled():
+        if fut.cancelled() or (isinstance(fut, concurrent.futures.Future)
+                               and not fut.set_running_or_notify_cancel()):
             continue
         if error is not None:
             fut.set_exception(error)

@@ -74,14 +74,18 @@ class SegmentCorruption(Exception):
 
 class LogSegment:
     def __init__(self, partition_dir: str, base_offset: int, fileops: FileOps,
-                 index_interval_bytes: int, created_ms: int):
+                 index_interval_bytes: int, created_ms: int, suffix: str = ""):
+        """``suffix``: ``.cleaned`` or ``.swap`` after each file's name, for a segment the
+        cleaner is writing or swapping in (swap_files.py)."""
         self.dir = partition_dir
         self.base_offset = base_offset
         self.fileops = fileops
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = os.path.join(partition_dir, segment_name(base_offset, ".log"))
-        self.index_path = os.path.join(partition_dir, segment_name(base_offset, ".index"))
-        self.time_index_path = os.path.join(partition_dir, segment_name(base_offset, ".timeindex"))
+        self.log_path = os.path.join(partition_dir, segment_name(base_offset, ".log") + suffix)
+        self.index_path = os.path.join(partition_dir,
+                                       segment_name(base_offset, ".index") + suffix)
+        self.time_index_path = os.path.join(partition_dir,
+                                            segment_name(base_offset, ".timeindex") + suffix)
         # The .log file's descriptor, used only under a reference (segment_file.py): the read
         # pool reads while the log dir's thread may close it.
         self.file: SegmentFile | None = None
@@ -109,8 +113,8 @@ class LogSegment:
 
     @classmethod
     def create(cls, partition_dir: str, base_offset: int, fileops: FileOps,
-               index_interval_bytes: int, now_ms: int) -> LogSegment:
-        seg = cls(partition_dir, base_offset, fileops, index_interval_bytes, now_ms)
+               index_interval_bytes: int, now_ms: int, suffix: str = "") -> LogSegment:
+        seg = cls(partition_dir, base_offset, fileops, index_interval_bytes, now_ms, suffix)
         flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
         seg.file = SegmentFile(fileops, fileops.open(seg.log_path, flags), seg.log_path)
         for path in (seg.index_path, seg.time_index_path):
@@ -597,6 +601,20 @@ class LogSegment:
                 self.persist_indexes()
             finally:
                 self.close_fd()
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Kafka's LogSegment.changeFileSuffixes: rename the .log file, then the two indexes,
+        from ``<name><old>`` to ``<name><new>`` (the clean-and-swap steps, swap_files.py).
+        The open descriptor goes on naming the file."""
+        for attr in ("log_path", "index_path", "time_index_path"):
+            path = getattr(self, attr)
+            if not path.endswith(old):
+                raise ValueError(f"{path} does not end with {old!r}")
+            target = path[:len(path) - len(old)] + new
+            self.fileops.replace(path, target)
+            setattr(self, attr, target)
+        if self.file is not None:
+            self.file.path = self.log_path
 
     def rename_to_deleted(self) -> None:
         """Rename the three files to ``<name>.deleted``; the open fd keeps serving reads."""
