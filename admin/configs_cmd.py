@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import sys
 
+from admin import options
 from client import AdminClient, KafkaError
 from client.admin_client import AlterConfigOp, ConfigEntry
 from common import event_loop
@@ -184,10 +185,9 @@ async def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("configs", help="describe and alter topic and broker configs "
-                                       "(kafka-configs)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
+    p = sub.add_parser("configs", parents=[options.client()],
+                       help="describe and alter topic and broker configs "
+                            "(kafka-configs)")
     p.add_argument("--entity-type", help="topics or brokers")
     p.add_argument("--entity-name", help="topic name or broker id")
     p.add_argument("--entity-default", action="store_true",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 
+from admin import options
 from admin.produce_cmd import java_exception
 from client import AdminClient, KafkaError
 from common import event_loop
@@ -91,10 +92,9 @@ async def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("delete-records", help="move partitions' log start offsets forward "
-                                              "(kafka-delete-records)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
+    p = sub.add_parser("delete-records", parents=[options.client()],
+                       help="move partitions' log start offsets forward "
+                            "(kafka-delete-records)")
     p.add_argument("--offset-json-file", required=True, metavar="FILE",
                    help='the offset per partition: {"partitions": [{"topic": "foo", '
                         '"partition": 1, "offset": 1}], "version": 1}')

@@ -19,6 +19,7 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 
+from admin import options
 from admin.reassign.parsing import read_json_file
 from client import AdminClient, KafkaError
 from common import event_loop
@@ -139,10 +140,9 @@ async def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("elect", help="elect preferred or unclean leaders "
-                                     "(kafka-leader-election)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
+    p = sub.add_parser("elect", parents=[options.client()],
+                       help="elect preferred or unclean leaders "
+                            "(kafka-leader-election)")
     p.add_argument("--election-type", metavar="PREFERRED|UNCLEAN",
                    help="preferred: move leadership to the first replica; unclean: elect an "
                         "out-of-sync replica where no in-sync one is alive")

@@ -19,6 +19,7 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 
+from admin import options
 from client import AdminClient, KafkaError
 from common import event_loop
 from common.errors import ErrorCode, ReplogError
@@ -102,14 +103,13 @@ async def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("log-dirs", help="describe brokers' log dirs and the replicas in them "
-                                        "(kafka-log-dirs)")
+    p = sub.add_parser("log-dirs", parents=[options.client()],
+                       help="describe brokers' log dirs and the replicas in them "
+                            "(kafka-log-dirs)")
     p.add_argument("action", nargs="?", choices=["describe"],
                    help="describe (Kafka's --describe)")
     p.add_argument("--describe", dest="describe_flag", action="store_true",
                    help="same as the describe action")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
     p.add_argument("--broker-list", metavar="1,2",
                    help="brokers to query (default: every live broker)")
     p.add_argument("--topic-list", metavar="T1,T2",
