@@ -25,7 +25,9 @@ from harness.local_cluster import LocalCluster, ProcessHandle
 
 # kazoo's synchronous reads wait for a reconnect without end: while ZooKeeper is down (a
 # kill of it is in progress) a nemesis reading it would wait for the schedule's next event,
-# the restart, which runs only after that nemesis returns (seed 44 hung so).
+# the restart, which runs only after that nemesis returns - so every read here is bounded
+# (tests/chaos/test_late_faults.py::
+# test_a_shutdown_inside_a_zookeeper_kill_lets_zookeeper_come_back).
 ZK_READ_TIMEOUT_S = 5.0
 
 
