@@ -43,12 +43,28 @@ class ClusterView:
     def info(self) -> dict:
         return json.loads(self.cluster.cluster_json_path.read_text(encoding="utf-8"))
 
-    def _zk_read(self, op: str, path: str):
-        """``get`` or ``exists`` of ``path``, bounded by ZK_READ_TIMEOUT_S (raises
+    def _zk_read(self, op: str, path: str, timeout: float = ZK_READ_TIMEOUT_S):
+        """``get`` or ``exists`` of ``path``, bounded by ``timeout`` (raises
         KazooTimeoutError then): the cluster's ZooKeeper client queues a request while
         disconnected, and its synchronous call would wait for the reconnect forever."""
         client = self.cluster.zk_client()
-        return getattr(client, f"{op}_async")(path).get(timeout=ZK_READ_TIMEOUT_S)
+        return getattr(client, f"{op}_async")(path).get(timeout=timeout)
+
+    def partition_state(self, topic: str, partition: int,
+                        timeout: float = ZK_READ_TIMEOUT_S) -> zk_layout.LeaderAndIsr:
+        """The partition's state znode as the controller (or a leader's AlterPartition) last
+        wrote it, read within ``timeout``; raises NoNodeError before the partition exists
+        and KazooTimeoutError while ZooKeeper does not answer in time."""
+        data, stat = self._zk_read("get", zk_layout.partition_state_path(topic, partition),
+                                   timeout)
+        return zk_layout.decode_partition_state(data, stat.version)
+
+    def topic_assignment(self, topic: str,
+                         timeout: float = ZK_READ_TIMEOUT_S) -> zk_layout.TopicAssignment:
+        """The topic's znode (its replicas, and those a reassignment is adding or removing),
+        read within ``timeout``; raises as :meth:`partition_state`."""
+        data, _ = self._zk_read("get", zk_layout.topic_path(topic), timeout)
+        return zk_layout.decode_topic(topic, data)
 
     def zookeeper_down(self) -> bool:
         """The cluster's own ZooKeeper is not running (a kill nemesis took it), or its
@@ -168,8 +184,7 @@ class ClusterView:
         partition 0 (its state znode); other names as they are."""
         if target == "leader":
             try:
-                data, stat = self._zk_read("get", zk_layout.partition_state_path(self.topic, 0))
-                leader = zk_layout.decode_partition_state(data, stat.version).leader
+                leader = self.partition_state(self.topic, 0).leader
             except Exception:  # noqa: BLE001 - no state yet or ZooKeeper down: any broker
                 leader = zk_layout.NO_LEADER
             if leader == zk_layout.NO_LEADER:
@@ -191,8 +206,7 @@ class ClusterView:
             name = f"controller-{cid}" if cid is not None else None
         elif target == "leader":
             try:
-                data, stat = self._zk_read("get", zk_layout.partition_state_path(self.topic, 0))
-                leader = zk_layout.decode_partition_state(data, stat.version).leader
+                leader = self.partition_state(self.topic, 0).leader
             except Exception:  # noqa: BLE001 - no state yet or ZooKeeper unreachable
                 return None
             name = f"broker-{leader}" if leader != zk_layout.NO_LEADER else None
