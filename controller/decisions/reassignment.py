@@ -153,7 +153,7 @@ def targets_reached(ctx: ControllerContext, d: Decision, failed: Collection[Topi
 # ============================================================================ validation
 
 NOT_STARTED = ("Not started: the request was rejected as a whole because other partitions "
-               "in it are invalid (seed 004)")
+               "in it are invalid (KIP-455)")
 
 
 def plan_reassignments(ctx: ControllerContext,
