@@ -35,7 +35,6 @@ from collections.abc import Iterable
 
 from admin import options
 from client import KafkaError
-from common import event_loop
 from common.errors import ReplogError
 from common.rpc import replog_pb2 as pb
 from common.security.acl import (
@@ -433,4 +432,4 @@ def add_parsers(sub) -> None:
                    help="with --list: only this principal's ACLs")
     p.add_argument("--force", action="store_true",
                    help="assume yes to every question (--remove)")
-    p.set_defaults(func=lambda args: event_loop.run(_run(args)))
+    p.set_defaults(func=options.run_async(_run))

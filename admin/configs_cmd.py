@@ -25,7 +25,6 @@ import sys
 from admin import options
 from client import AdminClient, KafkaError
 from client.admin_client import AlterConfigOp, ConfigEntry
-from common import event_loop
 from common.dynamic_config import DEFAULT_BROKER
 from common.errors import ReplogError
 
@@ -201,4 +200,4 @@ def add_parsers(sub) -> None:
     p.add_argument("--delete-config", metavar="K[,K]", help="configs to remove")
     p.add_argument("--timeout-ms", type=int, default=60000,
                    help="give up after this long (default.api.timeout.ms)")
-    p.set_defaults(func=lambda args: event_loop.run(_run(args)))
+    p.set_defaults(func=options.run_async(_run))

@@ -21,8 +21,7 @@ from collections.abc import Iterable, Mapping
 
 from admin import options
 from admin.reassign.parsing import read_json_file
-from client import AdminClient, KafkaError
-from common import event_loop
+from client import KafkaError
 from common.errors import ErrorCode, ReplogError
 
 TP = tuple[str, int]
@@ -122,15 +121,11 @@ async def _run(args) -> int:
         partitions = [(args.topic, args.partition)]
     else:
         partitions = None  # Kafka's null list: every partition
-    try:
-        async with AdminClient(args.bootstrap_server,
-                               default_api_timeout_ms=args.timeout_ms) as admin:
-            # The controller waits for the new leaders up to this long (Kafka's
-            # ElectLeaders timeout); leave the client's own deadline the margin beyond it.
-            results = await admin.elect_leaders(election_type.lower(), partitions,
-                                                timeout_ms=min(30000, args.timeout_ms))
-    except KafkaError as e:
-        raise ReplogError(str(e)) from None
+    async with options.admin_client(args, args.timeout_ms) as admin:
+        # The controller waits for the new leaders up to this long (Kafka's ElectLeaders
+        # timeout); leave the client's own deadline the margin beyond it.
+        results = await admin.elect_leaders(election_type.lower(), partitions,
+                                            timeout_ms=min(30000, args.timeout_ms))
     lines, failed = result_lines(election_type, results)
     if lines:
         sys.stdout.write("\n".join(lines) + "\n")
@@ -154,4 +149,4 @@ def add_parsers(sub) -> None:
                    help='{"partitions":[{"topic":"foo","partition":1}]}')
     p.add_argument("--timeout-ms", type=int, default=60000,
                    help="give up after this long (default.api.timeout.ms)")
-    p.set_defaults(func=lambda args: event_loop.run(_run(args)))
+    p.set_defaults(func=options.run_async(_run))

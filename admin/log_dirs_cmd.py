@@ -20,8 +20,6 @@ import sys
 from collections.abc import Iterable, Mapping
 
 from admin import options
-from client import AdminClient, KafkaError
-from common import event_loop
 from common.errors import ErrorCode, ReplogError
 from common.rpc import replog_pb2 as pb
 
@@ -80,22 +78,18 @@ async def _run(args) -> int:
         raise ReplogError("Command must include exactly one action: --describe")
     broker_ids = parse_list(args.broker_list, "broker-list", int)
     topics = parse_list(args.topic_list, "topic-list")
-    try:
-        async with AdminClient(args.bootstrap_server,
-                               default_api_timeout_ms=args.timeout_ms) as admin:
-            live = sorted(await admin.live_brokers())
-            if broker_ids is not None:
-                missing = sorted(set(broker_ids) - set(live))
-                if missing:
-                    raise ReplogError(
-                        f"The given brokers do not exist from --broker-list: "
-                        f"{','.join(map(str, missing))}. Current existent brokers: "
-                        f"{','.join(map(str, live))}")
-            ids = live if broker_ids is None else sorted(set(broker_ids))
-            print("Querying brokers for log directories information", flush=True)
-            responses = await admin.describe_log_dirs(ids)
-    except KafkaError as e:
-        raise ReplogError(str(e)) from None
+    async with options.admin_client(args, args.timeout_ms) as admin:
+        live = sorted(await admin.live_brokers())
+        if broker_ids is not None:
+            missing = sorted(set(broker_ids) - set(live))
+            if missing:
+                raise ReplogError(
+                    f"The given brokers do not exist from --broker-list: "
+                    f"{','.join(map(str, missing))}. Current existent brokers: "
+                    f"{','.join(map(str, live))}")
+        ids = live if broker_ids is None else sorted(set(broker_ids))
+        print("Querying brokers for log directories information", flush=True)
+        responses = await admin.describe_log_dirs(ids)
     print(f"Received log directory information from brokers {','.join(map(str, ids))}")
     sys.stdout.write(json.dumps(describe_json(responses, topics), separators=(",", ":"))
                      + "\n")
@@ -119,5 +113,5 @@ def add_parsers(sub) -> None:
 
     def run(args) -> int:
         args.describe = args.action == "describe" or args.describe_flag
-        return event_loop.run(_run(args))
+        return options.run_async(_run)(args)
     p.set_defaults(func=run)
