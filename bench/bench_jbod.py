@@ -80,7 +80,7 @@ async def one_run(data_dir: str, partitions: int) -> dict:
     from chaos import disk
     from client.admin_client import AdminClient
     from client.producer import Producer
-    from common import zk_layout as zl
+    from harness.cluster_view import ClusterView
     from harness.local_cluster import LocalCluster
 
     rules = Path(data_dir) / "faults.json"
@@ -132,7 +132,7 @@ async def one_run(data_dir: str, partitions: int) -> dict:
             t_serving = time.monotonic()
 
             async def back():
-                return not c.zk_client().get_children(zl.RESTART_PARTITIONS) and \
+                return not ClusterView(c).restart_entries() and \
                     await full_isr(lost)
             t_back = await _until(back, 600, "lost replicas back in the ISR", 0.2)
         detected = _detected_at(c.broker(VICTIM).event_log_file) - wall0

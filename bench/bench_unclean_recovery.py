@@ -109,15 +109,10 @@ def scrape(url: str) -> dict[str, float]:
 
 
 def _states(c, topics):
-    """Every partition's state znode, straight from ZooKeeper."""
-    from common import zk_layout as zl
-    zk = c.zk_client()
-    out = {}
-    for t, n in topics:
-        for p in range(n):
-            data, stat = zk.get(zl.partition_state_path(t, p))
-            out[(t, p)] = zl.decode_partition_state(data, stat.version)
-    return out
+    """Every partition's state znode, straight from ZooKeeper (through the cluster's view)."""
+    from harness.cluster_view import ClusterView
+    view = ClusterView(c)
+    return {(t, p): view.partition_state(t, p) for t, n in topics for p in range(n)}
 
 
 async def _until(cond, timeout: float, what: str, interval: float = 0.2):

@@ -36,7 +36,7 @@ class ClusterView:
     :class:`LocalCluster` that started them, and ZooKeeper's view of them (the controller,
     its epoch, registrations, partition 0's leader), every read bounded."""
 
-    def __init__(self, cluster: LocalCluster, topic: str):
+    def __init__(self, cluster: LocalCluster, topic: str = ""):
         self.cluster = cluster
         self.topic = topic  # ``leader`` targets the leader of its partition 0
 
@@ -58,6 +58,12 @@ class ClusterView:
         data, stat = self._zk_read("get", zk_layout.partition_state_path(topic, partition),
                                    timeout)
         return zk_layout.decode_partition_state(data, stat.version)
+
+    def restart_entries(self, timeout: float = ZK_READ_TIMEOUT_S) -> list[str]:
+        """The /restart_partitions entries no controller has handled yet (design.md#jbod),
+        read within ``timeout``."""
+        client = self.cluster.zk_client()
+        return client.get_children_async(zk_layout.RESTART_PARTITIONS).get(timeout=timeout)
 
     def topic_assignment(self, topic: str,
                          timeout: float = ZK_READ_TIMEOUT_S) -> zk_layout.TopicAssignment:
