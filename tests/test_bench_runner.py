@@ -38,3 +38,13 @@ def test_quick_is_one_run_and_runs_overrides():
     assert runner.runs_of(SimpleNamespace(runs=None, quick=True)) == 1
     assert runner.runs_of(SimpleNamespace(runs=None, quick=False), default_runs=5) == 5
     assert runner.runs_of(SimpleNamespace(runs=2, quick=True)) == 2
+
+
+def test_phase_cpu_reports_each_group_and_the_client():
+    from bench.harness.cpu import PhaseCpu
+    cpu = PhaseCpu({"me": [os.getpid()], "gone": [None]})
+    cpu.start()
+    sum(i * i for i in range(200_000))
+    out = cpu.stop()
+    assert set(out) == {"client", "me", "gone"}
+    assert out["me"] >= 0 and out["gone"] == 0 and out["client"] >= 0
