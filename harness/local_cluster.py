@@ -56,6 +56,7 @@ from harness.cluster_dir import CLUSTER_STARTING_JSON as CLUSTER_STARTING_JSON
 from harness.cluster_dir import LOCK_FILE as LOCK_FILE
 from harness.cluster_dir import _lock_holder as _lock_holder
 from harness.cluster_dir import stop_cluster_in as stop_cluster_in
+from harness.cluster_view import ClusterView
 from harness.polling import Deadline, wait_until
 from harness.ports import free_port  # also imported from here by harness.prometheus and tests
 from harness.process import HOST as HOST
@@ -377,42 +378,22 @@ class LocalCluster:
         stat = self._zk.exists(zk_layout.broker_path(broker_id))
         return stat.czxid if stat is not None else None
 
+    # ZooKeeper's view of the cluster, read as chaos and the lab read it (harness/
+    # cluster_view.py), without their bound: a wait here has a deadline of its own, and a
+    # caller asking once ZooKeeper is back gets the answer, not a timeout of the reconnect.
     def registered_brokers(self) -> dict[int, zk_layout.BrokerRegistration]:
-        zk = self.zk_client()
-        out = {}
-        try:
-            children = zk.get_children(zk_layout.BROKER_IDS)
-        except Exception:  # noqa: BLE001 - NoNodeError before the first registration
-            return {}
-        for c in children:
-            try:
-                data, stat = zk.get(f"{zk_layout.BROKER_IDS}/{c}")
-                out[int(c)] = zk_layout.decode_broker(int(c), data, stat.czxid)
-            except Exception:  # noqa: BLE001, S112 - the znode went away meanwhile
-                continue
-        return out
+        return ClusterView(self).registered_brokers(timeout=None)
 
     def active_controller_id(self) -> int | None:
         """The id in /controller, or None while no controller is active."""
-        try:
-            data, _ = self.zk_client().get(zk_layout.CONTROLLER)
-        except Exception:  # noqa: BLE001 - NoNodeError
-            return None
-        try:
-            return zk_layout.decode_controller(data).controller_id
-        except (ValueError, KeyError):
-            return None
+        return ClusterView(self).active_controller_id(timeout=None)
 
     def active_controller(self) -> ProcessHandle | None:
         cid = self.active_controller_id()
         return self.controllers.get(cid) if cid is not None else None
 
     def controller_epoch(self) -> int | None:
-        try:
-            data, _ = self.zk_client().get(zk_layout.CONTROLLER_EPOCH)
-            return zk_layout.decode_controller_epoch(data)
-        except Exception:  # noqa: BLE001
-            return None
+        return ClusterView(self).controller_epoch(timeout=None)
 
     # ------------------------------------------------------------------ waiting
 
