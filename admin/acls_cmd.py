@@ -33,8 +33,8 @@ import contextlib
 import sys
 from collections.abc import Iterable
 
+from admin import options
 from client import KafkaError
-from common import event_loop
 from common.errors import ReplogError
 from common.rpc import replog_pb2 as pb
 from common.security.acl import (
@@ -387,7 +387,9 @@ async def _acl_service(args, props: dict[str, str]):
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("acls", help="add, remove or list ACLs (kafka-acls)")
+    p = sub.add_parser("acls", help="add, remove or list ACLs (kafka-acls)", parents=[
+        options.client(required=False, bootstrap_help="any broker of the cluster (its "
+                       "authorizer answers; with --command-config for TLS)")])
     actions = p.add_argument_group("actions (exactly one)")
     actions.add_argument("--add", action="store_true", help="add ACLs")
     actions.add_argument("--remove", action="store_true", help="remove ACLs")
@@ -399,9 +401,6 @@ def add_parsers(sub) -> None:
                         "a cluster with ZooKeeper ACLs)")
     p.add_argument("--authorizer", metavar="CLASS",
                    help="kafka.security.authorizer.AclAuthorizer (the default)")
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                   help="any broker of the cluster (its authorizer answers; with "
-                        "--command-config for TLS)")
     p.add_argument("--topic", action="append",
                    help="topic the ACLs apply to (repeatable; '*' is every topic)")
     p.add_argument("--cluster", action="store_true", help="the cluster's ACLs")
@@ -433,4 +432,4 @@ def add_parsers(sub) -> None:
                    help="with --list: only this principal's ACLs")
     p.add_argument("--force", action="store_true",
                    help="assume yes to every question (--remove)")
-    p.set_defaults(func=lambda args: event_loop.run(_run(args)))
+    p.set_defaults(func=options.run_async(_run))

@@ -22,6 +22,7 @@ import sys
 # Error: line); its ERROR level keeps the one line (set before grpc is first imported).
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
+from admin import options
 from common.errors import ReplogError  # after GRPC_VERBOSITY
 
 
@@ -66,9 +67,7 @@ def _add_command_config(parser: argparse.ArgumentParser) -> None:
     for p in _leaf_parsers(parser):
         if p is parser or any("--command-config" in a.option_strings for a in p._actions):
             continue
-        p.add_argument("--command-config", metavar="FILE",
-                       help="Kafka client properties (security.protocol=SSL, ssl.truststore.*, "
-                            "ssl.keystore.*) for every connection this command opens")
+        options.add_command_config(p)
 
 
 def _apply_command_config(path: str | None) -> None:

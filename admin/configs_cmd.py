@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 import sys
 
+from admin import options
 from client import AdminClient, KafkaError
 from client.admin_client import AlterConfigOp, ConfigEntry
-from common import event_loop
 from common.dynamic_config import DEFAULT_BROKER
 from common.errors import ReplogError
 
@@ -184,10 +184,9 @@ async def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("configs", help="describe and alter topic and broker configs "
-                                       "(kafka-configs)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
+    p = sub.add_parser("configs", parents=[options.client()],
+                       help="describe and alter topic and broker configs "
+                            "(kafka-configs)")
     p.add_argument("--entity-type", help="topics or brokers")
     p.add_argument("--entity-name", help="topic name or broker id")
     p.add_argument("--entity-default", action="store_true",
@@ -201,4 +200,4 @@ def add_parsers(sub) -> None:
     p.add_argument("--delete-config", metavar="K[,K]", help="configs to remove")
     p.add_argument("--timeout-ms", type=int, default=60000,
                    help="give up after this long (default.api.timeout.ms)")
-    p.set_defaults(func=lambda args: event_loop.run(_run(args)))
+    p.set_defaults(func=options.run_async(_run))

@@ -29,6 +29,7 @@ import sys
 import time
 from datetime import datetime
 
+from admin import options
 from admin.produce_cmd import _unescape, client_kwargs, parse_kv
 from client import Consumer, ConsumerRecord, KafkaError, TopicPartition
 from common import event_loop
@@ -300,10 +301,9 @@ def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("consume", help="print records to stdout (kafka-console-consumer), or "
-                                       "a load test with --messages (kafka-consumer-perf-test)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
+    p = sub.add_parser("consume", parents=[options.client()],
+                       help="print records to stdout (kafka-console-consumer), or "
+                            "a load test with --messages (kafka-consumer-perf-test)")
     p.add_argument("--topic", required=True)
     p.add_argument("--partition", type=int, help="consume only this partition")
     p.add_argument("--from-beginning", action="store_true",

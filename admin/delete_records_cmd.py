@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 
+from admin import options
 from admin.produce_cmd import java_exception
-from client import AdminClient, KafkaError
-from common import event_loop
+from client import KafkaError
 from common.errors import ReplogError
 
 
@@ -79,11 +79,8 @@ def _read(path: str) -> str:
 async def _run(args) -> int:
     offsets = parse_offsets(_read(args.offset_json_file))
     print("Executing records delete operation", flush=True)
-    try:
-        async with AdminClient(args.bootstrap_server) as admin:
-            results = await admin.delete_records(offsets, timeout_ms=args.timeout_ms)
-    except KafkaError as e:
-        raise ReplogError(str(e)) from None
+    async with options.admin_client(args) as admin:
+        results = await admin.delete_records(offsets, timeout_ms=args.timeout_ms)
     print("Records delete operation completed:")
     for line in report_lines(results):
         print(line)
@@ -91,13 +88,12 @@ async def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("delete-records", help="move partitions' log start offsets forward "
-                                              "(kafka-delete-records)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
+    p = sub.add_parser("delete-records", parents=[options.client()],
+                       help="move partitions' log start offsets forward "
+                            "(kafka-delete-records)")
     p.add_argument("--offset-json-file", required=True, metavar="FILE",
                    help='the offset per partition: {"partitions": [{"topic": "foo", '
                         '"partition": 1, "offset": 1}], "version": 1}')
     p.add_argument("--timeout-ms", type=int, default=30000,
                    help="how long each leader waits for its replicas (default 30000)")
-    p.set_defaults(func=lambda args: event_loop.run(_run(args)))
+    p.set_defaults(func=options.run_async(_run))

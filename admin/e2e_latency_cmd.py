@@ -31,6 +31,7 @@ import struct
 import sys
 import time
 
+from admin import options
 from admin.consume_cmd import consumer_kwargs
 from admin.produce_cmd import parse_kv, producer_kwargs
 from client import Consumer, KafkaError, Producer, parse_acks
@@ -212,10 +213,9 @@ def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("e2e-latency", help="produce one record at a time and consume it back "
-                                           "(kafka-e2e-latency)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
+    p = sub.add_parser("e2e-latency", parents=[options.client()],
+                       help="produce one record at a time and consume it back "
+                            "(kafka-e2e-latency)")
     p.add_argument("--topic", required=True, help="an existing topic; every partition is read")
     p.add_argument("--num-records", type=int, required=True, help="records to send")
     p.add_argument("--producer-acks", "--acks", dest="acks", default="all",

@@ -19,9 +19,9 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 
+from admin import options
 from admin.reassign.parsing import read_json_file
-from client import AdminClient, KafkaError
-from common import event_loop
+from client import KafkaError
 from common.errors import ErrorCode, ReplogError
 
 TP = tuple[str, int]
@@ -121,15 +121,11 @@ async def _run(args) -> int:
         partitions = [(args.topic, args.partition)]
     else:
         partitions = None  # Kafka's null list: every partition
-    try:
-        async with AdminClient(args.bootstrap_server,
-                               default_api_timeout_ms=args.timeout_ms) as admin:
-            # The controller waits for the new leaders up to this long (Kafka's
-            # ElectLeaders timeout); leave the client's own deadline the margin beyond it.
-            results = await admin.elect_leaders(election_type.lower(), partitions,
-                                                timeout_ms=min(30000, args.timeout_ms))
-    except KafkaError as e:
-        raise ReplogError(str(e)) from None
+    async with options.admin_client(args, args.timeout_ms) as admin:
+        # The controller waits for the new leaders up to this long (Kafka's ElectLeaders
+        # timeout); leave the client's own deadline the margin beyond it.
+        results = await admin.elect_leaders(election_type.lower(), partitions,
+                                            timeout_ms=min(30000, args.timeout_ms))
     lines, failed = result_lines(election_type, results)
     if lines:
         sys.stdout.write("\n".join(lines) + "\n")
@@ -139,10 +135,9 @@ async def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("elect", help="elect preferred or unclean leaders "
-                                     "(kafka-leader-election)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
+    p = sub.add_parser("elect", parents=[options.client()],
+                       help="elect preferred or unclean leaders "
+                            "(kafka-leader-election)")
     p.add_argument("--election-type", metavar="PREFERRED|UNCLEAN",
                    help="preferred: move leadership to the first replica; unclean: elect an "
                         "out-of-sync replica where no in-sync one is alive")
@@ -154,4 +149,4 @@ def add_parsers(sub) -> None:
                    help='{"partitions":[{"topic":"foo","partition":1}]}')
     p.add_argument("--timeout-ms", type=int, default=60000,
                    help="give up after this long (default.api.timeout.ms)")
-    p.set_defaults(func=lambda args: event_loop.run(_run(args)))
+    p.set_defaults(func=options.run_async(_run))

@@ -19,8 +19,7 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 
-from client import AdminClient, KafkaError
-from common import event_loop
+from admin import options
 from common.errors import ErrorCode, ReplogError
 from common.rpc import replog_pb2 as pb
 
@@ -79,22 +78,18 @@ async def _run(args) -> int:
         raise ReplogError("Command must include exactly one action: --describe")
     broker_ids = parse_list(args.broker_list, "broker-list", int)
     topics = parse_list(args.topic_list, "topic-list")
-    try:
-        async with AdminClient(args.bootstrap_server,
-                               default_api_timeout_ms=args.timeout_ms) as admin:
-            live = sorted(await admin.live_brokers())
-            if broker_ids is not None:
-                missing = sorted(set(broker_ids) - set(live))
-                if missing:
-                    raise ReplogError(
-                        f"The given brokers do not exist from --broker-list: "
-                        f"{','.join(map(str, missing))}. Current existent brokers: "
-                        f"{','.join(map(str, live))}")
-            ids = live if broker_ids is None else sorted(set(broker_ids))
-            print("Querying brokers for log directories information", flush=True)
-            responses = await admin.describe_log_dirs(ids)
-    except KafkaError as e:
-        raise ReplogError(str(e)) from None
+    async with options.admin_client(args, args.timeout_ms) as admin:
+        live = sorted(await admin.live_brokers())
+        if broker_ids is not None:
+            missing = sorted(set(broker_ids) - set(live))
+            if missing:
+                raise ReplogError(
+                    f"The given brokers do not exist from --broker-list: "
+                    f"{','.join(map(str, missing))}. Current existent brokers: "
+                    f"{','.join(map(str, live))}")
+        ids = live if broker_ids is None else sorted(set(broker_ids))
+        print("Querying brokers for log directories information", flush=True)
+        responses = await admin.describe_log_dirs(ids)
     print(f"Received log directory information from brokers {','.join(map(str, ids))}")
     sys.stdout.write(json.dumps(describe_json(responses, topics), separators=(",", ":"))
                      + "\n")
@@ -102,14 +97,13 @@ async def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("log-dirs", help="describe brokers' log dirs and the replicas in them "
-                                        "(kafka-log-dirs)")
+    p = sub.add_parser("log-dirs", parents=[options.client()],
+                       help="describe brokers' log dirs and the replicas in them "
+                            "(kafka-log-dirs)")
     p.add_argument("action", nargs="?", choices=["describe"],
                    help="describe (Kafka's --describe)")
     p.add_argument("--describe", dest="describe_flag", action="store_true",
                    help="same as the describe action")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
     p.add_argument("--broker-list", metavar="1,2",
                    help="brokers to query (default: every live broker)")
     p.add_argument("--topic-list", metavar="T1,T2",
@@ -119,5 +113,5 @@ def add_parsers(sub) -> None:
 
     def run(args) -> int:
         args.describe = args.action == "describe" or args.describe_flag
-        return event_loop.run(_run(args))
+        return options.run_async(_run)(args)
     p.set_defaults(func=run)

@@ -51,6 +51,7 @@ from array import array
 from datetime import datetime
 from typing import NamedTuple
 
+from admin import options
 from client import KafkaError, Producer
 from client.errors import KafkaTimeoutError, RecordTooLargeError, UnknownTopicError
 from common import event_loop
@@ -535,10 +536,9 @@ def _run(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("produce", help="send lines from stdin (kafka-console-producer), or a "
-                                       "load test with --num-records (kafka-producer-perf-test)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
+    p = sub.add_parser("produce", parents=[options.client()],
+                       help="send lines from stdin (kafka-console-producer), or a "
+                            "load test with --num-records (kafka-producer-perf-test)")
     p.add_argument("--topic", required=True)
     # Defaults are None: an option given replaces the setting, one not given supplies
     # kafka-console-producer's default only where no property set it (producer_settings).

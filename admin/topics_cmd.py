@@ -32,6 +32,7 @@ import re
 import sys
 from collections.abc import Iterable
 
+from admin import options
 from client import AdminClient, KafkaError, NewPartitions, PartitionInfo, TopicInfo
 from common import event_loop
 from common.errors import ErrorCode, ReplogError
@@ -323,15 +324,13 @@ def add_parsers(sub) -> None:
     actions.required = True
 
     def common(p, topic_required: bool) -> None:
-        p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                       help="any broker of the cluster (host:port[,host:port...])")
         p.add_argument("--topic", required=topic_required,
                        help="topic name" + ("" if topic_required else
                                             " (a regular expression, as in Kafka)"))
         p.add_argument("--timeout-ms", type=int, default=60000,
                        help="give up after this long (default.api.timeout.ms)")
 
-    p = actions.add_parser("create", help="create a topic")
+    p = actions.add_parser("create", parents=[options.client()], help="create a topic")
     common(p, True)
     p.add_argument("--partitions", type=int, help="number of partitions (default: the "
                                                   "controller's num.partitions)")
@@ -346,7 +345,8 @@ def add_parsers(sub) -> None:
                    help="do nothing if the topic exists")
     p.set_defaults(func=_run(_create))
 
-    p = actions.add_parser("describe", help="describe topics (Kafka's format)")
+    p = actions.add_parser("describe", parents=[options.client()],
+                           help="describe topics (Kafka's format)")
     common(p, False)
     p.add_argument("--if-exists", action="store_true", help="no error if the topic is missing")
     p.add_argument("--exclude-internal", action="store_true",
@@ -364,13 +364,14 @@ def add_parsers(sub) -> None:
                    help="only partitions with an ELR or LastKnownELR (KIP-966)")
     p.set_defaults(func=_run(_describe))
 
-    p = actions.add_parser("list", help="list topic names")
+    p = actions.add_parser("list", parents=[options.client()], help="list topic names")
     common(p, False)
     p.add_argument("--exclude-internal", action="store_true",
                    help="accepted for compatibility (replog has no internal topics)")
     p.set_defaults(func=_run(_list))
 
-    p = actions.add_parser("alter", help="add partitions to topics (kafka-topics --alter)")
+    p = actions.add_parser("alter", parents=[options.client()],
+                           help="add partitions to topics (kafka-topics --alter)")
     common(p, True)
     p.add_argument("--partitions", type=int, required=True,
                    help="the new number of partitions (it can only grow; WARNING: if partitions "
@@ -383,7 +384,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--if-exists", action="store_true", help="do nothing if the topic is missing")
     p.set_defaults(func=_run(_alter))
 
-    p = actions.add_parser("delete", help="delete topics")
+    p = actions.add_parser("delete", parents=[options.client()], help="delete topics")
     common(p, True)
     p.add_argument("--if-exists", action="store_true", help="no error if the topic is missing")
     p.set_defaults(func=_run(_delete))

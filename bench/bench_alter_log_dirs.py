@@ -28,7 +28,8 @@ import statistics
 import tempfile
 import time
 
-from bench import json_line, log, machine_info, measured_rate, save_results
+from bench import measured_rate
+from bench.harness.runner import report, run_each
 
 RATE = 2_000_000  # bytes/s
 RECORD = 1024
@@ -99,18 +100,13 @@ async def one_run(data_dir: str, rate: int | None, backlog_bytes: int) -> dict:
 
 
 def main(opts) -> dict:
-    runs = opts.runs or (1 if opts.quick else 3)
     rate = getattr(opts, "rate", None) or RATE
     backlog = (6 if opts.quick else 12) * rate  # ~6 s / 12 s of copying at the throttle
-    results = []
-    for i in range(runs):
-        with tempfile.TemporaryDirectory(dir=opts.data_dir) as d:
-            r = asyncio.run(one_run(d, rate, backlog))
-        results.append(r)
-        got = r["rate_Bps"]
-        log(f"   run {i + 1}: {r['target_bytes'] / 1e6:.1f} MB moved in {r['moved_s']} s, "
-            + (f"{got / 1e6:.3f} MB/s between 10% and 90%" if got is not None
-               else f"no rate measured ({r})"))
+    results = run_each(opts, lambda d: one_run(d, rate, backlog), lambda i, _, r: (
+        f"   run {i + 1}: {r['target_bytes'] / 1e6:.1f} MB moved in {r['moved_s']} s, "
+        + (f"{r['rate_Bps'] / 1e6:.3f} MB/s between 10% and 90%" if r["rate_Bps"] is not None
+           else f"no rate measured ({r})")))
+    runs = len(results)
     rates = [r["rate_Bps"] for r in results if r["rate_Bps"] is not None]
     median_rate = statistics.median(rates) if rates else None
     with tempfile.TemporaryDirectory(dir=opts.data_dir) as d:
@@ -139,9 +135,7 @@ def main(opts) -> dict:
     print(f"   unthrottled: moved in {figure['unthrottled_moved_s']} s "
           f"(>= {figure['unthrottled_MBps_end_to_end']} MB/s end to end); swapped-in replica "
           f"the size of the original in every run: {figure['sizes_kept']}")
-    print(json_line("alter_log_dirs", "intra_broker_move_rate", figure))
-    save_results("alter_log_dirs", {"machine": machine_info(), "figure": figure})
-    return figure
+    return report("alter_log_dirs", "intra_broker_move_rate", figure, ())
 
 
 if __name__ == "__main__":

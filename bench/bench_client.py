@@ -45,7 +45,8 @@ import time
 from dataclasses import dataclass
 
 from bench import GB, MB, json_line, log, machine_info, median, save_results
-from bench.harness import CpuMeter, rotating_assignment, start_cluster, zk_pid
+from bench.harness import rotating_assignment, start_cluster, zk_pid
+from bench.harness.cpu import PhaseCpu
 from client import AdminClient
 from harness.local_cluster import LocalCluster
 
@@ -77,31 +78,16 @@ QUICK = Plan(rounds=1, low_rate_records=100, half_peak_seconds=3.0, produce_reco
 
 # ============================================================================ plumbing
 
-class Roles:
+class Roles(PhaseCpu):
     """CPU meters for the roles of (b)/(c): leader = broker 1, followers = brokers 2 and 3,
-    other = controller + ZooKeeper; the client is the CLI child (getrusage RUSAGE_CHILDREN,
-    which counts only children already waited for, so not the still-running brokers)."""
+    other = controller + ZooKeeper; the client is the CLI child."""
 
     def __init__(self, c: LocalCluster):
-        self.meters = {
-            "leader": CpuMeter([c.broker(1).pid]),
-            "followers": CpuMeter([c.broker(b).pid for b in c.brokers if b != 1]),
-            "other": CpuMeter([h.pid for h in c.controllers.values()] + [zk_pid(c)]),
-        }
-
-    def start(self) -> None:
-        for m in self.meters.values():
-            m.start()
-        self._children = resource.getrusage(resource.RUSAGE_CHILDREN)
-
-    def stop(self) -> dict[str, float]:
-        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        out = {"client": (ru.ru_utime - self._children.ru_utime)
-               + (ru.ru_stime - self._children.ru_stime)}
-        for k, m in self.meters.items():
-            u, s = m.stop()
-            out[k] = u + s
-        return out
+        super().__init__({
+            "leader": [c.broker(1).pid],
+            "followers": [c.broker(b).pid for b in c.brokers if b != 1],
+            "other": [h.pid for h in c.controllers.values()] + [zk_pid(c)],
+        })
 
 
 def replog_cli(*args: str, timeout: float = 600.0) -> tuple[str, float]:

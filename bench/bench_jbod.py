@@ -29,11 +29,11 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench import json_line, log, machine_info, median, save_results
+from bench import log, median
+from bench.harness.runner import report, run_each
 
 FULL_PARTITIONS = 2000
 QUICK_PARTITIONS = 200
@@ -80,7 +80,7 @@ async def one_run(data_dir: str, partitions: int) -> dict:
     from chaos import disk
     from client.admin_client import AdminClient
     from client.producer import Producer
-    from common import zk_layout as zl
+    from harness.cluster_view import ClusterView
     from harness.local_cluster import LocalCluster
 
     rules = Path(data_dir) / "faults.json"
@@ -132,7 +132,7 @@ async def one_run(data_dir: str, partitions: int) -> dict:
             t_serving = time.monotonic()
 
             async def back():
-                return not c.zk_client().get_children(zl.RESTART_PARTITIONS) and \
+                return not ClusterView(c).restart_entries() and \
                     await full_isr(lost)
             t_back = await _until(back, 600, "lost replicas back in the ISR", 0.2)
         detected = _detected_at(c.broker(VICTIM).event_log_file) - wall0
@@ -148,15 +148,11 @@ async def one_run(data_dir: str, partitions: int) -> dict:
 
 def main(opts) -> dict:
     partitions = QUICK_PARTITIONS if opts.quick else FULL_PARTITIONS
-    runs = opts.runs or (1 if opts.quick else 3)
-    results = []
-    for i in range(runs):
-        with tempfile.TemporaryDirectory(dir=opts.data_dir) as d:
-            r = asyncio.run(one_run(d, partitions))
-        results.append(r)
-        log(f"[jbod] run {i + 1}/{runs}: {r['lost']} lost replicas, new leaders after "
-            f"{r['leaders_moved_s']:.2f} s (serving {r['leaders_serving_s']:.2f} s), all back "
-            f"in the ISR after {r['back_in_isr_s']:.2f} s")
+    results = run_each(opts, lambda d: one_run(d, partitions), lambda i, n, r: (
+        f"[jbod] run {i + 1}/{n}: {r['lost']} lost replicas, new leaders after "
+        f"{r['leaders_moved_s']:.2f} s (serving {r['leaders_serving_s']:.2f} s), all back "
+        f"in the ISR after {r['back_in_isr_s']:.2f} s"))
+    runs = len(results)
     figure = {
         "partitions": partitions, "runs": runs,
         "lost_replicas": median([r["lost"] for r in results]),
@@ -172,23 +168,21 @@ def main(opts) -> dict:
         "back_in_isr_s": round(median([r["back_in_isr_s"] for r in results]), 2),
         "back_in_isr_runs_s": [round(r["back_in_isr_s"], 2) for r in results],
     }
-    print(f"== log dir failure: {figure['lost_replicas']} replicas in the failed dir of broker "
+    return report("jbod", "log_dir_failure", figure, [
+        f"== log dir failure: {figure['lost_replicas']} replicas in the failed dir of broker "
           f"{VICTIM} ({figure['lost_leaders']} of them leaders), {partitions} partitions RF 3, "
           f"{'a real ext4 error' if figure['real_fault'] else 'EIO through the seam'} "
-          f"(median of {runs})")
-    print(f"   fault -> broker takes the dir offline {figure['detected_s']:>7} s (at the dir's "
-          f"next write)")
-    print(f"   fault -> new leaders in metadata   {figure['leaders_moved_s']:>7} s "
-          f"({figure['detected_to_leaders_moved_s']} s after the detection)")
-    print(f"   fault -> new leaders acknowledge   {figure['leaders_serving_s']:>7} s "
-          f"(acks=all produce to each)")
-    print(f"   fault -> every lost replica re-created and back in the ISR "
+          f"(median of {runs})",
+        f"   fault -> broker takes the dir offline {figure['detected_s']:>7} s (at the dir's "
+          f"next write)",
+        f"   fault -> new leaders in metadata   {figure['leaders_moved_s']:>7} s "
+          f"({figure['detected_to_leaders_moved_s']} s after the detection)",
+        f"   fault -> new leaders acknowledge   {figure['leaders_serving_s']:>7} s "
+          f"(acks=all produce to each)",
+        f"   fault -> every lost replica re-created and back in the ISR "
           f"{figure['back_in_isr_s']:>7} s ({figure['detected_to_back_in_isr_s']} s after the "
-          f"detection)   runs {figure['back_in_isr_runs_s']}")
-    print(json_line("jbod", "log_dir_failure", figure))
-    save_results("jbod", {"machine": machine_info(opts.data_dir), "figure": figure,
-                          "runs": results})
-    return figure
+          f"detection)   runs {figure['back_in_isr_runs_s']}",
+    ], opts.data_dir, runs=results)
 
 
 if __name__ == "__main__":  # the same options as ``python -m bench jbod``

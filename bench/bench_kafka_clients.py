@@ -45,7 +45,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -57,13 +56,13 @@ from bench import MB, json_line, log, machine_info, median, save_results
 from bench.bench_client import _CONSUME_LINE, _PERF_LINE, per_gb, settle_writeback
 from bench.harness import (
     Brokers,
-    CpuMeter,
     isr_full,
     rotating_assignment,
     start_cluster,
     wait_partitions,
     zk_pid,
 )
+from bench.harness.cpu import PhaseCpu
 from client import AdminClient
 from harness.local_cluster import LocalCluster
 
@@ -115,28 +114,15 @@ def topic_of(key: str, r: int) -> str:
 
 # ============================================================================ plumbing
 
-class Meters:
-    """CPU of every process of a phase: the client child (getrusage RUSAGE_CHILDREN counts
-    children already waited for, and each phase runs one child to its end), each broker, and
-    the controller + ZooKeeper together."""
+class Meters(PhaseCpu):
+    """CPU of every process of a phase: the client child (each phase runs one child to its
+    end), each broker, and the controller + ZooKeeper together."""
 
     def __init__(self, c: LocalCluster):
-        self.meters = {f"broker{b}": CpuMeter([h.pid]) for b, h in sorted(c.brokers.items())}
-        self.meters["ctl_zk"] = CpuMeter([h.pid for h in c.controllers.values()] + [zk_pid(c)])
-
-    def start(self) -> None:
-        for m in self.meters.values():
-            m.start()
-        self._children = resource.getrusage(resource.RUSAGE_CHILDREN)
-
-    def stop(self) -> dict[str, float]:
-        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        out = {"client": (ru.ru_utime - self._children.ru_utime)
-               + (ru.ru_stime - self._children.ru_stime)}
-        for k, m in self.meters.items():
-            u, s = m.stop()
-            out[k] = u + s
-        return out
+        groups: dict[str, list[int | None]] = {f"broker{b}": [h.pid]
+                                               for b, h in sorted(c.brokers.items())}
+        groups["ctl_zk"] = [h.pid for h in c.controllers.values()] + [zk_pid(c)]
+        super().__init__(groups)
 
 
 def run_child(module: str, *args: str, timeout: float = 900.0) -> tuple[str, float]:

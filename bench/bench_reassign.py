@@ -39,10 +39,10 @@ import asyncio
 import multiprocessing
 import os
 import sys
-import tempfile
 import time
 
-from bench import MB, json_line, log, machine_info, median, save_results
+from bench import MB, log, median
+from bench.harness.runner import report, run_each
 from harness.polling import async_wait_until
 
 PARTITIONS = 100
@@ -283,16 +283,12 @@ def main(opts) -> dict:
     size_mb = int(os.environ.get("REPLOG_BENCH_REASSIGN_MB") or
                   (QUICK_MB if opts.quick else FULL_MB))
     nbytes = size_mb * MB
-    runs = opts.runs or (1 if opts.quick else 3)
-    results = []
-    for i in range(runs):
-        with tempfile.TemporaryDirectory(dir=opts.data_dir) as d:
-            r = asyncio.run(one_run(d, nbytes))
-        results.append(r)
-        lat = r["latency"]
-        log(f"[reassign] run {i + 1}/{runs}: raw {_mbs(r['raw']['rate_Bps'])} MB/s, move copy "
-            f"{_mbs(r['move']['rate_Bps'])} MB/s, end to end {r['move_end_to_end_s']:.1f} s; "
-            f"p99 idle {lat['idle']['p99_ms']} ms, move {lat['move']['p99_ms']} ms")
+    results = run_each(opts, lambda d: one_run(d, nbytes), lambda i, n, r: (
+        f"[reassign] run {i + 1}/{n}: raw {_mbs(r['raw']['rate_Bps'])} MB/s, move copy "
+        f"{_mbs(r['move']['rate_Bps'])} MB/s, end to end {r['move_end_to_end_s']:.1f} s; "
+        f"p99 idle {r['latency']['idle']['p99_ms']} ms, move "
+        f"{r['latency']['move']['p99_ms']} ms"))
+    runs = len(results)
 
     def med(f):
         xs = [f(r) for r in results]
@@ -358,10 +354,7 @@ def main(opts) -> dict:
     print(f"     idle p99 per window, run 1 (before the catch-up, before the move, after "
           f"it): {results[0]['latency']['idle']['p99_ms_per_window']} ms")
     print(f"   p99 during the move / without a move: {figure['p99_ratio_move_to_idle']}x")
-    print(json_line("reassign", "unthrottled_move", figure))
-    save_results("reassign", {"machine": machine_info(opts.data_dir), "figure": figure,
-                              "runs": results})
-    return figure
+    return report("reassign", "unthrottled_move", figure, (), opts.data_dir, runs=results)
 
 
 if __name__ == "__main__":  # the same options as ``python -m bench reassign``

@@ -15,10 +15,9 @@ import asyncio
 import json
 import os
 import statistics
-import tempfile
 import time
 
-from bench import json_line, log, machine_info, save_results
+from bench.harness.runner import report, run_each
 
 PROCESS_TIME_MAX_MS = 500
 SLOW_READ_MS = 1000
@@ -85,24 +84,18 @@ async def one_run(data_dir: str) -> dict:
 
 
 def main(opts) -> dict:
-    runs = opts.runs or (1 if opts.quick else 3)
-    results = []
-    for i in range(runs):
-        with tempfile.TemporaryDirectory(dir=opts.data_dir) as d:
-            r = asyncio.run(one_run(d))
-            results.append(r)
-            log(f"   run {i + 1}: produce resumed on broker {r['new_leader']} after "
-                f"{r['resume_s']:.2f} s" if r["resume_s"] is not None else
-                f"   run {i + 1}: produce did not resume within 60 s")
+    results = run_each(opts, one_run, lambda i, _, r: (
+        f"   run {i + 1}: produce resumed on broker {r['new_leader']} after "
+        f"{r['resume_s']:.2f} s" if r["resume_s"] is not None else
+        f"   run {i + 1}: produce did not resume within 60 s"))
+    runs = len(results)
     ok = [r["resume_s"] for r in results if r["resume_s"] is not None]
     figure = {"resume_s_median": round(statistics.median(ok), 2) if ok else None,
               "resume_s_runs": [round(x, 2) if x is not None else None
                                 for x in (r["resume_s"] for r in results)],
               "follower_fetch_process_time_max_ms": PROCESS_TIME_MAX_MS,
               "slow_read_ms_per_call": SLOW_READ_MS, "runs": runs}
-    print(f"== slow leader (seed 002, flag on): reads slowed by {SLOW_READ_MS} ms per call")
-    print(f"   produce resumes on the new leader after {figure['resume_s_median']} s (median "
-          f"of {runs}); follower.fetch.process.time.max.ms = {PROCESS_TIME_MAX_MS} ms")
-    print(json_line("slow_leader", "resume_after_slow_reads", figure))
-    save_results("slow_leader", {"machine": machine_info(), "figure": figure})
-    return figure
+    return report("slow_leader", "resume_after_slow_reads", figure, [
+        f"== slow leader (KIP-501, flag on): reads slowed by {SLOW_READ_MS} ms per call",
+        f"   produce resumes on the new leader after {figure['resume_s_median']} s (median "
+        f"of {runs}); follower.fetch.process.time.max.ms = {PROCESS_TIME_MAX_MS} ms"])

@@ -53,13 +53,13 @@ from __future__ import annotations
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from bench import json_line, log, machine_info, median, save_results
+from bench import log, median
 from bench.harness.events import EventTail
+from bench.harness.runner import report, run_each
 
 TOPICS = 4
 PARTITIONS_PER_TOPIC = 250
@@ -109,15 +109,10 @@ def scrape(url: str) -> dict[str, float]:
 
 
 def _states(c, topics):
-    """Every partition's state znode, straight from ZooKeeper."""
-    from common import zk_layout as zl
-    zk = c.zk_client()
-    out = {}
-    for t, n in topics:
-        for p in range(n):
-            data, stat = zk.get(zl.partition_state_path(t, p))
-            out[(t, p)] = zl.decode_partition_state(data, stat.version)
-    return out
+    """Every partition's state znode, straight from ZooKeeper (through the cluster's view)."""
+    from harness.cluster_view import ClusterView
+    view = ClusterView(c)
+    return {(t, p): view.partition_state(t, p) for t, n in topics for p in range(n)}
 
 
 async def _until(cond, timeout: float, what: str, interval: float = 0.2):
@@ -281,17 +276,13 @@ async def one_run(data_dir: str, topics) -> dict:
 def main(opts) -> dict:
     topics = _topics(opts.quick)
     total = sum(n for _, n in topics)
-    runs = opts.runs or (1 if opts.quick else 3)
-    results = []
-    for i in range(runs):
-        with tempfile.TemporaryDirectory(dir=opts.data_dir) as d:
-            r = asyncio.run(one_run(d, topics))
-        results.append(r)
-        log(f"[unclean_recovery] run {i + 1}/{runs}: {r['elected']}/{total} elected "
-            f"{r['outcomes']}, ready -> elected median {r['past_wait_ms']['median']} ms "
-            f"p99 {r['past_wait_ms']['p99']} max {r['past_wait_ms']['max']}, "
-            f"{r['rpcs']:.0f} GetReplicaLogInfo RPCs to {len(r['brokers_asked'])} brokers, "
-            f"{r['offsets_discarded']:.0f} offsets discarded")
+    results = run_each(opts, lambda d: one_run(d, topics), lambda i, n, r: (
+        f"[unclean_recovery] run {i + 1}/{n}: {r['elected']}/{total} elected "
+        f"{r['outcomes']}, ready -> elected median {r['past_wait_ms']['median']} ms "
+        f"p99 {r['past_wait_ms']['p99']} max {r['past_wait_ms']['max']}, "
+        f"{r['rpcs']:.0f} GetReplicaLogInfo RPCs to {len(r['brokers_asked'])} brokers, "
+        f"{r['offsets_discarded']:.0f} offsets discarded"))
+    runs = len(results)
 
     def med(key, sub=None):
         return round(median([r[key][sub] if sub else r[key] for r in results]), 2)
@@ -343,10 +334,7 @@ def main(opts) -> dict:
           f"(elected a shorter log than answered: {figure['elected_not_longest']}; "
           f"elected stale broker 1: {figure['elected_stale_broker1']})")
     print(f"   ready -> every leader RECOVERED     {figure['ready_to_recovered_s']:>7} s")
-    print(json_line("unclean_recovery", "recovery_1k", figure))
-    save_results("unclean_recovery", {"machine": machine_info(opts.data_dir),
-                                      "figure": figure, "runs": results})
-    return figure
+    return report("unclean_recovery", "recovery_1k", figure, (), opts.data_dir, runs=results)
 
 
 if __name__ == "__main__":  # the same options as ``python -m bench unclean_recovery``

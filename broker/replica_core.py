@@ -15,8 +15,8 @@ Ordering rules (the shell carries effects out in list order, before it takes the
 1. FollowerFetch: a pending read is recorded (KIP-501) before the follower state moves; the
    ISR expansion (:class:`ProposeIsr`) comes *before* :class:`AdvanceHighWatermark`, as Kafka's
    updateFollowerFetchState runs maybeExpandIsr before maybeIncrementLeaderHW: the pending ISR
-   names the follower, so the HW cannot pass its LEO (cluster simulation seeds 77 and 78 of its
-   truncation profile found the other order).
+   names the follower, so the HW cannot pass its LEO (tests/broker/test_replica_core.py::
+   test_expansion_comes_before_the_hw_in_one_fetch; design.md#sim-finding-h).
 2. Only a leader proposes, one AlterPartition in flight: a proposal while one is pending (or
    on a replica that does not lead) yields nothing; relinquish
    (design.md#kip-501) replaces a pending change. While pending, the HW is computed over the

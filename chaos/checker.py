@@ -21,7 +21,9 @@ Properties, each named in the verdict with its evidence (the operations that bre
 - ``incomplete-history``: the history has no final read or no replica states;
 - ``client-error``: a writer or reader met an exception that is neither a Kafka error nor a
   timeout (e.g. a send to a partition outside the topic's metadata, which a broker answering
-  with part of a topic's partitions causes: chaos seed 2).
+  with part of a topic's partitions causes; brokers answer only once registered:
+  tests/broker/test_registration_fence.py::
+  test_controller_requests_wait_for_the_brokers_registration).
 
 The verdict also reports availability (informational, never a violation): per partition the
 longest window without an acknowledged acks=all write, and per fault window (from its start

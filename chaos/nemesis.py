@@ -465,11 +465,13 @@ class ShutdownNemesis(Nemesis):
 
     The restart waits only until the broker has registered in ZooKeeper, not for an active
     controller in its metadata: the fault in progress may be the controller's kill, whose
-    restart is the schedule's next event (waiting for it stalled seed 3 for 60 s). For the
-    same reason nothing is done while ZooKeeper is down: the fault in progress is its kill,
-    whose restart is the next event, and a broker's start waits for ZooKeeper without end
-    (seed 44: ZooKeeper killed at 57.1 s of 60, a shutdown at 59.0 s, and the run hung with
-    ZooKeeper never restarted)."""
+    restart is the schedule's next event, so waiting for a controller would stall the run. For
+    the same reason nothing is done while ZooKeeper is down: the fault in progress is its kill,
+    whose restart is the next event, and a broker's start waits for ZooKeeper without end.
+    The rule - an operation inside a fault's window never waits on what only that fault's
+    end undoes - is pinned by tests/chaos/test_late_faults.py::
+    test_a_shutdown_inside_a_zookeeper_kill_lets_zookeeper_come_back and
+    test_a_shutdown_with_zookeeper_up_still_restarts_its_broker."""
 
     name = "shutdown"
     READY_TIMEOUT_S = 60.0

@@ -45,10 +45,11 @@ from harness.local_cluster import LocalCluster
 
 TOPIC = "chaos"
 # No nemesis operation may hold the schedule up for good: what it waits on may be undone only
-# by the schedule's next event (seed 44: a controlled shutdown waited for ZooKeeper, whose
-# restart was the next event, and the run never healed). Past this bound - above the slowest
+# by the schedule's next event (a controlled shutdown waiting for ZooKeeper, whose restart is
+# the next event, would keep the run from ever healing). Past this bound - above the slowest
 # legitimate operation: a stop's 60 s grace before SIGKILL, then a start's 60 s wait for
-# readiness - the operation is recorded as stalled and the schedule goes on.
+# readiness - the operation is recorded as stalled and the schedule goes on
+# (tests/chaos/test_late_faults.py::test_a_stalled_operation_does_not_hold_up_the_schedule).
 OP_TIMEOUT_S = 300.0
 
 
@@ -223,9 +224,10 @@ async def _run_schedule(schedule: Schedule, nemeses: dict[str, Nemesis],
                     key=lambda e: (e[0], e[1], e[2].index))
     # Admin operations (a preferred election, a reassignment) go through the AdminClient,
     # which retries for up to its API timeout (15 s) while the fault in progress has taken
-    # the controller or ZooKeeper. Awaited here, they held up that fault's scheduled stop and
-    # stretched it (seed 85: ZooKeeper down 18.3 s instead of 1.9 s). They run in a lane of
-    # their own instead, one after another in schedule order, beside the faults.
+    # the controller or ZooKeeper. Awaited here, they would hold up that fault's scheduled
+    # stop and stretch the fault. They run in a lane of their own instead, one after another
+    # in schedule order, beside the faults (tests/chaos/test_late_faults.py::
+    # test_an_admin_operation_mid_fault_does_not_hold_up_the_faults_stop).
     admin_lane: asyncio.Future | None = None
     for at, kind, fault in events:
         delay = at - history.now()

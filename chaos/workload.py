@@ -61,7 +61,8 @@ async def writer(bootstrap: str, topic: str, partitions: int, writer_id: int, ac
                 await asyncio.sleep(0.1)
             except Exception as e:  # noqa: BLE001 - recorded, flagged by the checker
                 # Not a Kafka error: the client saw something a cluster must never show (a
-                # partition outside the topic's metadata, chaos seed 2). The write stays
+                # partition outside the topic's metadata: tests/chaos/test_checker.py::
+                # test_client_error_is_caught). The write stays
                 # unknown and the writer goes on, so the run still tests the rest.
                 history.record(name, "info", "send",
                                {"partition": partition, "value": value, "acks": acks,

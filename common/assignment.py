@@ -99,12 +99,19 @@ def assign_replicas(brokers: Iterable[BrokerMetadata], num_partitions: int,
                        rng, fixed_start_index, start_partition)
 
 
+def _starts(n: int, rng: random.Random, fixed_start_index: int,
+            start_partition: int) -> tuple[int, int, int]:
+    """Kafka's startIndex and nextReplicaShift (random over the n brokers unless fixed, drawn
+    in that order) and the first partition to assign."""
+    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
+    next_shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
+    return start_index, next_shift, max(0, start_partition)
+
+
 def _rack_unaware(broker_list: Sequence[int], n_partitions: int, rf: int, rng: random.Random,
                   fixed_start_index: int, start_partition: int) -> dict[int, list[int]]:
     n = len(broker_list)
-    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    next_shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    current = max(0, start_partition)
+    start_index, next_shift, current = _starts(n, rng, fixed_start_index, start_partition)
     out: dict[int, list[int]] = {}
     for _ in range(n_partitions):
         if current > 0 and current % n == 0:
@@ -124,9 +131,7 @@ def _rack_aware(broker_racks: Mapping[int, str], n_partitions: int, rf: int,
     num_racks = len(set(broker_racks.values()))
     arranged = rack_alternated_brokers(broker_racks)
     n = len(arranged)
-    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    next_shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    current = max(0, start_partition)
+    start_index, next_shift, current = _starts(n, rng, fixed_start_index, start_partition)
     out: dict[int, list[int]] = {}
     for _ in range(n_partitions):
         if current > 0 and current % n == 0:

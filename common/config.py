@@ -176,8 +176,8 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "first advertised listener when none is named PLAINTEXT)"),
     _k("log.dirs", _list, ["/tmp/replog-logs"], "comma-separated log directories (JBOD)"),
     _k("log.dir.failure.policy", _choice("offline", "halt"), "offline",
-       "offline: a failed log dir goes offline and the broker serves the others (seed 003, "
-       "KIP-112); halt: the broker exits on any log-dir failure - pre-design behaviour "
+       "offline: a failed log dir goes offline and the broker serves the others (KIP-112, "
+       "docs/design.md#jbod); halt: the broker exits on any log-dir failure - pre-design behaviour "
        "(Kafka before KIP-112), for comparison (replog lab jbod)"),
     _k("zookeeper.connect", _str, "127.0.0.1:2181", "ZooKeeper connection string with chroot"),
     _k("zookeeper.session.timeout.ms", _int(1), 18000, "ZooKeeper session timeout"),
@@ -208,8 +208,8 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("replica.fetch.backoff.ms", _int(0), 1000, "delay after a fetch error"),
     _k("replica.fetcher.isolate.partition.failures", _bool, True,
        "true: a partition whose fetch fails is marked failed and its fetcher goes on with the "
-       "others (seed 000, KIP-461); false: the whole fetcher stops - pre-design behaviour "
-       "(Kafka before KIP-461), for comparison (replog lab kip-461)"),
+       "others (KIP-461, docs/design.md#kip-461); false: the whole fetcher stops - "
+       "pre-design behaviour (Kafka before KIP-461), for comparison (replog lab kip-461)"),
     # replog's: followers fetch over one long-lived gRPC stream per leader (FetchStream), not
     # a unary call per fetch; false selects the unary path (A/B, or a debugging aid).
     _k("replica.fetch.stream.enable", _bool, True, "follower fetch over a gRPC stream"),
@@ -273,9 +273,9 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("controlled.shutdown.max.retries", _int(0), 3, "controlled shutdown attempts"),
     _k("controlled.shutdown.retry.backoff.ms", _int(0), 5000, "delay between attempts"),
     _k("follower.fetch.pending.reads.insync.enable", _bool, False,
-       "seed 002 / KIP-501: a pending follower fetch keeps the follower in sync"),
+       "KIP-501 (docs/design.md#kip-501): a pending follower fetch keeps the follower in sync"),
     _k("follower.fetch.process.time.max.ms", _int(1), 500,
-       "seed 002 / KIP-501 (only with follower.fetch.pending.reads.insync.enable): a leader "
+       "KIP-501 (only with follower.fetch.pending.reads.insync.enable): a leader "
        "that takes longer than this to serve a follower fetch relinquishes leadership "
        "(AlterPartition with relinquish_leadership); against thrashing, the controller does "
        "not make it leader again by preferred election for leader.imbalance.check.interval."
@@ -298,10 +298,11 @@ KEYS: dict[str, Key] = {k.name: k for k in [
        "(broker/fault_injection.py)"),
     _k("replog.test.kill.at.reassignment.step", _int(1, 7), None,
        "replog, tests only: the controller SIGKILLs itself right after this reassignment "
-       "step (1-7, seed 004) - a real kill at a named step boundary"),
+       "step (1-7, docs/design.md#reassignment) - a real kill at a named step boundary"),
     _k("replog.test.kill.after.restart.entry", _bool, False,
        "replog, tests only: the controller SIGKILLs itself after applying a "
-       "/restart_partitions entry and before deleting it (seed 003: processing is at least once)"),
+       "/restart_partitions entry and before deleting it (docs/design.md#jbod: processing is "
+       "at least once)"),
 ]}
 
 

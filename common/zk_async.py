@@ -237,8 +237,9 @@ class AsyncZk:
         """``await op()``, asked again after a lost connection or session until it gets an
         answer, as Kafka's KafkaZkClient.retryRequestsUntilConnected. Only for operations
         that may safely run twice (creates whose NodeExists the caller accepts, reads): the
-        start-up paths. A controller started just before a ZooKeeper restart died on the
-        ConnectionLoss of its first create and stayed down (chaos seed 154)."""
+        start-up paths: a controller started just before a ZooKeeper restart must not die on
+        the ConnectionLoss of its first create (tests/controller/test_zk_store.py::
+        test_start_up_paths_survive_a_lost_connection)."""
         while True:
             try:
                 return await op()

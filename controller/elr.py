@@ -165,5 +165,7 @@ def assigned_only(members: Sequence[int], replicas: Collection[int]) -> tuple[in
     """The ELR or LastKnownELR members still assigned. A move (or its cancel) changes the
     replicas without always rewriting the state, so a removed replica may linger there until
     the next write; it holds no log to lead from and is never asked for one, so an election
-    or a recovery that waited for it would wait forever (cluster simulation seed 592)."""
+    or a recovery that waited for it would wait forever
+    (tests/controller/test_elr_sim_findings.py::
+    test_a_last_known_elr_member_a_move_removed_is_not_waited_for)."""
     return tuple(r for r in members if r in replicas)

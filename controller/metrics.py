@@ -53,7 +53,7 @@ class ControllerMetrics:
             ["reason"], registry=r)
         self.leadership_relinquished = Counter(
             "replog_controller_leadership_relinquished",
-            "Leaderships given up by slow leaders (seed 002)", registry=r)
+            "Leaderships given up by slow leaders (KIP-501)", registry=r)
         self.controller_epoch = Gauge(
             "replog_controller_epoch", "This controller's epoch (0 when standby)", registry=r)
         self.event_queue_size = Gauge(

@@ -20,8 +20,9 @@ every request until connected - but only after reading which partitions already 
 what this attempt wrote (the lost attempt was applied): those count as written. Reporting them
 as refused instead would make the controller adopt its own state without telling any broker.
 A session that expired meanwhile is not retried (OutcomeUnknown: the controller resigns and
-reclaims). So losing one minority member costs no controller election (seed 157 of the
-200-seed sweep on hosts found that it did: a resignation and a new controller epoch).
+reclaims). So losing one minority member costs no controller election, no resignation and
+no new controller epoch (tests/controller/test_zk_store.py::
+test_partition_writes_lost_with_their_connection_are_resolved).
 
 Election: the winner creates the ephemeral /controller and bumps /controller_epoch in *one*
 transaction (Kafka's registerControllerAndIncrementControllerEpoch), so no two controllers can

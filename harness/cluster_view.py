@@ -1,10 +1,12 @@
 """A bounded view of a running cluster, for what breaks it and watches it (the chaos nemeses and
-runner, the lab): its processes' facts from ``cluster.json`` (re-read each time: a restart
-changes a pid), their lifecycle through the :class:`LocalCluster` that started them, and
+runner, the lab, bench): its processes' facts from ``cluster.json`` (re-read each time: a
+restart changes a pid), their lifecycle through the :class:`LocalCluster` that started them, and
 ZooKeeper's view - the active controller and its epoch, broker registrations, a partition's
-leader - where every read is bounded by ``ZK_READ_TIMEOUT_S``, so a lost quorum makes a read
-unknown (None) instead of a wait without end. An attached cluster (chaos/attached.py) stands in
-for a LocalCluster with what it has; the ``getattr`` probes below read what only one of them
+state and leader, a topic's assignment - where every read is bounded by ``ZK_READ_TIMEOUT_S``,
+so a lost quorum makes a read unknown (None) instead of a wait without end. LocalCluster reads
+ZooKeeper through it too, with ``timeout=None``: its waits have deadlines of their own, and its
+callers expect an answer once ZooKeeper is back. An attached cluster (chaos/attached.py) stands
+in for a LocalCluster with what it has; the ``getattr`` probes below read what only one of them
 offers.
 """
 
@@ -16,16 +18,34 @@ import json
 import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 from kazoo.exceptions import NoNodeError
 
 from common import zk_layout
-from harness.local_cluster import LocalCluster, ProcessHandle
+
+
+class Cluster(Protocol):
+    """What the view needs of a cluster: a LocalCluster (harness/local_cluster.py, which reads
+    ZooKeeper through this module, so it is not imported here) or an attached cluster
+    (chaos/attached.py). Its processes are ProcessHandles (harness/process.py)."""
+
+    brokers: Mapping[int, Any]
+    controllers: Mapping[int, Any]
+    zookeeper_connect: str
+
+    @property
+    def cluster_json_path(self) -> Path: ...
+
+    def zk_client(self) -> Any: ...
 
 # kazoo's synchronous reads wait for a reconnect without end: while ZooKeeper is down (a
 # kill of it is in progress) a nemesis reading it would wait for the schedule's next event,
-# the restart, which runs only after that nemesis returns (seed 44 hung so).
+# the restart, which runs only after that nemesis returns - so every read here is bounded
+# (tests/chaos/test_late_faults.py::
+# test_a_shutdown_inside_a_zookeeper_kill_lets_zookeeper_come_back).
 ZK_READ_TIMEOUT_S = 5.0
 
 
@@ -34,19 +54,41 @@ class ClusterView:
     :class:`LocalCluster` that started them, and ZooKeeper's view of them (the controller,
     its epoch, registrations, partition 0's leader), every read bounded."""
 
-    def __init__(self, cluster: LocalCluster, topic: str):
+    def __init__(self, cluster: Cluster, topic: str = ""):
         self.cluster = cluster
         self.topic = topic  # ``leader`` targets the leader of its partition 0
 
     def info(self) -> dict:
         return json.loads(self.cluster.cluster_json_path.read_text(encoding="utf-8"))
 
-    def _zk_read(self, op: str, path: str):
-        """``get`` or ``exists`` of ``path``, bounded by ZK_READ_TIMEOUT_S (raises
+    def _zk_read(self, op: str, path: str, timeout: float | None = ZK_READ_TIMEOUT_S):
+        """``get``, ``exists`` or ``get_children`` of ``path``, bounded by ``timeout`` (raises
         KazooTimeoutError then): the cluster's ZooKeeper client queues a request while
-        disconnected, and its synchronous call would wait for the reconnect forever."""
+        disconnected, and its synchronous call would wait for the reconnect forever. ``None``:
+        that synchronous call's wait."""
         client = self.cluster.zk_client()
-        return getattr(client, f"{op}_async")(path).get(timeout=ZK_READ_TIMEOUT_S)
+        return getattr(client, f"{op}_async")(path).get(timeout=timeout)
+
+    def partition_state(self, topic: str, partition: int,
+                        timeout: float = ZK_READ_TIMEOUT_S) -> zk_layout.LeaderAndIsr:
+        """The partition's state znode as the controller (or a leader's AlterPartition) last
+        wrote it, read within ``timeout``; raises NoNodeError before the partition exists
+        and KazooTimeoutError while ZooKeeper does not answer in time."""
+        data, stat = self._zk_read("get", zk_layout.partition_state_path(topic, partition),
+                                   timeout)
+        return zk_layout.decode_partition_state(data, stat.version)
+
+    def restart_entries(self, timeout: float = ZK_READ_TIMEOUT_S) -> list[str]:
+        """The /restart_partitions entries no controller has handled yet (design.md#jbod),
+        read within ``timeout``."""
+        return self._zk_read("get_children", zk_layout.RESTART_PARTITIONS, timeout)
+
+    def topic_assignment(self, topic: str,
+                         timeout: float = ZK_READ_TIMEOUT_S) -> zk_layout.TopicAssignment:
+        """The topic's znode (its replicas, and those a reassignment is adding or removing),
+        read within ``timeout``; raises as :meth:`partition_state`."""
+        data, _ = self._zk_read("get", zk_layout.topic_path(topic), timeout)
+        return zk_layout.decode_topic(topic, data)
 
     def zookeeper_down(self) -> bool:
         """The cluster's own ZooKeeper is not running (a kill nemesis took it), or its
@@ -75,14 +117,15 @@ class ClusterView:
             time.sleep(0.1)
         return leader
 
-    def controller_epoch(self, fresh: bool = False) -> int | None:
+    def controller_epoch(self, fresh: bool = False,
+                         timeout: float | None = ZK_READ_TIMEOUT_S) -> int | None:
         """/controller_epoch; None when ZooKeeper does not answer in time (a lost quorum).
         ``fresh``: through a session of its own to the ensemble rather than the cluster's
         shared client, which may still be backing off after the whole ensemble was down
         (kazoo's default connection retry doubles its delay, and its session may be gone)."""
         if not fresh:
             try:
-                data, _ = self._zk_read("get", zk_layout.CONTROLLER_EPOCH)
+                data, _ = self._zk_read("get", zk_layout.CONTROLLER_EPOCH, timeout)
                 return zk_layout.decode_controller_epoch(data)
             except Exception:  # noqa: BLE001 - a timeout, a lost connection: unknown
                 return None
@@ -152,22 +195,39 @@ class ClusterView:
                 client.stop()
                 client.close()
 
-    def active_controller_id(self) -> int | None:
+    def active_controller_id(self, timeout: float | None = ZK_READ_TIMEOUT_S) -> int | None:
         """The id in /controller; None while no controller is active or ZooKeeper does not
-        answer (LocalCluster.active_controller_id, bounded)."""
+        answer in time."""
         try:
-            data, _ = self._zk_read("get", zk_layout.CONTROLLER)
+            data, _ = self._zk_read("get", zk_layout.CONTROLLER, timeout)
             return zk_layout.decode_controller(data).controller_id
         except Exception:  # noqa: BLE001 - NoNodeError, a timeout, an undecodable znode
             return None
+
+    def registered_brokers(self, timeout: float | None = ZK_READ_TIMEOUT_S
+                           ) -> dict[int, zk_layout.BrokerRegistration]:
+        """Every broker registration under /brokers/ids, its epoch the znode's czxid (KIP-380);
+        {} before the first registration or when ZooKeeper does not answer in time, and a
+        registration gone between the listing and its read is left out."""
+        try:
+            children = self._zk_read("get_children", zk_layout.BROKER_IDS, timeout)
+        except Exception:  # noqa: BLE001 - NoNodeError before the first registration, a timeout
+            return {}
+        out = {}
+        for c in children:
+            try:
+                data, stat = self._zk_read("get", f"{zk_layout.BROKER_IDS}/{c}", timeout)
+                out[int(c)] = zk_layout.decode_broker(int(c), data, stat.czxid)
+            except Exception:  # noqa: BLE001, S112 - the znode went away meanwhile
+                continue
+        return out
 
     def resolve(self, target: str) -> str:
         """``controller`` -> the active controller's name, ``leader`` -> the broker leading
         partition 0 (its state znode); other names as they are."""
         if target == "leader":
             try:
-                data, stat = self._zk_read("get", zk_layout.partition_state_path(self.topic, 0))
-                leader = zk_layout.decode_partition_state(data, stat.version).leader
+                leader = self.partition_state(self.topic, 0).leader
             except Exception:  # noqa: BLE001 - no state yet or ZooKeeper down: any broker
                 leader = zk_layout.NO_LEADER
             if leader == zk_layout.NO_LEADER:
@@ -189,8 +249,7 @@ class ClusterView:
             name = f"controller-{cid}" if cid is not None else None
         elif target == "leader":
             try:
-                data, stat = self._zk_read("get", zk_layout.partition_state_path(self.topic, 0))
-                leader = zk_layout.decode_partition_state(data, stat.version).leader
+                leader = self.partition_state(self.topic, 0).leader
             except Exception:  # noqa: BLE001 - no state yet or ZooKeeper unreachable
                 return None
             name = f"broker-{leader}" if leader != zk_layout.NO_LEADER else None
@@ -234,7 +293,7 @@ class ClusterView:
                            if c != int(nid))
         return cid != int(nid)
 
-    def handle(self, name: str) -> ProcessHandle:
+    def handle(self, name: str) -> Any:  # a ProcessHandle
         role, _, nid = name.partition("-")
         group = self.cluster.brokers if role == "broker" else self.cluster.controllers
         return group[int(nid)]

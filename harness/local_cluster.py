@@ -28,10 +28,11 @@ Used by ``replog cluster up`` and by every integration and fault test. Given a d
   properties) beside cluster.json (harness/cluster_security.py). The cluster's own health
   checks connect with the admin certificate.
 
-The cluster is three modules: this one (``LocalCluster``: what runs, the waits, ZooKeeper
-observation), harness/process.py (``ProcessHandle``, one process and its faults: kill, pause,
-stop, restart) and harness/cluster_dir.py (the data dir's lock, cluster.json, and
-``stop_cluster_in`` behind ``replog cluster down``). Their names are importable from here too.
+The cluster is these modules: this one (``LocalCluster``: what runs, the waits, ZooKeeper
+observation), harness/cluster_zookeeper.py (starting its ZooKeeper and describing it),
+harness/process.py (``ProcessHandle``, one process and its faults: kill, pause, stop, restart)
+and harness/cluster_dir.py (the data dir's lock, cluster.json, and ``stop_cluster_in`` behind
+``replog cluster down``). Their names are importable from here too.
 """
 
 from __future__ import annotations
@@ -49,12 +50,13 @@ from typing import Self
 
 from common import zk_layout
 from common.security.zk_auth import zk_security
-from harness import cluster_dir, cluster_hosts, cluster_security
+from harness import cluster_dir, cluster_hosts, cluster_security, cluster_zookeeper
 from harness.cluster_dir import CLUSTER_JSON as CLUSTER_JSON
 from harness.cluster_dir import CLUSTER_STARTING_JSON as CLUSTER_STARTING_JSON
 from harness.cluster_dir import LOCK_FILE as LOCK_FILE
 from harness.cluster_dir import _lock_holder as _lock_holder
 from harness.cluster_dir import stop_cluster_in as stop_cluster_in
+from harness.cluster_view import ClusterView
 from harness.polling import Deadline, wait_until
 from harness.ports import free_port  # also imported from here by harness.prometheus and tests
 from harness.process import HOST as HOST
@@ -320,34 +322,7 @@ class LocalCluster:
     # ------------------------------------------------------------------ ZooKeeper
 
     def _start_zookeeper(self) -> None:
-        from harness.zk_ensemble import ZooKeeperEnsemble
-        from harness.zk_server import ZooKeeperServer
-        from harness.zk_sessions import ensure_chroot
-        if self.zookeeper_nodes > 1:
-            if self.zookeeper_ensemble is None:  # ports kept across stop/start of the cluster
-                self.zookeeper_ensemble = ZooKeeperEnsemble(
-                    self.data_dir / "zookeeper", self.zookeeper_nodes,
-                    tick_time_ms=self.zk_tick_time_ms, max_session_timeout_ms=60_000,
-                    log_dir=self.data_dir / "logs", **cluster_hosts.zookeeper_kwargs(self))
-            self.zookeeper_ensemble.start(self.startup_timeout_s)
-            hosts = self.zookeeper_ensemble.hosts
-        elif self.external_zookeeper is None:
-            self.zookeeper_server = ZooKeeperServer(
-                self.data_dir / "zookeeper", tick_time_ms=self.zk_tick_time_ms,
-                max_session_timeout_ms=60_000, log_file=self.data_dir / "logs" / "zookeeper.log",
-                **cluster_hosts.zookeeper_kwargs(self))
-            self.zookeeper_server.start()
-            hosts = self.zookeeper_server.hosts
-        else:
-            hosts = self.external_zookeeper
-        base, slash, existing_chroot = hosts.partition("/")
-        if slash:  # the connect string already carries a chroot: use it as given
-            self.zookeeper_connect = ensure_chroot(base, "/" + existing_chroot.rstrip("/"),
-                                                   **self._chroot_security())
-        elif self.chroot:
-            self.zookeeper_connect = ensure_chroot(base, self.chroot, **self._chroot_security())
-        else:
-            self.zookeeper_connect = base
+        self.zookeeper_connect = cluster_zookeeper.start(self)
         self.zk_client()
 
     @property
@@ -357,9 +332,6 @@ class LocalCluster:
         nodes."""
         secure = cluster_security.zookeeper_overrides(self.data_dir) if self.security else {}
         return zk_security({**secure, **self.overrides})
-
-    def _chroot_security(self) -> dict:
-        return {"auth_data": self.zk_security.auth_data, "acl": self.zk_security.chroot_acls()}
 
     def zookeeper_member(self, myid: int):
         """Ensemble member ``myid`` (a harness.zk_server.ZooKeeperServer)."""
@@ -406,42 +378,22 @@ class LocalCluster:
         stat = self._zk.exists(zk_layout.broker_path(broker_id))
         return stat.czxid if stat is not None else None
 
+    # ZooKeeper's view of the cluster, read as chaos and the lab read it (harness/
+    # cluster_view.py), without their bound: a wait here has a deadline of its own, and a
+    # caller asking once ZooKeeper is back gets the answer, not a timeout of the reconnect.
     def registered_brokers(self) -> dict[int, zk_layout.BrokerRegistration]:
-        zk = self.zk_client()
-        out = {}
-        try:
-            children = zk.get_children(zk_layout.BROKER_IDS)
-        except Exception:  # noqa: BLE001 - NoNodeError before the first registration
-            return {}
-        for c in children:
-            try:
-                data, stat = zk.get(f"{zk_layout.BROKER_IDS}/{c}")
-                out[int(c)] = zk_layout.decode_broker(int(c), data, stat.czxid)
-            except Exception:  # noqa: BLE001, S112 - the znode went away meanwhile
-                continue
-        return out
+        return ClusterView(self).registered_brokers(timeout=None)
 
     def active_controller_id(self) -> int | None:
         """The id in /controller, or None while no controller is active."""
-        try:
-            data, _ = self.zk_client().get(zk_layout.CONTROLLER)
-        except Exception:  # noqa: BLE001 - NoNodeError
-            return None
-        try:
-            return zk_layout.decode_controller(data).controller_id
-        except (ValueError, KeyError):
-            return None
+        return ClusterView(self).active_controller_id(timeout=None)
 
     def active_controller(self) -> ProcessHandle | None:
         cid = self.active_controller_id()
         return self.controllers.get(cid) if cid is not None else None
 
     def controller_epoch(self) -> int | None:
-        try:
-            data, _ = self.zk_client().get(zk_layout.CONTROLLER_EPOCH)
-            return zk_layout.decode_controller_epoch(data)
-        except Exception:  # noqa: BLE001
-            return None
+        return ClusterView(self).controller_epoch(timeout=None)
 
     # ------------------------------------------------------------------ waiting
 
@@ -553,35 +505,12 @@ class LocalCluster:
                               and self.zookeeper_server.is_running() else None),
             "zookeeper_config": (str(self.zookeeper_server.config_file)
                                  if self.zookeeper_server is not None else None),
-            "zookeeper_nodes": self._describe_zookeeper_nodes(),
+            "zookeeper_nodes": cluster_zookeeper.describe_nodes(self),
             "hosts": cluster_hosts.describe(self),
             "security": self.security,
             "client_properties": (str(self.client_properties_path)
                                   if self.client_properties_path else None),
         }
-
-    def _describe_zookeeper_nodes(self) -> list[dict]:
-        """The ZooKeeper servers this cluster runs (none for an external one): id (myid; None
-        for a standalone server), client address, pid, config and log files. ``namespace``
-        is the network namespace a member runs in: None while every process shares the
-        host's network."""
-        if self.zookeeper_ensemble is not None:
-            servers = list(self.zookeeper_ensemble.members.values())
-        elif self.zookeeper_server is not None:
-            servers = [self.zookeeper_server]
-        else:
-            return []
-        out = []
-        for z in servers:
-            peer = next((p for p in z.peers if p.myid == z.myid), None)
-            out.append({"id": z.myid, "address": z.hosts,
-                        "pid": z.pid if z.is_running() else None,
-                        "config_file": str(z.config_file), "log_file": str(z.log_file),
-                        "quorum_port": peer.quorum_port if peer else None,
-                        "election_port": peer.election_port if peer else None,
-                        "namespace": cluster_hosts.netns_of(
-                            self, f"zookeeper-{z.myid or 1}")})
-        return out
 
     def _write_cluster_json(self) -> None:
         """cluster.json once the cluster has served (rewritten on every restart, and with

@@ -50,3 +50,18 @@ def test_fix_wraps_a_line_it_made_too_long():
     fixed = design_refs.fix_source(source)
     assert max(len(line) for line in fixed.splitlines()) <= design_refs.LIMIT
     assert "design.md#reassignment-case-3" in fixed and fixed.endswith("more.\"\"\"\n")
+
+
+def test_the_checker_finds_a_regression_test_that_does_not_exist(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "design.md").write_text(
+        "- the rule (`tests/test_a.py::\n  test_gone`)\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_kept():\n    pass\n")
+    (tmp_path / "m.py").write_text(
+        "# the rule (tests/test_a.py::\n# test_kept), another (tests/test_a.py::test_renamed)\n"
+        "x = 1  # and one in a file that is gone (tests/test_b.py::test_x)\n")
+    assert design_refs.problems(tmp_path) == [
+        "docs/design.md:1: tests/test_a.py::test_gone: no such test",
+        "m.py:2: tests/test_a.py::test_renamed: no such test",
+        "m.py:3: tests/test_b.py: no such test file"]

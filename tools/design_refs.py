@@ -8,6 +8,10 @@ comments and docstrings, and ``--fix`` rewrites them mechanically into design.md
 (comment and docstring text only, never code or other strings). After a merge brings older
 citations back, take either side and run ``--fix`` again.
 
+A rule a comment (or design.md) states names the regression test that pins it as
+``tests/<path>.py::test_<name>``; every such name must be a test of that file, so a renamed
+test cannot leave the rule pointing nowhere.
+
     python tools/design_refs.py [--fix] [ROOT]    # exit 1 and one line per problem
 """
 
@@ -251,9 +255,34 @@ def fix_source(source: str) -> str:
     return "\n".join(_reflow(new_lines, changed, docstring)) + end
 
 
+# "tests/broker/test_x.py::test_y", a comment's pointer to the regression test that pins its
+# rule; the name may wrap onto the comment's or docstring's next line
+TEST_REF = re.compile(r"\b(tests/[\w/]+\.py)::(?:\s*#)?\s*(test_\w+)")
+
+
+def _test_names(path: Path) -> set[str]:
+    return set(re.findall(r"^\s*(?:async )?def (test_\w+)", path.read_text(encoding="utf-8"),
+                          re.M))
+
+
+def _test_ref_problems(root: Path, rel: Path, source: str) -> list[str]:
+    """A test a comment names as the one pinning its rule exists (a renamed test would leave
+    the rule pointing nowhere, as the seed numbers did)."""
+    bad = []
+    for m in TEST_REF.finditer(source):
+        line = source.count("\n", 0, m.start()) + 1
+        target = root / m.group(1)
+        if not target.is_file():
+            bad.append(f"{rel}:{line}: {m.group(1)}: no such test file")
+        elif m.group(2) not in _test_names(target):
+            bad.append(f"{rel}:{line}: {m.group(1)}::{m.group(2)}: no such test")
+    return bad
+
+
 def problems(root: Path) -> list[str]:
     anchors = _links.anchors(root / DESIGN)
-    bad = []
+    # design.md names the test that pins each rule too
+    bad = _test_ref_problems(root, DESIGN, (root / DESIGN).read_text(encoding="utf-8"))
     for p in python_files(root):
         source = p.read_text(encoding="utf-8")
         rel = p.relative_to(root)
@@ -261,6 +290,8 @@ def problems(root: Path) -> list[str]:
             for anchor in REF.findall(line):
                 if anchor not in anchors:
                     bad.append(f"{rel}:{n}: design.md#{anchor}: no such section")
+        if "::" in source:
+            bad += _test_ref_problems(root, rel, source)
         if not re.search(r"[Ss]eeds? 00[0-4]|\bC\d|[Ff]inding [A-H]", source):
             continue
         try:

@@ -31,18 +31,18 @@ five actions against a cluster); this module holds the command line.
 
 from __future__ import annotations
 
+from admin import options
 from admin.reassign.actions import run
 from admin.reassign.parsing import ACTIONS
 from common import event_loop
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("reassign", help="move partition replicas between brokers "
-                                        "(kafka-reassign-partitions)")
+    p = sub.add_parser("reassign", parents=[options.client()],
+                       help="move partition replicas between brokers "
+                            "(kafka-reassign-partitions)")
     p.add_argument("action", nargs="?", choices=ACTIONS,
                    help="the action, as a word instead of its flag")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="any broker of the cluster (host:port[,host:port...])")
     for a, text in (("generate", "propose an assignment of --topics-to-move-json-file's topics "
                                  "over --broker-list"),
                     ("execute", "start the reassignment of --reassignment-json-file"),

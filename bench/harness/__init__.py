@@ -10,6 +10,8 @@ straight over gRPC.
   running brokers' view of a topic and waits on it, ``restore`` after a broker came back;
 - ``prober``: ``Prober`` and ``ProducerLoad``, the clients that watch availability while a
   broker is killed or shut down (imported from there, not re-exported here).
+- ``runner``: ``run_each`` and ``report``, the run / print / save skeleton of a cluster
+  benchmark (imported from there).
 """
 
 from bench.harness.brokers import (

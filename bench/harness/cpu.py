@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import resource
+
 import psutil
 
 
@@ -36,3 +38,27 @@ class CpuMeter:
     def stop(self) -> tuple[float, float]:
         u, s = self._read()
         return u - self._u, s - self._s
+
+
+class PhaseCpu:
+    """CPU seconds of one benchmark phase, per named group of processes (``groups``: name ->
+    pids) and for the client: the CLI or client child the phase ran (getrusage
+    RUSAGE_CHILDREN counts only children already waited for, so never the still-running
+    brokers)."""
+
+    def __init__(self, groups: dict[str, list[int | None]]):
+        self.meters = {name: CpuMeter(pids) for name, pids in groups.items()}
+
+    def start(self) -> None:
+        for m in self.meters.values():
+            m.start()
+        self._children = resource.getrusage(resource.RUSAGE_CHILDREN)
+
+    def stop(self) -> dict[str, float]:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = {"client": (ru.ru_utime - self._children.ru_utime)
+               + (ru.ru_stime - self._children.ru_stime)}
+        for k, m in self.meters.items():
+            u, s = m.stop()
+            out[k] = u + s
+        return out

@@ -313,7 +313,8 @@ class Log:
             # A segment recovered past the recovery point may hold bytes a killed process left
             # in the page cache, never fsynced: the next flush must sync it before the recovery
             # point moves past them, as Kafka's LocalLog.flush syncs every segment from the
-            # recovery point on (cluster simulation seed 23001).
+            # recovery point on (tests/storage/test_recovery.py::
+            # test_the_flush_after_a_process_crash_fsyncs_the_recovered_unflushed_segments).
             seg.dirty = seg.dirty or i >= first_to_recover or bool(truncated)
             self._add_segment(seg)
             if truncated:

@@ -13,7 +13,8 @@
 - The clean-shutdown marker also carries KIP-966's registration flag across restarts: an
   incarnation that started after an unclean shutdown writes, at its clean shutdown, a marker
   that still registers unclean unless a controller handled its registration
-  (``registration_handled``; cluster simulation seeds 425 and 1225).
+  (``registration_handled``; tests/storage/test_clean_shutdown_registration.py::
+  test_an_unhandled_unclean_start_still_registers_unclean_after_a_clean_shutdown).
 
 - Every storage I/O error raised by a log dir's work (``run``/``submit``/``run_in_dir``), by log
   creation or by loading the dir at startup is reported, naming the dir, to the
@@ -197,10 +198,11 @@ class LogManager:
         # take_log_offline). It stays lost across any number of restarts: the record of the
         # loss (/brokers/lost_replicas) is forgotten once a start has read the dirs, and a
         # second restart before the controller handled the restart entry left nothing saying
-        # so - the controller's LeaderAndIsr (not is_new: the broker still leads it) created an
-        # empty log and the broker led it cleanly without its committed records (the cluster
-        # simulation's jbod profile, seeds 565 and 996). A re-created replica has a log, so its
-        # old strays no longer count.
+        # so - the controller's LeaderAndIsr (not is_new: the broker still leads it) would
+        # create an empty log and the broker lead it cleanly without its committed records
+        # (tests/broker/test_lost_replica_second_restart.py::
+        # test_a_copy_set_aside_as_lost_still_counts_as_lost_at_the_next_start). A re-created
+        # replica has a log, so its old strays no longer count.
         for tp, path in dict.fromkeys(self._strays_found):
             if tp not in self.logs and (tp, path) not in self.set_aside:
                 self.set_aside.append((tp, path))
@@ -788,7 +790,7 @@ class LogManager:
         """Clean shutdown: close every log, write checkpoints, then the clean-shutdown marker
         (only for a dir whose every step succeeded). An incarnation that started unclean and
         whose registration no controller handled writes a marker that still registers
-        unclean (seeds 425, 1225): it may have lost records an ISR or ELR still counts on it
+        unclean (design.md#kip-966): it may have lost records an ISR or ELR still counts on it
         for, and a plain marker would let it register clean and be elected cleanly."""
         if self.cleaner is not None:  # Kafka stops the cleaner before closing the logs
             self.cleaner.shutdown()

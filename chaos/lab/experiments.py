@@ -232,7 +232,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         (Arm("fetcher-stops", "replica.fetcher.isolate.partition.failures=false (Kafka "
              "before KIP-461)", {"replica.fetcher.isolate.partition.failures": "false"},
              baseline=True),
-         Arm("isolated", "replica.fetcher.isolate.partition.failures=true (KIP-461, seed 000)",
+         Arm("isolated", "replica.fetcher.isolate.partition.failures=true (KIP-461)",
              {"replica.fetcher.isolate.partition.failures": "true"})),
         one_bad_partition, partitions=6, log_dirs_per_broker=2),
     Experiment(
@@ -242,7 +242,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         (Arm("pending-reads-off", "follower.fetch.pending.reads.insync.enable=false (Kafka "
              "before KIP-501)", {"follower.fetch.pending.reads.insync.enable": "false"},
              baseline=True),
-         Arm("pending-reads-on", "follower.fetch.pending.reads.insync.enable=true (seed 002, "
+         Arm("pending-reads-on", "follower.fetch.pending.reads.insync.enable=true ("
              "KIP-501; a leader slower than follower.fetch.process.time.max.ms relinquishes)",
              {"follower.fetch.pending.reads.insync.enable": "true"})),
         slow_leader, partitions=6),
@@ -253,7 +253,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         (Arm("halt", "log.dir.failure.policy=halt (Kafka before KIP-112)",
              {"log.dir.failure.policy": "halt"}, baseline=True),
          Arm("seed-003", "log.dir.failure.policy=offline: the dir goes offline, the broker "
-             "serves the other (seed 003, KIP-112)", {"log.dir.failure.policy": "offline"})),
+             "serves the other (KIP-112)", {"log.dir.failure.policy": "offline"})),
         one_failed_disk, partitions=6, log_dirs_per_broker=2),
     Experiment(
         "reassignment", "replicas can move under load with bounded impact",

@@ -15,7 +15,6 @@ from chaos.lab.figures import _bytes_in, copy_figures
 from chaos.nemesis import NEMESIS_CLASSES, Nemesis
 from chaos.schedule import Fault
 from client import reassignment
-from common import zk_layout
 
 
 class _OneProcessFault(Nemesis):
@@ -91,9 +90,7 @@ class LabPartitionEioNemesis(Nemesis):
 
     async def start(self, fault: Fault) -> dict:
         p = int(fault.target[0].removeprefix("partition-"))
-        data, st = await asyncio.to_thread(
-            self.procs._zk_read, "get", zk_layout.partition_state_path(self.procs.topic, p))
-        state = zk_layout.decode_partition_state(data, st.version)
+        state = await asyncio.to_thread(self.procs.partition_state, self.procs.topic, p)
         # the first in-sync follower in broker id order: the same broker for every arm
         follower = min(b for b in state.isr if b != state.leader)
         h = self.procs.cluster.broker(follower)
@@ -167,8 +164,7 @@ class LabReassignNemesis(Nemesis):
         """Every target replica in its partition's ISR, as the leaders wrote it to ZooKeeper
         (the brokers' metadata would show it only once a controller sent it)."""
         for (t, p), r in targets.items():
-            data, st = self.procs._zk_read("get", zk_layout.partition_state_path(t, p))
-            if not set(r) <= set(zk_layout.decode_partition_state(data, st.version).isr):
+            if not set(r) <= set(self.procs.partition_state(t, p).isr):
                 return False
         return True
 

@@ -15,7 +15,7 @@ from chaos import runner
 from chaos.lab.experiments import Arm, Experiment
 from chaos.lab.figures import _events, event_counts
 from chaos.schedule import Timeouts
-from common import zk_layout
+from harness.cluster_view import ClusterView
 from harness.local_cluster import LocalCluster
 
 STATE_INTERVAL_S = 0.25
@@ -50,25 +50,20 @@ async def _sample_states(cluster: LocalCluster, topic: str, partitions: int, pat
     {run, wall, partition, leader, isr, elr, replicas, adding} (the last two from the topic's
     znode: its assignment, and the replicas a reassignment is adding); a read that fails
     (ZooKeeper busy) is skipped."""
-    client = cluster.zk_client()
+    view = ClusterView(cluster, topic)
     with path.open("a", encoding="utf-8") as f:
         while not stop.is_set():
             wall = time.time()
             lines = []
             try:
-                data, _ = await asyncio.to_thread(
-                    lambda: client.get_async(zk_layout.topic_path(topic)).get(timeout=2.0))
-                assignment = zk_layout.decode_topic(topic, data)
+                assignment = await asyncio.to_thread(view.topic_assignment, topic, 2.0)
             except Exception:  # noqa: BLE001 - ZooKeeper slow: the states without it
                 assignment = None
             for p in range(partitions):
                 try:
-                    data, st = await asyncio.to_thread(
-                        lambda p=p: client.get_async(
-                            zk_layout.partition_state_path(topic, p)).get(timeout=2.0))
+                    s = await asyncio.to_thread(view.partition_state, topic, p, 2.0)
                 except Exception:  # noqa: BLE001, S112 - no state yet, or ZooKeeper slow: skip
                     continue
-                s = zk_layout.decode_partition_state(data, st.version)
                 line = {"run": run_id, "wall": round(wall, 4), "partition": p,
                         "leader": s.leader, "isr": list(s.isr), "elr": list(s.elr)}
                 if assignment is not None and p in assignment.partitions:

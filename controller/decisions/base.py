@@ -140,7 +140,8 @@ class Builder:
         # replicas a move takes out of a partition in this decision (a cancel or a changed
         # target writes the state before the topic znode stops listing them): no write keeps
         # them in its ELR or LastKnownELR, as KIP-966's PartitionChangeBuilder filters both
-        # by the target replicas (cluster simulation seed 1738)
+        # by the target replicas (tests/controller/test_elr_sim_findings.py::
+        # test_a_cancel_of_a_leaderless_move_takes_the_removed_replicas_out_of_the_elr)
         self.leaving: dict[TopicPartition, set[int]] = {}
 
     def leadership(self, tp: TopicPartition) -> LeaderAndIsr | None:

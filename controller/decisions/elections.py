@@ -257,7 +257,7 @@ def _elect_preferred(b: Builder, tp: TopicPartition, s: LeaderAndIsr, replicas: 
     excluded = ctx.relinquish_excluded(tp, now_ms)
     e = selectors.preferred_leader(replicas, s.isr, ctx.live_ids, ctx.shutting_down, excluded)
     if e is None:
-        why = (f" (broker {replicas[0]} relinquished its leadership recently, seed 002)"
+        why = (f" (broker {replicas[0]} relinquished its leadership recently, KIP-501)"
                if replicas and replicas[0] in excluded else "")
         b.outcome(tp, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, failed_election_message(
             tp, "PreferredReplicaPartitionLeaderElectionStrategy") + why)

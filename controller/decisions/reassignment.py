@@ -153,7 +153,7 @@ def targets_reached(ctx: ControllerContext, d: Decision, failed: Collection[Topi
 # ============================================================================ validation
 
 NOT_STARTED = ("Not started: the request was rejected as a whole because other partitions "
-               "in it are invalid (seed 004)")
+               "in it are invalid (KIP-455)")
 
 
 def plan_reassignments(ctx: ControllerContext,
@@ -354,8 +354,10 @@ def remove_replicas(ctx: ControllerContext, tp: TopicPartition, removed: Collect
         else:
             new_isr = shrink_isr(s.isr, removed, s.leader)
             # The ELR and LastKnownELR lose them too (KIP-966): a removed replica left there,
-            # of a leaderless partition whose ISR does not change, was never rewritten and
-            # was not taken out when it came back after an unclean shutdown (seed 1738).
+            # of a leaderless partition whose ISR does not change, would never be rewritten
+            # nor taken out when it came back after an unclean shutdown
+            # (tests/controller/test_elr_sim_findings.py::
+            # test_a_cancel_of_a_leaderless_move_takes_the_removed_replicas_out_of_the_elr).
             # Only the ISR needs a new leader epoch.
             in_elr = set(removed) & {*s.elr, *s.last_known_elr}
             if new_isr != tuple(s.isr) or in_elr:

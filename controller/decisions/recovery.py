@@ -36,8 +36,9 @@ workflow).
   A broker that registers again is asked again (its new epoch). A query that fails as a whole
   (transport error, deadline, a restarted broker) is asked again after RETRY_BACKOFF_MS, and so
   is a replica that answered KAFKA_STORAGE_ERROR: it was lost with a log dir, and the restart
-  its broker asked for re-creates it without a new registration (the cluster simulation's
-  jbod seed 40: a Balanced task waited for ever on that first answer).
+  its broker asked for re-creates it without a new registration, so a Balanced task never
+  waits for ever on that first answer (tests/controller/test_unclean_recovery.py::
+  test_a_replica_lost_with_its_log_dir_is_asked_again_and_its_recreated_log_counts).
 - A task whose partition no longer needs it - it got a leader, its ISR/ELR member came back, it
   is being deleted or was reassigned, or its strategy now says to wait - is dropped
   (`obsolete`); a reassigned one is elected again on its new replicas, which starts a new task
@@ -150,7 +151,9 @@ class RecoveryTask:
     asked: dict[int, int] = field(default_factory=dict)  # broker -> epoch asked
     # broker -> the query whose answer counts: a task that replaced a dropped one (the
     # partition was reassigned) asks the same incarnation again, and the earlier query's late
-    # answer describes a log the move may have deleted since (cluster simulation seed 11797)
+    # answer describes a log the move may have deleted since
+    # (tests/controller/test_unclean_recovery.py::
+    # test_an_answer_to_a_dropped_tasks_query_never_counts_for_the_next_task)
     query_of: dict[int, int] = field(default_factory=dict)
     replies: dict[int, ReplicaLogInfo] = field(default_factory=dict)
     retry_at: dict[int, float] = field(default_factory=dict)  # broker -> when to ask again

@@ -49,22 +49,25 @@ Choices where the seed is silent or would be wrong here:
   back in the ISR (ELR, unclean) vouches for nothing. And only an expansion after this
   controller applied a restart of b's replica vouches for the re-created one: an expansion
   the leader proposed from fetches of the old replica, still in flight when b lost it, lands
-  after the loss too (the whole-cluster simulation's jbod profile, seeds 595, 724 and 844: the
-  entry was ignored and b stayed in the ISR with no data). So the fence needs the loss, then
-  a restart applied, then a re-admission: `entry_epoch < restarted_at < rejoined_at`.
+  after the loss too (ignoring the entry then would leave b in the ISR with no data). So the
+  fence needs the loss, then a restart applied, then a re-admission: `entry_epoch <
+  restarted_at < rejoined_at` (tests/controller/test_restart_fence.py::
+  test_stale_restart_agrees_with_the_rule_over_every_history_of_up_to_five_changes).
 - A restart writes the state even when b neither leads nor is in the ISR (new leader and
   partition epochs, nothing else changes): an AlterPartition the leader proposed from the
   lost replica's fetches, in flight meanwhile, carries the older epoch and is refused
   (KIP-497's partition epoch), and a fetch the lost replica sent before the loss is fenced by
   the leader epoch, instead of putting b back in the ISR just before b re-creates its replica
-  empty (simulation seeds 868, and 273 where b's view lagged: the partition had moved past the
-  epoch b lost the replica in, through a change b had not heard of, before the expansion was
-  proposed). So an entry applied again (a failover between its writes and its deletion) moves
-  the epochs on once more; leader, ISR and ELR end the same. The record lives in the controller's
-  memory: a new controller has none and applies every entry (unfenced: availability may
-  suffer, durability cannot). An ignored entry still sends b the current state, without
-  is_new: if b really has no replica (its epoch lagged behind the rejoin), it refuses, and
-  its new entry carries the current epoch, which no rejoin can fence.
+  empty, also where b's view lagged (the partition had moved past the epoch b lost the
+  replica in, through a change b had not heard of, before the expansion was proposed): the
+  golden script tests/controller/testdata/restart_fence.txt, run by
+  tests/controller/test_scenarios.py::test_scenario. So an entry applied again (a failover
+  between its writes and its deletion) moves the epochs on once more; leader, ISR and ELR end
+  the same. The record lives in the controller's memory: a new controller has none and
+  applies every entry (unfenced: availability may suffer, durability cannot). An ignored
+  entry still sends b the current state, without is_new: if b really has no replica (its
+  epoch lagged behind the rejoin), it refuses, and its new entry carries the current epoch,
+  which no rejoin can fence.
 """
 
 from __future__ import annotations

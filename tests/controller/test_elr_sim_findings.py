@@ -1,6 +1,6 @@
-"""KIP-966 defects the whole-cluster simulation found in the controller (findings D, E
-and F of tests/sim/test_cluster_simulation.py), each on the pure decisions and, where the
-event path matters, through the core (tests/sim/driver.py).
+"""KIP-966 defects the whole-cluster simulation found in the controller
+(design.md#sim-finding-d, design.md#sim-finding-e, design.md#sim-finding-f), each on the pure
+decisions and, where the event path matters, through the core (tests/sim/driver.py).
 
 - D: a min.insync.replicas decrease lets the leader advance its HW on a smaller ISR, so an ELR
   kept from the higher value vouches for replicas without those records (seed 45).
