@@ -206,6 +206,7 @@ class BrokerServer:
                                   controller=self.controller, configs=self.configs,
                                   authorizer=self.authorizer, auto_topics=auto_topics,
                                   connections=ConnectionSettings.from_config(self.config),
+                                  groups=self.groups,
                                   **kafka_listener_tls(self.config, e.listener))
                 kafka_ports[e.listener] = await k.start()
                 self.kafka_listeners.append(k)

@@ -1,0 +1,238 @@
+"""Consumer groups end to end (issue 44 acceptance): unmodified clients - confluent-kafka
+(librdkafka), kafka-python 3 and aiokafka - subscribe as one group to a replog cluster of real
+processes (ZooKeeper, controller, brokers) through the Kafka listener. The broker creates
+__consumer_offsets on the first FindCoordinator, the coordinator of each group is the leader of
+its partition, and commits are stored there with acks=all (docs/groups.md)."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+from client.admin_client import AdminClient
+from harness.polling import wait_until
+
+pytestmark = pytest.mark.integration
+TOPIC = "orders"
+PARTITIONS = 6
+RECORDS = 600
+# Quicker groups than Kafka's defaults, so the tests do not wait out a 3 s initial rebalance
+# delay each time; the offsets topic keeps Kafka's 50 partitions and replication factor 3.
+BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": 0}
+
+
+def create_topic(cluster, name: str = TOPIC, partitions: int = PARTITIONS, rf: int = 3) -> None:
+    async def go():
+        async with AdminClient(cluster.bootstrap_servers, request_timeout_ms=10000) as admin:
+            await admin.create_topic(name, partitions, rf)
+    asyncio.run(go())
+
+
+def produce(cluster, count: int = RECORDS, topic: str = TOPIC) -> None:
+    p = Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "acks": "all",
+                  "enable.idempotence": False, "linger.ms": 5})
+    for i in range(count):
+        p.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), partition=i % PARTITIONS)
+    assert p.flush(30) == 0
+
+
+def ck_consumer(cluster, group: str, **extra) -> Consumer:
+    return Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": group,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "session.timeout.ms": 10000, "heartbeat.interval.ms": 500, **extra})
+
+
+class Member(threading.Thread):
+    """One confluent-kafka group member polling on its own thread; commits what it read."""
+
+    def __init__(self, cluster, group: str, **extra):
+        super().__init__(daemon=True)
+        self.consumer = ck_consumer(cluster, group, **extra)
+        self.consumer.subscribe([TOPIC])
+        self.read: list[tuple[int, int]] = []  # (partition, offset)
+        self.errors: list[str] = []
+        self.stop_flag = threading.Event()
+        self.lock = threading.Lock()
+        self.assigned: set[int] = set()
+
+    def run(self) -> None:
+        while not self.stop_flag.is_set():
+            m = self.consumer.poll(0.2)
+            with self.lock:
+                self.assigned = {tp.partition for tp in self.consumer.assignment()}
+            if m is None:
+                continue
+            if m.error():
+                self.errors.append(str(m.error()))
+                continue
+            self.read.append((m.partition(), m.offset()))
+            try:
+                self.consumer.commit(message=m, asynchronous=False)
+            except KafkaException as e:  # a commit raced a rebalance: retried by the next one
+                self.errors.append(str(e))
+
+    def close(self) -> None:
+        self.stop_flag.set()
+        self.join(30)
+        self.consumer.close()
+
+
+def _assignments(members: list[Member]) -> list[set[int]]:
+    out = []
+    for m in members:
+        with m.lock:
+            out.append(set(m.assigned))
+    return out
+
+
+def _disjoint_cover(assignments: list[set[int]]) -> bool:
+    every = [p for a in assignments for p in a]
+    return all(assignments) and sorted(every) == list(range(PARTITIONS))
+
+
+def committed(cluster, group: str) -> dict[int, int]:
+    c = ck_consumer(cluster, group)
+    try:
+        got = c.committed([CkTopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
+        return {tp.partition: tp.offset for tp in got}
+    finally:
+        c.close()
+
+
+def end_offsets(cluster) -> dict[int, int]:
+    c = ck_consumer(cluster, f"probe-{uuid.uuid4().hex[:6]}")
+    try:
+        return {p: c.get_watermark_offsets(CkTopicPartition(TOPIC, p), timeout=10)[1]
+                for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_librdkafka_group_shares_a_topic_and_commits(cluster_factory, strategy):
+    cluster = cluster_factory(broker_overrides=BROKER_OVERRIDES)
+    create_topic(cluster)
+    produce(cluster)
+    group = f"g-{strategy}"
+    members = [Member(cluster, group, **{"partition.assignment.strategy": strategy})
+               for _ in range(3)]
+    for m in members:
+        m.start()
+    try:
+        # three members, six partitions: disjoint assignments that cover the topic
+        wait_until(lambda: _disjoint_cover(_assignments(members)), timeout=60,
+                   what="assignments")
+        assert all(len(a) == 2 for a in _assignments(members))
+        wait_until(lambda: len({r for m in members for r in m.read}) == RECORDS, timeout=60,
+                   what="read")
+        # a member leaves: the others take its partitions over
+        gone = members.pop()
+        gone.close()
+        wait_until(lambda: _disjoint_cover(_assignments(members)), timeout=60,
+                   what="assignments after a leave")
+    finally:
+        for m in members:
+            m.close()
+    # every record was committed: a new consumer of the group sees the log end offsets
+    assert committed(cluster, group) == end_offsets(cluster)
+    fresh = ck_consumer(cluster, group)
+    fresh.subscribe([TOPIC])
+    try:
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            m = fresh.poll(0.5)
+            assert m is None or m.error() is not None, \
+                f"a committed record was read again: {m.partition()}@{m.offset()}"
+    finally:
+        fresh.close()
+
+
+def test_offsets_survive_a_restart_of_the_whole_cluster(cluster_factory):
+    cluster = cluster_factory(broker_overrides=BROKER_OVERRIDES)
+    create_topic(cluster)
+    produce(cluster, 60)
+    group = "g-restart"
+    c = ck_consumer(cluster, group)
+    offsets = [CkTopicPartition(TOPIC, p, 3 + p) for p in range(PARTITIONS)]
+    wait_until(lambda: _try_commit(c, offsets), timeout=60, what="a first commit")
+    c.close()
+    assert committed(cluster, group) == {p: 3 + p for p in range(PARTITIONS)}
+    for b in cluster.brokers.values():
+        b.stop()
+    for b in cluster.brokers.values():
+        b.start()
+    cluster.wait_for_metadata()
+    wait_until(lambda: _committed_or_none(cluster, group) == {p: 3 + p for p in range(PARTITIONS)},
+               timeout=90, what="after restart")
+
+
+def _try_commit(c: Consumer, offsets) -> bool:
+    try:
+        c.commit(offsets=offsets, asynchronous=False)
+        return True
+    except KafkaException:
+        return False
+
+
+def _committed_or_none(cluster, group):
+    try:
+        return committed(cluster, group)
+    except KafkaException:
+        return None
+
+
+def test_kafka_python_and_aiokafka_consume_and_commit_in_one_group(cluster_factory):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTopicPartition
+    cluster = cluster_factory(broker_overrides=BROKER_OVERRIDES)
+    create_topic(cluster)
+    produce(cluster, 120)
+    group = "g-python"
+    # kafka-python 3 with its defaults (auto commit on, range/roundrobin assignors)
+    kp = KafkaConsumer(TOPIC, bootstrap_servers=cluster.kafka_bootstrap_servers,
+                       group_id=group, auto_offset_reset="earliest", consumer_timeout_ms=20000)
+    read = []
+    for m in kp:
+        read.append(m)
+        if len(read) == 120:
+            break
+    kp.commit()
+    kp.close()
+    assert len({(m.partition, m.offset) for m in read}) == 120
+    # aiokafka sees kafka-python's commits, then commits its own
+    produce(cluster, 60)
+
+    async def aio():
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka.structs import TopicPartition as AioTopicPartition
+        c = AIOKafkaConsumer(TOPIC, bootstrap_servers=cluster.kafka_bootstrap_servers,
+                             group_id=group, auto_offset_reset="earliest")
+        await c.start()
+        try:
+            got = []
+            async with asyncio.timeout(60):
+                while len(got) < 60:
+                    batch = await c.getmany(timeout_ms=1000)
+                    for msgs in batch.values():
+                        got.extend(msgs)
+            await c.commit()
+            return got, {p: await c.committed(AioTopicPartition(TOPIC, p))
+                         for p in range(PARTITIONS)}
+        finally:
+            await c.stop()
+    got, aio_committed = asyncio.run(aio())
+    assert len(got) == 60  # only the new records: kafka-python's commits were seen
+    assert all(m.offset >= 20 for m in got)
+    ends = end_offsets(cluster)
+    assert aio_committed == ends
+    # and kafka-python sees aiokafka's
+    kp2 = KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap_servers, group_id=group)
+    try:
+        assert {p: kp2.committed(KpTopicPartition(TOPIC, p)) for p in range(PARTITIONS)} == ends
+    finally:
+        kp2.close()
