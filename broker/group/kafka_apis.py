@@ -305,12 +305,12 @@ class GroupApis:
                 (n, ps) for n, ps in g.topics if n not in denied))
         denied = self.ctx.denied_topics(AclOperation.DESCRIBE, (n for n, _ in topics))
         asked = tuple((n, tuple(ps)) for n, ps in topics if n not in denied)
-        g = X.FetchedGroup(group_id)
-        if asked or not topics:
-            r = await self.groups.call(E.OffsetFetch(
-                groups=(E.FetchGroup(group_id, asked),), require_stable=require_stable,
-                api_version=version))
-            g = r.groups[0]
+        # the core is asked even when every topic is refused: the group's own error (loading,
+        # not the coordinator) is the answer's
+        r = await self.groups.call(E.OffsetFetch(
+            groups=(E.FetchGroup(group_id, asked),), require_stable=require_stable,
+            api_version=version))
+        g = r.groups[0]
         fetched = dict(g.topics)
         return X.FetchedGroup(g.group_id, g.error, tuple(
             (n, tuple(X.FetchedOffset(p, error=_E.TOPIC_AUTHORIZATION_FAILED) for p in ps)

@@ -236,3 +236,90 @@ def test_kafka_python_and_aiokafka_consume_and_commit_in_one_group(cluster_facto
         assert {p: kp2.committed(KpTopicPartition(TOPIC, p)) for p in range(PARTITIONS)} == ends
     finally:
         kp2.close()
+
+
+# ---------------------------------------------------------------------------- every version
+
+def test_every_version_of_the_group_apis_on_the_wire(cluster_factory):
+    """One member's life at each version of each group API, on a one-broker cluster (it leads
+    every __consumer_offsets partition): FindCoordinator names it, JoinGroup (v4+ first asks
+    for a member id, KIP-394), SyncGroup hands back the leader's assignment byte for byte,
+    Heartbeat, OffsetCommit then OffsetFetch read the offset and its metadata, DescribeGroups
+    and ListGroups show it Stable, LeaveGroup, OffsetDelete and DeleteGroups remove it."""
+    from common.kafka_protocol.api import ApiKey as K
+    from tests.kafka.test_wire import call, connect
+    cluster = cluster_factory(brokers=1, log_dirs_per_broker=1,
+                              broker_overrides=BROKER_OVERRIDES)
+    create_topic(cluster, partitions=1, rf=1)
+    n = iter(range(1000, 100000))
+    with connect(cluster) as s:
+        for i in range(10):
+            g = f"wire-{i}"
+            v = min(i, 6)
+
+            def coordinator(g=g, v=v):
+                r = call(s, K.FIND_COORDINATOR, v, {"key": g, "key_type": 0,
+                                                     "coordinator_keys": [g]}, next(n))
+                return (r["coordinators"][0] if v >= 4 else r)["error_code"] == 0 and r
+            r = wait_until(coordinator, timeout=60, what="a coordinator")
+            node = r["coordinators"][0] if v >= 4 else r
+            assert (node["node_id"], f"{node['host']}:{node['port']}") == \
+                (1, cluster.brokers[1].kafka_address)
+            join = {"group_id": g, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                    "member_id": "", "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b"meta"}]}
+            r = call(s, K.JOIN_GROUP, i, join, next(n))
+            if i >= 4:
+                assert r["error_code"] == 79 and r["member_id"]  # MEMBER_ID_REQUIRED
+                join["member_id"] = r["member_id"]
+                r = call(s, K.JOIN_GROUP, i, join, next(n))
+            assert r["error_code"] == 0, (i, r)
+            member = r["member_id"]
+            assert (r["generation_id"], r["leader"], r["protocol_name"]) == (1, member, "range")
+            assert [(m["member_id"], m["metadata"]) for m in r["members"]] == [(member, b"meta")]
+            r = call(s, K.SYNC_GROUP, min(i, 5), {
+                "group_id": g, "generation_id": 1, "member_id": member,
+                "protocol_type": "consumer", "protocol_name": "range",
+                "assignments": [{"member_id": member, "assignment": b"assigned"}]}, next(n))
+            assert (r["error_code"], r["assignment"]) == (0, b"assigned")
+            r = call(s, K.HEARTBEAT, min(i, 4), {"group_id": g, "generation_id": 1,
+                                                 "member_id": member}, next(n))
+            assert r["error_code"] == 0
+            r = call(s, K.OFFSET_COMMIT, i, {
+                "group_id": g, "generation_id_or_member_epoch": 1, "member_id": member,
+                "topics": [{"name": TOPIC, "partitions": [
+                    {"partition_index": 0, "committed_offset": 10 + i,
+                     "committed_metadata": "md"}]}]}, next(n))
+            # v0 has no member id: a commit into a group with members is refused
+            # (UNKNOWN_MEMBER_ID, GroupCoordinator.validateOffsetCommit), so nothing is stored
+            assert r["topics"][0]["partitions"][0]["error_code"] == (25 if i == 0 else 0)
+            ask = [{"name": TOPIC, "partition_indexes": [0]}]
+            r = call(s, K.OFFSET_FETCH, i, {"groups": [{"group_id": g, "topics": ask}]}
+                     if i >= 8 else {"group_id": g, "topics": ask}, next(n))
+            topics = r["groups"][0]["topics"] if i >= 8 else r["topics"]
+            got = topics[0]["partitions"][0]
+            assert (got["committed_offset"], got["metadata"], got["error_code"]) == \
+                ((10 + i, "md", 0) if i else (-1, "", 0))
+            r = call(s, K.DESCRIBE_GROUPS, min(i, 5), {"groups": [g]}, next(n))
+            d = r["groups"][0]
+            assert (d["error_code"], d["group_state"], d["protocol_data"],
+                    [m["member_id"] for m in d["members"]]) == (0, "Stable", "range", [member])
+            r = call(s, K.LIST_GROUPS, min(i, 5), {"states_filter": ["stable"]}, next(n))
+            assert g in {x["group_id"] for x in r["groups"]}
+            r = call(s, K.LEAVE_GROUP, min(i, 5), {"group_id": g, "member_id": member,
+                                                   "members": [{"member_id": member}]},
+                     next(n))
+            assert r["error_code"] == 0
+            if i >= 3:
+                assert [(m["member_id"], m["error_code"]) for m in r["members"]] == \
+                    [(member, 0)]
+            r = call(s, K.DELETE_GROUPS, min(i, 2), {"groups_names": [g, g + "-unknown"]},
+                     next(n))
+            assert [(x["group_id"], x["error_code"]) for x in r["results"]] == \
+                [(g, 0), (g + "-unknown", 69)]  # GROUP_ID_NOT_FOUND
+            # deleted with its offsets: nothing left to delete
+            r = call(s, K.OFFSET_DELETE, 0, {"group_id": g, "topics": [
+                {"name": TOPIC, "partitions": [{"partition_index": 0}]}]}, next(n))
+            assert r["error_code"] == 69
+            r = call(s, K.OFFSET_FETCH, min(i, 7), {"group_id": g, "topics": ask}, next(n))
+            assert r["topics"][0]["partitions"][0]["committed_offset"] == -1
