@@ -59,6 +59,7 @@ class Member(threading.Thread):
         self.stop_flag = threading.Event()
         self.lock = threading.Lock()
         self.assigned: set[int] = set()
+        self.acked: dict[int, int] = {}  # partition -> the highest commit acknowledged
 
     def run(self) -> None:
         while not self.stop_flag.is_set():
@@ -75,6 +76,10 @@ class Member(threading.Thread):
                 self.consumer.commit(message=m, asynchronous=False)
             except KafkaException as e:  # a commit raced a rebalance: retried by the next one
                 self.errors.append(str(e))
+            else:
+                with self.lock:
+                    self.acked[m.partition()] = max(self.acked.get(m.partition(), 0),
+                                                    m.offset() + 1)
 
     def close(self) -> None:
         self.stop_flag.set()
@@ -323,3 +328,109 @@ def test_every_version_of_the_group_apis_on_the_wire(cluster_factory):
             assert r["error_code"] == 69
             r = call(s, K.OFFSET_FETCH, min(i, 7), {"group_id": g, "topics": ask}, next(n))
             assert r["topics"][0]["partitions"][0]["committed_offset"] == -1
+
+
+# ---------------------------------------------------------------------------- faults
+
+# A killed process is noticed sooner than with Kafka's defaults: its ZooKeeper session ends
+# after 6 s (the controller then elects new leaders) and a dead follower leaves the ISRs after
+# 5 s (so acks=all commits to the partitions it followed complete).
+FAULT_OVERRIDES = {**BROKER_OVERRIDES, "zookeeper.session.timeout.ms": 6000,
+                   "replica.lag.time.max.ms": 5000}
+
+_KILLABLE_MEMBER = """
+import sys, confluent_kafka as ck
+c = ck.Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                 "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                 "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.2)
+"""
+
+
+def coordinator_of(cluster, group: str) -> int:
+    import socket
+
+    from common.kafka_protocol.api import ApiKey as K
+    from tests.kafka.test_wire import call
+    alive = next(b for b in cluster.brokers.values() if b.is_running())
+    host, port = alive.kafka_address.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        r = call(s, K.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]}, 1)
+    c = r["coordinators"][0]
+    assert c["error_code"] == 0, c
+    return c["node_id"]
+
+
+def test_a_killed_member_is_rebalanced_away(cluster_factory):
+    import subprocess
+    import sys
+    cluster = cluster_factory(broker_overrides=BROKER_OVERRIDES)
+    create_topic(cluster)
+    group = "g-kill-member"
+    members = [Member(cluster, group) for _ in range(2)]
+    for m in members:
+        m.start()
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE_MEMBER,
+                             cluster.kafka_bootstrap_servers, group, TOPIC])
+    try:
+        # the third member (another process) holds the two partitions the threads do not
+        wait_until(lambda: sorted(len(a) for a in _assignments(members)) == [2, 2]
+                   and not set.intersection(*_assignments(members)), timeout=60,
+                   what="three members sharing the topic")
+        proc.kill()  # SIGKILL: no LeaveGroup, its session just ends
+        proc.wait(10)
+        wait_until(lambda: _disjoint_cover(_assignments(members)), timeout=60,
+                   what="the survivors covering the topic")
+    finally:
+        proc.kill()
+        for m in members:
+            m.close()
+
+
+def test_killing_the_coordinators_broker_loses_no_acknowledged_commit(cluster_factory):
+    cluster = cluster_factory(broker_overrides=FAULT_OVERRIDES)
+    create_topic(cluster)
+    produce(cluster)
+    group = "g-kill-coordinator"
+    members = [Member(cluster, group) for _ in range(2)]
+    for m in members:
+        m.start()
+    victim = None
+    try:
+        wait_until(lambda: len({r for m in members for r in m.read}) >= RECORDS // 4,
+                   timeout=60, what="a quarter of the records read")
+        victim = coordinator_of(cluster, group)
+        cluster.brokers[victim].kill()
+        acked_at_kill = _acked(members)
+        # every record is consumed at least once, through the failover
+        wait_until(lambda: len({r for m in members for r in m.read}) == RECORDS, timeout=120,
+                   what="every record read")
+        wait_until(lambda: _acked(members) == end_offsets(cluster), timeout=120,
+                   what="every record's commit acknowledged")
+        wait_until(lambda: coordinator_of(cluster, group) != victim, timeout=60,
+                   ignore=(AssertionError,), what="a new coordinator")
+    finally:
+        for m in members:
+            m.close()
+    # no acknowledged commit went back: what the new coordinator holds is at least what was
+    # acknowledged before and after the kill
+    held = committed(cluster, group)
+    assert all(held[p] >= acked_at_kill.get(p, 0) for p in range(PARTITIONS)), \
+        (held, acked_at_kill)
+    assert held == end_offsets(cluster)
+    # and once the killed broker is back and the coordinator moves to it again, still so
+    cluster.brokers[victim].start()
+    cluster.wait_for_metadata()
+    wait_until(lambda: _committed_or_none(cluster, group) == end_offsets(cluster), timeout=90,
+               what="the commits after the killed broker's return")
+
+
+def _acked(members: list[Member]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for m in members:
+        with m.lock:
+            for p, o in m.acked.items():
+                out[p] = max(out.get(p, 0), o)
+    return out
