@@ -41,6 +41,7 @@ from broker.controller_client import ControllerClient
 from broker.fault_injection import InjectedClock, watch_fault_file
 from broker.fetcher import ReplicaFetcherManager
 from broker.group.coordinator import GroupCoordinator
+from broker.group_gauges import register_group_gauges
 from broker.kafka_connections import ConnectionSettings
 from broker.kafka_listener import KafkaListener
 from broker.metadata_cache import BrokerNode, MetadataCache
@@ -184,6 +185,7 @@ class BrokerServer:
         # __consumer_offsets through rm.on_leadership_change, before any LeaderAndIsr
         self.groups = GroupCoordinator.from_config(self.rm, self.config, self.events)
         self.groups.start()
+        register_group_gauges(self.metrics, self.groups, self.rm)
         alter_partition.start()
         # Dynamic configs are read before registering, so no LeaderAndIsr is applied with a
         # broker-level min ISR older than ZooKeeper's.

@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from prometheus_client import generate_latest
 
 from broker.group.config import GroupConfig
 from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, ReplicaManagerLog
+from broker.group_gauges import register_group_gauges
 from broker.kafka_listener import KafkaListener, current_kafka_client_host
 from broker.servicer import leader_and_isr_request, stop_replica_request, update_metadata_request
 from common.errors import ErrorCode
@@ -19,7 +21,7 @@ from common.kafka_protocol.headers import RequestHeader, read_response_header, w
 from common.kafka_protocol.primitives import Reader, Writer
 from common.names import TopicPartition
 from common.observability import configure_event_log
-from common.records import decode_all
+from common.records import ProducerRecord, build_batch, decode_all
 from common.rpc import replog_pb2 as pb
 from common.security.acl import (
     AccessControlEntry,
@@ -114,6 +116,20 @@ async def test_a_commit_lands_in_the_log_and_a_new_leadership_reloads_it(broker)
     allow(authorizer, topic("t"), AclOperation.DESCRIBE)
     await served(k, "g")
     assert commit_errors(await call(k, ApiKey.OFFSET_COMMIT, commit_body("g", 42))) == [0]
+    # the gauges: Kafka's GroupMetadataManager ones and kafka_exporter's, at scrape time
+    node.rm.partitions[DATA].log.append_as_leader(build_batch(
+        [ProducerRecord(None, b"x")] * 50), 1)
+    node.rm.partitions[DATA].maybe_advance_hw()
+    register_group_gauges(node.rm.metrics, groups, node.rm)
+    text = generate_latest(node.rm.metrics.registry).decode()
+    for line in ('kafka_coordinator_group_groupmetadatamanager_numgroups 1.0',
+                 'kafka_coordinator_group_groupmetadatamanager_numoffsets 1.0',
+                 'kafka_coordinator_group_groupmetadatamanager_numgroupsempty 1.0',
+                 'kafka_consumergroup_members{consumergroup="g"} 0.0',
+                 'kafka_consumergroup_current_offset{consumergroup="g",partition="0",topic="t"}'
+                 ' 42.0',
+                 'kafka_consumergroup_lag{consumergroup="g",partition="0",topic="t"} 8.0'):
+        assert line in text, (line, [t for t in text.splitlines() if "group" in t])
     # acks=all with an ISR of one: the record is in the log, below the HW, when answered
     p = node.rm.partitions[OFFSETS]
     assert p.high_watermark == p.log_end_offset == 1
