@@ -198,3 +198,19 @@ async def test_the_group_apis_check_group_and_topic_acls(broker):
     # FindCoordinator names this broker now
     r = await call(k, ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": ["g"]})
     assert (r["coordinators"][0]["error_code"], r["coordinators"][0]["node_id"]) == (0, 1)
+
+
+async def test_a_lost_offsets_replica_gives_the_partition_up(broker):
+    """A log failure takes __consumer_offsets-0 offline (design.md#jbod-step-3): the
+    coordinator resigns it at once (onLeadershipChange), not at the next LeaderAndIsr."""
+    k, node, groups, authorizer = broker
+    allow(authorizer, group("g"), AclOperation.DESCRIBE)
+    allow(authorizer, topic("t"), AclOperation.DESCRIBE)
+    await served(k, "g")
+    node.rm.handle_log_failure(OFFSETS, "injected")
+    for _ in range(100):
+        r = await call(k, ApiKey.OFFSET_FETCH, fetch_body("g"))
+        if r["groups"][0]["error_code"] == ErrorCode.NOT_COORDINATOR:
+            break
+        await asyncio.sleep(0.01)
+    assert r["groups"][0]["error_code"] == ErrorCode.NOT_COORDINATOR
