@@ -434,3 +434,69 @@ def _acked(members: list[Member]) -> dict[int, int]:
             for p, o in m.acked.items():
                 out[p] = max(out.get(p, 0), o)
     return out
+
+
+# ---------------------------------------------------------------------------- the CLI
+
+def test_replog_consumer_groups_lists_describes_and_deletes(cluster_factory):
+    import subprocess
+    import sys
+
+    from harness.local_cluster import REPO_ROOT
+    cluster = cluster_factory(broker_overrides=BROKER_OVERRIDES)
+    create_topic(cluster, partitions=2)
+    p = Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    for i in range(10):
+        p.produce(TOPIC, value=b"v", partition=i % 2)
+    assert p.flush(30) == 0
+
+    def replog(*args):
+        return subprocess.run([sys.executable, "-m", "admin.cli", "consumer-groups",
+                               "--bootstrap-server", cluster.kafka_bootstrap_servers, *args],
+                              capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+
+    c = ck_consumer(cluster, "g-cli", **{"client.id": "cli-client"})
+    c.subscribe([TOPIC])
+
+    def assigned():
+        c.poll(0.2)
+        return len(c.assignment()) == 2
+    wait_until(assigned, timeout=60, what="the consumer's assignment")
+    wait_until(lambda: _try_commit(c, [CkTopicPartition(TOPIC, 0, 3),
+                                       CkTopicPartition(TOPIC, 1, 5)]), timeout=30,
+               what="a commit")
+    out = replog("--describe", "--group", "g-cli")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == ""
+    assert lines[1].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
+                                "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    rows = sorted(tuple(line.split()) for line in lines[2:] if line.strip())
+    assert [r[:6] for r in rows] == [("g-cli", TOPIC, "0", "3", "5", "2"),
+                                     ("g-cli", TOPIC, "1", "5", "5", "0")]
+    assert {r[8] for r in rows} == {"cli-client"} and {r[7] for r in rows} == {"/127.0.0.1"}
+    assert lines[1].index("TOPIC") == 16 and lines[1].index("PARTITION") == 32  # Kafka's widths
+    # active: not deleted, with Kafka's message
+    out = replog("--delete", "--group", "g-cli")
+    assert "Group 'g-cli' could not be deleted due to: " \
+           "org.apache.kafka.common.errors.GroupNotEmptyException" in out.stdout
+    c.close()
+    wait_until(lambda: "Empty" in replog("--list", "--state").stdout, timeout=30,
+               what="the group empty")
+    out = replog("--list", "--state")
+    assert out.stdout.splitlines()[0].split() == ["GROUP", "STATE"]
+    assert ["g-cli", "Empty"] in [line.split() for line in out.stdout.splitlines()]
+    assert replog("--list").stdout.split() == ["g-cli"]
+    out = replog("--describe", "--group", "g-cli")
+    assert "Consumer group 'g-cli' has no active members." in out.stderr
+    assert " - " in out.stdout.splitlines()[2]  # no member: "-" columns
+    out = replog("--delete", "--group", "g-cli")
+    assert out.stdout.strip() == "Deletion of requested consumer groups ('g-cli') was successful."
+    assert replog("--list").stdout.split() == []
+    out = replog("--describe", "--group", "g-cli")
+    assert "Error: Consumer group 'g-cli' does not exist." in out.stdout
+    # bad input: one line, status 1
+    out = replog("--list", "--describe")
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    out = replog("--list", "--state", "Bogus")
+    assert out.returncode == 1 and "Invalid state list 'Bogus'" in out.stderr
