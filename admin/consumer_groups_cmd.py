@@ -4,6 +4,9 @@ group APIs of a Kafka listener (docs/groups.md); a first part of it:
     replog consumer-groups --bootstrap-server H:P --list [--state [S,...]]
     replog consumer-groups --bootstrap-server H:P --describe --group G [--group G2 | --all-groups]
     replog consumer-groups --bootstrap-server H:P --delete --group G [--group G2 | --all-groups]
+    replog consumer-groups --bootstrap-server H:P --reset-offsets --group G
+        (--topic T[:P,...] | --all-topics)
+        (--to-earliest | --to-latest | --to-offset N | --shift-by N) [--dry-run | --execute]
 
 ``--bootstrap-server`` names a Kafka-protocol listener (cluster.json's
 ``kafka_bootstrap_servers``), as the Kafka tool's does. The output is Kafka's: ``--list`` one
@@ -11,9 +14,12 @@ group a line, or a GROUP/STATE table with ``--state``; ``--describe`` the offset
 TOPIC, PARTITION, CURRENT-OFFSET, LOG-END-OFFSET, LAG, CONSUMER-ID, HOST, CLIENT-ID; "-" where a
 partition has no member) with Kafka's column widths and its messages for an empty, rebalancing or
 unknown group; ``--delete`` Kafka's "Deletion of requested consumer groups ('g') was
-successful." or its per-group errors. Bad input is one line and exit status 1. Not yet:
-``--reset-offsets``, ``--delete-offsets``, ``--describe --members/--state`` (docs/groups.md
-"What remains").
+successful." or its per-group errors; ``--reset-offsets`` Kafka's GROUP/TOPIC/PARTITION/NEW-OFFSET
+table, a plan only unless ``--execute`` (committed then as the admin client's commit: no
+generation), the offsets clamped to the log's start and end as Kafka's checkOffsetsRange does,
+and refused on a group with members with Kafka's message. Bad input is one line and exit status
+1. Not yet: ``--to-datetime``, ``--by-duration``, ``--from-file``, ``--delete-offsets``,
+``--describe --members/--state`` (docs/groups.md "What remains").
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from common.kafka_protocol.primitives import Reader, Writer
 MISSING = "-"  # ConsumerGroupCommand.MISSING_COLUMN_VALUE
 _TIMEOUT_S = 30.0
 _LATEST = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
+_EARLIEST = -2  # ListOffsetsRequest.EARLIEST_TIMESTAMP
 _STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 
 
@@ -109,7 +116,8 @@ class _Cluster:
                 out[g["group_id"]] = g
         return [out[g] for g in sorted(out)]
 
-    def log_end_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def log_end_offsets(self, tps: list[tuple[str, int]], timestamp: int = _LATEST
+                        ) -> dict[tuple[str, int], int]:
         by_leader: dict[int, list[tuple[str, int]]] = {}
         for tp in tps:
             if self.leaders.get(tp, -1) >= 0:
@@ -121,7 +129,7 @@ class _Cluster:
                 topics.setdefault(t, []).append(p)
             r = self.node(leader).call(K.LIST_OFFSETS, {
                 "replica_id": -1, "isolation_level": 0, "topics": [
-                    {"name": t, "partitions": [{"partition_index": p, "timestamp": _LATEST,
+                    {"name": t, "partitions": [{"partition_index": p, "timestamp": timestamp,
                                                 "current_leader_epoch": -1}
                                                for p in ps]} for t, ps in topics.items()]})
             for t in r["topics"]:
@@ -247,14 +255,104 @@ def _exception(e: ErrorCode) -> str:
             "GroupIdNotFoundException: The group id does not exist."}.get(e, e.name)
 
 
+# ---------------------------------------------------------------------------- --reset-offsets
+
+def _partitions(cluster: _Cluster, topics: list[str]) -> list[tuple[str, int]]:
+    """GroupOffsetsResetter.parseTopicPartitionsToReset: t:p,p names partitions, t all."""
+    out: list[tuple[str, int]] = []
+    for arg in topics:
+        if ":" in arg:
+            parts = arg.split(":")
+            if len(parts) != 2:
+                raise ReplogError(f"Invalid topic arg '{arg}', expected topic name and "
+                                  "partitions")
+            for p in parts[1].split(","):
+                try:
+                    out.append((parts[0], int(p)))
+                except ValueError:
+                    raise ReplogError(f"Invalid partition '{p}' specified in topic arg "
+                                      f"'{arg}''") from None
+        else:
+            known = sorted(p for t, p in cluster.leaders if t == arg)
+            if not known:
+                raise ReplogError(f"Topic '{arg}' does not exist")  # describeTopics' error
+            out += [(arg, p) for p in known]
+    return list(dict.fromkeys(out))
+
+
+def reset_plan(cluster: _Cluster, group: str, args) -> tuple[dict[tuple[str, int], int] | None,
+                                                            list[str]]:
+    """(the new offsets, or None when refused; the lines printed before the table)."""
+    conn = cluster.coordinator(group)
+    d = conn.call(K.DESCRIBE_GROUPS, {"groups": [group],
+                                      "include_authorized_operations": False})["groups"][0]
+    state = d["group_state"] or "Dead"
+    if state not in ("Empty", "Dead"):
+        return None, ["", f"Error: Assignments can only be reset if the group '{group}' is "
+                          f"inactive, but the current state is {state}."]
+    f = conn.call(K.OFFSET_FETCH, {"groups": [{"group_id": group, "topics": None}],
+                                   "require_stable": False})["groups"][0]
+    committed = {(t["name"], p["partition_index"]): p["committed_offset"]
+                 for t in f["topics"] for p in t["partitions"] if p["committed_offset"] >= 0}
+    tps = sorted(committed) if args.all_topics else _partitions(cluster, args.topic)
+    start = cluster.log_end_offsets(tps, _EARLIEST)
+    end = cluster.log_end_offsets(tps)
+    missing = [tp for tp in tps if tp not in start or tp not in end]
+    if missing:
+        t, p = missing[0]
+        raise ReplogError(f"Error getting starting offset of topic partition: {t}-{p}")
+    if args.to_earliest:
+        wanted = {tp: start[tp] for tp in tps}
+    elif args.to_latest:
+        wanted = {tp: end[tp] for tp in tps}
+    elif args.to_offset is not None:
+        wanted = {tp: args.to_offset for tp in tps}
+    else:  # --shift-by from the committed offset (the log end when none is committed)
+        wanted = {tp: committed.get(tp, end[tp]) + args.shift_by for tp in tps}
+    # checkOffsetsRange: within [log start, log end]
+    return {tp: min(max(o, start[tp]), end[tp]) for tp, o in wanted.items()}, []
+
+
+def reset_table(group: str, plan: dict[tuple[str, int], int]) -> list[str]:
+    """GroupOffsetsResetter.printOffsetsToReset."""
+    if not plan:
+        return [""]
+    g = max(15, len(group))
+    t = max([15, *(len(tp[0]) for tp in plan)])
+    lines = [""] + [f"{a:<{g}} {b:<{t}} {c:<10} {d}" for a, b, c, d in [
+        ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
+        *((group, tp[0], str(tp[1]), str(o)) for tp, o in sorted(plan.items()))]]
+    return lines
+
+
+def execute_reset(cluster: _Cluster, group: str, plan: dict[tuple[str, int], int]) -> None:
+    topics: dict[str, list[dict]] = {}
+    for (t, p), o in sorted(plan.items()):
+        topics.setdefault(t, []).append({"partition_index": p, "committed_offset": o,
+                                         "committed_leader_epoch": -1,
+                                         "committed_metadata": ""})
+    r = cluster.coordinator(group).call(K.OFFSET_COMMIT, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+    failed = [(t["name"], p["partition_index"], p["error_code"]) for t in r["topics"]
+              for p in t["partitions"] if p["error_code"]]
+    if failed:
+        t, p, code = failed[0]
+        raise ReplogError(f"Error: Executing consumer group command failed due to "
+                          f"{ErrorCode(code).name} committing {t}-{p}")
+
+
 # ---------------------------------------------------------------------------- the command
 
 def run(args) -> int:
     import sys
-    actions = [a for a in ("list", "describe", "delete") if getattr(args, a)]
+    actions = [a for a in ("list", "describe", "delete", "reset_offsets") if getattr(args, a)]
     if len(actions) != 1:
         raise ReplogError("Command must include exactly one action: --list, --describe, "
-                          "--delete")
+                          "--delete, --reset-offsets")
+    if args.reset_offsets:
+        _check_reset_options(args)
     if args.state is not None and args.state:
         states = [s.strip() for s in args.state.split(",")]
         bad = [s for s in states if s.lower() not in {x.lower() for x in _STATES}]
@@ -264,7 +362,8 @@ def run(args) -> int:
     else:
         states = []
     if not args.list and not args.group and not args.all_groups:
-        raise ReplogError(f"Option [{actions[0]}] takes one of these options: [all-groups], "
+        action = actions[0].replace("_", "-")
+        raise ReplogError(f"Option [{action}] takes one of these options: [all-groups], "
                           "[group]")
     cluster = _Cluster(args.bootstrap_server)
     try:
@@ -278,6 +377,18 @@ def run(args) -> int:
             for line in delete(cluster, groups):
                 print(line)
             return 0
+        if args.reset_offsets:
+            for g in groups:
+                plan, lines = reset_plan(cluster, g, args)
+                for line in lines:
+                    print(line)
+                if plan is None:
+                    continue
+                if args.execute:
+                    execute_reset(cluster, g, plan)
+                for line in reset_table(g, plan):
+                    print(line)
+            return 0
         for g in groups:
             out, err = describe(cluster, g)
             for line in err:
@@ -287,6 +398,20 @@ def run(args) -> int:
         return 0
     finally:
         cluster.close()
+
+
+def _check_reset_options(args) -> None:
+    modes = [m for m in ("to_earliest", "to_latest") if getattr(args, m)] + \
+        [m for m in ("to_offset", "shift_by") if getattr(args, m) is not None]
+    if len(modes) != 1:
+        raise ReplogError("Option [reset-offsets] takes exactly one of these options: "
+                          "[to-earliest], [to-latest], [to-offset], [shift-by]")
+    if bool(args.topic) == bool(args.all_topics):
+        raise ReplogError("Option [reset-offsets] takes one of these options: [all-topics], "
+                          "[topic]")
+    if args.execute and args.dry_run:
+        raise ReplogError("Option [reset-offsets] takes at most one of these options: "
+                          "[dry-run], [execute]")
 
 
 def add_parsers(sub) -> None:
@@ -299,7 +424,20 @@ def add_parsers(sub) -> None:
     p.add_argument("--describe", action="store_true",
                    help="describe the groups' offsets and lag")
     p.add_argument("--delete", action="store_true", help="delete the groups (Empty ones only)")
+    p.add_argument("--reset-offsets", action="store_true",
+                   help="reset the offsets of an inactive group (a plan unless --execute)")
     p.add_argument("--group", action="append", default=[], help="a group (repeatable)")
+    p.add_argument("--topic", action="append", default=[],
+                   help="with --reset-offsets: a topic, or topic:p,p (repeatable)")
+    p.add_argument("--all-topics", action="store_true",
+                   help="with --reset-offsets: every topic the group has offsets for")
+    p.add_argument("--to-earliest", action="store_true", help="reset to the log start")
+    p.add_argument("--to-latest", action="store_true", help="reset to the log end")
+    p.add_argument("--to-offset", type=int, default=None, help="reset to this offset")
+    p.add_argument("--shift-by", type=int, default=None,
+                   help="move the committed offset by this many (negative: back)")
+    p.add_argument("--dry-run", action="store_true", help="only show the plan (the default)")
+    p.add_argument("--execute", action="store_true", help="commit the new offsets")
     p.add_argument("--all-groups", action="store_true", help="every group")
     p.add_argument("--state", nargs="?", const="", default=None,
                    help="with --list: show the state column, and keep the groups in these "

@@ -455,6 +455,9 @@ def test_replog_consumer_groups_lists_describes_and_deletes(cluster_factory):
                                "--bootstrap-server", cluster.kafka_bootstrap_servers, *args],
                               capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
 
+    def two(offsets):  # the topic has two partitions here
+        return {p: o for p, o in offsets.items() if p < 2}
+
     c = ck_consumer(cluster, "g-cli", **{"client.id": "cli-client"})
     c.subscribe([TOPIC])
 
@@ -480,9 +483,30 @@ def test_replog_consumer_groups_lists_describes_and_deletes(cluster_factory):
     out = replog("--delete", "--group", "g-cli")
     assert "Group 'g-cli' could not be deleted due to: " \
            "org.apache.kafka.common.errors.GroupNotEmptyException" in out.stdout
+    out = replog("--reset-offsets", "--group", "g-cli", "--all-topics", "--to-earliest")
+    assert out.stdout.splitlines()[:2] == [
+        "", "Error: Assignments can only be reset if the group 'g-cli' is inactive, but the "
+            "current state is Stable."]
     c.close()
     wait_until(lambda: "Empty" in replog("--list", "--state").stdout, timeout=30,
                what="the group empty")
+    # a plan only (dry run, the default), Kafka's table
+    out = replog("--reset-offsets", "--group", "g-cli", "--topic", TOPIC, "--to-earliest")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "", f"{'GROUP':<15} {'TOPIC':<15} {'PARTITION':<10} NEW-OFFSET",
+        f"{'g-cli':<15} {TOPIC:<15} {'0':<10} 0", f"{'g-cli':<15} {TOPIC:<15} {'1':<10} 0"]
+    assert two(committed(cluster, "g-cli")) == {0: 3, 1: 5}
+    # --shift-by is clamped to the log (Kafka's checkOffsetsRange); --execute commits it
+    out = replog("--reset-offsets", "--group", "g-cli", "--topic", f"{TOPIC}:0,1",
+                 "--shift-by", "-4", "--execute")
+    assert [line.split()[-1] for line in out.stdout.splitlines()[2:]] == ["0", "1"]
+    assert two(committed(cluster, "g-cli")) == {0: 0, 1: 1}
+    out = replog("--reset-offsets", "--group", "g-cli", "--all-topics", "--to-latest",
+                 "--execute")
+    assert two(committed(cluster, "g-cli")) == {0: 5, 1: 5}
+    out = replog("--reset-offsets", "--group", "g-cli", "--all-topics")
+    assert out.returncode == 1 and "takes exactly one of these options" in out.stderr
     out = replog("--list", "--state")
     assert out.stdout.splitlines()[0].split() == ["GROUP", "STATE"]
     assert ["g-cli", "Empty"] in [line.split() for line in out.stdout.splitlines()]
