@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 def _dump_log(args) -> int:
     from admin.dump_log import dump
     dump([f.strip() for f in args.files.split(",") if f.strip()], sys.stdout,
-         args.print_data_log)
+         args.print_data_log, args.offsets_decoder)
     return 0
 
 
@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dump-log", help="print the batches of segment files (kafka-dump-log)")
     p.add_argument("--files", required=True, help="comma-separated .log/.index/.timeindex files")
     p.add_argument("--print-data-log", action="store_true", help="print record keys and values")
+    p.add_argument("--offsets-decoder", action="store_true",
+                   help="decode __consumer_offsets keys and values (implies --print-data-log)")
     p.set_defaults(func=_dump_log)
 
     from admin import commands

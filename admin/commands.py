@@ -12,6 +12,7 @@ from admin import (
     cluster_cmd,
     configs_cmd,
     consume_cmd,
+    consumer_groups_cmd,
     delete_records_cmd,
     e2e_latency_cmd,
     elect_cmd,
@@ -82,5 +83,6 @@ def register(sub) -> None:
     # registered in the order `replog --help` lists them
     for module in (cluster_cmd, topics_cmd, produce_cmd, consume_cmd, e2e_latency_cmd,
                    analytics_cli, chaos_cli, configs_cmd, reassign, elect_cmd, log_dirs_cmd,
-                   lab_cli, zk_security_migration, acls_cmd, delete_records_cmd):
+                   lab_cli, zk_security_migration, acls_cmd, delete_records_cmd,
+                   consumer_groups_cmd):
         module.add_parsers(sub)

@@ -10,6 +10,7 @@ import os
 import struct
 from typing import TextIO
 
+from admin import offsets_decoder as offsets
 from common import compression
 from common import records as rec
 from common.errors import CorruptRecordError, ReplogError
@@ -29,7 +30,8 @@ def _show(b: bytes | None) -> str:
     return "null" if b is None else b.decode("utf-8", errors="replace")
 
 
-def dump_log_file(path: str, out: TextIO, print_data: bool) -> None:
+def dump_log_file(path: str, out: TextIO, print_data: bool, offsets_decoder: bool = False
+                  ) -> None:
     with open(path, "rb") as f:
         data = f.read()
     out.write(f"Log starting offset: {_base_offset(path)}\n")
@@ -67,9 +69,13 @@ def dump_log_file(path: str, out: TextIO, print_data: bool) -> None:
                             f"valueSize: {-1 if r.value is None else len(r.value)} "
                             f"sequence: {r.sequence} "
                             f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
-                    if r.key is not None:
-                        line += f" key: {_show(r.key)}"
-                    line += f" payload: {_show(r.value)}"
+                    if offsets_decoder:  # __consumer_offsets records (admin/offsets_decoder.py)
+                        key, payload = offsets.decode(r.key, r.value)
+                        line += f" key: {key} payload: {payload}"
+                    else:
+                        if r.key is not None:
+                            line += f" key: {_show(r.key)}"
+                        line += f" payload: {_show(r.value)}"
                     out.write(line + "\n")
             except CorruptRecordError as e:
                 out.write(f"| records not readable: {e}\n")
@@ -92,13 +98,16 @@ def dump_time_index(path: str, out: TextIO) -> None:
     out.writelines(f"timestamp: {ts} offset: {base + rel}\n" for ts, rel in _TIME_ENTRY.iter_unpack(data[:usable]))  # noqa: E501
 
 
-def dump(files: list[str], out: TextIO, print_data: bool = False) -> None:
+def dump(files: list[str], out: TextIO, print_data: bool = False,
+         offsets_decoder: bool = False) -> None:
+    """``offsets_decoder`` (kafka-dump-log's --offsets-decoder, which implies
+    --print-data-log): decode __consumer_offsets keys and values."""
     for path in files:
         if not os.path.isfile(path):
             raise ReplogError(f"{path} does not exist or is not a file")
         out.write(f"Dumping {path}\n")
         if path.endswith(".log"):
-            dump_log_file(path, out, print_data)
+            dump_log_file(path, out, print_data or offsets_decoder, offsets_decoder)
         elif path.endswith(".index"):
             dump_offset_index(path, out)
         elif path.endswith(".timeindex"):

@@ -61,6 +61,7 @@ from broker.auto_topic_creation import AutoTopicCreation, wants_creation
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
+from broker.group import kafka_apis as group_apis
 from broker.kafka_connections import (
     ConnectionQuotas,
     ConnectionSettings,
@@ -129,8 +130,9 @@ class KafkaListener:
                  ssl_context: ssl.SSLContext | None = None,
                  principal_builder: PrincipalBuilder | None = None, authorizer=None,
                  auto_topics: AutoTopicCreation | None = None,
-                 connections: ConnectionSettings | None = None):
+                 connections: ConnectionSettings | None = None, groups=None):
         self.rm = rm
+        self.groups = groups  # the broker's GroupCoordinator (broker/group/kafka_apis.py)
         # SocketServer's bounds: per-ip connections, idle expiry, queued bytes, slow senders
         self.connection_settings = connections or ConnectionSettings()
         self.quotas = ConnectionQuotas(self.connection_settings)
@@ -169,8 +171,10 @@ class KafkaListener:
             **{k: h for m in (kafka_admin, kafka_create_partitions, kafka_config_apis,
                               kafka_acl_apis, kafka_delete_records, kafka_unserved)
                for k, h in m.handlers(self).items()},
+            **group_apis.handlers(self),  # typed; replace kafka_unserved's group answers
         }
-        self._on_dicts = frozenset(self._handlers) - _TYPED_APIS
+        self._on_dicts = frozenset(self._handlers) - _TYPED_APIS - (
+            group_apis.API_KEYS if self.groups is not None else frozenset())
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -351,6 +355,7 @@ class KafkaListener:
                 request = decode(r, header.api_version, budget)
         except ProtocolError as e:
             raise _Close(f"malformed {api.name} v{header.api_version} request: {e}") from None
+        group_apis.current_client_id.set(header.client_id or "")
         body = await self._handlers[header.api_key](request, header.api_version)
         if body is None:
             return None

@@ -1,7 +1,9 @@
-"""Answers to the Kafka APIs for features replog does not have: the group coordinator (offset
-storage, group membership), transactions and SASL. Each gets the answer a Kafka broker gives
-when the feature is not available to it, so a client fails clearly, retries as it would against
-Kafka, or carries on without the feature (an assign-mode consumer with a group.id still reads):
+"""Answers to the Kafka APIs for features replog does not have: transactions and SASL, and the
+group coordinator's on a listener built without one (a broker's listeners have one: the group
+APIs are then broker/group/kafka_apis.py's, which replace these). Each gets the answer a Kafka
+broker gives when the feature is not available to it, so a client fails clearly, retries as it
+would against Kafka, or carries on without the feature (an assign-mode consumer with a group.id
+still reads):
 
 - FindCoordinator: COORDINATOR_NOT_AVAILABLE for every key, as KafkaApis.getCoordinator
   answers while __consumer_offsets / __transaction_state has no leader (replog never has one);

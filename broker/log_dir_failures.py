@@ -82,6 +82,9 @@ class LogDirFailureHandling:
                 p.log = None
                 p.become_follower()
             self.offline_replicas[tp] = log_dir
+        notify = getattr(self, "on_leadership_change", None)
+        if notify is not None:  # onLeadershipChange: a lost replica leads nothing any more
+            notify({}, {tp: None for tp in tps})
         return held
 
     def handle_log_failure(self, tp: TopicPartition, reason: str) -> None:

@@ -186,6 +186,11 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         # Controller requests change replica state across awaits: one at a time (Kafka's
         # replicaStateChangeLock), or two LeaderAndIsr requests could interleave.
         self.state_change = asyncio.Lock()
+        # Kafka's onLeadershipChange callback (the group coordinator, broker/group/
+        # coordinator.py): (partitions now led -> leader epoch, partitions no longer led ->
+        # the request's leader epoch, None when deleted), after each LeaderAndIsr/StopReplica.
+        self.on_leadership_change: Callable[
+            [dict[TopicPartition, int], dict[TopicPartition, int | None]], None] | None = None
         self._register_gauges()
 
     # ------------------------------------------------------------------ metrics
@@ -367,7 +372,19 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
             # KIP-113: moves a restart cut short resume once their replica is hosted again
             # (Kafka's maybeAddLogDirFetchers in becomeLeaderOrFollower).
             self.alter_log_dirs.resume({tp for tp, code in results if code == ErrorCode.NONE})
+        self._notify_leadership(todo, results)
         return results
+
+    def _notify_leadership(self, todo, results) -> None:
+        """onLeadershipChange after a LeaderAndIsr: the partitions it made this broker lead,
+        and those it made it follow."""
+        if self.on_leadership_change is None:
+            return
+        applied = {tp for tp, code in results if code == ErrorCode.NONE}
+        led = {tp: s.leader_epoch for tp, s in todo
+               if tp in applied and self.partitions[tp].is_leader}
+        self.on_leadership_change(led, {tp: s.leader_epoch for tp, s in todo
+                                        if tp in applied and tp not in led})
 
     async def _write_epoch_checkpoints(self, d, logs: list) -> None:
         """Write the leader-epoch-checkpoint files that becoming leader left in memory, a
@@ -457,6 +474,10 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
             deleted_topics -= {tp.topic for tp in self.partitions}
             for topic in deleted_topics:
                 self.topic_configs.pop(topic, None)
+        if self.on_leadership_change is not None:
+            stopped = {tp for tp, code in results if code == ErrorCode.NONE}
+            self.on_leadership_change({}, {s.tp: None if s.delete_partition else s.leader_epoch
+                                           for s in req.partition_states if s.tp in stopped})
         return results
 
 

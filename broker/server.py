@@ -40,6 +40,8 @@ from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fault_injection import InjectedClock, watch_fault_file
 from broker.fetcher import ReplicaFetcherManager
+from broker.group.coordinator import GroupCoordinator
+from broker.group_gauges import register_group_gauges
 from broker.kafka_connections import ConnectionSettings
 from broker.kafka_listener import KafkaListener
 from broker.metadata_cache import BrokerNode, MetadataCache
@@ -104,6 +106,7 @@ class BrokerServer:
         self.stopping = asyncio.Event()
         self.log_manager: LogManager | None = None
         self.rm: ReplicaManager | None = None
+        self.groups: GroupCoordinator | None = None
         self.configs: ConfigManager | None = None
         self.servers: list[grpc.aio.Server] = []  # one per listener (KIP-103)
         self.kafka_listeners: list[KafkaListener] = []  # kafka.listener.names (design.md#c12)
@@ -178,6 +181,11 @@ class BrokerServer:
                                  restart_notifier=self.restarts, halt=self._halt,
                                  on_log_dir_offline=self._log_dir_went_offline)
         self.rm.registered = False  # controller requests are refused until _register()
+        # the group coordinator (docs/groups.md): follows this broker's leadership of
+        # __consumer_offsets through rm.on_leadership_change, before any LeaderAndIsr
+        self.groups = GroupCoordinator.from_config(self.rm, self.config, self.events)
+        self.groups.start()
+        register_group_gauges(self.metrics, self.groups, self.rm)
         alter_partition.start()
         # Dynamic configs are read before registering, so no LeaderAndIsr is applied with a
         # broker-level min ISR older than ZooKeeper's.
@@ -200,6 +208,7 @@ class BrokerServer:
                                   controller=self.controller, configs=self.configs,
                                   authorizer=self.authorizer, auto_topics=auto_topics,
                                   connections=ConnectionSettings.from_config(self.config),
+                                  groups=self.groups,
                                   **kafka_listener_tls(self.config, e.listener))
                 kafka_ports[e.listener] = await k.start()
                 self.kafka_listeners.append(k)
@@ -439,6 +448,8 @@ class BrokerServer:
             await self.rm.alter_partition.stop()
         for k in self.kafka_listeners:
             await k.stop()
+        if self.groups is not None:
+            await self.groups.stop()
         if self.servers:
             await self.health.enter_graceful_shutdown()
             await asyncio.gather(*(s.stop(grace=1.0) for s in self.servers))

@@ -1,9 +1,8 @@
 """The group coordinator's settings, under Kafka's names and with Kafka's defaults
 (GroupCoordinatorConfig, OffsetConfig, KafkaConfig's group.* and offsets.* properties).
 
-They are not in common/config.py's schema yet: the shell that wires the core into the broker
-adds them there (docs/groups.md "What remains"); `GroupConfig.from_config` reads any mapping of
-these names.
+They are in common/config.py's schema too (a broker's properties, parsed and checked there);
+`GroupConfig.from_config` reads any mapping of these names.
 """
 
 from __future__ import annotations

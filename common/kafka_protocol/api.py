@@ -18,10 +18,12 @@ in the JSON files. The reasons for the ranges:
   never does);
 - the APIs a broker answers itself (configs, log dirs, ACLs through its authorizer,
   DeleteRecords on each partition's leader): every version Kafka 3.x has;
-- the APIs of features replog does not have (the group coordinator, transactions, SASL): the
-  files' validVersions, so every client version can be answered with the exact error a Kafka
-  broker gives when the feature is unavailable (broker/kafka_unserved.py), and clients fail
-  clearly or fall back instead of losing their connection. InitProducerId (22) is deliberately
+- the group coordinator's (broker/group/kafka_apis.py): the files' validVersions, every version
+  today's clients ask for;
+- the APIs of features replog does not have (transactions, SASL): the files' validVersions, so
+  every client version can be answered with the exact error a Kafka broker gives when the
+  feature is unavailable (broker/kafka_unserved.py), and clients fail clearly or fall back
+  instead of losing their connection. InitProducerId (22) is deliberately
   absent: a broker that does not list it is what every client recognises as "idempotence not
   supported" (librdkafka's fatal ``__UNSUPPORTED_FEATURE``, kafka-python's and aiokafka's
   IncompatibleBrokerVersion), while any error code a listed InitProducerId could carry either
@@ -66,7 +68,7 @@ SERVED: dict[int, str] = {
     K.DESCRIBE_ACLS: "0-3",
     K.CREATE_ACLS: "0-3",
     K.DELETE_ACLS: "0-3",
-    # features replog does not have, answered with a Kafka broker's error for them
+    # the group coordinator (broker/group/kafka_apis.py)
     K.OFFSET_COMMIT: "0-9",
     K.OFFSET_FETCH: "0-9",
     K.FIND_COORDINATOR: "0-6",
@@ -76,14 +78,15 @@ SERVED: dict[int, str] = {
     K.SYNC_GROUP: "0-5",
     K.DESCRIBE_GROUPS: "0-5",
     K.LIST_GROUPS: "0-5",
+    K.DELETE_GROUPS: "0-2",
+    K.OFFSET_DELETE: "0",
+    # features replog does not have, answered with a Kafka broker's error for them
     K.SASL_HANDSHAKE: "0-1",
     K.ADD_PARTITIONS_TO_TXN: "0-5",
     K.ADD_OFFSETS_TO_TXN: "0-4",
     K.END_TXN: "0-5",
     K.TXN_OFFSET_COMMIT: "0-4",
     K.SASL_AUTHENTICATE: "0-2",
-    K.DELETE_GROUPS: "0-2",
-    K.OFFSET_DELETE: "0",
 }
 
 

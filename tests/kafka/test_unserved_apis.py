@@ -1,8 +1,9 @@
-"""The Kafka APIs for features replog does not have (group coordinator, transactions, SASL):
-their messages against kafka-python's encoders, Kafka's error answers on the wire at every
-served version, and what real clients then do: assign-mode consumers with a group.id read,
-commits fail clearly, idempotent producers fail clearly (InitProducerId is not listed) while
-non-idempotent ones keep working."""
+"""The Kafka APIs for features replog does not have (transactions, SASL), and those of the group
+coordinator that used to be answered as by a broker without one: their messages against
+kafka-python's encoders, Kafka's error answers on the wire at every served version of the
+unserved ones, and what real clients then do: assign-mode consumers with a group.id read and
+commit (the group coordinator is served now: tests/kafka/test_groups.py), idempotent producers
+fail clearly (InitProducerId is not listed) while non-idempotent ones keep working."""
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +13,7 @@ import confluent_kafka as ck
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka.errors import IncompatibleBrokerVersion, KafkaTimeoutError
+from kafka.errors import IncompatibleBrokerVersion
 from kafka.protocol.admin import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -71,6 +72,9 @@ from tests.kafka.test_wire import api_versions, call, connect
 
 # the APIs of features replog does not have (broker/kafka_unserved.py)
 UNSERVED = [APIS[k] for k in (8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 25, 26, 28, 36, 42, 47)]
+
+# answered by broker/kafka_unserved.py on a broker with a group coordinator too
+STILL_UNSERVED = [APIS[k] for k in (24, 25, 26, 28, 17, 36)]
 
 module_cluster = test_wire.module_cluster  # the one-broker cluster fixture, shared
 
@@ -199,7 +203,7 @@ def test_every_version_gets_kafkas_error_and_the_connection_stays_open(module_cl
     got, want = {}, {}
     with connect(module_cluster) as s:
         n = 100
-        for api in UNSERVED:
+        for api in STILL_UNSERVED:
             for version in range(api.served.lo, api.served.hi + 1):
                 cases = [("g", EXPECTED[api.key])]
                 if api.key in EMPTY_ID:
@@ -213,11 +217,11 @@ def test_every_version_gets_kafkas_error_and_the_connection_stays_open(module_cl
     assert got == want
 
 
-def test_find_coordinator_answers_no_node_and_a_batched_answer_per_key(module_cluster):
+def test_find_coordinator_for_transactions_answers_no_node(module_cluster):
     with connect(module_cluster) as s:
         old = call(s, K.FIND_COORDINATOR, 3, {"key": "g", "key_type": 1}, 1)
         batched = call(s, K.FIND_COORDINATOR, 4,
-                       {"key_type": 0, "coordinator_keys": ["a", "b", "c"]}, 2)
+                       {"key_type": 1, "coordinator_keys": ["a", "b", "c"]}, 2)
         share = call(s, K.FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": ["x"]}, 3)
     # Kafka's Node.noNode() and Errors.COORDINATOR_NOT_AVAILABLE.message()
     assert (old["node_id"], old["host"], old["port"], old["error_message"]) == \
@@ -261,8 +265,8 @@ def _read_librdkafka(consumer: ck.Consumer, wanted: list[bytes], deadline_s: flo
                          ids=["no-auto-commit", "default-settings"])
 def test_librdkafka_consumer_with_a_group_id_reads_in_assign_mode(module_cluster, settings):
     """librdkafka looks for the coordinator in the background (FindCoordinator answers
-    COORDINATOR_NOT_AVAILABLE) and fetches the assigned partitions meanwhile; a commit fails
-    with 'waiting for coordinator' instead of the connection being dropped."""
+    COORDINATOR_NOT_AVAILABLE while __consumer_offsets is created) and fetches the assigned
+    partitions meanwhile; its commit then succeeds."""
     wanted = _produce(module_cluster, f"rdk{len(settings)}")
     # librdkafka waits for a coordinator up to session.timeout.ms (45 s by default) before a
     # commit fails, and close() makes a last commit when auto-commit is on.
@@ -271,9 +275,9 @@ def test_librdkafka_consumer_with_a_group_id_reads_in_assign_mode(module_cluster
     try:
         c.assign([ck.TopicPartition(TOPIC, 0, ck.OFFSET_BEGINNING)])
         assert _read_librdkafka(c, wanted) == wanted
-        with pytest.raises(ck.KafkaException) as e:
-            c.commit(asynchronous=False)
-        assert e.value.args[0].code() == ck.KafkaError._WAIT_COORD
+        position = c.position([ck.TopicPartition(TOPIC, 0)])[0].offset
+        c.commit(asynchronous=False)
+        assert c.committed([ck.TopicPartition(TOPIC, 0)], timeout=30)[0].offset == position
     finally:
         c.close()
 
@@ -307,15 +311,15 @@ def test_librdkafka_producer_default_works_and_idempotence_is_a_fatal_error(modu
     assert len(failed) == 1 and failed[0] is not None  # the record is not delivered
 
 
-def test_kafka_python_commit_fails_clearly_and_idempotence_is_refused(module_cluster):
+def test_kafka_python_commits_and_idempotence_is_refused(module_cluster):
     bootstrap = module_cluster.kafka_bootstrap_servers
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id="g-kafka-python",
                       enable_auto_commit=False)
     try:
         c.assign([KafkaTopicPartition(TOPIC, 0)])
-        with pytest.raises(KafkaTimeoutError):  # no coordinator within the timeout
-            c.commit({KafkaTopicPartition(TOPIC, 0): OffsetAndMetadata(1, "", -1)},
-                     timeout_ms=2000)
+        c.commit({KafkaTopicPartition(TOPIC, 0): OffsetAndMetadata(1, "", -1)},
+                 timeout_ms=30000)
+        assert c.committed(KafkaTopicPartition(TOPIC, 0)) == 1
     finally:
         c.close()
     with pytest.raises(IncompatibleBrokerVersion, match="InitProducerId"):
@@ -346,9 +350,8 @@ def test_aiokafka_consumer_with_a_group_id_reads_and_idempotence_is_refused(modu
             seen = []
             while not set(wanted) <= set(seen):
                 seen.append((await asyncio.wait_for(c.getone(), 30)).value)
-            # aiokafka retries FindCoordinator as against Kafka: the commit never succeeds.
-            with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(c.commit({tp: 1}), 3)
+            await asyncio.wait_for(c.commit({tp: 1}), 60)
+            assert await c.committed(tp) == 1
         finally:
             await c.stop()
         p = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)

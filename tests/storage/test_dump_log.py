@@ -73,3 +73,44 @@ def test_dump_log_bad_input_is_one_line(tmp_path):
     assert out.stderr.strip().count("\n") == 0 and "does not exist" in out.stderr
     out = replog("dump-log")
     assert out.returncode == 1 and out.stderr.startswith("Error:")
+
+
+def test_offsets_decoder_prints_consumer_offsets_records_as_kafka_does(tmp_path):
+    """kafka-dump-log --offsets-decoder's format (DumpLogSegments.OffsetsMessageParser): the
+    key's type and fields, the value's version and the fields of that version, <DELETE> for a
+    tombstone; --print-data-log is implied."""
+    from broker.group.records import (
+        CoordinatorRecord,
+        GroupMetadataKey,
+        GroupMetadataValue,
+        MemberMetadata,
+        OffsetCommitKey,
+        OffsetCommitValue,
+    )
+    records = [
+        CoordinatorRecord(OffsetCommitKey("g", "t", 0), OffsetCommitValue(42, "md", 1000, 5)),
+        CoordinatorRecord(GroupMetadataKey("g"), GroupMetadataValue(
+            "consumer", 1, "range", "m-1", (MemberMetadata("m-1", "c", "/127.0.0.1", 10000,
+                                                           b"\x00", b"\x01", None, 300000),),
+            2000)),
+        CoordinatorRecord(OffsetCommitKey("g", "t", 0)),
+    ]
+    log = Log.open(str(tmp_path), TopicPartition("__consumer_offsets", 0), LogConfig(),
+                   needs_recovery=False)
+    log.append_as_leader(build_batch([ProducerRecord(*r.encode(), timestamp=1000)
+                                      for r in records]), 1)
+    log.close()
+    out = replog("dump-log", "--files", log.active_segment.log_path, "--offsets-decoder")
+    assert out.returncode == 0, out.stderr
+    got = [line.split(" key: ", 1)[1] for line in out.stdout.splitlines() if " key: " in line]
+    assert got == [
+        '{"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: '
+        '{"version":"3","data":{"offset":42,"leaderEpoch":5,"metadata":"md",'
+        '"commitTimestamp":1000}}',
+        '{"type":"2","data":{"group":"g"}} payload: {"version":"3","data":{"protocolType":'
+        '"consumer","generation":1,"protocol":"range","leader":"m-1","currentStateTimestamp":'
+        '2000,"members":[{"memberId":"m-1","groupInstanceId":null,"clientId":"c","clientHost":'
+        '"/127.0.0.1","rebalanceTimeout":300000,"sessionTimeout":10000,"subscription":"AA==",'
+        '"assignment":"AQ=="}]}}',
+        '{"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: <DELETE>',
+    ]
