@@ -57,7 +57,9 @@ from broker import (
     kafka_delete_records,
     kafka_unserved,
 )
-from broker.auto_topic_creation import AutoTopicCreation, wants_creation
+from broker.apis import metadata as apis_metadata
+from broker.apis.context import ApiContext
+from broker.auto_topic_creation import AutoTopicCreation
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
 from broker.fetch_session import FetchContext
@@ -67,7 +69,6 @@ from broker.kafka_connections import (
     RequestMemoryPool,
     seconds,
 )
-from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult
 from common.errors import ErrorCode, InvalidTopicError, RequestError
@@ -386,104 +387,49 @@ class KafkaListener:
 
     # ------------------------------------------------------------------ Metadata
 
+    def api_context(self) -> ApiContext:
+        """The API layer's context of the request being served (broker/apis/context.py)."""
+        return ApiContext(self.rm, self.broker_id, self.listener, self.requester(),
+                          self.authorizer, self.auto_topics, self.configs)
+
     async def _metadata(self, req, version: int) -> mr.MetadataResponse:
-        md = self.rm.metadata
         wanted = req.topics
-        denied: frozenset[str] = frozenset()
-        by_id_asked: dict[str, bytes] = {}  # topics asked for by id (v10+, KIP-516): their ids
-        unknown_ids: list[bytes] = []
-        if wanted is None or (version == 0 and not wanted):  # v0: an empty list means all
-            # every topic: those the principal may not Describe are left out, silently
-            hidden = self.denied_topics(AclOperation.DESCRIBE, md.topics())
-            names = [t for t in md.topics() if t not in hidden]
-        else:
-            by_id = {uuid_bytes(tid): t for t, tid in md.topic_ids.items()}
-            asked: list[str] = []
-            for t in wanted:
-                if t.name is not None:
-                    asked.append(t.name)
-                elif t.topic_id in by_id:
-                    by_id_asked.setdefault(by_id[t.topic_id], t.topic_id)
-                    asked.append(by_id[t.topic_id])
-                elif t.topic_id not in unknown_ids:
-                    unknown_ids.append(t.topic_id)
-            names = list(dict.fromkeys(asked))
-            denied = self.denied_topics(AclOperation.DESCRIBE, names)
-        # KIP-103: each broker's endpoint of this listener; a broker without it is left out,
-        # and a partition it leads is LEADER_NOT_AVAILABLE, so the client retries.
-        reachable = {b: e for b, e in ((b, e.for_listener(self.listener))
-                                       for b, e in sorted(md.brokers.items())) if e is not None}
-        live = set(md.brokers)
+        every = wanted is None or (version == 0 and not wanted)  # v0: an empty list means all
+        r = await apis_metadata.metadata(self.api_context(), apis_metadata.MetadataRequest(
+            topics=None if every else [t.name for t in wanted if t.name is not None],
+            topic_ids=[] if every else [t.topic_id for t in wanted if t.name is None],
+            allow_auto_topic_creation=req.allow_auto_topic_creation,
+            include_topic_authorized_operations=version >= 8
+            and req.include_topic_authorized_operations,
+            include_cluster_authorized_operations=8 <= version <= 10
+            and req.include_cluster_authorized_operations))
         topics = []
-        unknown: list[int] = []  # indexes in topics of the topics this broker does not know
-        for name in names:
-            if name in denied:
-                if name in by_id_asked:
-                    # KafkaApis: a topic asked for by id that may not be described is named
-                    # null, so its id does not disclose its name
-                    topics.append(_metadata_topic(None if version >= 12 else "",
-                                                  ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                                  by_id_asked[name]))
-                else:
-                    topics.append(_metadata_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                continue
-            try:
-                validate_topic(name)
-            except InvalidTopicError:
-                topics.append(_metadata_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
-                continue
-            parts = md.partitions_of(name)
-            if not parts:  # filled in below: created, or unknown
-                unknown.append(len(topics))
-                topics.append(_metadata_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            t = _metadata_topic(name, ErrorCode.NONE, uuid_bytes(md.topic_ids.get(name, "")))
-            for pid, info in sorted(parts.items()):
-                error = ErrorCode.LEADER_NOT_AVAILABLE \
-                    if info.leader in live and info.leader not in reachable \
-                    else partition_error(info.leader)
-                t.partitions.append(mr.MetadataResponsePartition(
-                    error_code=int(error), partition_index=pid,
-                    leader_id=info.leader, leader_epoch=info.leader_epoch,
-                    replica_nodes=list(info.replicas), isr_nodes=list(info.isr),
-                    offline_replicas=offline_replicas(info.replicas, live,
-                                                      info.offline_replicas)))
-            topics.append(t)
-        # an id this broker does not know: UNKNOWN_TOPIC_ID, named null (never created)
-        topics += [_metadata_topic(None if version >= 12 else "", ErrorCode.UNKNOWN_TOPIC_ID,
-                                   tid) for tid in unknown_ids]
-        if unknown and wants_creation(self.rm.config, req.allow_auto_topic_creation,
-                                      wanted is None):
-            await self._auto_create([topics[i] for i in unknown])
-        if version >= 8 and req.include_topic_authorized_operations:
-            for t in topics:  # KafkaApis fills them in for every topic it answers
-                if t.name:
-                    t.topic_authorized_operations = self.authorized_operations(
-                        topic_resource(t.name))
-        cluster_ops = self.authorized_operations(CLUSTER_RESOURCE) \
-            if 8 <= version <= 10 and req.include_cluster_authorized_operations \
-            else AUTHORIZED_OPERATIONS_OMITTED
+        for t in r.topics:
+            # a topic named null (asked for by id): "" before v12, whose name is not nullable
+            out = _metadata_topic(t.name if t.name is not None or version >= 12 else "",
+                                  t.error, t.asked_id if t.asked_id is not None
+                                  else uuid_bytes(t.topic_id) if t.error == ErrorCode.NONE
+                                  else None)
+            if t.authorized_operations is not None:
+                out.topic_authorized_operations = t.authorized_operations
+            out.partitions = [mr.MetadataResponsePartition(
+                error_code=int(p.error), partition_index=p.partition, leader_id=p.leader,
+                leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                offline_replicas=p.offline_replicas) for p in t.partitions]
+            topics.append(out)
         return mr.MetadataResponse(
             throttle_time_ms=0,
-            brokers=[mr.MetadataResponseBroker(node_id=b, host=e.host, port=e.port, rack=e.rack)
-                     for b, e in reachable.items()],
-            cluster_id=md.cluster_id or None,
+            brokers=[mr.MetadataResponseBroker(node_id=e.broker_id, host=e.host, port=e.port,
+                                               rack=e.rack) for e in r.brokers],
+            cluster_id=r.cluster_id or None,
             # replog's controller is not a broker, and a Kafka client sends admin requests to
             # the controller id it is given; like a KRaft broker (which forwards them), name a
             # live broker: this one.
-            controller_id=self.broker_id if md.controller_id >= 0 else -1,
+            controller_id=self.broker_id if r.controller_id >= 0 else -1,
             topics=topics,
-            cluster_authorized_operations=cluster_ops,
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED
+            if r.cluster_authorized_operations is None else r.cluster_authorized_operations,
         )
-
-    async def _auto_create(self, entries: list[mr.MetadataResponseTopic]) -> None:
-        """auto.create.topics.enable (broker/auto_topic_creation.py): each unknown topic's
-        entry gets its creation's error; Create on the cluster, or else on the topic."""
-        errors = await self.auto_topics.metadata_errors(
-            [e.name for e in entries], self.authorized(AclOperation.CREATE, CLUSTER_RESOURCE),
-            lambda names: self.denied_topics(AclOperation.CREATE, names))
-        for e in entries:
-            e.error_code = int(errors[e.name])
 
     # ------------------------------------------------------------------ Produce
 

@@ -28,10 +28,11 @@ import asyncio
 import grpc
 
 from broker import config_requests, fencing
-from broker.auto_topic_creation import AutoTopicCreation, wants_creation
+from broker.apis import metadata as apis_metadata
+from broker.apis.context import ApiContext
+from broker.auto_topic_creation import AutoTopicCreation
 from broker.config_manager import ConfigManager
 from broker.delete_records import delete_records
-from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, FetchResult
 from common import rpc_status
@@ -150,6 +151,12 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         self.authorizer = authorizer or ALLOW_ALL
 
     # ------------------------------------------------------------------ authorization
+
+    def _ctx(self, context, who: Requester | None = None) -> ApiContext:
+        """The API layer's context of a request (broker/apis/context.py)."""
+        return ApiContext(self.rm, self.broker_id, self.listener,
+                          who if who is not None else self._who(context), self.authorizer,
+                          self.auto_topics, self.configs)
 
     def _who(self, context) -> Requester | None:
         """The request's principal and address; None without an authorizer (nothing asks,
@@ -435,86 +442,27 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return pb.OffsetForLeaderEpochResponse(topics=out)
 
     async def Metadata(self, request, context):
-        md = self.rm.metadata
-        who = self._who(context)
-        if request.all_topics:
-            # Every topic: those the principal may not Describe are left out, silently.
-            everything = md.topics()
-            hidden = self._denied_topics(who, AclOperation.DESCRIBE, everything)
-            topics = [t for t in everything if t not in hidden]
-            denied: frozenset[str] = frozenset()
-        else:
-            # Named topics: unauthorized ones are answered so, whether or not they exist.
-            topics = list(dict.fromkeys(request.topics))
-            denied = self._denied_topics(who, AclOperation.DESCRIBE, topics)
-        # KIP-103: every endpoint is the one of the listener this request came in on; a
-        # broker without that listener is left out, as Kafka's MetadataCache does.
-        reachable = {b: e for b, e in ((b, e.for_listener(self.listener))
-                                       for b, e in sorted(md.brokers.items())) if e is not None}
-        resp = pb.MetadataResponse(
-            brokers=[_endpoint_pb(e, self.listener) for e in reachable.values()],
-            cluster_id=md.cluster_id, controller_id=md.controller_id)
-        controller = md.controller.for_listener(self.listener) if md.controller else None
-        if controller is not None:
-            resp.controller.CopyFrom(pb.BrokerEndpoint(broker_id=controller.broker_id,
-                                                       host=controller.host,
-                                                       port=controller.port,
+        r = await apis_metadata.metadata(self._ctx(context), apis_metadata.MetadataRequest(
+            topics=None if request.all_topics else list(request.topics),
+            allow_auto_topic_creation=request.allow_auto_topic_creation,
+            include_topic_configs=request.include_topic_configs))
+        resp = pb.MetadataResponse(brokers=[_endpoint_pb(e, self.listener) for e in r.brokers],
+                                   cluster_id=r.cluster_id, controller_id=r.controller_id)
+        if r.controller is not None:
+            resp.controller.CopyFrom(pb.BrokerEndpoint(broker_id=r.controller.broker_id,
+                                                       host=r.controller.host,
+                                                       port=r.controller.port,
                                                        listener=self.listener))
-        live = set(md.brokers)
-        unknown: list[pb.MetadataTopic] = []  # topics this broker does not know
-        # A topic's configs need DescribeConfigs on it, as DescribeConfigs does (Describe
-        # gives the partitions only); without it the topic is answered with no configs.
-        no_configs = self._denied_topics(who, AclOperation.DESCRIBE_CONFIGS, topics) \
-            if request.include_topic_configs else frozenset()
-        for topic in topics:
-            if topic in denied:
-                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
-                    ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
-                continue
-            try:
-                validate_topic(topic)
-            except InvalidTopicError:
-                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
-                    ErrorCode.INVALID_TOPIC_EXCEPTION)))
-                continue
-            parts = md.partitions_of(topic)
-            if not parts:
-                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
-                unknown.append(resp.topics[-1])  # the entry itself: append copies
-                continue
-            mt = pb.MetadataTopic(topic=topic, topic_id=md.topic_ids.get(topic, ""))
-            if request.include_topic_configs and topic not in no_configs:
-                mt.configs.update(self.rm.topic_configs.get(topic, {}))
-            for pid, info in sorted(parts.items()):
-                offline = offline_replicas(info.replicas, live, info.offline_replicas)
-                # A live leader without this listener: LEADER_NOT_AVAILABLE (Kafka's answer
-                # to clients that predate LISTENER_NOT_FOUND), so the client retries.
-                error = ErrorCode.LEADER_NOT_AVAILABLE \
-                    if info.leader in live and info.leader not in reachable \
-                    else partition_error(info.leader)
-                mt.partitions.append(pb.MetadataPartition(
-                    error_code=int(error),
-                    partition=pid, leader_id=info.leader, leader_epoch=info.leader_epoch,
-                    replicas=info.replicas, isr=info.isr, elr=info.elr,
-                    last_known_elr=info.last_known_elr, offline_replicas=offline,
-                    adding_replicas=info.adding_replicas,
-                    removing_replicas=info.removing_replicas))
-            resp.topics.append(mt)
-        if unknown and wants_creation(self.rm.config, request.allow_auto_topic_creation,
-                                      request.all_topics):
-            await self._auto_create(who, unknown)
+        for t in r.topics:
+            mt = resp.topics.add(topic=t.name, error_code=int(t.error), topic_id=t.topic_id)
+            mt.configs.update(t.configs)
+            for p in t.partitions:
+                mt.partitions.add(
+                    error_code=int(p.error), partition=p.partition, leader_id=p.leader,
+                    leader_epoch=p.leader_epoch, replicas=p.replicas, isr=p.isr, elr=p.elr,
+                    last_known_elr=p.last_known_elr, offline_replicas=p.offline_replicas,
+                    adding_replicas=p.adding_replicas, removing_replicas=p.removing_replicas)
         return resp
-
-    async def _auto_create(self, who: Requester | None, entries: list) -> None:
-        """auto.create.topics.enable (broker/auto_topic_creation.py), as the Kafka listener:
-        Create on the cluster, or else on the topic."""
-        errors = await self.auto_topics.metadata_errors(
-            [e.topic for e in entries],
-            self.authorizer.authorize(who, AclOperation.CREATE, CLUSTER_RESOURCE),
-            lambda names: self._denied_topics(who, AclOperation.CREATE, names))
-        for e in entries:
-            e.error_code = int(errors[e.topic])
 
     async def GetReplicaLogInfo(self, request, context):
         await self._require_cluster(context)
