@@ -57,12 +57,12 @@ from broker import (
     kafka_delete_records,
     kafka_unserved,
 )
+from broker.apis import fetch as apis_fetch
 from broker.apis import metadata as apis_metadata
 from broker.apis.context import ApiContext
 from broker.auto_topic_creation import AutoTopicCreation
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
-from broker.fetch_session import FetchContext
 from broker.kafka_connections import (
     ConnectionQuotas,
     ConnectionSettings,
@@ -70,7 +70,7 @@ from broker.kafka_connections import (
     seconds,
 )
 from broker.replica_manager import ReplicaManager
-from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult
+from broker.replica_types import FetchPartitionRequest, ProduceResult
 from common.errors import ErrorCode, InvalidTopicError, RequestError
 from common.kafka_protocol import limits
 from common.kafka_protocol.api import APIS, ApiKey
@@ -101,9 +101,6 @@ UNSUPPORTED_VERSION = 35  # Kafka's Errors.UNSUPPORTED_VERSION
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
 DECODE_OFF_LOOP_BYTES = 8 * 1024  # larger request bodies are decoded on a worker thread
 DECODE_THREADS = 2
-_MAX_WAIT_MS = 60_000
-_MAX_FETCH_BYTES = 64 << 20  # as the gRPC Fetch: one answer is held in memory
-_LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 # The address of the Kafka connection a request arrived on, set with its principal (Kafka's
 # RequestContext.clientAddress): ACLs may name hosts.
 current_kafka_client_host: ContextVar[str] = ContextVar("current_kafka_client_host", default="")
@@ -489,60 +486,41 @@ class KafkaListener:
                 cle, lfe = p.current_leader_epoch, p.last_fetched_epoch
                 parts.append(FetchPartitionRequest(
                     TopicPartition(t.topic, p.partition), p.fetch_offset,
-                    max(0, min(p.partition_max_bytes, _MAX_FETCH_BYTES)),
+                    apis_fetch.partition_max_bytes(p.partition_max_bytes),
                     cle if cle >= 0 else None,  # KIP-320: -1 is "no epoch given"
                     lfe if lfe >= 0 else None, p.log_start_offset))
-        # KIP-227: the broker's session cache, shared with its followers' sessions as in
-        # Kafka's FetchSessionCache; before v7 (no session fields) every fetch is sessionless.
-        ctx = self.rm.fetch_sessions.new_context(
-            -1, req.session_id, req.session_epoch if version >= 7 else None, parts,
-            [TopicPartition(t.topic, p) for t in req.forgotten_topics_data
-             for p in t.partitions])
-        if not isinstance(ctx, FetchContext):
-            return fr.FetchResponse(throttle_time_ms=0, error_code=int(ctx[0]),
-                                    session_id=req.session_id, responses=[])
-        max_bytes = max(1, min(req.max_bytes, _MAX_FETCH_BYTES))
         # replica id -1: a consumer, served up to the HW; replication stays on gRPC. Zero-copy
         # on a plaintext listener: the records are file regions, sent with sendfile by _send;
-        # under TLS they are read in (no sendfile through TLS, as in Kafka).
-        # Every partition the session serves is checked on each fetch: Read may have been
-        # taken away since the session began (KafkaApis.handleFetchRequest).
-        denied = self.denied_topics(AclOperation.READ, (fp.tp.topic for fp in ctx.parts))
-        serve = [fp for fp in ctx.parts if fp.tp.topic not in denied]
-        served = await self.rm.fetch(-1, -1, max(0, min(req.max_wait_ms, _MAX_WAIT_MS)),
-                                     max(req.min_bytes, 0), max_bytes, serve,
-                                     zero_copy=self.ssl_context is None) \
-            if serve or not ctx.parts else []
-        if denied:
-            it = iter(served)
-            results = [FetchResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                       if fp.tp.topic in denied else next(it) for fp in ctx.parts]
-        else:
-            results = served
-        m = self.rm.metrics
-        m.fetch_consumer_requests.inc()
-        m.bytes_out.inc(sum(len(r.records) for r in results))
+        # under TLS they are read in (no sendfile through TLS, as in Kafka). Before v7 (no
+        # session fields) every fetch is sessionless (KIP-227).
+        answer = await apis_fetch.fetch(self.api_context(), apis_fetch.FetchRequest(
+            parts, max_wait_ms=max(0, min(req.max_wait_ms, apis_fetch.MAX_WAIT_MS)),
+            min_bytes=req.min_bytes, max_bytes=req.max_bytes, session_id=req.session_id,
+            session_epoch=req.session_epoch if version >= 7 else None,
+            forgotten=[TopicPartition(t.topic, p) for t in req.forgotten_topics_data
+                       for p in t.partitions],
+            zero_copy=self.ssl_context is None))
+        if answer.error:
+            return fr.FetchResponse(throttle_time_ms=0, error_code=int(answer.error),
+                                    session_id=answer.session_id, responses=[])
         topics: dict[str, list[fr.PartitionData]] = {}
-        for fp, r in ctx.answer(results):
+        for a in answer.partitions:
+            r = a.result
             out = fr.PartitionData(
-                partition_index=fp.tp.partition, error_code=int(r.error),
+                partition_index=a.tp.partition, error_code=int(r.error),
                 high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
                 log_start_offset=r.log_start_offset, aborted_transactions=None,
                 preferred_read_replica=-1, records=r.records)
             if r.diverging is not None:
                 out.diverging_epoch = fr.EpochEndOffset(epoch=r.diverging[0],
                                                         end_offset=r.diverging[1])
-            if r.error in _LEADER_HINT_ERRORS:
-                out.current_leader = self._leader_hint(fp.tp)
-            topics.setdefault(fp.tp.topic, []).append(out)
-        return fr.FetchResponse(throttle_time_ms=0, error_code=0, session_id=ctx.session_id,
+            if a.current_leader is not None:
+                out.current_leader = fr.LeaderIdAndEpoch(leader_id=a.current_leader[0],
+                                                         leader_epoch=a.current_leader[1])
+            topics.setdefault(a.tp.topic, []).append(out)
+        return fr.FetchResponse(throttle_time_ms=0, error_code=0, session_id=answer.session_id,
                                 responses=[fr.FetchableTopicResponse(topic=t, partitions=ps)
                                            for t, ps in topics.items()])
-
-    def _leader_hint(self, tp: TopicPartition) -> fr.LeaderIdAndEpoch | None:
-        info = self.rm.metadata.partitions.get(tp)
-        return None if info is None else fr.LeaderIdAndEpoch(leader_id=info.leader,
-                                                             leader_epoch=info.leader_epoch)
 
     # ------------------------------------------------------------------ offsets
 

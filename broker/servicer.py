@@ -28,13 +28,14 @@ import asyncio
 import grpc
 
 from broker import config_requests, fencing
+from broker.apis import fetch as apis_fetch
 from broker.apis import metadata as apis_metadata
 from broker.apis.context import ApiContext
 from broker.auto_topic_creation import AutoTopicCreation
 from broker.config_manager import ConfigManager
 from broker.delete_records import delete_records
 from broker.replica_manager import ReplicaManager
-from broker.replica_types import FetchPartitionRequest, FetchResult
+from broker.replica_types import FetchPartitionRequest
 from common import rpc_status
 from common.controller_requests import (
     BrokerNode,
@@ -318,77 +319,54 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             yield await self._fetch(request, context, who)
 
     async def _fetch(self, request, context, who: Requester | None = None):
-        replica_id = request.replica_state.broker_id if request.HasField("replica_state") else -1
-        broker_epoch = request.replica_state.broker_epoch \
-            if request.HasField("replica_state") else -1
-        if replica_id >= 0:  # a follower: replication traffic, only brokers may send it
-            await self._require_cluster(
-                context, what=f" (a follower Fetch as replica {replica_id})", who=who)
-        if request.max_wait_ms < 0 or request.max_wait_ms > 60000:
-            await abort(context, ErrorCode.INVALID_REQUEST, "max_wait_ms must be 0..60000")
+        has_replica = request.HasField("replica_state")
         parts = []
+        invalid = None
         for t in request.topics:
             for fp in t.partitions:
-                if fp.fetch_offset < 0 or fp.partition < 0:
-                    await abort(context, ErrorCode.INVALID_REQUEST,
-                                f"negative fetch offset or partition for {t.topic}")
+                if (fp.fetch_offset < 0 or fp.partition < 0) and invalid is None:
+                    invalid = f"negative fetch offset or partition for {t.topic}"
                 parts.append(FetchPartitionRequest(
                     TopicPartition(t.topic, fp.partition), fp.fetch_offset,
-                    max(0, min(fp.partition_max_bytes or (1 << 20), 64 << 20)),
+                    apis_fetch.partition_max_bytes(fp.partition_max_bytes or (1 << 20)),
                     fp.current_leader_epoch if fp.HasField("current_leader_epoch") else None,
                     fp.last_fetched_epoch if fp.HasField("last_fetched_epoch") else None,
                     fp.log_start_offset if fp.HasField("log_start_offset") else -1))
-        max_bytes = max(1, min(request.max_bytes or (50 << 20), 64 << 20))
-        # KIP-227: an incremental fetch names only what changed; the session fills in the
-        # rest, and the answer names only partitions with news (broker/fetch_session.py).
-        ctx = self.rm.fetch_sessions.new_context(
-            replica_id, request.session_id,
-            request.session_epoch if request.HasField("session_epoch") else None, parts,
-            [TopicPartition(t.topic, p) for t in request.forgotten_topics_data
-             for p in t.partitions])
-        if isinstance(ctx, tuple):
-            return pb.FetchResponse(error_code=int(ctx[0]), session_id=request.session_id)
-        # A consumer's session may hold topics it is no longer allowed to Read: each fetch
-        # checks every partition it serves (KafkaApis.handleFetchRequest).
-        denied = self._denied_topics(who or self._who(context), AclOperation.READ,
-                                     (fp.tp.topic for fp in ctx.parts)) \
-            if replica_id < 0 else frozenset()
-        serve = [fp for fp in ctx.parts if fp.tp.topic not in denied]
-        served = await self.rm.fetch(replica_id, broker_epoch, request.max_wait_ms,
-                                     max(request.min_bytes, 0), max_bytes, serve) \
-            if serve or not ctx.parts else []
-        if denied:
-            it = iter(served)
-            results = [FetchResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                       if fp.tp.topic in denied else next(it) for fp in ctx.parts]
-        else:
-            results = served
-        # Kafka's KafkaApis: a follower's fetch is replication traffic, not bytes out.
-        m = self.rm.metrics
-        (m.fetch_follower_requests if replica_id >= 0 else m.fetch_consumer_requests).inc()
-        (m.replication_bytes_out if replica_id >= 0 else m.bytes_out).inc(
-            sum(len(r.records) for r in results))
+        try:
+            answer = await apis_fetch.fetch(self._ctx(context, who), apis_fetch.FetchRequest(
+                parts, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+                max_bytes=request.max_bytes or (50 << 20),
+                replica_id=request.replica_state.broker_id if has_replica else -1,
+                broker_epoch=request.replica_state.broker_epoch if has_replica else -1,
+                session_id=request.session_id,
+                session_epoch=request.session_epoch if request.HasField("session_epoch")
+                else None,
+                forgotten=[TopicPartition(t.topic, p) for t in request.forgotten_topics_data
+                           for p in t.partitions], invalid=invalid))
+        except RequestError as e:
+            await abort(context, e.error_code, str(e))
+        if answer.error:
+            return pb.FetchResponse(error_code=int(answer.error), session_id=answer.session_id)
         # Built in place with add(): constructing a FetchTopicResponse from a list of finished
         # partition messages deep-copies each of them, records included - ~10% of a leader's
         # event-loop time under acks=all load (docs/profiles/README.md).
-        resp = pb.FetchResponse(session_id=ctx.session_id)
+        resp = pb.FetchResponse(session_id=answer.session_id)
         topics: dict[str, pb.FetchTopicResponse] = {}
-        for fp, r in ctx.answer(results):
-            t = topics.get(fp.tp.topic)
+        for a in answer.partitions:
+            r = a.result
+            t = topics.get(a.tp.topic)
             if t is None:
-                t = topics[fp.tp.topic] = resp.responses.add(topic=fp.tp.topic)
-            pr = t.partitions.add(partition=fp.tp.partition, error_code=int(r.error),
+                t = topics[a.tp.topic] = resp.responses.add(topic=a.tp.topic)
+            pr = t.partitions.add(partition=a.tp.partition, error_code=int(r.error),
                                   high_watermark=r.high_watermark,
                                   last_stable_offset=r.high_watermark,
                                   log_start_offset=r.log_start_offset, records=r.records)
             if r.diverging is not None:
                 pr.diverging_epoch.CopyFrom(pb.EpochEndOffset(epoch=r.diverging[0],
                                                               end_offset=r.diverging[1]))
-            if r.error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
-                info = self.rm.metadata.partitions.get(fp.tp)
-                if info is not None:
-                    pr.current_leader.CopyFrom(pb.LeaderAndEpoch(leader_id=info.leader,
-                                                                 leader_epoch=info.leader_epoch))
+            if a.current_leader is not None:
+                pr.current_leader.CopyFrom(pb.LeaderAndEpoch(leader_id=a.current_leader[0],
+                                                             leader_epoch=a.current_leader[1]))
         return resp
 
     async def ListOffsets(self, request, context):
