@@ -59,6 +59,8 @@ from broker import (
 )
 from broker.apis import fetch as apis_fetch
 from broker.apis import metadata as apis_metadata
+from broker.apis import offsets as apis_offsets
+from broker.apis import produce as apis_produce
 from broker.apis.context import ApiContext
 from broker.auto_topic_creation import AutoTopicCreation
 from broker.config_manager import ConfigManager
@@ -70,8 +72,8 @@ from broker.kafka_connections import (
     seconds,
 )
 from broker.replica_manager import ReplicaManager
-from broker.replica_types import FetchPartitionRequest, ProduceResult
-from common.errors import ErrorCode, InvalidTopicError, RequestError
+from broker.replica_types import FetchPartitionRequest
+from common.errors import ErrorCode
 from common.kafka_protocol import limits
 from common.kafka_protocol.api import APIS, ApiKey
 from common.kafka_protocol.generated import api_versions_response as av
@@ -82,10 +84,9 @@ from common.kafka_protocol.generated import offset_for_leader_epoch_response as 
 from common.kafka_protocol.generated import produce_response as pr
 from common.kafka_protocol.headers import RequestHeader, read_request_header, response_header
 from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
-from common.names import TopicPartition, validate_topic
+from common.names import TopicPartition
 from common.security.acl import (
     AUTHORIZED_OPERATIONS_OMITTED,
-    CLUSTER_RESOURCE,
     AclOperation,
     ResourcePattern,
 )
@@ -431,44 +432,19 @@ class KafkaListener:
     # ------------------------------------------------------------------ Produce
 
     async def _produce(self, req, _version: int) -> pr.ProduceResponse | None:
-        self.rm.metrics.produce_api_requests.inc()
-        acks, timeout_ms = req.acks, req.timeout_ms
-        entries: list[tuple[TopicPartition, bytes]] = []
-        refused: dict[int, ErrorCode] = {}  # entry index -> error found before the append
-        denied = self.denied_topics(AclOperation.WRITE, (t.name for t in req.topic_data))
-        for t in req.topic_data:
-            for p in t.partition_data:
-                tp = TopicPartition(t.name, p.index)
-                if tp.topic in denied:
-                    refused[len(entries)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                    entries.append((tp, b""))
-                    continue
-                try:
-                    validate_topic(tp.topic)
-                except InvalidTopicError:
-                    refused[len(entries)] = ErrorCode.INVALID_TOPIC_EXCEPTION
-                if p.records is None:
-                    refused[len(entries)] = ErrorCode.CORRUPT_MESSAGE
-                elif tp.partition < 0:
-                    refused[len(entries)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                entries.append((tp, p.records or b""))
-        to_append = [e for i, e in enumerate(entries) if i not in refused]
-        try:
-            appended = iter(await self.rm.produce(acks, max(timeout_ms, 0), to_append)
-                            if to_append or not refused else ())
-            results = [ProduceResult(refused[i]) if i in refused else next(appended)
-                       for i in range(len(entries))]
-        except RequestError as e:  # INVALID_REQUIRED_ACKS: Kafka answers it per partition
-            results = [ProduceResult(e.error_code, str(e)) for _ in entries]
-        if acks == 0:
-            if any(r.error != ErrorCode.NONE for r in results):
+        answers = await apis_produce.produce(self.api_context(), apis_produce.ProduceRequest(
+            req.acks, req.timeout_ms, [(TopicPartition(t.name, p.index), p.records)
+                                       for t in req.topic_data for p in t.partition_data]))
+        if req.acks == 0:
+            if any(a.result.error != ErrorCode.NONE for a in answers):
                 raise _Close("an acks=0 produce failed; closing so the producer refreshes "
                              "its metadata (as Kafka does)")
             return None
         by_topic: dict[str, list[pr.PartitionProduceResponse]] = {}
-        for (tp, _), r in zip(entries, results):
-            by_topic.setdefault(tp.topic, []).append(pr.PartitionProduceResponse(
-                index=tp.partition, error_code=int(r.error), base_offset=r.base_offset,
+        for a in answers:
+            r = a.result
+            by_topic.setdefault(a.tp.topic, []).append(pr.PartitionProduceResponse(
+                index=a.tp.partition, error_code=int(r.error), base_offset=r.base_offset,
                 log_append_time_ms=-1, log_start_offset=r.log_start_offset,
                 record_errors=[pr.BatchIndexAndErrorMessage(
                     batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
@@ -525,50 +501,31 @@ class KafkaListener:
     # ------------------------------------------------------------------ offsets
 
     async def _list_offsets(self, req, version: int) -> lo.ListOffsetsResponse:
-        denied = self.denied_topics(AclOperation.DESCRIBE, (t.name for t in req.topics))
-        topics = []
-        for t in req.topics:
-            ps = []
-            for p in t.partitions:
-                if t.name in denied:
-                    ps.append(lo.ListOffsetsPartitionResponse(
-                        partition_index=p.partition_index,
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                        old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
-                    continue
-                cle = p.current_leader_epoch
-                code, ts, offset, epoch = await self.rm.list_offset_and_timestamp(
-                    TopicPartition(t.name, p.partition_index), p.timestamp,
-                    cle if cle >= 0 else None, -1)  # as a consumer: up to the HW
-                ps.append(lo.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=int(code),
-                    old_style_offsets=[offset] if offset >= 0 else [],
-                    timestamp=ts, offset=offset, leader_epoch=epoch))
-            topics.append(lo.ListOffsetsTopicResponse(name=t.name, partitions=ps))
-        return lo.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+        answers = iter(await apis_offsets.list_offsets(self.api_context(), [
+            apis_offsets.ListOffsetsPartition(
+                TopicPartition(t.name, p.partition_index), p.timestamp,
+                p.current_leader_epoch if p.current_leader_epoch >= 0 else None)
+            for t in req.topics for p in t.partitions]))  # as a consumer: up to the HW
+        return lo.ListOffsetsResponse(throttle_time_ms=0, topics=[lo.ListOffsetsTopicResponse(
+            name=t.name, partitions=[lo.ListOffsetsPartitionResponse(
+                partition_index=a.tp.partition, error_code=int(a.error),
+                old_style_offsets=[a.offset] if a.offset >= 0 else [],
+                timestamp=a.timestamp, offset=a.offset, leader_epoch=a.leader_epoch)
+                for a in (next(answers) for _ in t.partitions)])
+            for t in req.topics])
 
     async def _offset_for_leader_epoch(self, req, _version: int
                                        ) -> olr.OffsetForLeaderEpochResponse:
-        # KafkaApis: ClusterAction covers every topic, else Describe per topic
-        denied = frozenset() if self.authorized(AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE) \
-            else self.denied_topics(AclOperation.DESCRIBE, (t.topic for t in req.topics))
-        topics = []
-        for t in req.topics:
-            ps = []
-            for p in t.partitions:
-                if t.topic in denied:
-                    ps.append(olr.EpochEndOffset(
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                        partition=p.partition, leader_epoch=-1, end_offset=-1))
-                    continue
-                cle = p.current_leader_epoch
-                code, epoch, end = self.rm.offset_for_leader_epoch(
-                    TopicPartition(t.topic, p.partition), cle if cle >= 0 else None,
-                    p.leader_epoch)
-                ps.append(olr.EpochEndOffset(error_code=int(code), partition=p.partition,
-                                             leader_epoch=epoch, end_offset=end))
-            topics.append(olr.OffsetForLeaderTopicResult(topic=t.topic, partitions=ps))
-        return olr.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+        answers = iter(apis_offsets.offset_for_leader_epoch(self.api_context(), [
+            apis_offsets.EpochPartition(
+                TopicPartition(t.topic, p.partition), p.leader_epoch,
+                p.current_leader_epoch if p.current_leader_epoch >= 0 else None)
+            for t in req.topics for p in t.partitions]))
+        return olr.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
+            olr.OffsetForLeaderTopicResult(topic=t.topic, partitions=[olr.EpochEndOffset(
+                error_code=int(a.error), partition=a.tp.partition, leader_epoch=a.leader_epoch,
+                end_offset=a.end_offset) for a in (next(answers) for _ in t.partitions)])
+            for t in req.topics])
 
 
 async def send_answer(writer: asyncio.StreamWriter, chunks: list) -> None:

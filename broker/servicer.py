@@ -30,6 +30,8 @@ import grpc
 from broker import config_requests, fencing
 from broker.apis import fetch as apis_fetch
 from broker.apis import metadata as apis_metadata
+from broker.apis import offsets as apis_offsets
+from broker.apis import produce as apis_produce
 from broker.apis.context import ApiContext
 from broker.auto_topic_creation import AutoTopicCreation
 from broker.config_manager import ConfigManager
@@ -46,9 +48,9 @@ from common.controller_requests import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-from common.errors import ErrorCode, InvalidTopicError, RequestError
+from common.errors import ErrorCode, RequestError
 from common.listeners import PLAINTEXT, EndPoint
-from common.names import TopicPartition, validate_topic
+from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.security.acl import CLUSTER_RESOURCE, AclError, AclOperation
@@ -257,35 +259,14 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         """One Produce, for the unary call and the stream alike; a refused request raises
         RequestError (INVALID_REQUEST, INVALID_REQUIRED_ACKS). A topic ``who`` may not Write
         is answered TOPIC_AUTHORIZATION_FAILED and nothing of it is appended."""
-        self.rm.metrics.produce_api_requests.inc()
-        denied = self._denied_topics(who, AclOperation.WRITE,
-                                     (t.topic for t in request.topic_data))
-        refused: list[TopicPartition] = []
-        entries = []
-        for t in request.topic_data:
-            try:
-                validate_topic(t.topic)
-            except InvalidTopicError as e:
-                raise RequestError(ErrorCode.INVALID_REQUEST, str(e)) from None
-            for pd in t.partition_data:
-                if pd.partition < 0:
-                    raise RequestError(ErrorCode.INVALID_REQUEST,
-                                       f"partition {pd.partition} of {t.topic} is negative")
-                if t.topic in denied:
-                    refused.append(TopicPartition(t.topic, pd.partition))
-                else:
-                    entries.append((TopicPartition(t.topic, pd.partition), pd.records))
-        if request.timeout_ms < 0:
-            raise RequestError(ErrorCode.INVALID_REQUEST, "timeout_ms is negative")
-        results = await self.rm.produce(request.acks, request.timeout_ms or 30000, entries) \
-            if entries else []
-        by_topic: dict[str, list] = {t.topic: [] for t in request.topic_data}
-        for tp in refused:
-            by_topic[tp.topic].append(pb.ProducePartitionResponse(
-                partition=tp.partition, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                base_offset=-1, log_append_time_ms=-1, log_start_offset=-1))
-        for (tp, _), r in zip(entries, results):
-            pr = pb.ProducePartitionResponse(partition=tp.partition, error_code=int(r.error),
+        answers = await apis_produce.produce(self._ctx(None, who), apis_produce.ProduceRequest(
+            request.acks, request.timeout_ms or 30000,
+            [(TopicPartition(t.topic, pd.partition), pd.records) for t in request.topic_data
+             for pd in t.partition_data], refuse_whole=True))
+        by_topic: dict[str, list] = {}
+        for a in answers:
+            r = a.result
+            pr = pb.ProducePartitionResponse(partition=a.tp.partition, error_code=int(r.error),
                                              error_message=r.message,
                                              base_offset=r.base_offset,
                                              log_append_time_ms=-1,
@@ -293,15 +274,13 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                              record_errors=[
                                                  pb.ProduceRecordError(batch_index=i, message=m)
                                                  for i, m in r.record_errors])
-            if r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                info = self.rm.metadata.partitions.get(tp)
-                if info is not None:
-                    pr.current_leader.CopyFrom(pb.LeaderAndEpoch(
-                        leader_id=info.leader, leader_epoch=info.leader_epoch))
-            by_topic[tp.topic].append(pr)
+            if a.current_leader is not None:
+                pr.current_leader.CopyFrom(pb.LeaderAndEpoch(leader_id=a.current_leader[0],
+                                                             leader_epoch=a.current_leader[1]))
+            by_topic.setdefault(a.tp.topic, []).append(pr)
         return pb.ProduceResponse(responses=[
             pb.ProduceTopicResponse(topic=t, partition_responses=ps)
-            for t, ps in by_topic.items() if ps])
+            for t, ps in by_topic.items()])
 
     async def Fetch(self, request, context):
         return await self._fetch(request, context)
@@ -370,54 +349,30 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return resp
 
     async def ListOffsets(self, request, context):
-        replica_id = request.replica_id if request.HasField("replica_id") else -1
-        denied = self._denied_topics(self._who(context), AclOperation.DESCRIBE,
-                                     (t.topic for t in request.topics))
-        out = []
-        for t in request.topics:
-            ps = []
-            for p in t.partitions:
-                if t.topic in denied:
-                    ps.append(pb.ListOffsetsPartitionResponse(
-                        partition=p.partition,
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), timestamp=-1,
-                        offset=-1, leader_epoch=-1))
-                    continue
-                code, ts, offset, epoch = await self.rm.list_offset_and_timestamp(
-                    TopicPartition(t.topic, p.partition), p.timestamp,
-                    p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
-                    replica_id)
-                ps.append(pb.ListOffsetsPartitionResponse(partition=p.partition,
-                                                          error_code=int(code), timestamp=ts,
-                                                          offset=offset, leader_epoch=epoch))
-            out.append(pb.ListOffsetsTopicResponse(topic=t.topic, partitions=ps))
-        return pb.ListOffsetsResponse(topics=out)
+        answers = iter(await apis_offsets.list_offsets(self._ctx(context), [
+            apis_offsets.ListOffsetsPartition(
+                TopicPartition(t.topic, p.partition), p.timestamp,
+                p.current_leader_epoch if p.HasField("current_leader_epoch") else None)
+            for t in request.topics for p in t.partitions],
+            request.replica_id if request.HasField("replica_id") else -1))
+        return pb.ListOffsetsResponse(topics=[pb.ListOffsetsTopicResponse(
+            topic=t.topic, partitions=[pb.ListOffsetsPartitionResponse(
+                partition=a.tp.partition, error_code=int(a.error), timestamp=a.timestamp,
+                offset=a.offset, leader_epoch=a.leader_epoch)
+                for a in (next(answers) for _ in t.partitions)])
+            for t in request.topics])
 
     async def OffsetForLeaderEpoch(self, request, context):
-        # KafkaApis: ClusterAction (a follower) covers every topic, else Describe per topic.
-        who = self._who(context)
-        denied = frozenset() if self.authorizer.authorize(
-            who, AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE) else self._denied_topics(
-            who, AclOperation.DESCRIBE, (t.topic for t in request.topics))
-        out = []
-        for t in request.topics:
-            ps = []
-            for p in t.partitions:
-                if t.topic in denied:
-                    ps.append(pb.OffsetForLeaderPartitionResult(
-                        partition=p.partition,
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), leader_epoch=-1,
-                        end_offset=-1))
-                    continue
-                code, epoch, end = self.rm.offset_for_leader_epoch(
-                    TopicPartition(t.topic, p.partition),
-                    p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
-                    p.leader_epoch)
-                ps.append(pb.OffsetForLeaderPartitionResult(partition=p.partition,
-                                                            error_code=int(code),
-                                                            leader_epoch=epoch, end_offset=end))
-            out.append(pb.OffsetForLeaderTopicResult(topic=t.topic, partitions=ps))
-        return pb.OffsetForLeaderEpochResponse(topics=out)
+        answers = iter(apis_offsets.offset_for_leader_epoch(self._ctx(context), [
+            apis_offsets.EpochPartition(
+                TopicPartition(t.topic, p.partition), p.leader_epoch,
+                p.current_leader_epoch if p.HasField("current_leader_epoch") else None)
+            for t in request.topics for p in t.partitions]))
+        return pb.OffsetForLeaderEpochResponse(topics=[pb.OffsetForLeaderTopicResult(
+            topic=t.topic, partitions=[pb.OffsetForLeaderPartitionResult(
+                partition=a.tp.partition, error_code=int(a.error), leader_epoch=a.leader_epoch,
+                end_offset=a.end_offset) for a in (next(answers) for _ in t.partitions)])
+            for t in request.topics])
 
     async def Metadata(self, request, context):
         r = await apis_metadata.metadata(self._ctx(context), apis_metadata.MetadataRequest(
