@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from broker.apis.context import ApiContext
     from broker.config_manager import ConfigManager
     from broker.controller_client import ControllerClient
     from broker.replica_manager import ReplicaManager
@@ -28,6 +29,9 @@ class KafkaApiContext(Protocol):
     controller: ControllerClient | None  # admin APIs are forwarded to the active controller
     configs: ConfigManager | None  # DescribeConfigs / IncrementalAlterConfigs
     authorizer: Any  # common.security.authorizer's (ALLOW_ALL without one)
+
+    def api_context(self) -> ApiContext:
+        """broker/apis/'s context of the request being served."""
 
     def requester(self) -> Requester:
         """Who sent the request being served: its connection's principal and address."""

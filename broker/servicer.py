@@ -28,14 +28,16 @@ import asyncio
 import grpc
 
 from broker import config_requests, fencing
+from broker.apis import acls as apis_acls
+from broker.apis import configs as apis_configs
 from broker.apis import fetch as apis_fetch
+from broker.apis import log_dirs as apis_log_dirs
 from broker.apis import metadata as apis_metadata
 from broker.apis import offsets as apis_offsets
 from broker.apis import produce as apis_produce
 from broker.apis.context import ApiContext
 from broker.auto_topic_creation import AutoTopicCreation
 from broker.config_manager import ConfigManager
-from broker.delete_records import delete_records
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest
 from common import rpc_status
@@ -54,7 +56,6 @@ from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.security.acl import CLUSTER_RESOURCE, AclError, AclOperation
-from common.security.acl import topic as topic_resource
 from common.security.acl_wire import binding_from_pb, binding_pb, filter_from_pb
 from common.security.authorizer import ALLOW_ALL, Requester, grpc_requester
 from common.security.principal import PrincipalBuilder
@@ -69,7 +70,6 @@ _STATUS = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: grpc.StatusCode.PERMISSION_DENIED,
     ErrorCode.SECURITY_DISABLED: grpc.StatusCode.FAILED_PRECONDITION,
 }
-_CONFIG_TOPIC = config_requests.ResourceType.TOPIC
 
 
 async def abort(context, code: ErrorCode, message: str):
@@ -167,16 +167,6 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         if self.authorizer is ALLOW_ALL:
             return None
         return grpc_requester(self.principal_builder, context)
-
-    def _denied_topics(self, who: Requester | None, operation: AclOperation,
-                       topics) -> frozenset[str]:
-        """The topics of ``topics`` ``who`` may not ``operation`` (empty without an
-        authorizer, without asking it per topic)."""
-        if self.authorizer.allows_everything(who):
-            return frozenset()
-        # An empty name is no resource: refused as no ACL can allow it.
-        return frozenset(t for t in set(topics) if not t or not self.authorizer.authorize(
-            who, operation, topic_resource(t)))
 
     async def _require_cluster(self, context, operation: AclOperation = AclOperation.CLUSTER_ACTION,
                                what: str = "", who: Requester | None = None) -> None:
@@ -418,10 +408,15 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                             topic_partition_log_info=out)
 
     async def DescribeLogDirs(self, request, context):
-        await self._require_cluster(context, AclOperation.DESCRIBE)
+        ctx = self._ctx(context)
+        # the gRPC request cannot say "none": an empty filter is every partition
         wanted = frozenset((t.topic, p) for t in request.topics for p in t.partitions)
+        answer = await apis_log_dirs.describe_log_dirs(ctx, wanted or None)
+        if answer.error:
+            await abort(context, answer.error, f"{ctx.principal} is not authorized to "
+                        f"{AclOperation.DESCRIBE.value} on the cluster")
         results = []
-        for d in await self.rm.describe_log_dirs(wanted):
+        for d in answer.dirs:
             r = pb.DescribeLogDirsResult(log_dir=d.path, directory_id=d.directory_id,
                                          offline=not d.online, error_code=int(d.error),
                                          total_bytes=d.total_bytes, usable_bytes=d.usable_bytes)
@@ -436,43 +431,23 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return pb.DescribeLogDirsResponse(results=results)
 
     async def DeleteRecords(self, request, context):
-        """KIP-107 through broker/delete_records.py, as the Kafka listener's API 21: Delete on
-        each topic, else TOPIC_AUTHORIZATION_FAILED."""
-        who = self._who(context)
-        denied = self._denied_topics(who, AclOperation.DELETE,
-                                     (t.topic for t in request.topics))
-        out = []
-        todo = {}
-        for t in request.topics:
-            for p in t.partitions:
-                tp = TopicPartition(t.topic, p.partition)
-                if t.topic in denied:
-                    out.append(pb.DeleteRecordsPartitionResult(
-                        topic=t.topic, partition=p.partition, low_watermark=-1,
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                        error_message=f"Not authorized to delete records of {t.topic}"))
-                else:
-                    todo[tp] = p.offset
-        done = await delete_records(self.rm, todo, request.timeout_ms) if todo else {}
-        out += [pb.DeleteRecordsPartitionResult(topic=tp.topic, partition=tp.partition,
-                                                error_code=int(code), error_message=message,
-                                                low_watermark=low)
-                for tp, (code, low, message) in done.items()]
-        return pb.DeleteRecordsResponse(results=out)
+        """KIP-107 through broker/apis/log_dirs.py, as the Kafka listener's API 21."""
+        done = await apis_log_dirs.delete_records(
+            self._ctx(context), {TopicPartition(t.topic, p.partition): p.offset
+                                 for t in request.topics for p in t.partitions},
+            request.timeout_ms)
+        return pb.DeleteRecordsResponse(results=[
+            pb.DeleteRecordsPartitionResult(topic=tp.topic, partition=tp.partition,
+                                            error_code=int(code), error_message=message,
+                                            low_watermark=low)
+            for tp, (code, low, message) in done.items()])
 
     async def AlterReplicaLogDirs(self, request, context):
-        if not self.authorizer.authorize(self._who(context), AclOperation.ALTER,
-                                         CLUSTER_RESOURCE):
-            # Kafka: every partition answers CLUSTER_AUTHORIZATION_FAILED, nothing moves.
-            return pb.AlterReplicaLogDirsResponse(results=[
-                pb.PartitionResult(topic=t.topic, partition=p,
-                                   error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
-                for d in request.dirs for t in d.topics for p in t.partitions])
         moves: dict[str, list[TopicPartition]] = {}
         for d in request.dirs:
             moves.setdefault(d.path, []).extend(
                 TopicPartition(t.topic, p) for t in d.topics for p in t.partitions)
-        results = await self.rm.alter_replica_log_dirs(moves)
+        results = await apis_log_dirs.alter_replica_log_dirs(self._ctx(context), moves)
         return pb.AlterReplicaLogDirsResponse(results=[
             pb.PartitionResult(topic=tp.topic, partition=tp.partition, error_code=int(code),
                                error_message=message)
@@ -517,20 +492,16 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return self.configs
 
     async def DescribeConfigs(self, request, context):
-        configs = await self._config_manager(context)
-        who = self._who(context)
+        await self._config_manager(context)
+        outcomes = await apis_configs.describe_configs(self._ctx(context), [
+            apis_configs.DescribeResource(r.resource_type, r.resource_name,
+                                          list(r.configuration_keys))
+            for r in request.resources])
         resp = pb.DescribeConfigsResponse()
-        for r in request.resources:
+        for r, o in zip(request.resources, outcomes):
             out = resp.results.add(resource_type=r.resource_type, resource_name=r.resource_name)
-            refused = self._config_refusal(who, AclOperation.DESCRIBE_CONFIGS, r.resource_type,
-                                           r.resource_name)
-            if refused is not None:
-                out.error_code, out.error_message = refused
-                continue
-            o = await config_requests.describe(configs, r.resource_type, r.resource_name,
-                                               r.configuration_keys)
             if o.error_code:
-                out.error_code, out.error_message = o.error_code, o.error_message
+                out.error_code, out.error_message = o.error_code, o.error_message or ""
                 continue
             for e in o.entries:
                 pe = out.configs.add(name=e.name, read_only=e.read_only,
@@ -545,81 +516,48 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return resp
 
     async def IncrementalAlterConfigs(self, request, context):
-        configs = await self._config_manager(context)
-        who = self._who(context)
-        refusals = [self._config_refusal(who, AclOperation.ALTER_CONFIGS, r.resource_type,
-                                         r.resource_name) for r in request.resources]
-        allowed = [r for r, refused in zip(request.resources, refusals) if refused is None]
-        outcomes = iter(await config_requests.alter(configs, [
+        await self._config_manager(context)
+        outcomes = await apis_configs.alter_configs(self._ctx(context), [
             config_requests.AlterResource(
                 r.resource_type, r.resource_name,
                 tuple((c.name, c.config_operation, c.value if c.HasField("value") else None)
                       for c in r.configs))
-            for r in allowed], request.validate_only) if allowed else [])
+            for r in request.resources], request.validate_only)
         resp = pb.IncrementalAlterConfigsResponse()
-        for r, refused in zip(request.resources, refusals):
-            if refused is None:
-                o = next(outcomes)
-                code, message = o.error_code, o.error_message or ""
-            else:
-                code, message = refused
+        for r, o in zip(request.resources, outcomes):
             resp.responses.add(resource_type=r.resource_type, resource_name=r.resource_name,
-                               error_code=code, error_message=message)
+                               error_code=o.error_code, error_message=o.error_message or "")
         return resp
-
-    def _config_refusal(self, who: Requester | None, operation: AclOperation, resource_type: int,
-                        name: str) -> tuple[int, str] | None:
-        """KafkaApis' config checks: ``operation`` on the topic (TOPIC_AUTHORIZATION_FAILED)
-        or, for broker resources, on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
-        if self.authorizer is ALLOW_ALL:
-            return None
-        if resource_type == _CONFIG_TOPIC:
-            if not name:
-                return int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "a topic name is required"
-            resource, code = topic_resource(name), ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        else:
-            resource, code = CLUSTER_RESOURCE, ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        if self.authorizer.authorize(who, operation, resource):
-            return None
-        return int(code), f"{who.principal} is not authorized to {operation.value} {name!r}"
 
     # ------------------------------------------------------------------ ACLs (Admin API)
 
-    async def _acl_store_of(self, context, operation: AclOperation):
-        """The authorizer, once the requester may ``operation`` the cluster (Alter to change
-        ACLs, Describe to read them); SECURITY_DISABLED without one (KafkaApis)."""
-        if self.authorizer is ALLOW_ALL:
-            await abort(context, ErrorCode.SECURITY_DISABLED,
-                        "No Authorizer is configured on the broker")
-        await self._require_cluster(context, operation)
-        return self.authorizer
+    async def _acl_answer(self, context, answer: apis_acls.AclsAnswer, what: str):
+        """A request refused whole is the call's status; a store that failed INTERNAL."""
+        if answer.error == ErrorCode.UNKNOWN_SERVER_ERROR:
+            await rpc_status.abort(context, grpc.StatusCode.INTERNAL,
+                                   ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"ACLs not {what}: {answer.message}"[:300])
+        if answer.error:
+            await abort(context, answer.error, answer.message or "")
+        return answer.results
 
     async def CreateAcls(self, request, context):
-        authorizer = await self._acl_store_of(context, AclOperation.ALTER)
-        try:
-            refusals = await authorizer.create_acls([_parsed(binding_from_pb, m)
-                                                     for m in request.creations])
-        except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable etc.: one line
-            await _zookeeper_failed(context, "stored", e)
+        refusals = await self._acl_answer(context, await apis_acls.create_acls(
+            self._ctx(context), [_parsed(binding_from_pb, m) for m in request.creations]),
+            "stored")
         return pb.CreateAclsResponse(results=[
             pb.AclCreationResult(error_code=int(ErrorCode.INVALID_REQUEST), error_message=str(e))
             if e is not None else pb.AclCreationResult(error_code=0) for e in refusals])
 
     async def DescribeAcls(self, request, context):
-        authorizer = await self._acl_store_of(context, AclOperation.DESCRIBE)
-        try:
-            f = filter_from_pb(request.filter)
-        except AclError as e:
-            await abort(context, ErrorCode.INVALID_REQUEST, str(e))
-        return pb.DescribeAclsResponse(acls=[binding_pb(b) for b in authorizer.describe_acls(f)])
+        bindings = await self._acl_answer(context, apis_acls.describe_acls(
+            self._ctx(context), _parsed(filter_from_pb, request.filter)), "read")
+        return pb.DescribeAclsResponse(acls=[binding_pb(b) for b in bindings])
 
     async def DeleteAcls(self, request, context):
-        authorizer = await self._acl_store_of(context, AclOperation.ALTER)
-        try:
-            results = await authorizer.delete_acls([_parsed(filter_from_pb, m)
-                                                    for m in request.filters])
-        except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable etc.: one line
-            await _zookeeper_failed(context, "deleted", e)
+        results = await self._acl_answer(context, await apis_acls.delete_acls(
+            self._ctx(context), [_parsed(filter_from_pb, m) for m in request.filters]),
+            "deleted")
         resp = pb.DeleteAclsResponse()
         for r in results:
             if isinstance(r, AclError):
@@ -637,8 +575,3 @@ def _parsed(parse, message):
         return parse(message)
     except AclError as e:
         return e
-
-
-async def _zookeeper_failed(context, what: str, e: Exception) -> None:
-    await rpc_status.abort(context, grpc.StatusCode.INTERNAL, ErrorCode.UNKNOWN_SERVER_ERROR,
-                           f"ACLs not {what}: {type(e).__name__}: {e}"[:300])
