@@ -30,7 +30,7 @@ class DescribeResource:
     keys: list[str] | None = None  # None: every key
 
 
-def refusal(ctx: ApiContext, operation: AclOperation, resource_type: int,
+def _refusal(ctx: ApiContext, operation: AclOperation, resource_type: int,
             name: str) -> Outcome | None:
     """The refusal of a resource the requester may not ``operation``, or None."""
     if ctx.authorizer is ALLOW_ALL:
@@ -62,7 +62,7 @@ async def describe_configs(ctx: ApiContext, resources: list[DescribeResource],
             return [o for _ in resources]
     out = []
     for r in resources:
-        refused = refusal(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.name)
+        refused = _refusal(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.name)
         out.append(refused or await config_requests.describe(ctx.configs, r.resource_type,
                                                              r.name, r.keys))
     return out
@@ -73,7 +73,7 @@ async def alter_configs(ctx: ApiContext, resources: list[AlterResource], validat
     """IncrementalAlterConfigs, or with ``replace`` the legacy AlterConfigs (Kafka's
     ZkAdminManager.alterConfigs: each resource's dynamic configs become exactly those given,
     every other override removed). One outcome per resource, in order."""
-    refusals = [refusal(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.name)
+    refusals = [_refusal(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.name)
                 for r in resources]
     allowed = [r for r, refused in zip(resources, refusals) if refused is None]
     altered = iter(await config_requests.alter(ctx.configs, allowed, validate_only,
