@@ -17,5 +17,7 @@ docs/kafka-protocol.md, "The API layer", says what lives where and how to add an
 - ``offsets``: ListOffsets and OffsetForLeaderEpoch;
 - ``configs``: DescribeConfigs, IncrementalAlterConfigs and AlterConfigs;
 - ``acls``: DescribeAcls, CreateAcls and DeleteAcls;
-- ``log_dirs``: DescribeLogDirs, AlterReplicaLogDirs and DeleteRecords.
+- ``log_dirs``: DescribeLogDirs, AlterReplicaLogDirs and DeleteRecords;
+- ``admin``: the checks of the admin APIs the Kafka listener forwards to the controller, and
+  DescribeCluster.
 """

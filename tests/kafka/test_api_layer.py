@@ -16,11 +16,12 @@ from typing import Any
 import grpc
 import pytest
 
-from broker.apis import acls, configs, fetch, log_dirs, metadata, offsets, produce
+from broker.apis import acls, admin, configs, fetch, log_dirs, metadata, offsets, produce
 from broker.config_manager import ConfigManager
 from broker.kafka_listener import KafkaListener
 from broker.servicer import BrokerServicer, leader_and_isr_request, update_metadata_request
 from common.config import build_config
+from common.errors import ErrorCode
 from common.grpc_options import SERVER_OPTIONS
 from common.kafka_protocol.api import APIS, ApiKey
 from common.kafka_protocol.headers import RequestHeader, read_response_header, write_request_header
@@ -334,11 +335,9 @@ OPS = {
 }
 
 
-@pytest.mark.parametrize("name", list(OPS))
-async def test_each_operation_lands_in_one_api_function_from_both_front_ends(
-        broker, monkeypatch, name):
-    op = OPS[name]
-    real = getattr(op.module, op.function)
+def _spy(monkeypatch, module, function) -> list:
+    """Wrap ``module.function`` (the real one still runs); the contexts it was called with."""
+    real = getattr(module, function)
     calls: list[Any] = []
 
     if asyncio.iscoroutinefunction(real):
@@ -349,8 +348,15 @@ async def test_each_operation_lands_in_one_api_function_from_both_front_ends(
         def spy(ctx, *args, **kwargs):
             calls.append(ctx)
             return real(ctx, *args, **kwargs)
-    monkeypatch.setattr(op.module, op.function, spy)
+    monkeypatch.setattr(module, function, spy)
+    return calls
 
+
+@pytest.mark.parametrize("name", list(OPS))
+async def test_each_operation_lands_in_one_api_function_from_both_front_ends(
+        broker, monkeypatch, name):
+    op = OPS[name]
+    calls = _spy(monkeypatch, op.module, op.function)
     if name == "Fetch":  # something to read, appended through neither front-end
         await broker.node.rm.produce(1, 5000, [(TopicPartition("t", 0), BATCH)])
     via_grpc = await op.grpc(broker)
@@ -362,11 +368,52 @@ async def test_each_operation_lands_in_one_api_function_from_both_front_ends(
     assert calls[0].rm is calls[1].rm is broker.node.rm
 
 
+# The admin APIs a broker forwards: on gRPC they are the controller's RPCs, not the broker's,
+# so the Kafka listener is their one broker front-end; their checks are broker/apis/admin.py's.
+# This listener has no controller: each is refused (NOT_CONTROLLER) after its check.
+ADMIN = {
+    "CreateTopics": ("create_topics_denied", ApiKey.CREATE_TOPICS, {
+        "topics": [{"name": "new", "num_partitions": 1, "replication_factor": 1,
+                    "assignments": [], "configs": []}], "timeout_ms": 1000,
+        "validate_only": False}, lambda r: [t["error_code"] for t in r["topics"]]),
+    "DeleteTopics": ("delete_topics_denied", ApiKey.DELETE_TOPICS, {
+        "topics": [{"name": "t", "topic_id": ZERO_UUID}], "timeout_ms": 1000},
+        lambda r: [t["error_code"] for t in r["responses"]]),
+    "CreatePartitions": ("create_partitions_denied", ApiKey.CREATE_PARTITIONS, {
+        "topics": [{"name": "t", "count": 2, "assignments": None}], "timeout_ms": 1000,
+        "validate_only": False}, lambda r: [t["error_code"] for t in r["results"]]),
+    "ElectLeaders": ("cluster_refusal", ApiKey.ELECT_LEADERS, {
+        "election_type": 0, "topic_partitions": [{"topic": "t", "partitions": [0]}],
+        "timeout_ms": 1000}, lambda r: [r["error_code"]]),
+    "AlterPartitionReassignments": ("cluster_refusal", ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
+        "timeout_ms": 1000, "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "replicas": [1]}]}]}, lambda r: [r["error_code"]]),
+    "ListPartitionReassignments": ("cluster_refusal", ApiKey.LIST_PARTITION_REASSIGNMENTS, {
+        "timeout_ms": 1000, "topics": None}, lambda r: [r["error_code"]]),
+    "DescribeCluster": ("describe_cluster", ApiKey.DESCRIBE_CLUSTER, {
+        "include_cluster_authorized_operations": True, "endpoint_type": 1},
+        lambda r: [r["error_code"], [b["broker_id"] for b in r["brokers"]]]),
+}
+
+
+@pytest.mark.parametrize("name", list(ADMIN))
+async def test_each_admin_operation_is_checked_in_broker_apis(broker, monkeypatch, name):
+    function, api_key, body, said = ADMIN[name]
+    calls = _spy(monkeypatch, admin, function)
+    answer = said(await kafka_call(broker.kafka_port, api_key, body))
+    assert calls, f"{name} over Kafka did not reach broker.apis.admin.{function}"
+    expected = [ErrorCode.NONE, [1]] if name == "DescribeCluster" else \
+        [ErrorCode.NOT_CONTROLLER]
+    assert answer == expected
+
+
 def test_every_broker_apis_function_is_covered():
     """A new operation in broker/apis/ gets a row in OPS."""
-    modules = (metadata, produce, fetch, offsets, configs, acls, log_dirs)
+    modules = (metadata, produce, fetch, offsets, configs, acls, log_dirs, admin)
     public = {(m.__name__, n) for m in modules for n, f in vars(m).items()
               if callable(f) and not n.startswith("_") and not isinstance(f, type)
               and getattr(f, "__module__", None) == m.__name__
               and f.__code__.co_varnames[:1] == ("ctx",)}
-    assert public == {(o.module.__name__, o.function) for o in OPS.values()}
+    assert public == {(o.module.__name__, o.function) for o in OPS.values()} | {
+        (admin.__name__, f) for f, *_ in ADMIN.values()} | {
+        (admin.__name__, "created_configs_hidden")}  # CreateTopics' answer, with a controller
