@@ -5,8 +5,7 @@ Phase 1 of the wire protocol (docs/kafka-protocol.md says what is served and wha
 ApiVersions, Metadata, Produce, Fetch (KIP-320 leader epochs, KIP-227 sessions through the
 broker's FetchSessionCache), ListOffsets and OffsetForLeaderEpoch. Replication and the
 controller's requests stay on gRPC; this module only translates, as broker/servicer.py does:
-every decision is the replica manager's (``produce``, ``fetch``, ``list_offset``,
-``offset_for_leader_epoch``) or the metadata cache's.
+every decision is broker/apis/' (over the replica manager and the metadata cache).
 
 Connection rules, as Kafka's SocketServer/Processor:
 - frames are a 4-byte size then the request; a size above ``socket.request.max.bytes`` (or
@@ -28,14 +27,11 @@ into memory instead of sent with ``sendfile``: the bytes must pass through TLS, 
 gives up zero-copy on an SSL channel (SslTransportLayer.transferFrom).
 
 Authorization (``authorizer``, common/security/authorizer.py; None allows everything) is
-KafkaApis': Produce needs Write on each topic, Fetch Read, ListOffsets Describe,
-OffsetForLeaderEpoch ClusterAction or Describe, Metadata Describe (all topics: the describable
-ones only; named ones TOPIC_AUTHORIZATION_FAILED, existing or not) and, to auto-create an
-unknown one (broker/auto_topic_creation.py), Create on the cluster or the topic; DeleteRecords
-Delete (broker/kafka_delete_records.py). The admin APIs check before
-they forward (the broker forwards under its own principal, so the client's is checked here):
-broker/kafka_admin.py, kafka_create_partitions.py and kafka_config_apis.py. DescribeAcls,
-CreateAcls and DeleteAcls are answered by the authorizer (broker/kafka_acl_apis.py).
+KafkaApis', and lives in broker/apis/ with the rest of what each API does, shared with the
+gRPC servicer (docs/kafka-protocol.md, "The API layer"): this module and broker/kafka_*.py
+decode a request, call broker/apis/ with the connection's principal (``api_context``), and
+encode the answer. The admin APIs are checked there before they are forwarded (the broker
+forwards under its own principal, so the client's is checked here).
 """
 
 from __future__ import annotations
@@ -45,7 +41,7 @@ import concurrent.futures
 import contextlib
 import os
 import ssl
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -87,10 +83,7 @@ from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
 from common.names import TopicPartition
 from common.security.acl import (
     AUTHORIZED_OPERATIONS_OMITTED,
-    AclOperation,
-    ResourcePattern,
 )
-from common.security.acl import topic as topic_resource
 from common.security.authorizer import ALLOW_ALL, Requester
 from common.security.principal import (
     PrincipalBuilder,
@@ -108,7 +101,7 @@ current_kafka_client_host: ContextVar[str] = ContextVar("current_kafka_client_ho
 # The APIs whose handlers take and return the generated classes; the others (the admin,
 # config, ACL, DeleteRecords and unserved modules) still read the request's to_dict form,
 # converted where it is decoded (off the loop for a large one), and return dicts that the
-# codec's from_dict types, until broker/apis/ (issue 41 item 2).
+# codec's from_dict types; what they decide is broker/apis/' either way, typed there.
 _TYPED_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH,
                          ApiKey.LIST_OFFSETS, ApiKey.OFFSET_FOR_LEADER_EPOCH})
 
@@ -207,23 +200,10 @@ class KafkaListener:
         """Who sent the request being served: its connection's principal and address."""
         return Requester(current_kafka_principal.get(), current_kafka_client_host.get())
 
-    def authorized(self, operation: AclOperation, resource: ResourcePattern) -> bool:
-        return self.authorizer.authorize(self.requester(), operation, resource)
-
-    def authorized_operations(self, resource: ResourcePattern) -> int:
-        """KIP-430's bit field for ``resource``: every supported operation without an
-        authorizer, the requester's allowed ones with one."""
-        return self.authorizer.authorized_operations(self.requester(), resource)
-
-    def denied_topics(self, operation: AclOperation, names: Iterable[str | None]
-                      ) -> frozenset[str]:
-        """The names the requester may not ``operation`` (none without an authorizer); an
-        empty or null name is no resource and is denied."""
-        who = self.requester()
-        if self.authorizer.allows_everything(who):
-            return frozenset()
-        return frozenset(n or "" for n in set(names) if not n or not self.authorizer.authorize(
-            who, operation, topic_resource(n)))
+    def api_context(self) -> ApiContext:
+        """The API layer's context of the request being served (broker/apis/context.py)."""
+        return ApiContext(self.rm, self.broker_id, self.listener, self.requester(),
+                          self.authorizer, self.auto_topics, self.configs)
 
     # ------------------------------------------------------------------ connections
 
@@ -384,11 +364,6 @@ class KafkaListener:
             for a in sorted(APIS.values(), key=lambda a: a.key)])
 
     # ------------------------------------------------------------------ Metadata
-
-    def api_context(self) -> ApiContext:
-        """The API layer's context of the request being served (broker/apis/context.py)."""
-        return ApiContext(self.rm, self.broker_id, self.listener, self.requester(),
-                          self.authorizer, self.auto_topics, self.configs)
 
     async def _metadata(self, req, version: int) -> mr.MetadataResponse:
         wanted = req.topics
