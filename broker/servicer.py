@@ -1,4 +1,5 @@
-"""The Broker gRPC service: translates wire messages to replica-manager calls and back.
+"""The Broker gRPC service: translates wire messages to broker/apis/ and replica-manager calls
+and back.
 
 No decisions here: protobuf stops at this module. The controller's requests are translated to
 plain values (common/controller_requests.py) before they reach the replica manager, and its
@@ -8,17 +9,14 @@ acks); per-partition outcomes carry Kafka error codes; whole-request failures be
 codes with the Kafka code in the trailing metadata key ``replog-error-code``
 (proto/replog/v1/replog.proto, conventions).
 
-Authorization is Kafka's KafkaApis checks against the configured authorizer
-(common/security/authorizer.py; None allows everything): Produce needs Write on each topic,
-a consumer's Fetch Read, ListOffsets and Metadata Describe, configs DescribeConfigs /
-AlterConfigs on the topic or the cluster; an unauthorized topic answers
-TOPIC_AUTHORIZATION_FAILED whether or not it exists, and Metadata for all topics lists only
-those the principal may Describe. Everything only brokers and the controller send (a follower
-Fetch, LeaderAndIsr, StopReplica, UpdateMetadata, GetReplicaLogInfo) needs ClusterAction on the
-cluster and is refused whole, before it touches any state, with CLUSTER_AUTHORIZATION_FAILED.
-Kafka answers an unauthorized follower Fetch per partition with TOPIC_AUTHORIZATION_FAILED;
-here it is refused whole with CLUSTER_AUTHORIZATION_FAILED, before a fetch session or a
-follower's fetch state is touched.
+The client-facing RPCs (Metadata, Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, configs,
+ACLs, log dirs, DeleteRecords) only decode, call broker/apis/ (Kafka's KafkaApis, shared with
+the Kafka listener: authorization, validation, metrics and the answer's assembly are there) and
+encode; a RequestError it raises becomes the call's status. Everything only brokers and the
+controller send (LeaderAndIsr, StopReplica, UpdateMetadata, GetReplicaLogInfo; a follower
+Fetch, refused in broker/apis/fetch.py) needs ClusterAction on the cluster and is refused whole,
+before it touches any state, with CLUSTER_AUTHORIZATION_FAILED (common/security/authorizer.py;
+None allows everything).
 """
 
 from __future__ import annotations
