@@ -1,7 +1,8 @@
 """Kafka's ACL APIs on the Kafka listener: DescribeAcls, CreateAcls, DeleteAcls, answered by this
 broker's authorizer as a ZooKeeper-era broker answers them (KafkaApis.handleDescribeAcls etc.;
-the authorizer writes /kafka-acl and announces the change). Translation only: the decisions are
-AclAuthorizer's (common/security/authorizer.py).
+the authorizer writes /kafka-acl and announces the change). Translation only: the checks are
+broker/apis/acls.py's (shared with the gRPC servicer), the decisions AclAuthorizer's
+(common/security/authorizer.py).
 
 - no authorizer configured: SECURITY_DISABLED ("No Authorizer is configured on the broker") for
   the request, every creation or every filter;
@@ -15,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from broker.apis import acls as apis_acls
 from broker.kafka_api_context import KafkaApiContext
 from common.errors import ErrorCode
 from common.kafka_protocol.api import ApiKey
 from common.security.acl import (
-    CLUSTER_RESOURCE,
     OPERATION_CODES,
     PATTERN_TYPE_CODES,
     PERMISSION_TYPE_CODES,
@@ -28,39 +29,24 @@ from common.security.acl import (
     AclBinding,
     AclBindingFilter,
     AclError,
-    AclOperation,
     ResourcePattern,
     ResourcePatternFilter,
     from_code,
 )
-from common.security.authorizer import ALLOW_ALL
 
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 
 
 def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
-    """API key -> handler(request, version) -> response body."""
-
-    def refusal(operation: AclOperation) -> tuple[int, str] | None:
-        if listener.authorizer is ALLOW_ALL:
-            return int(ErrorCode.SECURITY_DISABLED), "No Authorizer is configured on the broker"
-        if not listener.authorized(operation, CLUSTER_RESOURCE):
-            return (int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
-                    (f"{listener.requester().principal} is not authorized to "
-                    f"{operation.value} on the cluster"))
-        return None
+    """API key -> handler(request, version) -> response body (broker/apis/acls.py decides)."""
 
     async def describe_acls(req: dict, _version: int) -> dict:
         out = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
-        refused = refusal(AclOperation.DESCRIBE)
-        if refused is not None:
-            return {**out, "error_code": refused[0], "error_message": refused[1]}
-        try:
-            f = _filter(req)
-        except AclError as e:
-            return {**out, "error_code": int(ErrorCode.INVALID_REQUEST), "error_message": str(e)}
+        answer = apis_acls.describe_acls(listener.api_context(), _parse(_filter, req))
+        if answer.error:
+            return {**out, "error_code": int(answer.error), "error_message": answer.message}
         by_pattern: dict[ResourcePattern, list[dict]] = {}
-        for b in listener.authorizer.describe_acls(f):
+        for b in answer.results:
             by_pattern.setdefault(b.pattern, []).append(_entry(b.entry))
         out["resources"] = [{"resource_type": RESOURCE_TYPE_CODES[p.resource_type],
                              "resource_name": p.name,
@@ -68,31 +54,25 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
                             for p, acls in by_pattern.items()]
         return out
 
-    async def run_or_refuse(operation: AclOperation, run, count: int) -> tuple[list, int]:
-        """``await run()`` (per item a result or an AclError) unless the request is refused;
-        then every one of its ``count`` items is. With the code an AclError stands for."""
-        refused = refusal(operation)
-        if refused is None:
-            try:
-                return await run(), int(ErrorCode.INVALID_REQUEST)
-            except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable etc.
-                refused = int(ErrorCode.UNKNOWN_SERVER_ERROR), f"{type(e).__name__}: {e}"[:300]
-        return [AclError(refused[1])] * count, refused[0]
+    def per_item(answer: apis_acls.AclsAnswer, count: int) -> tuple[list, int]:
+        """Each item's result, and the code an AclError stands for: a request refused whole
+        (or a store that failed) is answered on every one of its ``count`` items."""
+        if answer.error:
+            return [AclError(answer.message[:300])] * count, int(answer.error)
+        return answer.results, int(ErrorCode.INVALID_REQUEST)
 
     async def create_acls(req: dict, _version: int) -> dict:
         creations = req["creations"]
-        results, code = await run_or_refuse(
-            AclOperation.ALTER, lambda: listener.authorizer.create_acls(
-                [_parse(_binding, c) for c in creations]), len(creations))
+        results, code = per_item(await apis_acls.create_acls(
+            listener.api_context(), [_parse(_binding, c) for c in creations]), len(creations))
         return {"throttle_time_ms": 0, "results": [
             {"error_code": 0, "error_message": None} if r is None
             else {"error_code": code, "error_message": str(r)} for r in results]}
 
     async def delete_acls(req: dict, _version: int) -> dict:
         filters = req["filters"]
-        results, code = await run_or_refuse(
-            AclOperation.ALTER, lambda: listener.authorizer.delete_acls(
-                [_parse(_filter, f) for f in filters]), len(filters))
+        results, code = per_item(await apis_acls.delete_acls(
+            listener.api_context(), [_parse(_filter, f) for f in filters]), len(filters))
         return {"throttle_time_ms": 0, "filter_results": [
             {"error_code": code, "error_message": str(r), "matching_acls": []}
             if isinstance(r, AclError) else

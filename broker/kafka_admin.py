@@ -33,6 +33,7 @@ from typing import Any
 
 import grpc
 
+from broker.apis import admin as apis_admin
 from broker.controller_client import ControllerUnavailable
 from broker.kafka_api_context import KafkaApiContext
 from common import dynamic_config as dc
@@ -42,7 +43,7 @@ from common.kafka_protocol.primitives import ZERO_UUID, uuid_bytes
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc_status import error_code_of
-from common.security.acl import CLUSTER_RESOURCE, AclOperation
+from common.security.acl import AclOperation
 
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 
@@ -127,12 +128,7 @@ class _AdminApis:
     # ------------------------------------------------------------------ authorization
 
     def _cluster_refusal(self, operation: AclOperation) -> tuple[int, str] | None:
-        """CLUSTER_AUTHORIZATION_FAILED unless the requester may ``operation`` the cluster."""
-        if self.listener.authorized(operation, CLUSTER_RESOURCE):
-            return None
-        return (int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
-                (f"{self.listener.requester().principal} is not authorized to "
-                f"{operation.value} on the cluster"))
+        return apis_admin.cluster_refusal(self.listener.api_context(), operation)
 
     def _require_cluster(self, operation: AclOperation) -> None:
         refused = self._cluster_refusal(operation)
@@ -145,8 +141,8 @@ class _AdminApis:
         topics = req["topics"]
         results: list[dict | None] = [None] * len(topics)
         sent: list[tuple[int, pb.CreatableTopic]] = []
-        denied = frozenset() if self.listener.authorized(AclOperation.CREATE, CLUSTER_RESOURCE) \
-            else self.listener.denied_topics(AclOperation.CREATE, (t["name"] for t in topics))
+        denied = apis_admin.create_topics_denied(self.listener.api_context(),
+                                                 (t["name"] for t in topics))
         for i, t in enumerate(topics):
             if (t["name"] or "") in denied:
                 results[i] = _topic_error(t["name"], ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -175,8 +171,8 @@ class _AdminApis:
                 # KIP-525: the new topic's configs (and its partition count and replication
                 # factor) only with DescribeConfigs on it, else TOPIC_AUTHORIZATION_FAILED on
                 # topic_config_error_code (KafkaApis.handleCreateTopicsRequest)
-                no_configs = self.listener.denied_topics(AclOperation.DESCRIBE_CONFIGS,
-                                                         (r.name for r in answers))
+                no_configs = apis_admin.created_configs_hidden(self.listener.api_context(),
+                                                               [r.name for r in answers])
                 for (i, _), r in zip(sent, answers):
                     results[i] = self._created(r, r.name not in no_configs)
             except _Failed as e:
@@ -236,7 +232,7 @@ class _AdminApis:
                 else:
                     given.append((name if name is not None else by_id[tid], tid))
         names = [n for n, _ in given]
-        denied = self.listener.denied_topics(AclOperation.DELETE, names)
+        denied = apis_admin.delete_topics_denied(self.listener.api_context(), names)
         wanted: list[tuple[str, bytes]] = []
         for name, tid in dict.fromkeys(given):
             if name in denied:
@@ -419,23 +415,16 @@ class _AdminApis:
                                   else MISMATCHED_ENDPOINT_TYPE,
                                   "The request was sent to an endpoint of type BROKER, but we "
                                   "wanted an endpoint of type CONTROLLER")
-        md = self.listener.rm.metadata
-        brokers = [{"broker_id": b, "host": e.host, "port": e.port, "rack": e.rack,
-                    "is_fenced": False}
-                   for b, e in ((b, e.for_listener(self.listener.listener))
-                                for b, e in sorted(md.brokers.items())) if e is not None]
-        me = self.listener.broker_id
+        c = apis_admin.describe_cluster(self.listener.api_context(),
+                                        req["include_cluster_authorized_operations"])
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                "endpoint_type": _BROKERS_ENDPOINT, "cluster_id": md.cluster_id,
-                # AuthHelper: a controller id missing from the broker list is answered -1.
-                "controller_id": me if md.controller_id >= 0 and any(
-                    b["broker_id"] == me for b in brokers) else -1,
-                "brokers": brokers,
-                # KIP-430: every supported operation without an authorizer, the requester's
-                # allowed set with one; INT32_MIN ("not provided") only when not asked
-                "cluster_authorized_operations": self.listener.authorized_operations(
-                    CLUSTER_RESOURCE) if req["include_cluster_authorized_operations"]
-                else INT32_MIN}
+                "endpoint_type": _BROKERS_ENDPOINT, "cluster_id": c.cluster_id,
+                "controller_id": c.controller_id,
+                "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
+                             "rack": b.rack, "is_fenced": False} for b in c.brokers],
+                # INT32_MIN: "not provided", only when not asked
+                "cluster_authorized_operations": INT32_MIN if c.authorized_operations is None
+                else c.authorized_operations}
 
 
 # ---------------------------------------------------------------------- helpers

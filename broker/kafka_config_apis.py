@@ -1,4 +1,5 @@
-"""The Kafka APIs a broker answers itself, through the same code as its gRPC servicer:
+"""The Kafka APIs a broker answers itself, through the same broker/apis/ functions as its gRPC
+servicer (configs.py, log_dirs.py: authorization is there):
 DescribeConfigs, IncrementalAlterConfigs and the legacy AlterConfigs (a whole-resource
 replace: each given key SET over no overrides; broker/config_requests.py over the config
 manager), DescribeLogDirs and AlterReplicaLogDirs (the replica manager). Translation only.
@@ -28,15 +29,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from broker import config_requests
-from broker.config_requests import AlterResource, ResourceType
+from broker.apis import configs as apis_configs
+from broker.apis import log_dirs as apis_log_dirs
+from broker.config_requests import AlterResource
 from broker.kafka_api_context import KafkaApiContext
 from common.dynamic_config import AlterOp, ConfigSource
-from common.errors import ErrorCode
 from common.kafka_protocol.api import ApiKey
 from common.names import TopicPartition
-from common.security.acl import CLUSTER_RESOURCE, AclOperation
-from common.security.acl import topic as topic_resource
-from common.security.authorizer import ALLOW_ALL
 
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 
@@ -46,61 +45,45 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
 
     async def describe_configs(req: dict, version: int) -> dict:
         resources = req["resources"]
-        unknown = next((r for r in resources
-                        if r["resource_type"] not in ResourceType._value2member_map_
-                        or r["resource_type"] == ResourceType.UNKNOWN), None)
-        if unknown is not None:
-            message = (f"Unexpected resource type {unknown['resource_type']} for resource "
-                       f"{unknown['resource_name']}")
-            return {"throttle_time_ms": 0, "results": [
-                _describe_result(r, config_requests.failed(ErrorCode.INVALID_REQUEST, message),
-                                 False, version)
-                for r in resources]}
-        results = []
-        for r in resources:
-            refused = _config_refusal(listener, AclOperation.DESCRIBE_CONFIGS, r)
-            o = refused or await config_requests.describe(
-                listener.configs, r["resource_type"], r["resource_name"],
-                r["configuration_keys"])
-            results.append(_describe_result(r, o, req["include_synonyms"], version))
-        return {"throttle_time_ms": 0, "results": results}
+        outcomes = await apis_configs.describe_configs(listener.api_context(), [
+            apis_configs.DescribeResource(r["resource_type"], r["resource_name"],
+                                          r["configuration_keys"]) for r in resources],
+            unknown_type_fails_all=True)
+        return {"throttle_time_ms": 0, "results": [
+            _describe_result(r, o, req["include_synonyms"], version)
+            for r, o in zip(resources, outcomes)]}
 
     async def incremental_alter_configs(req: dict, _version: int) -> dict:
         return await _alter(req, lambda c: c["config_operation"], replace=False)
 
     async def alter_configs(req: dict, _version: int) -> dict:
-        # the legacy AlterConfigs (Kafka's ZkAdminManager.alterConfigs): each resource's
-        # dynamic configs become exactly those given, every other override removed
+        # the legacy AlterConfigs: a whole-resource replace (broker/apis/configs.py)
         return await _alter(req, lambda c: AlterOp.SET, replace=True)
 
     async def _alter(req: dict, op_of: Callable[[dict], int], replace: bool) -> dict:
-        refusals = [_config_refusal(listener, AclOperation.ALTER_CONFIGS, r)
-                    for r in req["resources"]]
-        allowed = [r for r, refused in zip(req["resources"], refusals) if refused is None]
-        altered = iter(await config_requests.alter(listener.configs, [
+        outcomes = await apis_configs.alter_configs(listener.api_context(), [
             AlterResource(r["resource_type"], r["resource_name"],
                           tuple((c["name"], op_of(c), c["value"]) for c in r["configs"]))
-            for r in allowed], req["validate_only"], replace=replace) if allowed else ())
-        outcomes = [refused or next(altered) for refused in refusals]
+            for r in req["resources"]], req["validate_only"], replace=replace)
         return {"throttle_time_ms": 0, "responses": [
             {"error_code": o.error_code, "error_message": o.error_message,
              "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
             for r, o in zip(req["resources"], outcomes)]}
 
     async def describe_log_dirs(req: dict, _version: int) -> dict:
-        if not listener.authorized(AclOperation.DESCRIBE, CLUSTER_RESOURCE):
-            return {"throttle_time_ms": 0, "results": [],
-                    "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)}
         topics = req["topics"]
-        wanted = frozenset((t["topic"], p) for t in topics or () for p in t["partitions"])
+        answer = await apis_log_dirs.describe_log_dirs(listener.api_context(), None
+                                                       if topics is None else frozenset(
+            (t["topic"], p) for t in topics for p in t["partitions"]))
+        if answer.error:
+            return {"throttle_time_ms": 0, "results": [], "error_code": int(answer.error)}
         results = []
-        for d in await listener.rm.describe_log_dirs(wanted):
+        for d in answer.dirs:
             by_topic: dict[str, list[dict]] = {}
-            if topics is None or wanted:  # an empty filter asks the replica manager for all
-                for rep in d.replicas:
-                    by_topic.setdefault(rep.tp.topic, []).append({
-                        "partition_index": rep.tp.partition, "partition_size": rep.size,
-                        "offset_lag": rep.offset_lag, "is_future_key": rep.is_future})
+            for rep in d.replicas:
+                by_topic.setdefault(rep.tp.topic, []).append({
+                    "partition_index": rep.tp.partition, "partition_size": rep.size,
+                    "offset_lag": rep.offset_lag, "is_future_key": rep.is_future})
             results.append({
                 "error_code": int(d.error), "log_dir": d.path,
                 "topics": [{"name": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
@@ -122,10 +105,8 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
         for tp, path in dir_of.items():
             moves.setdefault(path, []).append(tp)
         by_topic: dict[str, list[dict]] = {}
-        answers = await listener.rm.alter_replica_log_dirs(moves) \
-            if listener.authorized(AclOperation.ALTER, CLUSTER_RESOURCE) else [
-                (tp, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "") for tp in dir_of]
-        for tp, code, _message in answers:
+        for tp, code, _message in await apis_log_dirs.alter_replica_log_dirs(
+                listener.api_context(), moves):
             by_topic.setdefault(tp.topic, []).append(
                 {"partition_index": tp.partition, "error_code": int(code)})
         return {"throttle_time_ms": 0, "results": [
@@ -138,24 +119,6 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
         ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
         ApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs,
     }
-
-
-def _config_refusal(listener: KafkaApiContext, operation: AclOperation,
-                    r: dict) -> config_requests.Outcome | None:
-    """The refusal of a resource the requester may not ``operation``, or None."""
-    if listener.authorizer is ALLOW_ALL:
-        return None
-    if r["resource_type"] == ResourceType.TOPIC:
-        if r["resource_name"] and listener.authorized(operation,
-                                                      topic_resource(r["resource_name"])):
-            return None
-        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    else:
-        if listener.authorized(operation, CLUSTER_RESOURCE):
-            return None
-        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    return config_requests.failed(code, f"{listener.requester().principal} is not authorized "
-                                        f"to {operation.value} {r['resource_name']!r}")
 
 
 def _describe_result(r: dict, o: config_requests.Outcome, include_synonyms: bool,

@@ -22,13 +22,13 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
+from broker.apis import admin as apis_admin
 from broker.controller_client import ControllerUnavailable
 from broker.kafka_api_context import KafkaApiContext
 from common.errors import ErrorCode
 from common.kafka_protocol.api import ApiKey
 from common.rpc import replog_pb2 as pb
 from common.rpc_status import error_code_of
-from common.security.acl import AclOperation
 
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 
@@ -90,7 +90,8 @@ async def _forward(listener: KafkaApiContext, req: dict) -> list[dict]:
 
 
 async def _create_partitions(listener: KafkaApiContext, req: dict) -> dict:
-    denied = listener.denied_topics(AclOperation.ALTER, (t["name"] for t in req["topics"]))
+    denied = apis_admin.create_partitions_denied(listener.api_context(),
+                                                 (t["name"] for t in req["topics"]))
     if not denied:
         return {"throttle_time_ms": 0, "results": await _forward(listener, req)}
     allowed = [t for t in req["topics"] if (t["name"] or "") not in denied]

@@ -1,5 +1,5 @@
 """DeleteRecords (API 21, KIP-107) on the Kafka listener: translation only, around
-broker/delete_records.py (the code the gRPC DeleteRecords runs too).
+broker/apis/log_dirs.py (the code the gRPC DeleteRecords runs too).
 
 Kafka's KafkaApis.handleDeleteRecordsRequest: Delete on each topic, else
 TOPIC_AUTHORIZATION_FAILED for its partitions; a topic this broker does not know is
@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from broker.delete_records import delete_records
+from broker.apis import log_dirs as apis_log_dirs
 from broker.kafka_api_context import KafkaApiContext
-from common.errors import ErrorCode
 from common.kafka_protocol.api import ApiKey
 from common.names import TopicPartition
-from common.security.acl import AclOperation
 
 Handler = Callable[[dict, int], Awaitable[dict | None]]
 
@@ -28,21 +26,12 @@ def handlers(listener: KafkaApiContext) -> dict[int, Handler]:
 
 
 async def _delete_records(listener: KafkaApiContext, req: dict) -> dict:
-    denied = listener.denied_topics(AclOperation.DELETE, (t["name"] for t in req["topics"]))
-    results: dict[TopicPartition, tuple[int, int]] = {}
-    todo: dict[TopicPartition, int] = {}
-    for t in req["topics"]:
-        for p in t["partitions"]:
-            tp = TopicPartition(t["name"], p["partition_index"])
-            if t["name"] in denied:
-                results[tp] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
-            else:
-                todo[tp] = p["offset"]
-    if todo:
-        done = await delete_records(listener.rm, todo, req["timeout_ms"])
-        results.update({tp: (code, low) for tp, (code, low, _) in done.items()})
+    offsets = {TopicPartition(t["name"], p["partition_index"]): p["offset"]
+               for t in req["topics"] for p in t["partitions"]}
+    results = await apis_log_dirs.delete_records(listener.api_context(), offsets,
+                                                 req["timeout_ms"])
     topics: dict[str, list[dict]] = {}
-    for tp, (code, low) in results.items():
+    for tp, (code, low, _) in results.items():
         topics.setdefault(tp.topic, []).append(
             {"partition_index": tp.partition, "low_watermark": low, "error_code": int(code)})
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps}

@@ -5,8 +5,7 @@ Phase 1 of the wire protocol (docs/kafka-protocol.md says what is served and wha
 ApiVersions, Metadata, Produce, Fetch (KIP-320 leader epochs, KIP-227 sessions through the
 broker's FetchSessionCache), ListOffsets and OffsetForLeaderEpoch. Replication and the
 controller's requests stay on gRPC; this module only translates, as broker/servicer.py does:
-every decision is the replica manager's (``produce``, ``fetch``, ``list_offset``,
-``offset_for_leader_epoch``) or the metadata cache's.
+every decision is broker/apis/' (over the replica manager and the metadata cache).
 
 Connection rules, as Kafka's SocketServer/Processor:
 - frames are a 4-byte size then the request; a size above ``socket.request.max.bytes`` (or
@@ -28,14 +27,11 @@ into memory instead of sent with ``sendfile``: the bytes must pass through TLS, 
 gives up zero-copy on an SSL channel (SslTransportLayer.transferFrom).
 
 Authorization (``authorizer``, common/security/authorizer.py; None allows everything) is
-KafkaApis': Produce needs Write on each topic, Fetch Read, ListOffsets Describe,
-OffsetForLeaderEpoch ClusterAction or Describe, Metadata Describe (all topics: the describable
-ones only; named ones TOPIC_AUTHORIZATION_FAILED, existing or not) and, to auto-create an
-unknown one (broker/auto_topic_creation.py), Create on the cluster or the topic; DeleteRecords
-Delete (broker/kafka_delete_records.py). The admin APIs check before
-they forward (the broker forwards under its own principal, so the client's is checked here):
-broker/kafka_admin.py, kafka_create_partitions.py and kafka_config_apis.py. DescribeAcls,
-CreateAcls and DeleteAcls are answered by the authorizer (broker/kafka_acl_apis.py).
+KafkaApis', and lives in broker/apis/ with the rest of what each API does, shared with the
+gRPC servicer (docs/kafka-protocol.md, "The API layer"): this module and broker/kafka_*.py
+decode a request, call broker/apis/ with the connection's principal (``api_context``), and
+encode the answer. The admin APIs are checked there before they are forwarded (the broker
+forwards under its own principal, so the client's is checked here).
 """
 
 from __future__ import annotations
@@ -45,7 +41,7 @@ import concurrent.futures
 import contextlib
 import os
 import ssl
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -57,10 +53,14 @@ from broker import (
     kafka_delete_records,
     kafka_unserved,
 )
-from broker.auto_topic_creation import AutoTopicCreation, wants_creation
+from broker.apis import fetch as apis_fetch
+from broker.apis import metadata as apis_metadata
+from broker.apis import offsets as apis_offsets
+from broker.apis import produce as apis_produce
+from broker.apis.context import ApiContext
+from broker.auto_topic_creation import AutoTopicCreation
 from broker.config_manager import ConfigManager
 from broker.controller_client import ControllerClient
-from broker.fetch_session import FetchContext
 from broker.group import kafka_apis as group_apis
 from broker.kafka_connections import (
     ConnectionQuotas,
@@ -68,10 +68,9 @@ from broker.kafka_connections import (
     RequestMemoryPool,
     seconds,
 )
-from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
-from broker.replica_types import FetchPartitionRequest, FetchResult, ProduceResult
-from common.errors import ErrorCode, InvalidTopicError, RequestError
+from broker.replica_types import FetchPartitionRequest
+from common.errors import ErrorCode
 from common.kafka_protocol import limits
 from common.kafka_protocol.api import APIS, ApiKey
 from common.kafka_protocol.generated import api_versions_response as av
@@ -82,14 +81,10 @@ from common.kafka_protocol.generated import offset_for_leader_epoch_response as 
 from common.kafka_protocol.generated import produce_response as pr
 from common.kafka_protocol.headers import RequestHeader, read_request_header, response_header
 from common.kafka_protocol.primitives import ProtocolError, Reader, uuid_bytes
-from common.names import TopicPartition, validate_topic
+from common.names import TopicPartition
 from common.security.acl import (
     AUTHORIZED_OPERATIONS_OMITTED,
-    CLUSTER_RESOURCE,
-    AclOperation,
-    ResourcePattern,
 )
-from common.security.acl import topic as topic_resource
 from common.security.authorizer import ALLOW_ALL, Requester
 from common.security.principal import (
     PrincipalBuilder,
@@ -101,16 +96,13 @@ UNSUPPORTED_VERSION = 35  # Kafka's Errors.UNSUPPORTED_VERSION
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
 DECODE_OFF_LOOP_BYTES = 8 * 1024  # larger request bodies are decoded on a worker thread
 DECODE_THREADS = 2
-_MAX_WAIT_MS = 60_000
-_MAX_FETCH_BYTES = 64 << 20  # as the gRPC Fetch: one answer is held in memory
-_LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 # The address of the Kafka connection a request arrived on, set with its principal (Kafka's
 # RequestContext.clientAddress): ACLs may name hosts.
 current_kafka_client_host: ContextVar[str] = ContextVar("current_kafka_client_host", default="")
 # The APIs whose handlers take and return the generated classes; the others (the admin,
 # config, ACL, DeleteRecords and unserved modules) still read the request's to_dict form,
 # converted where it is decoded (off the loop for a large one), and return dicts that the
-# codec's from_dict types, until broker/apis/ (issue 41 item 2).
+# codec's from_dict types; what they decide is broker/apis/' either way, typed there.
 _TYPED_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH,
                          ApiKey.LIST_OFFSETS, ApiKey.OFFSET_FOR_LEADER_EPOCH})
 
@@ -212,23 +204,10 @@ class KafkaListener:
         """Who sent the request being served: its connection's principal and address."""
         return Requester(current_kafka_principal.get(), current_kafka_client_host.get())
 
-    def authorized(self, operation: AclOperation, resource: ResourcePattern) -> bool:
-        return self.authorizer.authorize(self.requester(), operation, resource)
-
-    def authorized_operations(self, resource: ResourcePattern) -> int:
-        """KIP-430's bit field for ``resource``: every supported operation without an
-        authorizer, the requester's allowed ones with one."""
-        return self.authorizer.authorized_operations(self.requester(), resource)
-
-    def denied_topics(self, operation: AclOperation, names: Iterable[str | None]
-                      ) -> frozenset[str]:
-        """The names the requester may not ``operation`` (none without an authorizer); an
-        empty or null name is no resource and is denied."""
-        who = self.requester()
-        if self.authorizer.allows_everything(who):
-            return frozenset()
-        return frozenset(n or "" for n in set(names) if not n or not self.authorizer.authorize(
-            who, operation, topic_resource(n)))
+    def api_context(self) -> ApiContext:
+        """The API layer's context of the request being served (broker/apis/context.py)."""
+        return ApiContext(self.rm, self.broker_id, self.listener, self.requester(),
+                          self.authorizer, self.auto_topics, self.configs)
 
     # ------------------------------------------------------------------ connections
 
@@ -392,145 +371,60 @@ class KafkaListener:
     # ------------------------------------------------------------------ Metadata
 
     async def _metadata(self, req, version: int) -> mr.MetadataResponse:
-        md = self.rm.metadata
         wanted = req.topics
-        denied: frozenset[str] = frozenset()
-        by_id_asked: dict[str, bytes] = {}  # topics asked for by id (v10+, KIP-516): their ids
-        unknown_ids: list[bytes] = []
-        if wanted is None or (version == 0 and not wanted):  # v0: an empty list means all
-            # every topic: those the principal may not Describe are left out, silently
-            hidden = self.denied_topics(AclOperation.DESCRIBE, md.topics())
-            names = [t for t in md.topics() if t not in hidden]
-        else:
-            by_id = {uuid_bytes(tid): t for t, tid in md.topic_ids.items()}
-            asked: list[str] = []
-            for t in wanted:
-                if t.name is not None:
-                    asked.append(t.name)
-                elif t.topic_id in by_id:
-                    by_id_asked.setdefault(by_id[t.topic_id], t.topic_id)
-                    asked.append(by_id[t.topic_id])
-                elif t.topic_id not in unknown_ids:
-                    unknown_ids.append(t.topic_id)
-            names = list(dict.fromkeys(asked))
-            denied = self.denied_topics(AclOperation.DESCRIBE, names)
-        # KIP-103: each broker's endpoint of this listener; a broker without it is left out,
-        # and a partition it leads is LEADER_NOT_AVAILABLE, so the client retries.
-        reachable = {b: e for b, e in ((b, e.for_listener(self.listener))
-                                       for b, e in sorted(md.brokers.items())) if e is not None}
-        live = set(md.brokers)
+        every = wanted is None or (version == 0 and not wanted)  # v0: an empty list means all
+        r = await apis_metadata.metadata(self.api_context(), apis_metadata.MetadataRequest(
+            topics=None if every else [t.name for t in wanted if t.name is not None],
+            topic_ids=[] if every else [t.topic_id for t in wanted if t.name is None],
+            allow_auto_topic_creation=req.allow_auto_topic_creation,
+            include_topic_authorized_operations=version >= 8
+            and req.include_topic_authorized_operations,
+            include_cluster_authorized_operations=8 <= version <= 10
+            and req.include_cluster_authorized_operations))
         topics = []
-        unknown: list[int] = []  # indexes in topics of the topics this broker does not know
-        for name in names:
-            if name in denied:
-                if name in by_id_asked:
-                    # KafkaApis: a topic asked for by id that may not be described is named
-                    # null, so its id does not disclose its name
-                    topics.append(_metadata_topic(None if version >= 12 else "",
-                                                  ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                                  by_id_asked[name]))
-                else:
-                    topics.append(_metadata_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                continue
-            try:
-                validate_topic(name)
-            except InvalidTopicError:
-                topics.append(_metadata_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
-                continue
-            parts = md.partitions_of(name)
-            if not parts:  # filled in below: created, or unknown
-                unknown.append(len(topics))
-                topics.append(_metadata_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            t = _metadata_topic(name, ErrorCode.NONE, uuid_bytes(md.topic_ids.get(name, "")))
-            for pid, info in sorted(parts.items()):
-                error = ErrorCode.LEADER_NOT_AVAILABLE \
-                    if info.leader in live and info.leader not in reachable \
-                    else partition_error(info.leader)
-                t.partitions.append(mr.MetadataResponsePartition(
-                    error_code=int(error), partition_index=pid,
-                    leader_id=info.leader, leader_epoch=info.leader_epoch,
-                    replica_nodes=list(info.replicas), isr_nodes=list(info.isr),
-                    offline_replicas=offline_replicas(info.replicas, live,
-                                                      info.offline_replicas)))
-            topics.append(t)
-        # an id this broker does not know: UNKNOWN_TOPIC_ID, named null (never created)
-        topics += [_metadata_topic(None if version >= 12 else "", ErrorCode.UNKNOWN_TOPIC_ID,
-                                   tid) for tid in unknown_ids]
-        if unknown and wants_creation(self.rm.config, req.allow_auto_topic_creation,
-                                      wanted is None):
-            await self._auto_create([topics[i] for i in unknown])
-        if version >= 8 and req.include_topic_authorized_operations:
-            for t in topics:  # KafkaApis fills them in for every topic it answers
-                if t.name:
-                    t.topic_authorized_operations = self.authorized_operations(
-                        topic_resource(t.name))
-        cluster_ops = self.authorized_operations(CLUSTER_RESOURCE) \
-            if 8 <= version <= 10 and req.include_cluster_authorized_operations \
-            else AUTHORIZED_OPERATIONS_OMITTED
+        for t in r.topics:
+            # a topic named null (asked for by id): "" before v12, whose name is not nullable
+            out = _metadata_topic(t.name if t.name is not None or version >= 12 else "",
+                                  t.error, t.asked_id if t.asked_id is not None
+                                  else uuid_bytes(t.topic_id) if t.error == ErrorCode.NONE
+                                  else None)
+            if t.authorized_operations is not None:
+                out.topic_authorized_operations = t.authorized_operations
+            out.partitions = [mr.MetadataResponsePartition(
+                error_code=int(p.error), partition_index=p.partition, leader_id=p.leader,
+                leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                offline_replicas=p.offline_replicas) for p in t.partitions]
+            topics.append(out)
         return mr.MetadataResponse(
             throttle_time_ms=0,
-            brokers=[mr.MetadataResponseBroker(node_id=b, host=e.host, port=e.port, rack=e.rack)
-                     for b, e in reachable.items()],
-            cluster_id=md.cluster_id or None,
+            brokers=[mr.MetadataResponseBroker(node_id=e.broker_id, host=e.host, port=e.port,
+                                               rack=e.rack) for e in r.brokers],
+            cluster_id=r.cluster_id or None,
             # replog's controller is not a broker, and a Kafka client sends admin requests to
             # the controller id it is given; like a KRaft broker (which forwards them), name a
             # live broker: this one.
-            controller_id=self.broker_id if md.controller_id >= 0 else -1,
+            controller_id=self.broker_id if r.controller_id >= 0 else -1,
             topics=topics,
-            cluster_authorized_operations=cluster_ops,
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED
+            if r.cluster_authorized_operations is None else r.cluster_authorized_operations,
         )
-
-    async def _auto_create(self, entries: list[mr.MetadataResponseTopic]) -> None:
-        """auto.create.topics.enable (broker/auto_topic_creation.py): each unknown topic's
-        entry gets its creation's error; Create on the cluster, or else on the topic."""
-        errors = await self.auto_topics.metadata_errors(
-            [e.name for e in entries], self.authorized(AclOperation.CREATE, CLUSTER_RESOURCE),
-            lambda names: self.denied_topics(AclOperation.CREATE, names))
-        for e in entries:
-            e.error_code = int(errors[e.name])
 
     # ------------------------------------------------------------------ Produce
 
     async def _produce(self, req, _version: int) -> pr.ProduceResponse | None:
-        self.rm.metrics.produce_api_requests.inc()
-        acks, timeout_ms = req.acks, req.timeout_ms
-        entries: list[tuple[TopicPartition, bytes]] = []
-        refused: dict[int, ErrorCode] = {}  # entry index -> error found before the append
-        denied = self.denied_topics(AclOperation.WRITE, (t.name for t in req.topic_data))
-        for t in req.topic_data:
-            for p in t.partition_data:
-                tp = TopicPartition(t.name, p.index)
-                if tp.topic in denied:
-                    refused[len(entries)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                    entries.append((tp, b""))
-                    continue
-                try:
-                    validate_topic(tp.topic)
-                except InvalidTopicError:
-                    refused[len(entries)] = ErrorCode.INVALID_TOPIC_EXCEPTION
-                if p.records is None:
-                    refused[len(entries)] = ErrorCode.CORRUPT_MESSAGE
-                elif tp.partition < 0:
-                    refused[len(entries)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                entries.append((tp, p.records or b""))
-        to_append = [e for i, e in enumerate(entries) if i not in refused]
-        try:
-            appended = iter(await self.rm.produce(acks, max(timeout_ms, 0), to_append)
-                            if to_append or not refused else ())
-            results = [ProduceResult(refused[i]) if i in refused else next(appended)
-                       for i in range(len(entries))]
-        except RequestError as e:  # INVALID_REQUIRED_ACKS: Kafka answers it per partition
-            results = [ProduceResult(e.error_code, str(e)) for _ in entries]
-        if acks == 0:
-            if any(r.error != ErrorCode.NONE for r in results):
+        answers = await apis_produce.produce(self.api_context(), apis_produce.ProduceRequest(
+            req.acks, req.timeout_ms, [(TopicPartition(t.name, p.index), p.records)
+                                       for t in req.topic_data for p in t.partition_data]))
+        if req.acks == 0:
+            if any(a.result.error != ErrorCode.NONE for a in answers):
                 raise _Close("an acks=0 produce failed; closing so the producer refreshes "
                              "its metadata (as Kafka does)")
             return None
         by_topic: dict[str, list[pr.PartitionProduceResponse]] = {}
-        for (tp, _), r in zip(entries, results):
-            by_topic.setdefault(tp.topic, []).append(pr.PartitionProduceResponse(
-                index=tp.partition, error_code=int(r.error), base_offset=r.base_offset,
+        for a in answers:
+            r = a.result
+            by_topic.setdefault(a.tp.topic, []).append(pr.PartitionProduceResponse(
+                index=a.tp.partition, error_code=int(r.error), base_offset=r.base_offset,
                 log_append_time_ms=-1, log_start_offset=r.log_start_offset,
                 record_errors=[pr.BatchIndexAndErrorMessage(
                     batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
@@ -548,108 +442,70 @@ class KafkaListener:
                 cle, lfe = p.current_leader_epoch, p.last_fetched_epoch
                 parts.append(FetchPartitionRequest(
                     TopicPartition(t.topic, p.partition), p.fetch_offset,
-                    max(0, min(p.partition_max_bytes, _MAX_FETCH_BYTES)),
+                    apis_fetch.partition_max_bytes(p.partition_max_bytes),
                     cle if cle >= 0 else None,  # KIP-320: -1 is "no epoch given"
                     lfe if lfe >= 0 else None, p.log_start_offset))
-        # KIP-227: the broker's session cache, shared with its followers' sessions as in
-        # Kafka's FetchSessionCache; before v7 (no session fields) every fetch is sessionless.
-        ctx = self.rm.fetch_sessions.new_context(
-            -1, req.session_id, req.session_epoch if version >= 7 else None, parts,
-            [TopicPartition(t.topic, p) for t in req.forgotten_topics_data
-             for p in t.partitions])
-        if not isinstance(ctx, FetchContext):
-            return fr.FetchResponse(throttle_time_ms=0, error_code=int(ctx[0]),
-                                    session_id=req.session_id, responses=[])
-        max_bytes = max(1, min(req.max_bytes, _MAX_FETCH_BYTES))
         # replica id -1: a consumer, served up to the HW; replication stays on gRPC. Zero-copy
         # on a plaintext listener: the records are file regions, sent with sendfile by _send;
-        # under TLS they are read in (no sendfile through TLS, as in Kafka).
-        # Every partition the session serves is checked on each fetch: Read may have been
-        # taken away since the session began (KafkaApis.handleFetchRequest).
-        denied = self.denied_topics(AclOperation.READ, (fp.tp.topic for fp in ctx.parts))
-        serve = [fp for fp in ctx.parts if fp.tp.topic not in denied]
-        served = await self.rm.fetch(-1, -1, max(0, min(req.max_wait_ms, _MAX_WAIT_MS)),
-                                     max(req.min_bytes, 0), max_bytes, serve,
-                                     zero_copy=self.ssl_context is None) \
-            if serve or not ctx.parts else []
-        if denied:
-            it = iter(served)
-            results = [FetchResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                       if fp.tp.topic in denied else next(it) for fp in ctx.parts]
-        else:
-            results = served
-        m = self.rm.metrics
-        m.fetch_consumer_requests.inc()
-        m.bytes_out.inc(sum(len(r.records) for r in results))
+        # under TLS they are read in (no sendfile through TLS, as in Kafka). Before v7 (no
+        # session fields) every fetch is sessionless (KIP-227).
+        answer = await apis_fetch.fetch(self.api_context(), apis_fetch.FetchRequest(
+            parts, max_wait_ms=max(0, min(req.max_wait_ms, apis_fetch.MAX_WAIT_MS)),
+            min_bytes=req.min_bytes, max_bytes=req.max_bytes, session_id=req.session_id,
+            session_epoch=req.session_epoch if version >= 7 else None,
+            forgotten=[TopicPartition(t.topic, p) for t in req.forgotten_topics_data
+                       for p in t.partitions],
+            zero_copy=self.ssl_context is None))
+        if answer.error:
+            return fr.FetchResponse(throttle_time_ms=0, error_code=int(answer.error),
+                                    session_id=answer.session_id, responses=[])
         topics: dict[str, list[fr.PartitionData]] = {}
-        for fp, r in ctx.answer(results):
+        for a in answer.partitions:
+            r = a.result
             out = fr.PartitionData(
-                partition_index=fp.tp.partition, error_code=int(r.error),
+                partition_index=a.tp.partition, error_code=int(r.error),
                 high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
                 log_start_offset=r.log_start_offset, aborted_transactions=None,
                 preferred_read_replica=-1, records=r.records)
             if r.diverging is not None:
                 out.diverging_epoch = fr.EpochEndOffset(epoch=r.diverging[0],
                                                         end_offset=r.diverging[1])
-            if r.error in _LEADER_HINT_ERRORS:
-                out.current_leader = self._leader_hint(fp.tp)
-            topics.setdefault(fp.tp.topic, []).append(out)
-        return fr.FetchResponse(throttle_time_ms=0, error_code=0, session_id=ctx.session_id,
+            if a.current_leader is not None:
+                out.current_leader = fr.LeaderIdAndEpoch(leader_id=a.current_leader[0],
+                                                         leader_epoch=a.current_leader[1])
+            topics.setdefault(a.tp.topic, []).append(out)
+        return fr.FetchResponse(throttle_time_ms=0, error_code=0, session_id=answer.session_id,
                                 responses=[fr.FetchableTopicResponse(topic=t, partitions=ps)
                                            for t, ps in topics.items()])
-
-    def _leader_hint(self, tp: TopicPartition) -> fr.LeaderIdAndEpoch | None:
-        info = self.rm.metadata.partitions.get(tp)
-        return None if info is None else fr.LeaderIdAndEpoch(leader_id=info.leader,
-                                                             leader_epoch=info.leader_epoch)
 
     # ------------------------------------------------------------------ offsets
 
     async def _list_offsets(self, req, version: int) -> lo.ListOffsetsResponse:
-        denied = self.denied_topics(AclOperation.DESCRIBE, (t.name for t in req.topics))
-        topics = []
-        for t in req.topics:
-            ps = []
-            for p in t.partitions:
-                if t.name in denied:
-                    ps.append(lo.ListOffsetsPartitionResponse(
-                        partition_index=p.partition_index,
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                        old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
-                    continue
-                cle = p.current_leader_epoch
-                code, ts, offset, epoch = await self.rm.list_offset_and_timestamp(
-                    TopicPartition(t.name, p.partition_index), p.timestamp,
-                    cle if cle >= 0 else None, -1)  # as a consumer: up to the HW
-                ps.append(lo.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=int(code),
-                    old_style_offsets=[offset] if offset >= 0 else [],
-                    timestamp=ts, offset=offset, leader_epoch=epoch))
-            topics.append(lo.ListOffsetsTopicResponse(name=t.name, partitions=ps))
-        return lo.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+        answers = iter(await apis_offsets.list_offsets(self.api_context(), [
+            apis_offsets.ListOffsetsPartition(
+                TopicPartition(t.name, p.partition_index), p.timestamp,
+                p.current_leader_epoch if p.current_leader_epoch >= 0 else None)
+            for t in req.topics for p in t.partitions]))  # as a consumer: up to the HW
+        return lo.ListOffsetsResponse(throttle_time_ms=0, topics=[lo.ListOffsetsTopicResponse(
+            name=t.name, partitions=[lo.ListOffsetsPartitionResponse(
+                partition_index=a.tp.partition, error_code=int(a.error),
+                old_style_offsets=[a.offset] if a.offset >= 0 else [],
+                timestamp=a.timestamp, offset=a.offset, leader_epoch=a.leader_epoch)
+                for a in (next(answers) for _ in t.partitions)])
+            for t in req.topics])
 
     async def _offset_for_leader_epoch(self, req, _version: int
                                        ) -> olr.OffsetForLeaderEpochResponse:
-        # KafkaApis: ClusterAction covers every topic, else Describe per topic
-        denied = frozenset() if self.authorized(AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE) \
-            else self.denied_topics(AclOperation.DESCRIBE, (t.topic for t in req.topics))
-        topics = []
-        for t in req.topics:
-            ps = []
-            for p in t.partitions:
-                if t.topic in denied:
-                    ps.append(olr.EpochEndOffset(
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                        partition=p.partition, leader_epoch=-1, end_offset=-1))
-                    continue
-                cle = p.current_leader_epoch
-                code, epoch, end = self.rm.offset_for_leader_epoch(
-                    TopicPartition(t.topic, p.partition), cle if cle >= 0 else None,
-                    p.leader_epoch)
-                ps.append(olr.EpochEndOffset(error_code=int(code), partition=p.partition,
-                                             leader_epoch=epoch, end_offset=end))
-            topics.append(olr.OffsetForLeaderTopicResult(topic=t.topic, partitions=ps))
-        return olr.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+        answers = iter(apis_offsets.offset_for_leader_epoch(self.api_context(), [
+            apis_offsets.EpochPartition(
+                TopicPartition(t.topic, p.partition), p.leader_epoch,
+                p.current_leader_epoch if p.current_leader_epoch >= 0 else None)
+            for t in req.topics for p in t.partitions]))
+        return olr.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
+            olr.OffsetForLeaderTopicResult(topic=t.topic, partitions=[olr.EpochEndOffset(
+                error_code=int(a.error), partition=a.tp.partition, leader_epoch=a.leader_epoch,
+                end_offset=a.end_offset) for a in (next(answers) for _ in t.partitions)])
+            for t in req.topics])
 
 
 async def send_answer(writer: asyncio.StreamWriter, chunks: list) -> None:

@@ -1,4 +1,5 @@
-"""The Broker gRPC service: translates wire messages to replica-manager calls and back.
+"""The Broker gRPC service: translates wire messages to broker/apis/ and replica-manager calls
+and back.
 
 No decisions here: protobuf stops at this module. The controller's requests are translated to
 plain values (common/controller_requests.py) before they reach the replica manager, and its
@@ -8,17 +9,14 @@ acks); per-partition outcomes carry Kafka error codes; whole-request failures be
 codes with the Kafka code in the trailing metadata key ``replog-error-code``
 (proto/replog/v1/replog.proto, conventions).
 
-Authorization is Kafka's KafkaApis checks against the configured authorizer
-(common/security/authorizer.py; None allows everything): Produce needs Write on each topic,
-a consumer's Fetch Read, ListOffsets and Metadata Describe, configs DescribeConfigs /
-AlterConfigs on the topic or the cluster; an unauthorized topic answers
-TOPIC_AUTHORIZATION_FAILED whether or not it exists, and Metadata for all topics lists only
-those the principal may Describe. Everything only brokers and the controller send (a follower
-Fetch, LeaderAndIsr, StopReplica, UpdateMetadata, GetReplicaLogInfo) needs ClusterAction on the
-cluster and is refused whole, before it touches any state, with CLUSTER_AUTHORIZATION_FAILED.
-Kafka answers an unauthorized follower Fetch per partition with TOPIC_AUTHORIZATION_FAILED;
-here it is refused whole with CLUSTER_AUTHORIZATION_FAILED, before a fetch session or a
-follower's fetch state is touched.
+The client-facing RPCs (Metadata, Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, configs,
+ACLs, log dirs, DeleteRecords) only decode, call broker/apis/ (Kafka's KafkaApis, shared with
+the Kafka listener: authorization, validation, metrics and the answer's assembly are there) and
+encode; a RequestError it raises becomes the call's status. Everything only brokers and the
+controller send (LeaderAndIsr, StopReplica, UpdateMetadata, GetReplicaLogInfo; a follower
+Fetch, refused in broker/apis/fetch.py) needs ClusterAction on the cluster and is refused whole,
+before it touches any state, with CLUSTER_AUTHORIZATION_FAILED (common/security/authorizer.py;
+None allows everything).
 """
 
 from __future__ import annotations
@@ -28,12 +26,18 @@ import asyncio
 import grpc
 
 from broker import config_requests, fencing
-from broker.auto_topic_creation import AutoTopicCreation, wants_creation
+from broker.apis import acls as apis_acls
+from broker.apis import configs as apis_configs
+from broker.apis import fetch as apis_fetch
+from broker.apis import log_dirs as apis_log_dirs
+from broker.apis import metadata as apis_metadata
+from broker.apis import offsets as apis_offsets
+from broker.apis import produce as apis_produce
+from broker.apis.context import ApiContext
+from broker.auto_topic_creation import AutoTopicCreation
 from broker.config_manager import ConfigManager
-from broker.delete_records import delete_records
-from broker.metadata_cache import offline_replicas, partition_error
 from broker.replica_manager import ReplicaManager
-from broker.replica_types import FetchPartitionRequest, FetchResult
+from broker.replica_types import FetchPartitionRequest
 from common import rpc_status
 from common.controller_requests import (
     BrokerNode,
@@ -44,13 +48,12 @@ from common.controller_requests import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-from common.errors import ErrorCode, InvalidTopicError, RequestError
+from common.errors import ErrorCode, RequestError
 from common.listeners import PLAINTEXT, EndPoint
-from common.names import TopicPartition, validate_topic
+from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from common.rpc import replog_pb2_grpc
 from common.security.acl import CLUSTER_RESOURCE, AclError, AclOperation
-from common.security.acl import topic as topic_resource
 from common.security.acl_wire import binding_from_pb, binding_pb, filter_from_pb
 from common.security.authorizer import ALLOW_ALL, Requester, grpc_requester
 from common.security.principal import PrincipalBuilder
@@ -65,7 +68,6 @@ _STATUS = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: grpc.StatusCode.PERMISSION_DENIED,
     ErrorCode.SECURITY_DISABLED: grpc.StatusCode.FAILED_PRECONDITION,
 }
-_CONFIG_TOPIC = config_requests.ResourceType.TOPIC
 
 
 async def abort(context, code: ErrorCode, message: str):
@@ -151,22 +153,18 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
 
     # ------------------------------------------------------------------ authorization
 
+    def _ctx(self, context, who: Requester | None = None) -> ApiContext:
+        """The API layer's context of a request (broker/apis/context.py)."""
+        return ApiContext(self.rm, self.broker_id, self.listener,
+                          who if who is not None else self._who(context), self.authorizer,
+                          self.auto_topics, self.configs)
+
     def _who(self, context) -> Requester | None:
         """The request's principal and address; None without an authorizer (nothing asks,
         and the data path does not pay for a certificate's mapping)."""
         if self.authorizer is ALLOW_ALL:
             return None
         return grpc_requester(self.principal_builder, context)
-
-    def _denied_topics(self, who: Requester | None, operation: AclOperation,
-                       topics) -> frozenset[str]:
-        """The topics of ``topics`` ``who`` may not ``operation`` (empty without an
-        authorizer, without asking it per topic)."""
-        if self.authorizer.allows_everything(who):
-            return frozenset()
-        # An empty name is no resource: refused as no ACL can allow it.
-        return frozenset(t for t in set(topics) if not t or not self.authorizer.authorize(
-            who, operation, topic_resource(t)))
 
     async def _require_cluster(self, context, operation: AclOperation = AclOperation.CLUSTER_ACTION,
                                what: str = "", who: Requester | None = None) -> None:
@@ -249,35 +247,14 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         """One Produce, for the unary call and the stream alike; a refused request raises
         RequestError (INVALID_REQUEST, INVALID_REQUIRED_ACKS). A topic ``who`` may not Write
         is answered TOPIC_AUTHORIZATION_FAILED and nothing of it is appended."""
-        self.rm.metrics.produce_api_requests.inc()
-        denied = self._denied_topics(who, AclOperation.WRITE,
-                                     (t.topic for t in request.topic_data))
-        refused: list[TopicPartition] = []
-        entries = []
-        for t in request.topic_data:
-            try:
-                validate_topic(t.topic)
-            except InvalidTopicError as e:
-                raise RequestError(ErrorCode.INVALID_REQUEST, str(e)) from None
-            for pd in t.partition_data:
-                if pd.partition < 0:
-                    raise RequestError(ErrorCode.INVALID_REQUEST,
-                                       f"partition {pd.partition} of {t.topic} is negative")
-                if t.topic in denied:
-                    refused.append(TopicPartition(t.topic, pd.partition))
-                else:
-                    entries.append((TopicPartition(t.topic, pd.partition), pd.records))
-        if request.timeout_ms < 0:
-            raise RequestError(ErrorCode.INVALID_REQUEST, "timeout_ms is negative")
-        results = await self.rm.produce(request.acks, request.timeout_ms or 30000, entries) \
-            if entries else []
-        by_topic: dict[str, list] = {t.topic: [] for t in request.topic_data}
-        for tp in refused:
-            by_topic[tp.topic].append(pb.ProducePartitionResponse(
-                partition=tp.partition, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                base_offset=-1, log_append_time_ms=-1, log_start_offset=-1))
-        for (tp, _), r in zip(entries, results):
-            pr = pb.ProducePartitionResponse(partition=tp.partition, error_code=int(r.error),
+        answers = await apis_produce.produce(self._ctx(None, who), apis_produce.ProduceRequest(
+            request.acks, request.timeout_ms or 30000,
+            [(TopicPartition(t.topic, pd.partition), pd.records) for t in request.topic_data
+             for pd in t.partition_data], refuse_whole=True))
+        by_topic: dict[str, list] = {}
+        for a in answers:
+            r = a.result
+            pr = pb.ProducePartitionResponse(partition=a.tp.partition, error_code=int(r.error),
                                              error_message=r.message,
                                              base_offset=r.base_offset,
                                              log_append_time_ms=-1,
@@ -285,15 +262,13 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                              record_errors=[
                                                  pb.ProduceRecordError(batch_index=i, message=m)
                                                  for i, m in r.record_errors])
-            if r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                info = self.rm.metadata.partitions.get(tp)
-                if info is not None:
-                    pr.current_leader.CopyFrom(pb.LeaderAndEpoch(
-                        leader_id=info.leader, leader_epoch=info.leader_epoch))
-            by_topic[tp.topic].append(pr)
+            if a.current_leader is not None:
+                pr.current_leader.CopyFrom(pb.LeaderAndEpoch(leader_id=a.current_leader[0],
+                                                             leader_epoch=a.current_leader[1]))
+            by_topic.setdefault(a.tp.topic, []).append(pr)
         return pb.ProduceResponse(responses=[
             pb.ProduceTopicResponse(topic=t, partition_responses=ps)
-            for t, ps in by_topic.items() if ps])
+            for t, ps in by_topic.items()])
 
     async def Fetch(self, request, context):
         return await self._fetch(request, context)
@@ -311,210 +286,104 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
             yield await self._fetch(request, context, who)
 
     async def _fetch(self, request, context, who: Requester | None = None):
-        replica_id = request.replica_state.broker_id if request.HasField("replica_state") else -1
-        broker_epoch = request.replica_state.broker_epoch \
-            if request.HasField("replica_state") else -1
-        if replica_id >= 0:  # a follower: replication traffic, only brokers may send it
-            await self._require_cluster(
-                context, what=f" (a follower Fetch as replica {replica_id})", who=who)
-        if request.max_wait_ms < 0 or request.max_wait_ms > 60000:
-            await abort(context, ErrorCode.INVALID_REQUEST, "max_wait_ms must be 0..60000")
+        has_replica = request.HasField("replica_state")
         parts = []
+        invalid = None
         for t in request.topics:
             for fp in t.partitions:
-                if fp.fetch_offset < 0 or fp.partition < 0:
-                    await abort(context, ErrorCode.INVALID_REQUEST,
-                                f"negative fetch offset or partition for {t.topic}")
+                if (fp.fetch_offset < 0 or fp.partition < 0) and invalid is None:
+                    invalid = f"negative fetch offset or partition for {t.topic}"
                 parts.append(FetchPartitionRequest(
                     TopicPartition(t.topic, fp.partition), fp.fetch_offset,
-                    max(0, min(fp.partition_max_bytes or (1 << 20), 64 << 20)),
+                    apis_fetch.partition_max_bytes(fp.partition_max_bytes or (1 << 20)),
                     fp.current_leader_epoch if fp.HasField("current_leader_epoch") else None,
                     fp.last_fetched_epoch if fp.HasField("last_fetched_epoch") else None,
                     fp.log_start_offset if fp.HasField("log_start_offset") else -1))
-        max_bytes = max(1, min(request.max_bytes or (50 << 20), 64 << 20))
-        # KIP-227: an incremental fetch names only what changed; the session fills in the
-        # rest, and the answer names only partitions with news (broker/fetch_session.py).
-        ctx = self.rm.fetch_sessions.new_context(
-            replica_id, request.session_id,
-            request.session_epoch if request.HasField("session_epoch") else None, parts,
-            [TopicPartition(t.topic, p) for t in request.forgotten_topics_data
-             for p in t.partitions])
-        if isinstance(ctx, tuple):
-            return pb.FetchResponse(error_code=int(ctx[0]), session_id=request.session_id)
-        # A consumer's session may hold topics it is no longer allowed to Read: each fetch
-        # checks every partition it serves (KafkaApis.handleFetchRequest).
-        denied = self._denied_topics(who or self._who(context), AclOperation.READ,
-                                     (fp.tp.topic for fp in ctx.parts)) \
-            if replica_id < 0 else frozenset()
-        serve = [fp for fp in ctx.parts if fp.tp.topic not in denied]
-        served = await self.rm.fetch(replica_id, broker_epoch, request.max_wait_ms,
-                                     max(request.min_bytes, 0), max_bytes, serve) \
-            if serve or not ctx.parts else []
-        if denied:
-            it = iter(served)
-            results = [FetchResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                       if fp.tp.topic in denied else next(it) for fp in ctx.parts]
-        else:
-            results = served
-        # Kafka's KafkaApis: a follower's fetch is replication traffic, not bytes out.
-        m = self.rm.metrics
-        (m.fetch_follower_requests if replica_id >= 0 else m.fetch_consumer_requests).inc()
-        (m.replication_bytes_out if replica_id >= 0 else m.bytes_out).inc(
-            sum(len(r.records) for r in results))
+        try:
+            answer = await apis_fetch.fetch(self._ctx(context, who), apis_fetch.FetchRequest(
+                parts, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+                max_bytes=request.max_bytes or (50 << 20),
+                replica_id=request.replica_state.broker_id if has_replica else -1,
+                broker_epoch=request.replica_state.broker_epoch if has_replica else -1,
+                session_id=request.session_id,
+                session_epoch=request.session_epoch if request.HasField("session_epoch")
+                else None,
+                forgotten=[TopicPartition(t.topic, p) for t in request.forgotten_topics_data
+                           for p in t.partitions], invalid=invalid))
+        except RequestError as e:
+            await abort(context, e.error_code, str(e))
+        if answer.error:
+            return pb.FetchResponse(error_code=int(answer.error), session_id=answer.session_id)
         # Built in place with add(): constructing a FetchTopicResponse from a list of finished
         # partition messages deep-copies each of them, records included - ~10% of a leader's
         # event-loop time under acks=all load (docs/profiles/README.md).
-        resp = pb.FetchResponse(session_id=ctx.session_id)
+        resp = pb.FetchResponse(session_id=answer.session_id)
         topics: dict[str, pb.FetchTopicResponse] = {}
-        for fp, r in ctx.answer(results):
-            t = topics.get(fp.tp.topic)
+        for a in answer.partitions:
+            r = a.result
+            t = topics.get(a.tp.topic)
             if t is None:
-                t = topics[fp.tp.topic] = resp.responses.add(topic=fp.tp.topic)
-            pr = t.partitions.add(partition=fp.tp.partition, error_code=int(r.error),
+                t = topics[a.tp.topic] = resp.responses.add(topic=a.tp.topic)
+            pr = t.partitions.add(partition=a.tp.partition, error_code=int(r.error),
                                   high_watermark=r.high_watermark,
                                   last_stable_offset=r.high_watermark,
                                   log_start_offset=r.log_start_offset, records=r.records)
             if r.diverging is not None:
                 pr.diverging_epoch.CopyFrom(pb.EpochEndOffset(epoch=r.diverging[0],
                                                               end_offset=r.diverging[1]))
-            if r.error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
-                info = self.rm.metadata.partitions.get(fp.tp)
-                if info is not None:
-                    pr.current_leader.CopyFrom(pb.LeaderAndEpoch(leader_id=info.leader,
-                                                                 leader_epoch=info.leader_epoch))
+            if a.current_leader is not None:
+                pr.current_leader.CopyFrom(pb.LeaderAndEpoch(leader_id=a.current_leader[0],
+                                                             leader_epoch=a.current_leader[1]))
         return resp
 
     async def ListOffsets(self, request, context):
-        replica_id = request.replica_id if request.HasField("replica_id") else -1
-        denied = self._denied_topics(self._who(context), AclOperation.DESCRIBE,
-                                     (t.topic for t in request.topics))
-        out = []
-        for t in request.topics:
-            ps = []
-            for p in t.partitions:
-                if t.topic in denied:
-                    ps.append(pb.ListOffsetsPartitionResponse(
-                        partition=p.partition,
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), timestamp=-1,
-                        offset=-1, leader_epoch=-1))
-                    continue
-                code, ts, offset, epoch = await self.rm.list_offset_and_timestamp(
-                    TopicPartition(t.topic, p.partition), p.timestamp,
-                    p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
-                    replica_id)
-                ps.append(pb.ListOffsetsPartitionResponse(partition=p.partition,
-                                                          error_code=int(code), timestamp=ts,
-                                                          offset=offset, leader_epoch=epoch))
-            out.append(pb.ListOffsetsTopicResponse(topic=t.topic, partitions=ps))
-        return pb.ListOffsetsResponse(topics=out)
+        answers = iter(await apis_offsets.list_offsets(self._ctx(context), [
+            apis_offsets.ListOffsetsPartition(
+                TopicPartition(t.topic, p.partition), p.timestamp,
+                p.current_leader_epoch if p.HasField("current_leader_epoch") else None)
+            for t in request.topics for p in t.partitions],
+            request.replica_id if request.HasField("replica_id") else -1))
+        return pb.ListOffsetsResponse(topics=[pb.ListOffsetsTopicResponse(
+            topic=t.topic, partitions=[pb.ListOffsetsPartitionResponse(
+                partition=a.tp.partition, error_code=int(a.error), timestamp=a.timestamp,
+                offset=a.offset, leader_epoch=a.leader_epoch)
+                for a in (next(answers) for _ in t.partitions)])
+            for t in request.topics])
 
     async def OffsetForLeaderEpoch(self, request, context):
-        # KafkaApis: ClusterAction (a follower) covers every topic, else Describe per topic.
-        who = self._who(context)
-        denied = frozenset() if self.authorizer.authorize(
-            who, AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE) else self._denied_topics(
-            who, AclOperation.DESCRIBE, (t.topic for t in request.topics))
-        out = []
-        for t in request.topics:
-            ps = []
-            for p in t.partitions:
-                if t.topic in denied:
-                    ps.append(pb.OffsetForLeaderPartitionResult(
-                        partition=p.partition,
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), leader_epoch=-1,
-                        end_offset=-1))
-                    continue
-                code, epoch, end = self.rm.offset_for_leader_epoch(
-                    TopicPartition(t.topic, p.partition),
-                    p.current_leader_epoch if p.HasField("current_leader_epoch") else None,
-                    p.leader_epoch)
-                ps.append(pb.OffsetForLeaderPartitionResult(partition=p.partition,
-                                                            error_code=int(code),
-                                                            leader_epoch=epoch, end_offset=end))
-            out.append(pb.OffsetForLeaderTopicResult(topic=t.topic, partitions=ps))
-        return pb.OffsetForLeaderEpochResponse(topics=out)
+        answers = iter(apis_offsets.offset_for_leader_epoch(self._ctx(context), [
+            apis_offsets.EpochPartition(
+                TopicPartition(t.topic, p.partition), p.leader_epoch,
+                p.current_leader_epoch if p.HasField("current_leader_epoch") else None)
+            for t in request.topics for p in t.partitions]))
+        return pb.OffsetForLeaderEpochResponse(topics=[pb.OffsetForLeaderTopicResult(
+            topic=t.topic, partitions=[pb.OffsetForLeaderPartitionResult(
+                partition=a.tp.partition, error_code=int(a.error), leader_epoch=a.leader_epoch,
+                end_offset=a.end_offset) for a in (next(answers) for _ in t.partitions)])
+            for t in request.topics])
 
     async def Metadata(self, request, context):
-        md = self.rm.metadata
-        who = self._who(context)
-        if request.all_topics:
-            # Every topic: those the principal may not Describe are left out, silently.
-            everything = md.topics()
-            hidden = self._denied_topics(who, AclOperation.DESCRIBE, everything)
-            topics = [t for t in everything if t not in hidden]
-            denied: frozenset[str] = frozenset()
-        else:
-            # Named topics: unauthorized ones are answered so, whether or not they exist.
-            topics = list(dict.fromkeys(request.topics))
-            denied = self._denied_topics(who, AclOperation.DESCRIBE, topics)
-        # KIP-103: every endpoint is the one of the listener this request came in on; a
-        # broker without that listener is left out, as Kafka's MetadataCache does.
-        reachable = {b: e for b, e in ((b, e.for_listener(self.listener))
-                                       for b, e in sorted(md.brokers.items())) if e is not None}
-        resp = pb.MetadataResponse(
-            brokers=[_endpoint_pb(e, self.listener) for e in reachable.values()],
-            cluster_id=md.cluster_id, controller_id=md.controller_id)
-        controller = md.controller.for_listener(self.listener) if md.controller else None
-        if controller is not None:
-            resp.controller.CopyFrom(pb.BrokerEndpoint(broker_id=controller.broker_id,
-                                                       host=controller.host,
-                                                       port=controller.port,
+        r = await apis_metadata.metadata(self._ctx(context), apis_metadata.MetadataRequest(
+            topics=None if request.all_topics else list(request.topics),
+            allow_auto_topic_creation=request.allow_auto_topic_creation,
+            include_topic_configs=request.include_topic_configs))
+        resp = pb.MetadataResponse(brokers=[_endpoint_pb(e, self.listener) for e in r.brokers],
+                                   cluster_id=r.cluster_id, controller_id=r.controller_id)
+        if r.controller is not None:
+            resp.controller.CopyFrom(pb.BrokerEndpoint(broker_id=r.controller.broker_id,
+                                                       host=r.controller.host,
+                                                       port=r.controller.port,
                                                        listener=self.listener))
-        live = set(md.brokers)
-        unknown: list[pb.MetadataTopic] = []  # topics this broker does not know
-        # A topic's configs need DescribeConfigs on it, as DescribeConfigs does (Describe
-        # gives the partitions only); without it the topic is answered with no configs.
-        no_configs = self._denied_topics(who, AclOperation.DESCRIBE_CONFIGS, topics) \
-            if request.include_topic_configs else frozenset()
-        for topic in topics:
-            if topic in denied:
-                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
-                    ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
-                continue
-            try:
-                validate_topic(topic)
-            except InvalidTopicError:
-                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
-                    ErrorCode.INVALID_TOPIC_EXCEPTION)))
-                continue
-            parts = md.partitions_of(topic)
-            if not parts:
-                resp.topics.append(pb.MetadataTopic(topic=topic, error_code=int(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
-                unknown.append(resp.topics[-1])  # the entry itself: append copies
-                continue
-            mt = pb.MetadataTopic(topic=topic, topic_id=md.topic_ids.get(topic, ""))
-            if request.include_topic_configs and topic not in no_configs:
-                mt.configs.update(self.rm.topic_configs.get(topic, {}))
-            for pid, info in sorted(parts.items()):
-                offline = offline_replicas(info.replicas, live, info.offline_replicas)
-                # A live leader without this listener: LEADER_NOT_AVAILABLE (Kafka's answer
-                # to clients that predate LISTENER_NOT_FOUND), so the client retries.
-                error = ErrorCode.LEADER_NOT_AVAILABLE \
-                    if info.leader in live and info.leader not in reachable \
-                    else partition_error(info.leader)
-                mt.partitions.append(pb.MetadataPartition(
-                    error_code=int(error),
-                    partition=pid, leader_id=info.leader, leader_epoch=info.leader_epoch,
-                    replicas=info.replicas, isr=info.isr, elr=info.elr,
-                    last_known_elr=info.last_known_elr, offline_replicas=offline,
-                    adding_replicas=info.adding_replicas,
-                    removing_replicas=info.removing_replicas))
-            resp.topics.append(mt)
-        if unknown and wants_creation(self.rm.config, request.allow_auto_topic_creation,
-                                      request.all_topics):
-            await self._auto_create(who, unknown)
+        for t in r.topics:
+            mt = resp.topics.add(topic=t.name, error_code=int(t.error), topic_id=t.topic_id)
+            mt.configs.update(t.configs)
+            for p in t.partitions:
+                mt.partitions.add(
+                    error_code=int(p.error), partition=p.partition, leader_id=p.leader,
+                    leader_epoch=p.leader_epoch, replicas=p.replicas, isr=p.isr, elr=p.elr,
+                    last_known_elr=p.last_known_elr, offline_replicas=p.offline_replicas,
+                    adding_replicas=p.adding_replicas, removing_replicas=p.removing_replicas)
         return resp
-
-    async def _auto_create(self, who: Requester | None, entries: list) -> None:
-        """auto.create.topics.enable (broker/auto_topic_creation.py), as the Kafka listener:
-        Create on the cluster, or else on the topic."""
-        errors = await self.auto_topics.metadata_errors(
-            [e.topic for e in entries],
-            self.authorizer.authorize(who, AclOperation.CREATE, CLUSTER_RESOURCE),
-            lambda names: self._denied_topics(who, AclOperation.CREATE, names))
-        for e in entries:
-            e.error_code = int(errors[e.topic])
 
     async def GetReplicaLogInfo(self, request, context):
         await self._require_cluster(context)
@@ -537,10 +406,15 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
                                             topic_partition_log_info=out)
 
     async def DescribeLogDirs(self, request, context):
-        await self._require_cluster(context, AclOperation.DESCRIBE)
+        ctx = self._ctx(context)
+        # the gRPC request cannot say "none": an empty filter is every partition
         wanted = frozenset((t.topic, p) for t in request.topics for p in t.partitions)
+        answer = await apis_log_dirs.describe_log_dirs(ctx, wanted or None)
+        if answer.error:
+            await abort(context, answer.error, f"{ctx.principal} is not authorized to "
+                        f"{AclOperation.DESCRIBE.value} on the cluster")
         results = []
-        for d in await self.rm.describe_log_dirs(wanted):
+        for d in answer.dirs:
             r = pb.DescribeLogDirsResult(log_dir=d.path, directory_id=d.directory_id,
                                          offline=not d.online, error_code=int(d.error),
                                          total_bytes=d.total_bytes, usable_bytes=d.usable_bytes)
@@ -555,43 +429,23 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return pb.DescribeLogDirsResponse(results=results)
 
     async def DeleteRecords(self, request, context):
-        """KIP-107 through broker/delete_records.py, as the Kafka listener's API 21: Delete on
-        each topic, else TOPIC_AUTHORIZATION_FAILED."""
-        who = self._who(context)
-        denied = self._denied_topics(who, AclOperation.DELETE,
-                                     (t.topic for t in request.topics))
-        out = []
-        todo = {}
-        for t in request.topics:
-            for p in t.partitions:
-                tp = TopicPartition(t.topic, p.partition)
-                if t.topic in denied:
-                    out.append(pb.DeleteRecordsPartitionResult(
-                        topic=t.topic, partition=p.partition, low_watermark=-1,
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                        error_message=f"Not authorized to delete records of {t.topic}"))
-                else:
-                    todo[tp] = p.offset
-        done = await delete_records(self.rm, todo, request.timeout_ms) if todo else {}
-        out += [pb.DeleteRecordsPartitionResult(topic=tp.topic, partition=tp.partition,
-                                                error_code=int(code), error_message=message,
-                                                low_watermark=low)
-                for tp, (code, low, message) in done.items()]
-        return pb.DeleteRecordsResponse(results=out)
+        """KIP-107 through broker/apis/log_dirs.py, as the Kafka listener's API 21."""
+        done = await apis_log_dirs.delete_records(
+            self._ctx(context), {TopicPartition(t.topic, p.partition): p.offset
+                                 for t in request.topics for p in t.partitions},
+            request.timeout_ms)
+        return pb.DeleteRecordsResponse(results=[
+            pb.DeleteRecordsPartitionResult(topic=tp.topic, partition=tp.partition,
+                                            error_code=int(code), error_message=message,
+                                            low_watermark=low)
+            for tp, (code, low, message) in done.items()])
 
     async def AlterReplicaLogDirs(self, request, context):
-        if not self.authorizer.authorize(self._who(context), AclOperation.ALTER,
-                                         CLUSTER_RESOURCE):
-            # Kafka: every partition answers CLUSTER_AUTHORIZATION_FAILED, nothing moves.
-            return pb.AlterReplicaLogDirsResponse(results=[
-                pb.PartitionResult(topic=t.topic, partition=p,
-                                   error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
-                for d in request.dirs for t in d.topics for p in t.partitions])
         moves: dict[str, list[TopicPartition]] = {}
         for d in request.dirs:
             moves.setdefault(d.path, []).extend(
                 TopicPartition(t.topic, p) for t in d.topics for p in t.partitions)
-        results = await self.rm.alter_replica_log_dirs(moves)
+        results = await apis_log_dirs.alter_replica_log_dirs(self._ctx(context), moves)
         return pb.AlterReplicaLogDirsResponse(results=[
             pb.PartitionResult(topic=tp.topic, partition=tp.partition, error_code=int(code),
                                error_message=message)
@@ -636,20 +490,16 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return self.configs
 
     async def DescribeConfigs(self, request, context):
-        configs = await self._config_manager(context)
-        who = self._who(context)
+        await self._config_manager(context)
+        outcomes = await apis_configs.describe_configs(self._ctx(context), [
+            apis_configs.DescribeResource(r.resource_type, r.resource_name,
+                                          list(r.configuration_keys))
+            for r in request.resources])
         resp = pb.DescribeConfigsResponse()
-        for r in request.resources:
+        for r, o in zip(request.resources, outcomes):
             out = resp.results.add(resource_type=r.resource_type, resource_name=r.resource_name)
-            refused = self._config_refusal(who, AclOperation.DESCRIBE_CONFIGS, r.resource_type,
-                                           r.resource_name)
-            if refused is not None:
-                out.error_code, out.error_message = refused
-                continue
-            o = await config_requests.describe(configs, r.resource_type, r.resource_name,
-                                               r.configuration_keys)
             if o.error_code:
-                out.error_code, out.error_message = o.error_code, o.error_message
+                out.error_code, out.error_message = o.error_code, o.error_message or ""
                 continue
             for e in o.entries:
                 pe = out.configs.add(name=e.name, read_only=e.read_only,
@@ -664,81 +514,48 @@ class BrokerServicer(replog_pb2_grpc.BrokerServicer):
         return resp
 
     async def IncrementalAlterConfigs(self, request, context):
-        configs = await self._config_manager(context)
-        who = self._who(context)
-        refusals = [self._config_refusal(who, AclOperation.ALTER_CONFIGS, r.resource_type,
-                                         r.resource_name) for r in request.resources]
-        allowed = [r for r, refused in zip(request.resources, refusals) if refused is None]
-        outcomes = iter(await config_requests.alter(configs, [
+        await self._config_manager(context)
+        outcomes = await apis_configs.alter_configs(self._ctx(context), [
             config_requests.AlterResource(
                 r.resource_type, r.resource_name,
                 tuple((c.name, c.config_operation, c.value if c.HasField("value") else None)
                       for c in r.configs))
-            for r in allowed], request.validate_only) if allowed else [])
+            for r in request.resources], request.validate_only)
         resp = pb.IncrementalAlterConfigsResponse()
-        for r, refused in zip(request.resources, refusals):
-            if refused is None:
-                o = next(outcomes)
-                code, message = o.error_code, o.error_message or ""
-            else:
-                code, message = refused
+        for r, o in zip(request.resources, outcomes):
             resp.responses.add(resource_type=r.resource_type, resource_name=r.resource_name,
-                               error_code=code, error_message=message)
+                               error_code=o.error_code, error_message=o.error_message or "")
         return resp
-
-    def _config_refusal(self, who: Requester | None, operation: AclOperation, resource_type: int,
-                        name: str) -> tuple[int, str] | None:
-        """KafkaApis' config checks: ``operation`` on the topic (TOPIC_AUTHORIZATION_FAILED)
-        or, for broker resources, on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
-        if self.authorizer is ALLOW_ALL:
-            return None
-        if resource_type == _CONFIG_TOPIC:
-            if not name:
-                return int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "a topic name is required"
-            resource, code = topic_resource(name), ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        else:
-            resource, code = CLUSTER_RESOURCE, ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        if self.authorizer.authorize(who, operation, resource):
-            return None
-        return int(code), f"{who.principal} is not authorized to {operation.value} {name!r}"
 
     # ------------------------------------------------------------------ ACLs (Admin API)
 
-    async def _acl_store_of(self, context, operation: AclOperation):
-        """The authorizer, once the requester may ``operation`` the cluster (Alter to change
-        ACLs, Describe to read them); SECURITY_DISABLED without one (KafkaApis)."""
-        if self.authorizer is ALLOW_ALL:
-            await abort(context, ErrorCode.SECURITY_DISABLED,
-                        "No Authorizer is configured on the broker")
-        await self._require_cluster(context, operation)
-        return self.authorizer
+    async def _acl_answer(self, context, answer: apis_acls.AclsAnswer, what: str):
+        """A request refused whole is the call's status; a store that failed INTERNAL."""
+        if answer.error == ErrorCode.UNKNOWN_SERVER_ERROR:
+            await rpc_status.abort(context, grpc.StatusCode.INTERNAL,
+                                   ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"ACLs not {what}: {answer.message}"[:300])
+        if answer.error:
+            await abort(context, answer.error, answer.message or "")
+        return answer.results
 
     async def CreateAcls(self, request, context):
-        authorizer = await self._acl_store_of(context, AclOperation.ALTER)
-        try:
-            refusals = await authorizer.create_acls([_parsed(binding_from_pb, m)
-                                                     for m in request.creations])
-        except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable etc.: one line
-            await _zookeeper_failed(context, "stored", e)
+        refusals = await self._acl_answer(context, await apis_acls.create_acls(
+            self._ctx(context), [_parsed(binding_from_pb, m) for m in request.creations]),
+            "stored")
         return pb.CreateAclsResponse(results=[
             pb.AclCreationResult(error_code=int(ErrorCode.INVALID_REQUEST), error_message=str(e))
             if e is not None else pb.AclCreationResult(error_code=0) for e in refusals])
 
     async def DescribeAcls(self, request, context):
-        authorizer = await self._acl_store_of(context, AclOperation.DESCRIBE)
-        try:
-            f = filter_from_pb(request.filter)
-        except AclError as e:
-            await abort(context, ErrorCode.INVALID_REQUEST, str(e))
-        return pb.DescribeAclsResponse(acls=[binding_pb(b) for b in authorizer.describe_acls(f)])
+        bindings = await self._acl_answer(context, apis_acls.describe_acls(
+            self._ctx(context), _parsed(filter_from_pb, request.filter)), "read")
+        return pb.DescribeAclsResponse(acls=[binding_pb(b) for b in bindings])
 
     async def DeleteAcls(self, request, context):
-        authorizer = await self._acl_store_of(context, AclOperation.ALTER)
-        try:
-            results = await authorizer.delete_acls([_parsed(filter_from_pb, m)
-                                                    for m in request.filters])
-        except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable etc.: one line
-            await _zookeeper_failed(context, "deleted", e)
+        results = await self._acl_answer(context, await apis_acls.delete_acls(
+            self._ctx(context), [_parsed(filter_from_pb, m) for m in request.filters]),
+            "deleted")
         resp = pb.DeleteAclsResponse()
         for r in results:
             if isinstance(r, AclError):
@@ -756,8 +573,3 @@ def _parsed(parse, message):
         return parse(message)
     except AclError as e:
         return e
-
-
-async def _zookeeper_failed(context, what: str, e: Exception) -> None:
-    await rpc_status.abort(context, grpc.StatusCode.INTERNAL, ErrorCode.UNKNOWN_SERVER_ERROR,
-                           f"ACLs not {what}: {type(e).__name__}: {e}"[:300])

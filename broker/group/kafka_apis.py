@@ -104,15 +104,21 @@ def _group(name: str) -> ResourcePattern:
 
 class GroupApis:
     def __init__(self, listener: Any, groups: GroupCoordinator):
-        self.ctx = listener
+        self.listener = listener
         self.groups = groups
         self.creation = OffsetsTopicCreation(listener.controller, listener.rm.config,
                                              getattr(listener, "events", None))
 
+    @property
+    def ctx(self) -> Any:
+        """The API layer's context of the request being served (broker/apis/context.py):
+        its requester, the authorizer, the replica manager and the listener's name."""
+        return self.listener.api_context()
+
     # ------------------------------------------------------------------ authorization
 
     def _allowed(self, operation: AclOperation, group_id: str) -> bool:
-        who = self.ctx.requester()
+        who = self.ctx.requester
         if self.ctx.authorizer.allows_everything(who):
             return True
         if not group_id:  # no resource to grant it on
@@ -120,7 +126,7 @@ class GroupApis:
         return bool(self.ctx.authorizer.authorize(who, operation, _group(group_id)))
 
     def _client(self) -> tuple[str, str]:
-        host = self.ctx.requester().host
+        host = self.ctx.requester.host
         return current_client_id.get(), f"/{host}" if host else ""  # InetAddress.toString
 
     # ------------------------------------------------------------------ FindCoordinator
@@ -390,7 +396,7 @@ class GroupApis:
             states_filter=tuple(req.states_filter) if version >= 4 else (),
             api_version=version))
         listed = list(r.groups)
-        who = self.ctx.requester()
+        who = self.ctx.requester
         if not self.ctx.authorizer.allows_everything(who) and not self.ctx.authorized(
                 AclOperation.DESCRIBE, CLUSTER_RESOURCE):
             listed = [g for g in listed if self._allowed(AclOperation.DESCRIBE, g.group_id)]
