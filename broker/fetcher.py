@@ -408,6 +408,7 @@ class ReplicaFetcher:
             # is from a leader it no longer follows. A queued append has run; that is all.
             return
         problem, detail, log_dir = Problem.NONE, "", None
+        error_code = r.error_code
         try:
             if r.error_code == ErrorCode.NONE:
                 if r.HasField("diverging_epoch"):
@@ -436,6 +437,14 @@ class ReplicaFetcher:
                                             min(r.log_start_offset, log.high_watermark))
             elif r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 await self._reset_offset(tp, s)
+        except _ListOffsetsRefused as e:
+            # The leader's answer to the offset reset, classified as a Fetch answer is
+            # (Kafka's handleOutOfRangeError): FENCED_LEADER_EPOCH at the epoch fetched at
+            # fails the partition until a newer LeaderAndIsr (onPartitionFenced); any other
+            # (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, ...) delays it, the leader having
+            # moved on. It is no local storage error: treated as one, a leadership change
+            # racing the reset left the partition failed until the next epoch.
+            error_code, detail = e.code, f"ListOffsets: {_name(e.code)}"
         except CorruptRecordError as e:
             problem, detail = Problem.CORRUPT_RECORDS, str(e)
         except KafkaStorageError as e:
@@ -444,14 +453,14 @@ class ReplicaFetcher:
             raise
         except Exception as e:  # noqa: BLE001 - KIP-461: one partition must not stop the rest
             problem, detail = Problem.UNEXPECTED, f"{type(e).__name__}: {e}"
-        outcome = classify(problem, r.error_code, s.leader_epoch, p.leader_epoch)
+        outcome = classify(problem, error_code, s.leader_epoch, p.leader_epoch)
         if outcome is Outcome.FAIL_PARTITION:
-            m.mark_failed(self, tp, s, detail or _name(r.error_code), log_dir)
+            m.mark_failed(self, tp, s, detail or _name(error_code), log_dir)
         elif outcome is Outcome.DELAY_PARTITION:
             s.delayed_until = self.monotonic() + m.backoff_s
             m.events.warning("fetch_partition_delayed", partition=str(tp), leader=self.leader_id,
                              leader_epoch=s.leader_epoch,
-                             error=detail or _name(r.error_code))
+                             error=detail or _name(error_code))
 
     def still_following(self, tp: TopicPartition, s: FetchState, log) -> bool:
         """Whether ``s`` is still this fetcher's state for ``tp``, at the epoch it was built
@@ -495,8 +504,7 @@ class ReplicaFetcher:
                     timestamp=ts)])]), timeout=10)
             r = resp.topics[0].partitions[0]
             if r.error_code != ErrorCode.NONE:
-                raise KafkaStorageError(log.log_dir, str(tp),
-                                        detail=f"ListOffsets: {_name(r.error_code)}")
+                raise _ListOffsetsRefused(r.error_code)
             return r.offset
         try:
             # Each RPC is an await: re-check that the partition still follows this leader at
@@ -699,6 +707,14 @@ class _PerFetcherLag:
 
     def describe(self):
         return []
+
+
+class _ListOffsetsRefused(Exception):
+    """The leader answered the offset reset's ListOffsets with an error code."""
+
+    def __init__(self, code: int):
+        super().__init__(_name(code))
+        self.code = code
 
 
 def _name(code: int) -> str:
