@@ -16,6 +16,18 @@ online dir with the fewest partitions (with its placement record while a dir is 
 deletion and mark_offline; its executors and uuid-made ids through the seams of ``seams.py``.
 ``ReplicaManager._check_controller`` and ``_create_logs`` are called as they are.
 
+The replica fetcher is the real one (``broker.fetcher``): a ``ReplicaFetcherManager`` per
+broker process over its LogManager, its fetch states (``track``), its failed set (KIP-461:
+``on_leader_and_isr``, ``on_stop_replica``, and ``on_log_dir_offline`` through the real
+log-dir failure handling), and for each answer ``ReplicaFetcher.build_request`` and
+``handle_response`` - ``_process``, ``_truncate`` on a diverging epoch, ``_reset_offset`` on
+OFFSET_OUT_OF_RANGE with its ListOffsets answered by the leader's real
+``ReplicaManager.list_offset_and_timestamp`` through the in-memory stub
+(``_LeaderStub``, the manager's ``stub_factory`` seam) - run to their end by
+``seams.run_now``. World's network carries each partition's request and answer (one partition
+a request; the fetcher's ``_run`` round, long poll and fetch sessions are not run: the
+leader answers session id 0, so every request is a full one).
+
 What is re-expressed here (the asyncio/gRPC glue of broker/replica_manager.py and fetcher.py,
 which a plain per-partition state object in production would let this module call instead -
 the next step of the issue):
@@ -26,8 +38,8 @@ the next step of the issue):
       _min_isr/_refresh_min_isr, produce's _append and _await_replication's loop,
       _prepare_read/_read_result for follower fetches (without the idle short path, the
       seed-002 pending reads, quotas and fetch sessions), maybe_shrink_isr;
-    - the fetcher's _build_request/_process/_truncate/_reset_offset (the offset reset reads
-      the leader's log bounds directly instead of a ListOffsets RPC);
+    - the fetcher's round (ReplicaFetcher._run: World sends one partition's request at a
+      time, times it out and backs off that partition, SimFetch);
     - ReplicaManager._write_epoch_checkpoints (run a few ticks after the LeaderAndIsr);
     - JBOD (KIP-112, design.md#jbod): forget_lost_replicas (the znode is
       World.lost_replicas); ReplicaManager._leader_and_isr's refusal of a missing log (missing_log's REFUSE, the
@@ -50,10 +62,12 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from broker import delayed_produce, fencing, partition_state, truncation
+import grpc
+
+from broker import delayed_produce, fencing, partition_state
 from broker.alter_partition import AlterPartitionManager, Proposal
 from broker.delayed_produce import ProduceWait
-from broker.fetch_failures import Outcome, Problem, classify
+from broker.fetcher import FetchState, ReplicaFetcher, ReplicaFetcherManager
 from broker.log_dir_failures import LogDirFailureHandling
 from broker.metadata_cache import partition_info
 from broker.partition import Partition
@@ -61,20 +75,17 @@ from broker.replica_manager import ReplicaManager
 from broker.restart_notifier import RestartNotifier
 from broker.storage.log import Log, LogConfig
 from broker.storage.log_manager import LogManager
-from broker.truncation import (
-    OUT_OF_RANGE,
-    Divergence,
-    leader_divergence,
-    leader_end_for_epoch,
-)
+from broker.truncation import OUT_OF_RANGE, leader_divergence, leader_end_for_epoch
 from common import dynamic_config
 from common import records as rec
-from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError
+from common.config import build_config
+from common.errors import ErrorCode, OffsetOutOfRangeError
 from common.names import TopicPartition
+from common.rpc import replog_pb2 as pb
 from common.zk_layout import LEADER_DURING_DELETE
 from controller.decisions.recovery import ReplicaLogInfo
 from tests.sim.cluster.memfs import MemFileOps
-from tests.sim.cluster.seams import Ids, InlineExecutor
+from tests.sim.cluster.seams import Ids, InlineExecutor, run_now
 
 if TYPE_CHECKING:
     from common.controller_requests import (
@@ -84,7 +95,6 @@ if TYPE_CHECKING:
     )
 
 LOG_DIR = "/data"
-FETCH_MAX_BYTES = 1 << 20
 # the fixed stray rule takes the ISR (an ISR member is never a stray); the code before, none
 _STRAY_TAKES_ISR = "isr" in inspect.signature(partition_state.is_stray_replica).parameters
 
@@ -95,6 +105,12 @@ class _Counter:
 
     def labels(self, **_k) -> _Counter:
         return self
+
+    def set_function(self, _f) -> None:
+        pass
+
+    def register(self, _collector) -> None:
+        pass
 
 
 class _Quiet:
@@ -135,19 +151,83 @@ class _NoMoves:
 
 
 @dataclass
-class FetchState:
-    """A follower's fetch state for one partition (fetcher.FetchState's fields that matter)."""
+class SimFetch:
+    """What the simulated network knows of one real fetch state (``broker.fetcher.FetchState``
+    in the real ``ReplicaFetcher`` for its leader): the request in flight. The fetcher's round
+    (``ReplicaFetcher._run``: one Fetch per leader, the long poll, the whole-fetcher back-off)
+    is not run; World sends one partition's request at a time, built and answered by the
+    fetcher's own ``build_request`` and ``handle_response``."""
 
-    partition: Partition
-    leader_id: int
-    leader_epoch: int
-    delayed_until: int = 0
+    state: FetchState
+    fetcher: ReplicaFetcher
     in_flight: int | None = None  # the id of the fetch awaiting its answer
     sent_at: int = 0
     # an answer without a divergence came back in this epoch: the log matches the leader's
     # up to its end (what the diverging-epoch protocol promises); the invariants compare
     # replicas from then on
     synced: bool = False
+
+    @property
+    def partition(self) -> Partition:
+        return self.state.partition
+
+    @property
+    def leader_id(self) -> int:
+        return self.fetcher.leader_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    def live(self) -> bool:
+        """Still the fetcher's state (not failed, removed or replaced)."""
+        return self.fetcher.partitions.get(self.partition.tp) is self.state
+
+    def ready(self, now_ms: int) -> bool:
+        """Past its back-off (the fetcher's clock is the simulation's, in seconds)."""
+        return round(self.state.delayed_until * 1000) <= now_ms
+
+    def back_off(self) -> None:
+        """No answer within the fetch timeout: as the fetcher's transport error, wait
+        ``replica.fetch.backoff.ms`` (for this partition: requests are per partition here)."""
+        self.state.delayed_until = self.fetcher.monotonic() + self.fetcher.manager.backoff_s
+
+
+class _LeaderStub:
+    """The in-memory transport (``broker.fetcher.LeaderStub``, through the manager's
+    ``stub_factory``): the fetcher's ListOffsets (its offset reset) is answered at once by the
+    leader's real ``ReplicaManager.list_offset_and_timestamp`` over its current state; a dead
+    leader is a transport error. Fetch itself goes over World's network (``SimBroker.
+    fetch_request`` / ``serve_fetch`` / ``process_fetch``)."""
+
+    def __init__(self, world, leader_id: int):
+        self.world = world
+        self.leader_id = leader_id
+
+    async def ListOffsets(self, req: pb.ListOffsetsRequest, *, timeout: float  # noqa: N802
+                          ) -> pb.ListOffsetsResponse:
+        leader = self.world.brokers.get(self.leader_id)
+        if leader is None or not leader.alive:
+            raise grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(),
+                                       grpc.aio.Metadata(), "the leader is down")
+        out = pb.ListOffsetsResponse()
+        for t in req.topics:
+            tr = out.topics.add(topic=t.topic)
+            for lp in t.partitions:
+                epoch = lp.current_leader_epoch if lp.HasField("current_leader_epoch") \
+                    else None
+                error, ts, offset, leader_epoch = await ReplicaManager.list_offset_and_timestamp(
+                    leader, TopicPartition(t.topic, lp.partition), lp.timestamp, epoch,
+                    req.replica_id)
+                tr.partitions.add(partition=lp.partition, error_code=error, timestamp=ts,
+                                  offset=offset, leader_epoch=leader_epoch)
+        return out
+
+    def Fetch(self, req, *, timeout):  # noqa: N802 - World's network carries fetches
+        raise NotImplementedError("the simulation sends fetches over World's network")
+
+    def FetchStream(self):  # noqa: N802
+        raise NotImplementedError("the simulation sends fetches over World's network")
 
 
 @dataclass
@@ -193,7 +273,6 @@ class SimBroker:
             self.fs.mkdir(d)
         self.fs.fsync_dir("/")
         self.events = _Quiet()
-        self.fetcher_manager = None
         self.alter_log_dirs = _NoMoves()
         self._reset_process()
 
@@ -207,8 +286,10 @@ class SimBroker:
         self.halted: str | None = None
         self.partitions: dict[TopicPartition, Partition] = {}
         self.metadata: _Metadata = _Metadata()
-        self.fetching: dict[TopicPartition, FetchState] = {}
-        self.failed_fetches: dict[TopicPartition, int] = {}
+        # the real fetcher manager, made at each start over the LogManager; ``fetching`` is
+        # what World's network knows of its fetch states
+        self.fetcher_manager: ReplicaFetcherManager | None = None
+        self.fetching: dict[TopicPartition, SimFetch] = {}
         self.produces: list[PendingProduce] = []
         self.deferred_epoch_writes: list[tuple[int, Log]] = []  # (due ms, log)
         self.controller_epoch = -1
@@ -267,6 +348,13 @@ class SimBroker:
         lm.on_unclean_start_handled = lambda: self.world.rewrite_registration(
             self.broker_id, self.broker_epoch)
         lm.startup()
+        self.fetcher_manager = fm = ReplicaFetcherManager(
+            self.broker_id, lambda: self.broker_epoch, build_config([
+                ("broker.id", str(self.broker_id), "sim"),
+                ("replica.fetch.backoff.ms", str(self.world.fetch_backoff_ms), "sim")]),
+            lm, _Quiet(), _Quiet(), monotonic=lambda: self.now() / 1000,
+            stub_factory=lambda address: _LeaderStub(self.world, int(address)))
+        fm.addresses = {b: str(b) for b in self.world.broker_ids}  # the stub's "address"
         for d in lm.dirs:
             if d.error and "duplicate log directories" in d.error:
                 # production takes the dir offline; in the simulation no such pair may arise
@@ -304,14 +392,16 @@ class SimBroker:
         lost = LogDirFailureHandling.handle_log_dir_failure(self, path, reason)
         for tp in lost:
             self._touched(tp)
-            self.fetching.pop(tp, None)
-            self.failed_fetches.pop(tp, None)
+            self.fetching.pop(tp, None)  # the real fetcher manager forgot it
         self.deferred_epoch_writes = [e for e in self.deferred_epoch_writes
                                       if not e[1].closed]
         return lost
 
     def _lose(self, tps, log_dir):
         return LogDirFailureHandling._lose(self, tps, log_dir)
+
+    def _online_replica(self, tp: TopicPartition) -> Partition | None:
+        return ReplicaManager._online_replica(self, tp)
 
     def halt(self, message: str) -> None:
         """Every log dir is offline: the process exits (World stops it after the call)."""
@@ -415,9 +505,9 @@ class SimBroker:
                 p.log = self.logs[tp]
             t = p.apply_leader_and_isr(s, now)
             if t.new_epoch:
-                self.failed_fetches.pop(tp, None)  # KIP-461: a new epoch clears a failure
+                self.fetcher_manager.on_leader_and_isr(tp, s.leader_epoch)  # KIP-461
             if t.lead:
-                self.fetching.pop(tp, None)
+                self._stop_fetching(tp)
                 if t.write_epoch_start:
                     epoch_starts.append((p, p.log, s.leader_epoch))
                 if t.report_recovered:
@@ -425,9 +515,10 @@ class SimBroker:
                 if t.reset_followers:
                     self.world.on_become_leader(self, tp, s.leader_epoch)
             elif t.follow:
-                self.fetching.pop(tp, None)
-                if t.fetch and tp not in self.failed_fetches:
-                    self.fetching[tp] = FetchState(p, s.leader, s.leader_epoch)
+                self._stop_fetching(tp)
+                if t.fetch:
+                    f = self.fetcher_manager.track(tp, p)
+                    self.fetching[tp] = SimFetch(f.partitions[tp], f)
             results[tp] = ErrorCode.NONE
         for p, log, epoch in epoch_starts:
             # replica_manager._assign_epochs, then the epoch_start_applies check
@@ -439,6 +530,10 @@ class SimBroker:
                 (now + self.world.rng.choice(self.world.profile.get(
                     "deferred_ms", (0, 200, 1000, 3000))), log))
         return results
+
+    def _stop_fetching(self, tp: TopicPartition) -> None:
+        self.fetcher_manager.remove_partitions([tp])
+        self.fetching.pop(tp, None)
 
     def stop_replica(self, req: StopReplicaRequest) -> dict[TopicPartition, ErrorCode]:
         self._check_controller(req.controller_epoch, req.broker_epoch)
@@ -452,8 +547,8 @@ class SimBroker:
             if p is not None and fencing.stop_replica_is_stale(s.leader_epoch, p.leader_epoch):
                 results[tp] = ErrorCode.FENCED_LEADER_EPOCH
                 continue
-            self.fetching.pop(tp, None)
-            self.failed_fetches.pop(tp, None)
+            self._stop_fetching(tp)
+            self.fetcher_manager.on_stop_replica(tp)
             if s.delete_partition:
                 # an offline replica's files are in an offline dir: nothing to delete now
                 # (offline_replica_forgotten); set aside if the dir comes back
@@ -534,7 +629,28 @@ class SimBroker:
 
     # ------------------------------------------------------------------ leader fetch path
 
-    def serve_fetch(self, replica_id: int, broker_epoch: int, fp: FetchRequest) -> FetchAnswer:
+    def serve_fetch(self, req: pb.FetchRequest) -> pb.FetchResponse:
+        """A follower's Fetch, as the fetcher built it: each partition read as below; no
+        fetch session (session id 0: the fetcher sends every partition each time)."""
+        out = pb.FetchResponse()
+        for t in req.topics:
+            tr = out.responses.add(topic=t.topic)
+            for fp in t.partitions:
+                a = self._serve_partition(
+                    req.replica_state.broker_id, req.replica_state.broker_epoch,
+                    FetchRequest(TopicPartition(t.topic, fp.partition), fp.fetch_offset,
+                                 fp.current_leader_epoch,
+                                 fp.last_fetched_epoch if fp.HasField("last_fetched_epoch")
+                                 else None, fp.log_start_offset), fp.partition_max_bytes)
+                r = tr.partitions.add(partition=fp.partition, error_code=a.error,
+                                      high_watermark=a.high_watermark,
+                                      log_start_offset=a.log_start_offset, records=a.records)
+                if a.diverging is not None:
+                    r.diverging_epoch.epoch, r.diverging_epoch.end_offset = a.diverging
+        return out
+
+    def _serve_partition(self, replica_id: int, broker_epoch: int, fp: FetchRequest,
+                         max_bytes: int) -> FetchAnswer:
         """_prepare_read + the read + _read_result, for a follower."""
         tp = fp.tp
         if tp in self.offline_replicas:
@@ -558,7 +674,7 @@ class SimBroker:
         p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset, fp.log_start_offset,
                             self.now(), propose_expansion=self.alter.enqueue)
         try:
-            data = log.read(fp.fetch_offset, FETCH_MAX_BYTES, log.log_end_offset, True)
+            data = log.read(fp.fetch_offset, max_bytes, log.log_end_offset, True)
         except OffsetOutOfRangeError:
             return FetchAnswer(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
                                log.log_start_offset)
@@ -566,68 +682,29 @@ class SimBroker:
 
     # ------------------------------------------------------------------ follower (fetcher)
 
-    def fetch_request(self, s: FetchState) -> FetchRequest:
-        log = s.partition.log
-        latest = log.latest_epoch
-        return FetchRequest(s.partition.tp, log.log_end_offset, s.leader_epoch,
-                            latest if latest >= 0 else None, log.log_start_offset)
+    def fetch_request(self, s: SimFetch) -> pb.FetchRequest:
+        """The real fetcher's request for this one partition (ReplicaFetcher.build_request)."""
+        return s.fetcher.build_request({s.partition.tp: s.state})
 
-    def _still_following(self, tp: TopicPartition, s: FetchState, log) -> bool:
-        p = s.partition
-        return (self.fetching.get(tp) is s and p.leader_epoch == s.leader_epoch
-                and p.leader_id == s.leader_id and not p.is_leader and p.log is log)
-
-    def process_fetch(self, s: FetchState, log: Log, r: FetchAnswer, leader) -> None:
-        """fetcher._process for one partition's answer."""
+    def process_fetch(self, s: SimFetch, answer: pb.FetchResponse) -> None:
+        """The real fetcher's answer handling (ReplicaFetcher.handle_response: _process, and
+        _truncate or _reset_offset), run to its end now: the log dir's executor is inline
+        and the ListOffsets stub answers at once (seams.run_now)."""
         tp = s.partition.tp
-        if not self._still_following(tp, s, log):
+        log = s.partition.log
+        if not s.live():
             return
-        problem = Problem.NONE
-        try:
-            if r.error == ErrorCode.NONE:
-                if r.diverging is not None:
-                    self._truncate(s, log, Divergence(*r.diverging))
-                    return
-                s.synced = True
-                if r.records:
-                    log.append_as_follower(r.records)
-                    self._touched(tp)
-                new_hw = min(r.high_watermark, log.log_end_offset)
-                if new_hw != log.high_watermark:
-                    log.high_watermark = new_hw
-            elif r.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                self._reset_offset(s, log, leader)
-        except CorruptRecordError:
-            problem = Problem.CORRUPT_RECORDS
-        outcome = classify(problem, r.error, s.leader_epoch, s.partition.leader_epoch)
-        if outcome is Outcome.FAIL_PARTITION:
-            self.fetching.pop(tp, None)
-            self.failed_fetches[tp] = s.leader_epoch
-        elif outcome is Outcome.DELAY_PARTITION:
-            s.delayed_until = self.now() + self.world.fetch_backoff_ms
-
-    def _truncate(self, s: FetchState, log: Log, div: Divergence) -> None:
-        own = log.end_offset_for_epoch(div.epoch) if div.epoch >= 0 else (-1, -1)
-        decision = truncation.follower_truncation(div, own, log.log_end_offset, log.high_watermark)
-        before = (log.log_end_offset, log.latest_epoch)
-        log.truncate_to(decision.offset)
-        self._touched(s.partition.tp)
-        if (log.log_end_offset, log.latest_epoch) == before:
-            s.delayed_until = self.now() + self.world.fetch_backoff_ms
-
-    def _reset_offset(self, s: FetchState, log: Log, leader: SimBroker | None) -> None:
-        """fetcher._reset_offset, with ListOffsets read straight from the leader."""
-        lp = leader.partitions.get(s.partition.tp) if leader is not None and leader.alive \
-            else None
-        if lp is None or lp.log is None or not lp.is_leader or lp.leader_epoch != s.leader_epoch:
-            s.delayed_until = self.now() + self.world.fetch_backoff_ms
-            return
-        leader_end = lp.log.log_end_offset
-        if log.log_end_offset > leader_end:
-            log.truncate_to(leader_end)
-        else:
-            log.truncate_fully_and_start_at(lp.log.log_start_offset)
-        self._touched(s.partition.tp)
+        if s.fetcher.still_following(tp, s.state, log) and any(
+                r.error_code == ErrorCode.NONE and not r.HasField("diverging_epoch")
+                for t in answer.responses for r in t.partitions):
+            s.synced = True
+        before = (log.log_end_offset, log.log_start_offset, log.latest_epoch)
+        run_now(s.fetcher.handle_response(answer, {tp: s.state}))
+        if (log.log_end_offset, log.log_start_offset, log.latest_epoch) != before or any(
+                r.HasField("diverging_epoch") for t in answer.responses for r in t.partitions):
+            self._touched(tp)
+        if not s.live() and self.fetching.get(tp) is s:
+            self.fetching.pop(tp)  # KIP-461: failed (the manager's failed set has it)
 
     # ------------------------------------------------------------------ background
 

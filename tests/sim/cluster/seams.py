@@ -3,6 +3,10 @@ deterministically (docs/simulation.md), as the store seam does for the controlle
 
 - :class:`InlineExecutor`: a log dir's executor that runs each job at once, on the caller's
   thread, in submission order - production's single-thread-per-dir order, with no thread.
+- :func:`run_now`: a shell's coroutine (the fetcher's answer handling) run to its end before
+  the call returns, on one private event loop: with the inline executor every future it awaits
+  (LogManager.run_in_dir settles through ``call_soon_threadsafe``) is settled within a few loop
+  iterations, in the order the callbacks were queued - nothing waits on time or I/O.
 - :class:`Ids`: the unique ids production takes from ``uuid4`` (set-aside and deleted copies'
   suffixes, a new dir's directory.id), drawn from a counter, so a seed replays its disks byte
   for byte and the simulation's random stream is not consumed.
@@ -10,7 +14,40 @@ deterministically (docs/simulation.md), as the store seam does for the controlle
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from concurrent.futures import Executor, Future
+
+MAX_ITERATIONS = 1000
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def run_now(coro: Coroutine):
+    """Run ``coro`` to its end, now; an await that nothing in the simulation settles is a
+    defect of the seams (it raises instead of hanging the run)."""
+    global _loop
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+    loop = _loop
+    task = loop.create_task(coro)
+    task.add_done_callback(lambda _t: loop.stop())
+    iterations = 0
+    watch: asyncio.Handle
+
+    def watchdog() -> None:
+        # queued at every iteration, so the loop never blocks in its selector waiting
+        nonlocal iterations, watch
+        iterations += 1
+        if iterations > MAX_ITERATIONS:
+            task.cancel()
+        else:
+            watch = loop.call_soon(watchdog)
+    watch = loop.call_soon(watchdog)
+    loop.run_forever()
+    watch.cancel()
+    if iterations > MAX_ITERATIONS:
+        raise RuntimeError(f"{coro!r} awaits something the simulation never settles")
+    return task.result()
 
 
 class InlineExecutor(Executor):
