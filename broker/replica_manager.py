@@ -41,7 +41,7 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING
 
 from broker import fencing, partition_state
-from broker.alter_log_dirs import ALTER_LOG_DIRS_RATE, ReplicaAlterLogDirsManager
+from broker.alter_log_dirs import ALTER_LOG_DIRS_RATE, ReplicaAlterLogDirsManager, ReplicaHost
 from broker.fetch_session import FetchSessionCache
 from broker.leader_fetch import LeaderFetchPath
 from broker.log_dir_failures import LogDirFailureHandling
@@ -171,11 +171,18 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
             config["replication.quota.window.size.seconds"])
         if fetcher_manager is not None:
             fetcher_manager.quota = self.quotas.follower
-        # KIP-113: intra-broker moves, throttled by their own io quota.
-        self.alter_log_dirs = ReplicaAlterLogDirsManager(self, ReplicationQuota(
-            monotonic, config[ALTER_LOG_DIRS_RATE],
-            config["replication.quota.window.num"],
-            config["replication.quota.window.size.seconds"]))
+        # Controller requests change replica state across awaits: one at a time (Kafka's
+        # replicaStateChangeLock), or two LeaderAndIsr requests could interleave.
+        self.state_change = asyncio.Lock()
+        # KIP-113: intra-broker moves, throttled by their own io quota; handed the parts of
+        # this manager a move reads, not the manager.
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(
+            ReplicaHost(self.partitions, self.state_change, lambda: self.broker_epoch,
+                        lambda tp, reason: self.handle_log_failure(tp, reason)),
+            log_manager, events, metrics, ReplicationQuota(
+                monotonic, config[ALTER_LOG_DIRS_RATE],
+                config["replication.quota.window.num"],
+                config["replication.quota.window.size.seconds"]))
         self._leader_held_back = 0  # partitions the leader quota held back at the last fetch
         self.lag_max_ms = config["replica.lag.time.max.ms"]
         # design.md#kip-501
@@ -183,9 +190,6 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         self.process_time_max_ms = config["follower.fetch.process.time.max.ms"]
         self._fetch_ids = 0
         self._read_pool = read_pool
-        # Controller requests change replica state across awaits: one at a time (Kafka's
-        # replicaStateChangeLock), or two LeaderAndIsr requests could interleave.
-        self.state_change = asyncio.Lock()
         self._register_gauges()
 
     # ------------------------------------------------------------------ metrics
