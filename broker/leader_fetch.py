@@ -155,7 +155,7 @@ class LeaderFetchPath:
         now = self.clock() if replica_id >= 0 else 0
         for i, fp in enumerate(parts):
             r = self._idle_follower_fetch(replica_id, broker_epoch, fp, now, fetch_id) \
-                if replica_id >= 0 else None
+                if replica_id >= 0 and self.idle_fetch_short_path else None
             if r is None:
                 r = self._prepare_read(replica_id, broker_epoch, i, fp, fetch_id)
                 if not isinstance(r, FetchResult):

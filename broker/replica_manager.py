@@ -105,7 +105,8 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
                  restart_notifier: RestartNotifier | None = None,
                  halt: Callable[[str], None] | None = None,
                  on_log_dir_offline: Callable[[str], None] | None = None,
-                 read_pool: Executor | None = None):
+                 read_pool: Executor | None = None,
+                 idle_fetch_short_path: bool = True):
         """``clock``: wall milliseconds for follower fetch states (isr.py); ``monotonic``:
         seconds for request deadlines, serve times and replication quota rates. Without a
         fetcher manager this broker fetches nothing; without an AlterPartition manager it
@@ -113,7 +114,10 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         /restart_partitions entries (none: not written); ``halt(message)`` ends the process when
         the last log dir goes offline (none: only logged - an embedding process decides);
         ``on_log_dir_offline(dir)`` lets the server update its registration; ``read_pool`` runs
-        the leader's log reads (none: the event loop's default executor)."""
+        the leader's log reads (none: the event loop's default executor);
+        ``idle_fetch_short_path``: answer an idle, caught-up follower's fetch without the full
+        per-partition path (``leader_fetch``; off, every follower fetch takes the full path,
+        which the short path must be indistinguishable from)."""
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
@@ -190,6 +194,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         self.process_time_max_ms = config["follower.fetch.process.time.max.ms"]
         self._fetch_ids = 0
         self._read_pool = read_pool
+        self.idle_fetch_short_path = idle_fetch_short_path
         self._register_gauges()
 
     # ------------------------------------------------------------------ metrics
