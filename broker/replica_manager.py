@@ -44,7 +44,7 @@ from broker import fencing, partition_state
 from broker.alter_log_dirs import ALTER_LOG_DIRS_RATE, ReplicaAlterLogDirsManager, ReplicaHost
 from broker.fetch_session import FetchSessionCache
 from broker.leader_fetch import LeaderFetchPath
-from broker.log_dir_failures import LogDirFailureHandling
+from broker.log_dir_failures import LogDirFailures
 from broker.log_dir_ops import LogDirOps
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
@@ -57,7 +57,6 @@ from broker.replication_quota import (
     ReplicationQuotas,
 )
 from broker.storage.errors import KafkaStorageError, LogClosedError, LogDirOfflineError
-from broker.storage.failure_scope import PROBE_TIMEOUT_S
 from broker.storage.log import MAX_TIMESTAMP
 from broker.storage.log_manager import LogManager
 from broker.topic_config_state import TopicConfigState
@@ -86,13 +85,15 @@ from broker.replica_types import (
 )
 
 
-class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailureHandling,
-                     LogDirOps, ReplicaBackgroundTasks, ReplicaGauges):
+class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirOps,
+                     ReplicaBackgroundTasks, ReplicaGauges):
     """The map of partitions, the state-change lock, and the controller requests
     (LeaderAndIsr, StopReplica, UpdateMetadata); each other family of the replica manager is a
     part in its own module: ``topic_config_state``, ``produce_path``,
-    ``leader_fetch``, ``log_dir_failures``, ``log_dir_ops``, ``replica_background``,
-    ``replica_gauges``. A partition's replication state and rules are ``broker.partition``."""
+    ``leader_fetch``, ``log_dir_ops``, ``replica_background``, ``replica_gauges`` (mixins
+    still), and the composed parts, each handed what it reads rather than this manager:
+    ``log_dir_failures.LogDirFailures`` and ``alter_log_dirs.ReplicaAlterLogDirsManager``.
+    A partition's replication state and rules are ``broker.partition``."""
 
     def __init__(self, broker_id: int, config: Config, log_manager: LogManager,
                  metadata: MetadataCache, metrics: BrokerMetrics, events,
@@ -135,10 +136,6 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         for tp, log_dir in log_manager.set_aside:  # copies lost before a restart (log_manager)
             if log_manager.get_log(tp) is None:
                 self.offline_replicas[tp] = log_dir
-        self.restart_notifier = restart_notifier
-        self.halt = halt
-        self.on_log_dir_offline = on_log_dir_offline
-        self.probe_timeout_s = PROBE_TIMEOUT_S
         self._stray_deletions: set[asyncio.Task] = set()
         self._background_tasks: set[asyncio.Task] = set()
         self.controller_epoch = -1
@@ -187,6 +184,14 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
                 monotonic, config[ALTER_LOG_DIRS_RATE],
                 config["replication.quota.window.num"],
                 config["replication.quota.window.size.seconds"]))
+        # design.md#jbod: the log-dir failure handling, handed the maps it moves lost
+        # replicas between and the parts it stops, not this manager
+        self.log_dir_failures = LogDirFailures(
+            broker_id, log_manager, self.partitions, self.offline_replicas, metadata,
+            self.alter_log_dirs, events, metrics, fetcher_manager=fetcher_manager,
+            restart_notifier=restart_notifier, halt=halt,
+            on_log_dir_offline=on_log_dir_offline,
+            failure_policy=config.get("log.dir.failure.policy", "offline"))
         self._leader_held_back = 0  # partitions the leader quota held back at the last fetch
         self.lag_max_ms = config["replica.lag.time.max.ms"]
         # design.md#kip-501
@@ -200,6 +205,36 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
     # ------------------------------------------------------------------ metrics
 
 
+
+    # ------------------------------------------------------------------ controller requests
+
+    # ------------------------------------------------------------------ log-dir failures
+
+    async def log_dir_failure_loop(self) -> None:
+        """The one consumer of the log manager's failure channel (``log_dir_failures``)."""
+        await self.log_dir_failures.log_dir_failure_loop()
+
+    def handle_log_dir_failure(self, log_dir: str, reason: str) -> list[TopicPartition]:
+        return self.log_dir_failures.handle_log_dir_failure(log_dir, reason)
+
+    def handle_log_failure(self, tp: TopicPartition, reason: str) -> None:
+        self.log_dir_failures.handle_log_failure(tp, reason)
+
+    @property
+    def restart_notifier(self) -> RestartNotifier | None:
+        return self.log_dir_failures.restart_notifier
+
+    @restart_notifier.setter
+    def restart_notifier(self, notifier: RestartNotifier | None) -> None:
+        self.log_dir_failures.restart_notifier = notifier
+
+    @property
+    def halt(self) -> Callable[[str], None] | None:
+        return self.log_dir_failures.halt
+
+    @halt.setter
+    def halt(self, halt: Callable[[str], None] | None) -> None:
+        self.log_dir_failures.halt = halt
 
     # ------------------------------------------------------------------ controller requests
 
@@ -283,7 +318,8 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
                     self.fetcher_manager.on_log_dir_offline([tp])
                 self.events.warning("replica_recreated", partition=str(tp), lost_in=lost_in,
                                     log_dir=self.log_manager.log_dir_of(tp).path)
-        self._refuse_lost_replicas(refused, {tp: s.partition_epoch for tp, s in todo})
+        self.log_dir_failures.refuse_lost_replicas(
+            refused, {tp: s.partition_epoch for tp, s in todo})
         for tp, lost_in in refused.items():
             created_errors[tp] = (f"the replica of {tp} may be in an offline log dir "
                                   f"({lost_in}) and the request does not say is_new: "
@@ -391,7 +427,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
             for tp, error in failed:
                 self.events.error("leader_epoch_checkpoint_failed", partition=str(tp),
                                   error=str(error))
-                self._report(error)
+                self.log_dir_failures.report(error)
 
     async def stop_background(self) -> None:
         """Shutdown: end the deferred checkpoint writers before the logs close (closing
@@ -547,7 +583,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
             found = await asyncio.get_running_loop().run_in_executor(
                 self._read_pool, p.log.offset_for_timestamp, timestamp, upper)
         except KafkaStorageError as e:
-            self._report(e)
+            self.log_dir_failures.report(e)
             return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, -1
         except LogClosedError as e:  # deleted, reloaded or offline under the read: no I/O error
             return e.error_code, -1, -1, -1

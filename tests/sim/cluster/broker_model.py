@@ -46,8 +46,8 @@ the next step of the issue):
       offline_replicas bookkeeping) and its KAFKA_STORAGE_ERROR answers for a lost replica;
       RestartNotifier.run's write loop (World._write_restart_entries: record_lost_copies and
       the sequential entry in one ZooKeeper round trip, retried until it lands, sometimes
-      twice). Called as they are: broker.log_dir_failures' handle_log_dir_failure, _lose and
-      _refuse_lost_replicas (over the real LogManager), RestartNotifier.request and
+      twice). Called as they are: broker.log_dir_failures.LogDirFailures' handle_log_dir_failure, lose_replicas and
+      refuse_lost_replicas (over the real LogManager), RestartNotifier.request and
       restart_entry, and placement's records (written for a log created while a dir is
       offline; newer_copy decides between two copies found at a start). Not modelled:
       a single log's failure (handle_log_failure), KIP-113 moves between dirs, preferred
@@ -68,7 +68,7 @@ from broker import delayed_produce, fencing, partition_state
 from broker.alter_partition import AlterPartitionManager, Proposal
 from broker.delayed_produce import ProduceWait
 from broker.fetcher import FetchState, ReplicaFetcher, ReplicaFetcherManager
-from broker.log_dir_failures import LogDirFailureHandling
+from broker.log_dir_failures import LogDirFailures
 from broker.metadata_cache import partition_info
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
@@ -355,6 +355,11 @@ class SimBroker:
             lm, _Quiet(), _Quiet(), monotonic=lambda: self.now() / 1000,
             stub_factory=lambda address: _LeaderStub(self.world, int(address)))
         fm.addresses = {b: str(b) for b in self.world.broker_ids}  # the stub's "address"
+        # the real log-dir failure handling over this process's maps (design.md#jbod)
+        self.failures = LogDirFailures(
+            self.broker_id, lm, self.partitions, self.offline_replicas, self.metadata,
+            self.alter_log_dirs, self.events, _Quiet(), fetcher_manager=fm,
+            restart_notifier=self.restart_notifier, halt=self.halt)
         for d in lm.dirs:
             if d.error and "duplicate log directories" in d.error:
                 # production takes the dir offline; in the simulation no such pair may arise
@@ -389,16 +394,13 @@ class SimBroker:
         replicas out of ``partitions`` into ``offline_replicas``, a restart of them asked
         of the controller (RestartNotifier.request), a halt if no dir is left. The fetcher
         forgets them (FetcherManager.remove_partitions)."""
-        lost = LogDirFailureHandling.handle_log_dir_failure(self, path, reason)
+        lost = self.failures.handle_log_dir_failure(path, reason)
         for tp in lost:
             self._touched(tp)
             self.fetching.pop(tp, None)  # the real fetcher manager forgot it
         self.deferred_epoch_writes = [e for e in self.deferred_epoch_writes
                                       if not e[1].closed]
         return lost
-
-    def _lose(self, tps, log_dir):
-        return LogDirFailureHandling._lose(self, tps, log_dir)
 
     def _online_replica(self, tp: TopicPartition) -> Partition | None:
         return ReplicaManager._online_replica(self, tp)
@@ -407,7 +409,6 @@ class SimBroker:
         """Every log dir is offline: the process exits (World stops it after the call)."""
         self.halted = message
 
-    on_log_dir_offline = None  # the registration rewrite: no controller rule reads it
 
     def power_loss(self) -> None:
         """An unclean stop: what was not fsynced is gone (memfs.crash)."""
@@ -488,8 +489,8 @@ class SimBroker:
             else:
                 refused[s.tp] = self.offline_replicas.get(s.tp) or ",".join(
                     d.path for d in self.dirs if not d.online)
-        LogDirFailureHandling._refuse_lost_replicas(
-            self, refused, {s.tp: s.partition_epoch for s in todo})
+        self.failures.refuse_lost_replicas(
+            refused, {s.tp: s.partition_epoch for s in todo})
         now = self.now()
         epoch_starts = []
         for s in todo:
