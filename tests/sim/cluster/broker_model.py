@@ -36,18 +36,23 @@ the next step of the issue):
       awaits the log dir's executor);
     - ReplicaManager._stop_replica, update_metadata's stray deletion, _check_controller,
       _min_isr/_refresh_min_isr, produce's _append and _await_replication's loop,
-      _prepare_read/_read_result for follower fetches (without the idle short path, the
-      seed-002 pending reads, quotas and fetch sessions), maybe_shrink_isr;
+      maybe_shrink_isr;
+    - the leader's fetch around the real _prepare_read and _read_result (called as they
+      are, one partition at a time): fetch/_read_all (the idle short path, long polling, the
+      seed-002 pending reads, quotas and fetch sessions) and _read_logs' read-pool hand-off
+      (the one read is done at once);
     - the fetcher's round (ReplicaFetcher._run: World sends one partition's request at a
       time, times it out and backs off that partition, SimFetch);
     - ReplicaManager._write_epoch_checkpoints (run a few ticks after the LeaderAndIsr);
     - JBOD (KIP-112, design.md#jbod): forget_lost_replicas (the znode is
-      World.lost_replicas); ReplicaManager._leader_and_isr's refusal of a missing log (missing_log's REFUSE, the
-      offline_replicas bookkeeping) and its KAFKA_STORAGE_ERROR answers for a lost replica;
-      RestartNotifier.run's write loop (World._write_restart_entries: record_lost_copies and
-      the sequential entry in one ZooKeeper round trip, retried until it lands, sometimes
-      twice). Called as they are: broker.log_dir_failures.LogDirFailures' handle_log_dir_failure, lose_replicas and
-      refuse_lost_replicas (over the real LogManager), RestartNotifier.request and
+      World.lost_replicas); ReplicaManager._leader_and_isr's refusal of a missing log
+      (missing_log's REFUSE, the offline_replicas bookkeeping) and the KAFKA_STORAGE_ERROR
+      answers to produce and GetReplicaLogInfo for a lost replica (a follower fetch gets
+      it from the real _prepare_read); RestartNotifier.run's write loop
+      (World._write_restart_entries: record_lost_copies and the sequential entry in one
+      ZooKeeper round trip, retried until it lands, sometimes twice). Called as they are:
+      broker.log_dir_failures.LogDirFailures (handle_log_dir_failure, lose_replicas,
+      refuse_lost_replicas, over the real LogManager), RestartNotifier.request and
       restart_entry, and placement's records (written for a log created while a dir is
       offline; newer_copy decides between two copies found at a start). Not modelled:
       a single log's failure (handle_log_failure), KIP-113 moves between dirs, preferred
@@ -72,10 +77,12 @@ from broker.log_dir_failures import LogDirFailures
 from broker.metadata_cache import partition_info
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
+from broker.replica_types import FetchPartitionRequest, _LogRead
+from broker.replication_quota import ReplicationQuota
 from broker.restart_notifier import RestartNotifier
+from broker.storage.errors import KafkaStorageError, LogClosedError
 from broker.storage.log import Log, LogConfig
 from broker.storage.log_manager import LogManager
-from broker.truncation import OUT_OF_RANGE, leader_divergence, leader_end_for_epoch
 from common import dynamic_config
 from common import records as rec
 from common.config import build_config
@@ -302,6 +309,8 @@ class SimBroker:
         self.alter_in_flight: dict[TopicPartition, Proposal] | None = None
         self.alter_sent_at = 0
         self.log_versions: dict[TopicPartition, int] = {}
+        # KIP-73: no throttled replica is configured in the simulation
+        self.quotas = SimpleNamespace(leader=ReplicationQuota(lambda: self.now() / 1000))
 
     # ------------------------------------------------------------------ clock
 
@@ -652,34 +661,34 @@ class SimBroker:
 
     def _serve_partition(self, replica_id: int, broker_epoch: int, fp: FetchRequest,
                          max_bytes: int) -> FetchAnswer:
-        """_prepare_read + the read + _read_result, for a follower."""
-        tp = fp.tp
-        if tp in self.offline_replicas:
-            return FetchAnswer(ErrorCode.KAFKA_STORAGE_ERROR)
-        p = self.partitions.get(tp)
-        p = p if p is not None and p.log is not None else None
-        refused = fencing.leader_request_error(p, tp in self.metadata, fp.current_leader_epoch)
-        if refused is not None:
-            return FetchAnswer(refused)
-        log = p.log
-        div = leader_divergence(fp.last_fetched_epoch, fp.fetch_offset,
-                                leader_end_for_epoch(fp.last_fetched_epoch,
-                                                     log.end_offset_for_epoch),
-                                log.log_start_offset)
-        if div is OUT_OF_RANGE:
-            return FetchAnswer(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
-                               log.log_start_offset)
-        if div is not None:
-            return FetchAnswer(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
-                               diverging=(div.epoch, div.end_offset))
-        p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset, fp.log_start_offset,
-                            self.now(), propose_expansion=self.alter.enqueue)
-        try:
-            data = log.read(fp.fetch_offset, max_bytes, log.log_end_offset, True)
-        except OffsetOutOfRangeError:
-            return FetchAnswer(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
-                               log.log_start_offset)
-        return FetchAnswer(ErrorCode.NONE, p.high_watermark, log.log_start_offset, data)
+        """One partition of a follower's fetch: the real ReplicaManager._prepare_read (lost
+        replica, leader and KIP-320 epoch checks, the follower's membership, divergence, the
+        follower's fetch state with its ISR expansion and the HW), the log read
+        ``_read_logs`` does on the read pool (here at once: one partition, no KIP-501 serve
+        time), and the real _read_result."""
+        r = ReplicaManager._prepare_read(
+            self, replica_id, broker_epoch, 0,
+            FetchPartitionRequest(fp.tp, fp.fetch_offset, max_bytes, fp.current_leader_epoch,
+                                  fp.last_fetched_epoch, fp.log_start_offset))
+        if isinstance(r, _LogRead):
+            try:
+                r.data = r.log.read(r.fetch_offset, r.max_bytes, r.upper, True)
+            except (OffsetOutOfRangeError, KafkaStorageError, LogClosedError) as e:
+                r.error = e
+            r = ReplicaManager._read_result(self, r)
+        return FetchAnswer(r.error, r.high_watermark, r.log_start_offset, r.records,
+                           r.diverging)
+
+    # what _prepare_read and _read_result read of the replica manager
+    def clock(self) -> int:
+        return self.now()
+
+    @property
+    def alter_partition(self) -> AlterPartitionManager:
+        return self.alter
+
+    def _lost_message(self, tp: TopicPartition) -> str:
+        return ReplicaManager._lost_message(self, tp)
 
     # ------------------------------------------------------------------ follower (fetcher)
 
