@@ -215,7 +215,7 @@ class ReplicaFetcher:
             return None
         if self._stub is None:
             if self.manager.stub_factory is not None:
-                self._stub = self.manager.stub_factory(self.address)
+                self._stub = self.manager.stub_factory(self.leader_id, self.address)
             else:
                 self._channel = self.manager.channel_factory(self.address,
                                                              REPLICA_FETCHER_OPTIONS)
@@ -533,10 +533,10 @@ class ReplicaFetcherManager:
     def __init__(self, broker_id: int, broker_epoch, config, log_manager, metrics, events,
                  channel_factory: ChannelFactory = insecure_channel,
                  monotonic: Callable[[], float] = time.monotonic,
-                 stub_factory: Callable[[str], LeaderStub] | None = None):
+                 stub_factory: Callable[[int, str], LeaderStub] | None = None):
         """``monotonic``: seconds for partition back-off and the follower quota's rate, handed
         to every fetcher (the replica manager's clock in a simulation). ``stub_factory``: the
-        transport seam - a leader's address -> the stub its fetcher calls (none: a gRPC
+        transport seam - a leader's id and address -> the stub its fetcher calls (none: a gRPC
         BrokerStub over ``channel_factory``'s channel; the cluster simulation's is in memory
         and answers at once)."""
         self.broker_id = broker_id

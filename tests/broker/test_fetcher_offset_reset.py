@@ -67,7 +67,7 @@ async def test_a_refused_list_offsets_delays_the_partition_unless_fenced(tmp_pat
     lm = LogManager([str(tmp_path / "data")], FOLLOWER, LogConfig())
     lm.startup()
     m = ReplicaFetcherManager(FOLLOWER, lambda: 7, cfg, lm, BrokerMetrics(FOLLOWER), events,
-                              monotonic=lambda: now[0], stub_factory=lambda address: stub)
+                              monotonic=lambda: now[0], stub_factory=lambda leader, address: stub)
     log = lm.get_or_create_log(TP)
     log.append_as_leader(batch(3), 2)
     p = Partition(TP, FOLLOWER)

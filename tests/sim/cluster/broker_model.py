@@ -14,7 +14,11 @@ marker and its KIP-966 content, placement-resolved duplicates, the copies
 /brokers/lost_replicas/<id> names set aside, strays), checkpoint, shutdown, log creation in the
 online dir with the fewest partitions (with its placement record while a dir is offline), log
 deletion and mark_offline; its executors and uuid-made ids through the seams of ``seams.py``.
-``ReplicaManager._check_controller`` and ``_create_logs`` are called as they are.
+``ReplicaManager._check_controller`` and ``_create_logs`` are called as they are, and so are
+``ReplicaManager._stop_replica`` (KIP-570's fence, the fetcher and its failed set, a lost
+replica forgotten, the deletion on the log dir's executor, a topic's overrides with its last
+replica) and ``update_metadata`` (the real ``MetadataCache``, the fetchers' endpoints, the
+stray rule and the stray deletions it starts), run to their end by ``seams.run_now``.
 
 The replica fetcher is the real one (``broker.fetcher``): a ``ReplicaFetcherManager`` per
 broker process over its LogManager, its fetch states (``track``), its failed set (KIP-461:
@@ -34,9 +38,8 @@ the next step of the issue):
     - ReplicaManager._leader_and_isr's phases around Partition.apply_leader_and_isr (one
       LeaderAndIsr applied at once, the epoch start written synchronously where production
       awaits the log dir's executor);
-    - ReplicaManager._stop_replica, update_metadata's stray deletion, _check_controller,
-      _min_isr/_refresh_min_isr, produce's _append and _await_replication's loop,
-      maybe_shrink_isr;
+    - ReplicaManager._min_isr/_refresh_min_isr, produce's _append and _await_replication's
+      loop, maybe_shrink_isr, replica_log_info;
     - the leader's fetch around the real _prepare_read and _read_result (called as they
       are, one partition at a time): fetch/_read_all (the idle short path, long polling, the
       seed-002 pending reads, quotas and fetch sessions) and _read_logs' read-pool hand-off
@@ -62,7 +65,6 @@ the next step of the issue):
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -74,7 +76,7 @@ from broker.alter_partition import AlterPartitionManager, Proposal
 from broker.delayed_produce import ProduceWait
 from broker.fetcher import FetchState, ReplicaFetcher, ReplicaFetcherManager
 from broker.log_dir_failures import LogDirFailures
-from broker.metadata_cache import partition_info
+from broker.metadata_cache import MetadataCache
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, _LogRead
@@ -89,7 +91,6 @@ from common.config import build_config
 from common.errors import ErrorCode, OffsetOutOfRangeError
 from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
-from common.zk_layout import LEADER_DURING_DELETE
 from controller.decisions.recovery import ReplicaLogInfo
 from tests.sim.cluster.memfs import MemFileOps
 from tests.sim.cluster.seams import Ids, InlineExecutor, run_now
@@ -102,8 +103,6 @@ if TYPE_CHECKING:
     )
 
 LOG_DIR = "/data"
-# the fixed stray rule takes the ISR (an ISR member is never a stray); the code before, none
-_STRAY_TAKES_ISR = "isr" in inspect.signature(partition_state.is_stray_replica).parameters
 
 
 class _Counter:
@@ -128,15 +127,6 @@ class _Quiet:
             else (lambda *a, **k: None)
 
 
-class _Metadata(dict):
-    """The broker's metadata cache: partition -> PartitionInfo (``.partitions`` as in
-    broker.metadata_cache.MetadataCache, which log_dir_failures reads)."""
-
-    @property
-    def partitions(self) -> _Metadata:
-        return self
-
-
 @dataclass
 class _Dir:
     """A stopped broker's log dirs, as the next start finds them: every one online."""
@@ -145,6 +135,14 @@ class _Dir:
     index: int
     online: bool = True
     error: str | None = None
+
+
+class _NoLock:
+    async def __aenter__(self) -> None:
+        pass
+
+    async def __aexit__(self, *_exc) -> None:
+        pass
 
 
 class _NoMoves:
@@ -292,7 +290,8 @@ class SimBroker:
         self.restart_in_flight = False
         self.halted: str | None = None
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.metadata: _Metadata = _Metadata()
+        self.metadata = MetadataCache()
+        self._stray_deletions: set = set()  # ReplicaManager.update_metadata's stray tasks
         # the real fetcher manager, made at each start over the LogManager; ``fetching`` is
         # what World's network knows of its fetch states
         self.fetcher_manager: ReplicaFetcherManager | None = None
@@ -362,8 +361,10 @@ class SimBroker:
                 ("broker.id", str(self.broker_id), "sim"),
                 ("replica.fetch.backoff.ms", str(self.world.fetch_backoff_ms), "sim")]),
             lm, _Quiet(), _Quiet(), monotonic=lambda: self.now() / 1000,
-            stub_factory=lambda address: _LeaderStub(self.world, int(address)))
-        fm.addresses = {b: str(b) for b in self.world.broker_ids}  # the stub's "address"
+            stub_factory=lambda leader, _address: _LeaderStub(self.world, leader))
+        # every leader has an address before the first UpdateMetadata names them (the stub
+        # needs none)
+        fm.addresses = {b: f"broker-{b}:9092" for b in self.world.broker_ids}
         # the real log-dir failure handling over this process's maps (design.md#jbod)
         self.failures = LogDirFailures(
             self.broker_id, lm, self.partitions, self.offline_replicas, self.metadata,
@@ -545,61 +546,53 @@ class SimBroker:
         self.fetcher_manager.remove_partitions([tp])
         self.fetching.pop(tp, None)
 
-    def stop_replica(self, req: StopReplicaRequest) -> dict[TopicPartition, ErrorCode]:
-        self._check_controller(req.controller_epoch, req.broker_epoch)
-        return self._stop(req.partition_states)
+    # what update_metadata's stray tasks call
+    stop_replica = ReplicaManager.stop_replica
+    _stop_replica = ReplicaManager._stop_replica
 
-    def _stop(self, states) -> dict[TopicPartition, ErrorCode]:
-        results = {}
-        for s in states:
-            tp = s.tp
-            p = self.partitions.get(tp)
-            if p is not None and fencing.stop_replica_is_stale(s.leader_epoch, p.leader_epoch):
-                results[tp] = ErrorCode.FENCED_LEADER_EPOCH
-                continue
-            self._stop_fetching(tp)
-            self.fetcher_manager.on_stop_replica(tp)
-            if s.delete_partition:
-                # an offline replica's files are in an offline dir: nothing to delete now
-                # (offline_replica_forgotten); set aside if the dir comes back
-                self.offline_replicas.pop(tp, None)
-                self.partitions.pop(tp, None)
-                if tp in self.logs:
-                    self.log_manager.delete_log(tp)
-                    self._touched(tp)
-                    self.world.on_replica_deleted(self, tp)
-                if not any(held.topic == tp.topic for held in self.partitions):
-                    self.topic_configs.pop(tp.topic, None)  # the topic's last replica here
-            elif p is not None:
-                p.stopped = True
-                p.become_follower()
-            results[tp] = ErrorCode.NONE
-        return results
+    def apply_stop_replica(self, req: StopReplicaRequest) -> dict[TopicPartition, ErrorCode]:
+        """The real ReplicaManager._stop_replica (KIP-570's fence, the fetcher, a lost
+        replica forgotten, the deletion on the log dir's executor, a topic's overrides with
+        its last replica), run to its end now."""
+        held = set(self.logs)
+        results = run_now(self._stop_replica(req))
+        self._deleted(held, [s.tp for s in req.partition_states])
+        return dict(results)
 
     def update_metadata(self, req: UpdateMetadataRequest) -> None:
-        self._check_controller(req.controller_epoch, req.broker_epoch)
-        for s in req.partition_states:
-            self.metadata[s.tp] = partition_info(s)
-        strays = tuple(
-            SimpleNamespace(tp=s.tp, leader_epoch=None, delete_partition=True)
-            for s in req.partition_states
-            if s.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
-                self.broker_id, s.replicas, s.leader_epoch, s.tp in self.logs,
-                self.partitions.get(s.tp), *((s.isr,) if _STRAY_TAKES_ISR else ())))
-        if strays:
-            self._stop(strays)
+        """The real ReplicaManager.update_metadata (the metadata cache, the fetchers'
+        endpoints, the stray rule), and the stray deletions it starts run to their end now."""
+        held = set(self.logs)
+
+        async def apply() -> None:
+            ReplicaManager.update_metadata(self, req)
+            for task in sorted(self._stray_deletions, key=lambda t: t.get_name()):
+                await task
+        run_now(apply())
+        self._deleted(held, [s.tp for s in req.partition_states])
+
+    def _deleted(self, held: set[TopicPartition], tps) -> None:
+        """After a request: the fetch states the real code removed leave the network's view,
+        and each log it deleted is reported (the invariants re-read it)."""
+        for tp in [tp for tp, f in self.fetching.items() if not f.live()]:
+            del self.fetching[tp]
+        for tp in tps:
+            if tp in held and tp not in self.logs:
+                self._touched(tp)
+                self.world.on_replica_deleted(self, tp)
+
+    @property
+    def state_change(self):
+        """ReplicaManager.stop_replica's lock: the simulation applies one request at a time."""
+        return _NoLock()
 
     def replica_log_info(self, tps) -> dict[TopicPartition, ReplicaLogInfo]:
+        """KIP-966 GetReplicaLogInfo through the real ReplicaManager.replica_log_info; the
+        answer as the controller's recovery reads it (the servicer's translation)."""
         out = {}
         for tp in tps:
-            p = self.partitions.get(tp)
-            log = p.log if p is not None else self.logs.get(tp)
-            if tp in self.offline_replicas:
-                out[tp] = ReplicaLogInfo(-1, -1, ErrorCode.KAFKA_STORAGE_ERROR)
-            elif log is None:
-                out[tp] = ReplicaLogInfo(-1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            else:
-                out[tp] = ReplicaLogInfo(log.latest_epoch, log.log_end_offset)
+            error, last_epoch, _current, leo = ReplicaManager.replica_log_info(self, tp)
+            out[tp] = ReplicaLogInfo(last_epoch, leo, error)
         return out
 
     # ------------------------------------------------------------------ produce
@@ -611,7 +604,7 @@ class SimBroker:
             return ErrorCode.KAFKA_STORAGE_ERROR, -1
         p = self.partitions.get(tp)
         p = p if p is not None and p.log is not None else None
-        refused = fencing.produce_error(p, tp in self.metadata, acks)
+        refused = fencing.produce_error(p, tp in self.metadata.partitions, acks)
         if refused is not None:
             return refused, -1
         batch = rec.build_batch([rec.ProducerRecord(None, value)], now_ms=self.now())

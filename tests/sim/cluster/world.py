@@ -349,7 +349,7 @@ class World:
                 b.update_metadata(update_metadata_request(request_pb(s.request)))
             elif s.kind == "StopReplica":
                 req = stop_replica_request(request_pb(s.request))
-                results = b.stop_replica(req)
+                results = b.apply_stop_replica(req)
                 deleted = {p.tp for p in req.partition_states if p.delete_partition}
                 if deleted:
                     errors = {tp: results[tp] for tp in deleted}
@@ -906,7 +906,7 @@ class World:
             return
         self.say(f"broker {b.broker_id} handles a late copy of a StopReplica")
         try:
-            b.stop_replica(stop_replica_request(request_pb(s.request)))
+            b.apply_stop_replica(stop_replica_request(request_pb(s.request)))
         except RequestError:  # fenced, as ReplicaManager._check_controller refuses it
             pass
 
