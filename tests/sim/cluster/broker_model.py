@@ -14,7 +14,8 @@ marker and its KIP-966 content, placement-resolved duplicates, the copies
 /brokers/lost_replicas/<id> names set aside, strays), checkpoint, shutdown, log creation in the
 online dir with the fewest partitions (with its placement record while a dir is offline), log
 deletion and mark_offline; its executors and uuid-made ids through the seams of ``seams.py``.
-``ReplicaManager._check_controller`` and ``_create_logs`` are called as they are, and so are
+``ReplicaManager._check_controller``, ``_create_logs``, ``_min_isr``, ``_refresh_min_isr`` and
+``maybe_shrink_isr`` are called as they are, and so are
 ``ReplicaManager._stop_replica`` (KIP-570's fence, the fetcher and its failed set, a lost
 replica forgotten, the deletion on the log dir's executor, a topic's overrides with its last
 replica) and ``update_metadata`` (the real ``MetadataCache``, the fetchers' endpoints, the
@@ -38,8 +39,8 @@ the next step of the issue):
     - ReplicaManager._leader_and_isr's phases around Partition.apply_leader_and_isr (one
       LeaderAndIsr applied at once, the epoch start written synchronously where production
       awaits the log dir's executor);
-    - ReplicaManager._min_isr/_refresh_min_isr, produce's _append and _await_replication's
-      loop, maybe_shrink_isr, replica_log_info;
+    - produce's _append and _await_replication's loop; apply_topic_config /
+      apply_broker_config's bookkeeping (config_changed: the configs re-read from the tree);
     - the leader's fetch around the real _prepare_read and _read_result (called as they
       are, one partition at a time): fetch/_read_all (the idle short path, long polling, the
       seed-002 pending reads, quotas and fetch sessions) and _read_logs' read-pool hand-off
@@ -85,7 +86,6 @@ from broker.restart_notifier import RestartNotifier
 from broker.storage.errors import KafkaStorageError, LogClosedError
 from broker.storage.log import Log, LogConfig
 from broker.storage.log_manager import LogManager
-from common import dynamic_config
 from common import records as rec
 from common.config import build_config
 from common.errors import ErrorCode, OffsetOutOfRangeError
@@ -428,12 +428,23 @@ class SimBroker:
 
     # ------------------------------------------------------------------ configs
 
+    # what ReplicaManager._min_isr, _refresh_min_isr and maybe_shrink_isr read
+    @property
+    def config(self) -> dict[str, object]:
+        return {"min.insync.replicas": self.static_min_isr}
+
+    @property
+    def broker_default_config(self) -> dict[str, str] | None:
+        return self.broker_dynamic
+
+    @property
+    def lag_max_ms(self) -> int:
+        return self.world.lag_max_ms
+
+    pending_reads_in_sync = False  # design.md#kip-501 is not modelled
+
     def _min_isr(self, topic: str, replication_factor: int) -> int:
-        resolve = getattr(dynamic_config, "configured_min_isr", None)
-        if resolve is None:  # before the one min-ISR resolver: the old signature
-            resolve = dynamic_config.effective_min_isr
-        return resolve(self.topic_configs.get(topic), self.broker_dynamic,
-                       self.static_min_isr, replication_factor)
+        return ReplicaManager._min_isr(self, topic, replication_factor)
 
     def _topic_config(self, topic: str) -> None:
         if topic not in self.topic_configs:
@@ -441,19 +452,13 @@ class SimBroker:
 
     def config_changed(self, topic: str | None) -> None:
         """A /config/changes notification: a topic's overrides (topic) or the dynamic broker
-        default (None) were re-read; ReplicaManager.apply_*_config then _refresh_min_isr."""
+        default (None) were re-read (ReplicaManager.apply_*_config's bookkeeping), then the
+        real _refresh_min_isr."""
         if topic is None:
             self.broker_dynamic = dict(self.world.broker_default_config)
         elif topic in self.topic_configs or any(tp.topic == topic for tp in self.partitions):
             self.topic_configs[topic] = dict(self.world.d.tree.configs.get(topic, {}))
-        for tp, p in sorted(self.partitions.items()):
-            if topic is not None and tp.topic != topic:
-                continue
-            new = self._min_isr(tp.topic, len(p.replicas))
-            if new != p.min_isr:
-                p.min_isr = new
-                if p.is_leader:
-                    p.maybe_advance_hw()
+        ReplicaManager._refresh_min_isr(self, lambda tp: topic is None or tp.topic == topic)
 
     # ------------------------------------------------------------------ controller requests
 
@@ -712,12 +717,8 @@ class SimBroker:
     # ------------------------------------------------------------------ background
 
     def maybe_shrink_isr(self) -> None:
-        now = self.now()
-        for _tp, p in sorted(self.partitions.items()):
-            p.refused_expansions.clear()
-            out = p.out_of_sync(now, self.world.lag_max_ms, False)
-            if out:
-                self.alter.shrink_isr(p, out, now)
+        """The real ReplicaManager.maybe_shrink_isr (the isr-expiration task's round)."""
+        ReplicaManager.maybe_shrink_isr(self)
 
     def write_due_epochs(self) -> None:
         due = [e for e in self.deferred_epoch_writes if e[0] <= self.now()]
