@@ -51,7 +51,7 @@ from broker.metrics import BrokerMetrics
 from broker.partition import Partition
 from broker.produce_path import ProducePath
 from broker.replica_background import ReplicaBackgroundTasks
-from broker.replica_gauges import ReplicaGauges
+from broker.replica_gauges import register_replica_gauges
 from broker.replication_quota import (
     ReplicationQuota,
     ReplicationQuotas,
@@ -86,13 +86,14 @@ from broker.replica_types import (
 
 
 class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirOps,
-                     ReplicaBackgroundTasks, ReplicaGauges):
+                     ReplicaBackgroundTasks):
     """The map of partitions, the state-change lock, and the controller requests
     (LeaderAndIsr, StopReplica, UpdateMetadata); each other family of the replica manager is a
     part in its own module: ``topic_config_state``, ``produce_path``,
-    ``leader_fetch``, ``log_dir_ops``, ``replica_background``, ``replica_gauges`` (mixins
-    still), and the composed parts, each handed what it reads rather than this manager:
-    ``log_dir_failures.LogDirFailures`` and ``alter_log_dirs.ReplicaAlterLogDirsManager``.
+    ``leader_fetch``, ``log_dir_ops``, ``replica_background`` (mixins still), and the
+    composed parts, each handed what it reads rather than this manager:
+    ``log_dir_failures.LogDirFailures``, ``alter_log_dirs.ReplicaAlterLogDirsManager`` and
+    the gauges of ``replica_gauges``.
     A partition's replication state and rules are ``broker.partition``."""
 
     def __init__(self, broker_id: int, config: Config, log_manager: LogManager,
@@ -200,7 +201,9 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirOps,
         self._fetch_ids = 0
         self._read_pool = read_pool
         self.idle_fetch_short_path = idle_fetch_short_path
-        self._register_gauges()
+        register_replica_gauges(metrics, self.partitions, self.offline_replicas,
+                                self.fetch_sessions, log_manager, self.quotas,
+                                lambda: self._leader_held_back)
 
     # ------------------------------------------------------------------ metrics
 
