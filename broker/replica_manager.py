@@ -50,7 +50,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
 from broker.produce_path import ProducePath
-from broker.replica_background import ReplicaBackgroundTasks
+from broker.replica_background import ReplicaBackground
 from broker.replica_gauges import register_replica_gauges
 from broker.replication_quota import (
     ReplicationQuota,
@@ -85,15 +85,14 @@ from broker.replica_types import (
 )
 
 
-class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirOps,
-                     ReplicaBackgroundTasks):
+class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirOps):
     """The map of partitions, the state-change lock, and the controller requests
     (LeaderAndIsr, StopReplica, UpdateMetadata); each other family of the replica manager is a
     part in its own module: ``topic_config_state``, ``produce_path``,
-    ``leader_fetch``, ``log_dir_ops``, ``replica_background`` (mixins still), and the
-    composed parts, each handed what it reads rather than this manager:
-    ``log_dir_failures.LogDirFailures``, ``alter_log_dirs.ReplicaAlterLogDirsManager`` and
-    the gauges of ``replica_gauges``.
+    ``leader_fetch``, ``log_dir_ops`` (mixins still), and the composed parts, each handed
+    what it reads rather than this manager: ``log_dir_failures.LogDirFailures``,
+    ``alter_log_dirs.ReplicaAlterLogDirsManager``, ``replica_background.ReplicaBackground``
+    and the gauges of ``replica_gauges``.
     A partition's replication state and rules are ``broker.partition``."""
 
     def __init__(self, broker_id: int, config: Config, log_manager: LogManager,
@@ -201,6 +200,12 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirOps,
         self._fetch_ids = 0
         self._read_pool = read_pool
         self.idle_fetch_short_path = idle_fetch_short_path
+        self.background = ReplicaBackground(
+            self.partitions, log_manager, lambda: self.alter_partition, events,
+            lambda: self.clock(),
+            lag_max_ms=self.lag_max_ms, pending_reads_in_sync=self.pending_reads_in_sync,
+            hw_checkpoint_interval_ms=config["replica.high.watermark.checkpoint.interval.ms"],
+            retention_check_interval_ms=config["log.retention.check.interval.ms"])
         register_replica_gauges(metrics, self.partitions, self.offline_replicas,
                                 self.fetch_sessions, log_manager, self.quotas,
                                 lambda: self._leader_held_back)
@@ -210,6 +215,23 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirOps,
 
 
     # ------------------------------------------------------------------ controller requests
+
+    # ------------------------------------------------------------------ background tasks
+
+    async def isr_expiration_loop(self) -> None:
+        await self.background.isr_expiration_loop()
+
+    def maybe_shrink_isr(self) -> None:
+        self.background.maybe_shrink_isr()
+
+    async def checkpoint_loop(self) -> None:
+        await self.background.checkpoint_loop()
+
+    async def checkpoint(self) -> None:
+        await self.background.checkpoint()
+
+    async def retention_loop(self) -> None:
+        await self.background.retention_loop()
 
     # ------------------------------------------------------------------ log-dir failures
 

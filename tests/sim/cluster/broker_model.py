@@ -15,7 +15,7 @@ marker and its KIP-966 content, placement-resolved duplicates, the copies
 online dir with the fewest partitions (with its placement record while a dir is offline), log
 deletion and mark_offline; its executors and uuid-made ids through the seams of ``seams.py``.
 ``ReplicaManager._check_controller``, ``_create_logs``, ``_min_isr``, ``_refresh_min_isr`` and
-``maybe_shrink_isr`` are called as they are, and so are
+``ReplicaBackground.maybe_shrink_isr`` are called as they are, and so are
 ``ReplicaManager._stop_replica`` (KIP-570's fence, the fetcher and its failed set, a lost
 replica forgotten, the deletion on the log dir's executor, a topic's overrides with its last
 replica) and ``update_metadata`` (the real ``MetadataCache``, the fetchers' endpoints, the
@@ -79,6 +79,7 @@ from broker.fetcher import FetchState, ReplicaFetcher, ReplicaFetcherManager
 from broker.log_dir_failures import LogDirFailures
 from broker.metadata_cache import MetadataCache
 from broker.partition import Partition
+from broker.replica_background import ReplicaBackground
 from broker.replica_manager import ReplicaManager
 from broker.replica_types import FetchPartitionRequest, _LogRead
 from broker.replication_quota import ReplicationQuota
@@ -365,6 +366,11 @@ class SimBroker:
         # every leader has an address before the first UpdateMetadata names them (the stub
         # needs none)
         fm.addresses = {b: f"broker-{b}:9092" for b in self.world.broker_ids}
+        # the real isr-expiration round over this process's partitions
+        self.background = ReplicaBackground(
+            self.partitions, lm, lambda: self.alter, self.events, self.now,
+            lag_max_ms=self.world.lag_max_ms, pending_reads_in_sync=False,
+            hw_checkpoint_interval_ms=0, retention_check_interval_ms=0)  # loops not run
         # the real log-dir failure handling over this process's maps (design.md#jbod)
         self.failures = LogDirFailures(
             self.broker_id, lm, self.partitions, self.offline_replicas, self.metadata,
@@ -428,7 +434,7 @@ class SimBroker:
 
     # ------------------------------------------------------------------ configs
 
-    # what ReplicaManager._min_isr, _refresh_min_isr and maybe_shrink_isr read
+    # what ReplicaManager._min_isr and _refresh_min_isr read
     @property
     def config(self) -> dict[str, object]:
         return {"min.insync.replicas": self.static_min_isr}
@@ -436,12 +442,6 @@ class SimBroker:
     @property
     def broker_default_config(self) -> dict[str, str] | None:
         return self.broker_dynamic
-
-    @property
-    def lag_max_ms(self) -> int:
-        return self.world.lag_max_ms
-
-    pending_reads_in_sync = False  # design.md#kip-501 is not modelled
 
     def _min_isr(self, topic: str, replication_factor: int) -> int:
         return ReplicaManager._min_isr(self, topic, replication_factor)
@@ -717,8 +717,8 @@ class SimBroker:
     # ------------------------------------------------------------------ background
 
     def maybe_shrink_isr(self) -> None:
-        """The real ReplicaManager.maybe_shrink_isr (the isr-expiration task's round)."""
-        ReplicaManager.maybe_shrink_isr(self)
+        """The real ReplicaBackground.maybe_shrink_isr (the isr-expiration task's round)."""
+        self.background.maybe_shrink_isr()
 
     def write_due_epochs(self) -> None:
         due = [e for e in self.deferred_epoch_writes if e[0] <= self.now()]
