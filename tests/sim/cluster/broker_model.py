@@ -94,7 +94,7 @@ from common.names import TopicPartition
 from common.rpc import replog_pb2 as pb
 from controller.decisions.recovery import ReplicaLogInfo
 from tests.sim.cluster.memfs import MemFileOps
-from tests.sim.cluster.seams import Ids, InlineExecutor, run_now
+from tests.sim.cluster.seams import Ids, InlineExecutor, call_in_loop, run_now
 
 if TYPE_CHECKING:
     from common.controller_requests import (
@@ -568,12 +568,13 @@ class SimBroker:
         """The real ReplicaManager.update_metadata (the metadata cache, the fetchers'
         endpoints, the stray rule), and the stray deletions it starts run to their end now."""
         held = set(self.logs)
+        call_in_loop(ReplicaManager.update_metadata, self, req)
+        if self._stray_deletions:  # one task a request (ReplicaManager.stop_replica)
 
-        async def apply() -> None:
-            ReplicaManager.update_metadata(self, req)
-            for task in sorted(self._stray_deletions, key=lambda t: t.get_name()):
-                await task
-        run_now(apply())
+            async def finish() -> None:
+                for task in list(self._stray_deletions):
+                    await task
+            run_now(finish())
         self._deleted(held, [s.tp for s in req.partition_states])
 
     def _deleted(self, held: set[TopicPartition], tps) -> None:

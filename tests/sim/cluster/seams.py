@@ -23,6 +23,24 @@ MAX_ITERATIONS = 1000
 _loop: asyncio.AbstractEventLoop | None = None
 
 
+def _the_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+    return _loop
+
+
+def call_in_loop(fn, *args):
+    """``fn(*args)`` with the private loop as the running loop: a shell's plain method that
+    may start a task (ReplicaManager.update_metadata's stray deletion), which ``run_now`` then
+    awaits."""
+    asyncio._set_running_loop(_the_loop())
+    try:
+        return fn(*args)
+    finally:
+        asyncio._set_running_loop(None)
+
+
 def run_now(coro: Coroutine):
     """Run ``coro`` to its end, now, as a Task would but without one: each step runs with the
     private loop as the running loop (what ``asyncio.get_running_loop`` returns to the code it
@@ -30,10 +48,7 @@ def run_now(coro: Coroutine):
     then the coroutine goes on. Most calls never wait (nothing to append, no stray to delete)
     and cost no loop iteration. An await that nothing in the simulation settles is a defect
     of the seams: it raises instead of hanging the run."""
-    global _loop
-    if _loop is None or _loop.is_closed():
-        _loop = asyncio.new_event_loop()
-    loop = _loop
+    loop = _the_loop()
     while True:
         asyncio._set_running_loop(loop)
         try:
