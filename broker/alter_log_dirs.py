@@ -52,9 +52,10 @@ import functools
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from broker.replication_quota import ReplicationQuota
 from broker.storage import placement
@@ -138,27 +139,29 @@ class Move:
             return not self.committed
 
 
-class ReplicaHost(Protocol):
-    """What a move needs of the broker's replicas (the replica manager implements it;
-    a move needs no more of it than this): the replicas held, the lock their state changes
-    take (the swap must not interleave with a LeaderAndIsr), this incarnation's broker epoch for
-    placement records, the event log, and the way to lose one replica's log."""
+@dataclass(frozen=True)
+class ReplicaHost:
+    """What a move reads of the broker's replicas, and the one thing it does to them - the
+    replica manager hands over these parts, not itself (issue 40): the replicas held, the lock
+    their state changes take (the swap must not interleave with a LeaderAndIsr), this
+    incarnation's broker epoch for placement records, and the way to lose one replica's
+    log."""
 
-    log_manager: LogManager
     partitions: dict[TopicPartition, Partition]
     state_change: asyncio.Lock
-    broker_epoch: int
-    events: Any
-
-    def handle_log_failure(self, tp: TopicPartition, reason: str) -> None: ...
+    broker_epoch: Callable[[], int]
+    lose_log: Callable[[TopicPartition, str], None]
 
 
 class ReplicaAlterLogDirsManager:
     """The future replicas of this broker and the one task that fills and swaps them."""
 
-    def __init__(self, rm: ReplicaHost, quota: ReplicationQuota, swap_lag: int = 1000):
-        self.rm = rm
-        self.lm = rm.log_manager
+    def __init__(self, host: ReplicaHost, log_manager: LogManager, events, metrics,
+                 quota: ReplicationQuota, swap_lag: int = 1000):
+        """``events``: the event log; ``metrics``: where FailedPartitionsCount registers."""
+        self.host = host
+        self.lm = log_manager
+        self.events = events
         self.quota = quota
         self.swap_lag = swap_lag
         self.moves: dict[TopicPartition, Move] = {}
@@ -167,7 +170,7 @@ class ReplicaAlterLogDirsManager:
         self._stamp_lock = threading.Lock()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
-        rm.metrics.failed_partitions.labels(clientId=CLIENT_ID).set_function(
+        metrics.failed_partitions.labels(clientId=CLIENT_ID).set_function(
             lambda: len(self.failed))
 
     # ------------------------------------------------------------------ requests
@@ -193,7 +196,7 @@ class ReplicaAlterLogDirsManager:
         move = Move(tp, target, future, done=asyncio.get_running_loop().create_future())
         self.moves[tp] = move
         self.failed.discard(tp)
-        self.rm.events.info("future_replica_created", partition=str(tp), log_dir=target.path,
+        self.events.info("future_replica_created", partition=str(tp), log_dir=target.path,
                             future_dir=future.dir, current_dir=current.log_dir)
         self._ensure_running()
         self._wakeup.set()
@@ -212,7 +215,7 @@ class ReplicaAlterLogDirsManager:
             self.moves[tp] = Move(tp, target, future,
                                   done=asyncio.get_running_loop().create_future())
             self.failed.discard(tp)
-            self.rm.events.info("future_replica_resumed", partition=str(tp),
+            self.events.info("future_replica_resumed", partition=str(tp),
                                 log_dir=target.path, future_dir=future.dir,
                                 future_log_end_offset=future.log_end_offset)
             self._ensure_running()
@@ -225,7 +228,7 @@ class ReplicaAlterLogDirsManager:
             return False
         if move.swapping:
             # The swap is under way on the write path: it completes (Kafka's is atomic too).
-            self.rm.events.info("future_replica_cancel_too_late", partition=str(tp),
+            self.events.info("future_replica_cancel_too_late", partition=str(tp),
                                 reason=reason)
             return False
         del self.moves[tp]
@@ -243,13 +246,13 @@ class ReplicaAlterLogDirsManager:
             if not move.swapping:
                 self.cancel(tp, reason)
             elif not move.abort(reason):
-                self.rm.events.info("future_replica_cancel_too_late", partition=str(tp),
+                self.events.info("future_replica_cancel_too_late", partition=str(tp),
                                     reason=reason)
 
     def _drop(self, move: Move, reason: str) -> None:
         fut = move.future
         fut.closed = True
-        self.rm.events.info("future_replica_dropped", partition=str(move.tp),
+        self.events.info("future_replica_dropped", partition=str(move.tp),
                             log_dir=move.target.path, reason=reason)
         self._abandon(move.target, fut)
         if move.done is not None and not move.done.done():
@@ -277,7 +280,7 @@ class ReplicaAlterLogDirsManager:
         del self.moves[move.tp]
         move.failed = str(error)
         self.failed.add(move.tp)
-        self.rm.events.error("future_replica_failed", partition=str(move.tp),
+        self.events.error("future_replica_failed", partition=str(move.tp),
                              log_dir=move.target.path, error=str(error)[:300])
         self._drop(move, f"failed: {error}")
         # The future replica is gone: a later error of a replica of this partition in that
@@ -309,7 +312,7 @@ class ReplicaAlterLogDirsManager:
                 move.target.executor.submit(move.future._close_fds)
             except RuntimeError:  # executor shut down
                 move.future._close_fds()
-            self.rm.events.info("future_replica_closed", partition=str(tp),
+            self.events.info("future_replica_closed", partition=str(tp),
                                 log_dir=move.target.path)
             if move.done is not None and not move.done.done():
                 move.done.set_result(False)
@@ -369,7 +372,7 @@ class ReplicaAlterLogDirsManager:
         # Under the replica state change lock, as Kafka swaps under the partition's
         # leaderIsrUpdateLock: a LeaderAndIsr (its leader epoch written to the log) or a
         # StopReplica is either wholly before the swap or wholly after it.
-        async with self.rm.state_change:
+        async with self.host.state_change:
             if self.moves.get(move.tp) is not move:
                 return  # cancelled while waiting for the lock
             if self.lm.get_log(move.tp) is not current:
@@ -478,7 +481,7 @@ class ReplicaAlterLogDirsManager:
         rule 3 compares (broker epoch, creation time), and wall time repeats a millisecond."""
         with self._stamp_lock:
             self._last_stamp = max(self.lm.clock(), self._last_stamp + 1)
-            return placement.Placement((supersedes,), self.rm.broker_epoch, self._last_stamp)
+            return placement.Placement((supersedes,), self.host.broker_epoch(), self._last_stamp)
 
     def _complete(self, move: Move, old: Log, src: LogDir, new: Log, doomed: str | None,
                   record: placement.Placement) -> None:
@@ -491,7 +494,7 @@ class ReplicaAlterLogDirsManager:
         lost = not move.target.online
         new.high_watermark = max(new.high_watermark, old.high_watermark)
         self.lm.replace_current_with_future(tp, new, move.target, record)
-        p = self.rm.partitions.get(tp)
+        p = self.host.partitions.get(tp)
         if p is not None and p.log is old:
             p.log = new
         drained = threading.Event()
@@ -518,10 +521,10 @@ class ReplicaAlterLogDirsManager:
         for d in (src, move.target):
             if d.online:
                 self.lm.run_in_dir(d, self.lm.checkpoint, d).add_done_callback(_ignore)
-        self.rm.events.info("future_replica_swapped", partition=str(tp), log_dir=move.target.path,
+        self.events.info("future_replica_swapped", partition=str(tp), log_dir=move.target.path,
                             old_log_dir=src.path, log_end_offset=new.log_end_offset)
         if lost:
-            self.rm.handle_log_failure(tp, f"the log dir {move.target.path} went offline "
+            self.host.lose_log(tp, f"the log dir {move.target.path} went offline "
                                            f"during the swap into it")
         if move.done is not None and not move.done.done():
             move.done.set_result(True)

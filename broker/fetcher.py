@@ -35,8 +35,9 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 from prometheus_client.core import GaugeMetricFamily
@@ -60,6 +61,20 @@ CLIENT_ID = "Replica"
 def _stream_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     """A stream failure the unary path would have raised as this status."""
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+class LeaderStub(Protocol):
+    """What a fetcher calls on its leader (a gRPC ``BrokerStub`` has these, and more)."""
+
+    def Fetch(self, request: pb.FetchRequest, *, timeout: float) -> Awaitable[pb.FetchResponse]:
+        ...
+
+    def FetchStream(self) -> grpc.aio.StreamStreamCall:
+        ...
+
+    def ListOffsets(self, request: pb.ListOffsetsRequest, *, timeout: float
+                    ) -> Awaitable[pb.ListOffsetsResponse]:
+        ...
 
 
 def fetcher_id_for(tp: TopicPartition, num_fetchers: int) -> int:
@@ -199,8 +214,12 @@ class ReplicaFetcher:
         if not self.address:
             return None
         if self._stub is None:
-            self._channel = self.manager.channel_factory(self.address, REPLICA_FETCHER_OPTIONS)
-            self._stub = replog_pb2_grpc.BrokerStub(self._channel)
+            if self.manager.stub_factory is not None:
+                self._stub = self.manager.stub_factory(self.leader_id, self.address)
+            else:
+                self._channel = self.manager.channel_factory(self.address,
+                                                             REPLICA_FETCHER_OPTIONS)
+                self._stub = replog_pb2_grpc.BrokerStub(self._channel)
         return self._stub
 
     async def _run(self) -> None:
@@ -228,7 +247,7 @@ class ReplicaFetcher:
                 except TimeoutError:
                     pass
                 continue
-            req = self._build_request(ready)
+            req = self.build_request(ready)
             try:
                 resp = await self._fetch_unless_woken(stub, req, ready, held)
                 if resp is None:
@@ -256,30 +275,39 @@ class ReplicaFetcher:
                 self._close_channel()
                 await asyncio.sleep(backoff)
                 continue
-            self.session.on_response(resp.error_code, resp.session_id)
-            if resp.error_code != ErrorCode.NONE:
-                # FETCH_SESSION_ID_NOT_FOUND (the leader restarted, or evicted the session)
-                # or INVALID_FETCH_SESSION_EPOCH: the next fetch is a full one, at once.
-                m.events.info("fetch_session_reset", fetcher=self.name, leader=self.leader_id,
-                              error=_name(resp.error_code))
-                continue
-            items = []
-            for t in resp.responses:
-                for r in t.partitions:
-                    tp = TopicPartition(t.topic, r.partition)
-                    s = self.partitions.get(tp)
-                    if s is None or s is not ready.get(tp) or \
-                            s.partition.leader_epoch != s.leader_epoch:
-                        continue  # removed or re-assigned while the fetch was in flight
-                    items.append((tp, s, r))
-            # Every partition's append is queued before any is awaited: one executor hand-off
-            # per log dir per round trip, not one per partition in turn.
-            appends = {tp: self._queue_append(tp, s, r) for tp, s, r in items
-                       if r.error_code == ErrorCode.NONE and r.records
-                       and not r.HasField("diverging_epoch")}
-            for tp, s, r in items:
-                await self._process(tp, s, r, appends.get(tp))
+            await self.handle_response(resp, ready)
         m._fetcher_idle(self)
+
+    async def handle_response(self, resp: pb.FetchResponse,
+                              ready: dict[TopicPartition, FetchState]) -> None:
+        """One Fetch answer for the partitions of ``ready`` (the request was built from them):
+        the session moves on, then each partition's data is processed in the answer's order.
+        ``_run`` awaits it after each round trip; the cluster simulation calls it with the
+        answer its network delivers (docs/simulation.md)."""
+        m = self.manager
+        self.session.on_response(resp.error_code, resp.session_id)
+        if resp.error_code != ErrorCode.NONE:
+            # FETCH_SESSION_ID_NOT_FOUND (the leader restarted, or evicted the session)
+            # or INVALID_FETCH_SESSION_EPOCH: the next fetch is a full one, at once.
+            m.events.info("fetch_session_reset", fetcher=self.name, leader=self.leader_id,
+                          error=_name(resp.error_code))
+            return
+        items = []
+        for t in resp.responses:
+            for r in t.partitions:
+                tp = TopicPartition(t.topic, r.partition)
+                s = self.partitions.get(tp)
+                if s is None or s is not ready.get(tp) or \
+                        s.partition.leader_epoch != s.leader_epoch:
+                    continue  # removed or re-assigned while the fetch was in flight
+                items.append((tp, s, r))
+        # Every partition's append is queued before any is awaited: one executor hand-off
+        # per log dir per round trip, not one per partition in turn.
+        appends = {tp: self._queue_append(tp, s, r) for tp, s, r in items
+                   if r.error_code == ErrorCode.NONE and r.records
+                   and not r.HasField("diverging_epoch")}
+        for tp, s, r in items:
+            await self._process(tp, s, r, appends.get(tp))
 
     async def _fetch_unless_woken(self, stub, req: pb.FetchRequest,
                                   ready: dict[TopicPartition, FetchState],
@@ -325,7 +353,7 @@ class ReplicaFetcher:
                 raise
         return None
 
-    def _build_request(self, ready: dict[TopicPartition, FetchState]) -> pb.FetchRequest:
+    def build_request(self, ready: dict[TopicPartition, FetchState]) -> pb.FetchRequest:
         m = self.manager
         # Each partition's fetch state as the leader would cache it (KIP-227): only those
         # that differ from the last request's go on the wire in an incremental fetch.
@@ -374,12 +402,13 @@ class ReplicaFetcher:
         m = self.manager
         p = s.partition
         log = p.log
-        if not self._still_following(tp, s, log):
+        if not self.still_following(tp, s, log):
             # An earlier partition of this response was awaited meanwhile, and a LeaderAndIsr
             # or StopReplica changed this one: its answer (a divergence to truncate to, a HW)
             # is from a leader it no longer follows. A queued append has run; that is all.
             return
         problem, detail, log_dir = Problem.NONE, "", None
+        error_code = r.error_code
         try:
             if r.error_code == ErrorCode.NONE:
                 if r.HasField("diverging_epoch"):
@@ -390,7 +419,7 @@ class ReplicaFetcher:
                     info = await append
                     m.record_received(tp, p, info.valid_bytes)
                     p.data.notify()
-                    if not self._still_following(tp, s, log):
+                    if not self.still_following(tp, s, log):
                         # A LeaderAndIsr arrived during the append: the partition may lead
                         # now, and this (old) leader's HW must not move its HW.
                         return
@@ -408,6 +437,14 @@ class ReplicaFetcher:
                                             min(r.log_start_offset, log.high_watermark))
             elif r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 await self._reset_offset(tp, s)
+        except _ListOffsetsRefused as e:
+            # The leader's answer to the offset reset, classified as a Fetch answer is
+            # (Kafka's handleOutOfRangeError): FENCED_LEADER_EPOCH at the epoch fetched at
+            # fails the partition until a newer LeaderAndIsr (onPartitionFenced); any other
+            # (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, ...) delays it, the leader having
+            # moved on. It is no local storage error: treated as one, a leadership change
+            # racing the reset left the partition failed until the next epoch.
+            error_code, detail = e.code, f"ListOffsets: {_name(e.code)}"
         except CorruptRecordError as e:
             problem, detail = Problem.CORRUPT_RECORDS, str(e)
         except KafkaStorageError as e:
@@ -416,19 +453,20 @@ class ReplicaFetcher:
             raise
         except Exception as e:  # noqa: BLE001 - KIP-461: one partition must not stop the rest
             problem, detail = Problem.UNEXPECTED, f"{type(e).__name__}: {e}"
-        outcome = classify(problem, r.error_code, s.leader_epoch, p.leader_epoch)
+        outcome = classify(problem, error_code, s.leader_epoch, p.leader_epoch)
         if outcome is Outcome.FAIL_PARTITION:
-            m.mark_failed(self, tp, s, detail or _name(r.error_code), log_dir)
+            m.mark_failed(self, tp, s, detail or _name(error_code), log_dir)
         elif outcome is Outcome.DELAY_PARTITION:
             s.delayed_until = self.monotonic() + m.backoff_s
             m.events.warning("fetch_partition_delayed", partition=str(tp), leader=self.leader_id,
                              leader_epoch=s.leader_epoch,
-                             error=detail or _name(r.error_code))
+                             error=detail or _name(error_code))
 
-    def _still_following(self, tp: TopicPartition, s: FetchState, log) -> bool:
+    def still_following(self, tp: TopicPartition, s: FetchState, log) -> bool:
         """Whether ``s`` is still this fetcher's state for ``tp``, at the epoch it was built
         for, as a follower of the same log: checked after every await, since a LeaderAndIsr
-        or StopReplica may have run meanwhile."""
+        or StopReplica may have run meanwhile (and by the cluster simulation, which tells the
+        replicas that follow the leader they fetch from)."""
         p = s.partition
         return (self.partitions.get(tp) is s and p.leader_epoch == s.leader_epoch
                 and p.leader_id == self.leader_id and not p.is_leader and p.log is log)
@@ -466,20 +504,19 @@ class ReplicaFetcher:
                     timestamp=ts)])]), timeout=10)
             r = resp.topics[0].partitions[0]
             if r.error_code != ErrorCode.NONE:
-                raise KafkaStorageError(log.log_dir, str(tp),
-                                        detail=f"ListOffsets: {_name(r.error_code)}")
+                raise _ListOffsetsRefused(r.error_code)
             return r.offset
         try:
             # Each RPC is an await: re-check that the partition still follows this leader at
             # this epoch before touching the log, which may lead by now.
             leader_end = await offset(-1)
-            if not self._still_following(tp, s, log):
+            if not self.still_following(tp, s, log):
                 return
             if log.log_end_offset > leader_end:
                 await m.log_manager.run(tp, log.truncate_to, leader_end)
             else:
                 leader_start = await offset(-2)
-                if not self._still_following(tp, s, log):
+                if not self.still_following(tp, s, log):
                     return
                 # Kafka's fetchOffsetAndTruncate: a follower behind the leader's log start
                 # starts over there; one within the leader's range whose offset the leader
@@ -495,12 +532,17 @@ class ReplicaFetcher:
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, broker_epoch, config, log_manager, metrics, events,
                  channel_factory: ChannelFactory = insecure_channel,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic,
+                 stub_factory: Callable[[int, str], LeaderStub] | None = None):
         """``monotonic``: seconds for partition back-off and the follower quota's rate, handed
-        to every fetcher (the replica manager's clock in a simulation)."""
+        to every fetcher (the replica manager's clock in a simulation). ``stub_factory``: the
+        transport seam - a leader's id and address -> the stub its fetcher calls (none: a gRPC
+        BrokerStub over ``channel_factory``'s channel; the cluster simulation's is in memory
+        and answers at once)."""
         self.broker_id = broker_id
         self.monotonic = monotonic
         self.channel_factory = channel_factory  # the transport to leaders (tests inject one)
+        self.stub_factory = stub_factory
         self.broker_epoch = broker_epoch
         self.log_manager = log_manager
         self.closed = False  # shut down: no fetcher starts any more
@@ -607,18 +649,25 @@ class ReplicaFetcherManager:
         for b, e in live_leaders.items():
             self.addresses[b] = f"{e.host}:{e.port}"
         for tp, p in parts.items():
-            key = (p.leader_id, fetcher_id_for(tp, self.num_fetchers))
-            f = self.fetchers.get(key)
-            if f is None:
-                f = self.fetchers[key] = ReplicaFetcher(self, p.leader_id, key[1],
-                                                        self.addresses.get(p.leader_id),
-                                                        self.monotonic)
-            f.partitions[tp] = FetchState(p, p.leader_epoch)
+            f = self.track(tp, p)
             f._wake.set()
             if f.task is None or f.task.done():
                 f.start()
             else:
                 f.set_address(self.addresses.get(p.leader_id))
+
+    def track(self, tp: TopicPartition, p: Partition) -> ReplicaFetcher:
+        """Fetch ``tp`` from its leader at its leader epoch: a new fetch state in the fetcher
+        for (leader, fetcher id), made if needed - not started (``add_partitions`` starts it;
+        the cluster simulation drives its requests and answers itself)."""
+        key = (p.leader_id, fetcher_id_for(tp, self.num_fetchers))
+        f = self.fetchers.get(key)
+        if f is None:
+            f = self.fetchers[key] = ReplicaFetcher(self, p.leader_id, key[1],
+                                                    self.addresses.get(p.leader_id),
+                                                    self.monotonic)
+        f.partitions[tp] = FetchState(p, p.leader_epoch)
+        return f
 
     def remove_partitions(self, tps) -> None:
         for f in self.fetchers.values():
@@ -658,6 +707,14 @@ class _PerFetcherLag:
 
     def describe(self):
         return []
+
+
+class _ListOffsetsRefused(Exception):
+    """The leader answered the offset reset's ListOffsets with an error code."""
+
+    def __init__(self, code: int):
+        super().__init__(_name(code))
+        self.code = code
 
 
 def _name(code: int) -> str:

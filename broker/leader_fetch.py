@@ -155,7 +155,7 @@ class LeaderFetchPath:
         now = self.clock() if replica_id >= 0 else 0
         for i, fp in enumerate(parts):
             r = self._idle_follower_fetch(replica_id, broker_epoch, fp, now, fetch_id) \
-                if replica_id >= 0 else None
+                if replica_id >= 0 and self.idle_fetch_short_path else None
             if r is None:
                 r = self._prepare_read(replica_id, broker_epoch, i, fp, fetch_id)
                 if not isinstance(r, FetchResult):
@@ -337,7 +337,7 @@ class LeaderFetchPath:
             self.events.error("read_failed", partition=str(p.tp), log_dir=r.error.log_dir,
                               error=str(r.error))
             # Reads run on their own pool, not the log dir's executor: report them here.
-            self._report(r.error)
+            self.log_dir_failures.report(r.error)
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(r.error))
         return FetchResult(ErrorCode.NONE, p.high_watermark, log.log_start_offset, r.data,
                            leader_id=p.leader_id, leader_epoch=p.leader_epoch)

@@ -3,25 +3,78 @@ one consumer, ``log_dir_failure_loop``, which probes the dir and takes offline t
 2) or the one log (step 3); lost replicas leave ``partitions`` for ``offline_replicas`` and the
 controller is asked to restart them (/restart_partitions, fenced by the partition epoch held).
 
-A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
-runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
+``LogDirFailures`` is one of ``broker.replica_manager.ReplicaManager``'s parts (issue 40: no
+mixins): it is handed what it reads and changes - the log manager, the replica maps it moves
+lost replicas between (``partitions`` -> ``offline_replicas``), the metadata cache (partition
+epochs), the fetcher manager, the KIP-113 mover, the restart notifier, the halt and the
+registration hook - not the manager. The cluster simulation builds one over its own maps.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.storage.errors import KafkaStorageError
-from broker.storage.failure_scope import Scope, failure_scope
+from broker.storage.failure_scope import PROBE_TIMEOUT_S, Scope, failure_scope
 from common.names import TopicPartition
 
 if TYPE_CHECKING:
+    from broker.partition import Partition
+    from broker.restart_notifier import RestartNotifier
     from broker.storage.log_dir_failure_channel import LogDirFailure
+    from broker.storage.log_manager import LogManager
+
+
+class PartitionEpochs(Protocol):
+    """The metadata cache, as read here: each partition's last UpdateMetadata state."""
+
+    partitions: dict[TopicPartition, Any]
+
+
+class FetcherControl(Protocol):
+    def remove_partitions(self, tps) -> None: ...
+
+    def on_log_dir_offline(self, tps) -> None: ...
+
+
+class MoveControl(Protocol):
+    def cancel(self, tp: TopicPartition, reason: str) -> None: ...
+
+    def log_dir_offline(self, path: str) -> None: ...
 
 
 
-class LogDirFailureHandling:
-    def _refuse_lost_replicas(self, refused: dict[TopicPartition, str],
+class LogDirFailures:
+    def __init__(self, broker_id: int, log_manager: LogManager,
+                 partitions: dict[TopicPartition, Partition],
+                 offline_replicas: dict[TopicPartition, str], metadata: PartitionEpochs,
+                 alter_log_dirs: MoveControl, events, metrics, *,
+                 fetcher_manager: FetcherControl | None = None,
+                 restart_notifier: RestartNotifier | None = None,
+                 halt: Callable[[str], None] | None = None,
+                 on_log_dir_offline: Callable[[str], None] | None = None,
+                 on_leadership_change: Callable[[dict, dict], None] | None = None,
+                 failure_policy: str = "offline"):
+        """``failure_policy``: log.dir.failure.policy (``halt``: the pre-design behaviour)."""
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.partitions = partitions
+        self.offline_replicas = offline_replicas
+        self.metadata = metadata
+        self.alter_log_dirs = alter_log_dirs
+        self.events = events
+        self.metrics = metrics
+        self.fetcher_manager = fetcher_manager
+        self.restart_notifier = restart_notifier
+        self.halt = halt
+        self.on_log_dir_offline = on_log_dir_offline
+        # Kafka's onLeadershipChange (the group coordinator): a lost replica leads nothing.
+        self.on_leadership_change = on_leadership_change
+        self.failure_policy = failure_policy
+        self.probe_timeout_s = PROBE_TIMEOUT_S
+
+    def refuse_lost_replicas(self, refused: dict[TopicPartition, str],
                               epochs: dict[TopicPartition, int]) -> None:
         """partition_state.missing_log said REFUSE: the replica counts as lost (clients get
         KAFKA_STORAGE_ERROR) and the controller is asked to restart it, per log dir. The
@@ -62,7 +115,7 @@ class LogDirFailureHandling:
         self.handle_log_dir_failure(d.path, reason)
         return scope
 
-    def _lose(self, tps: list[TopicPartition], log_dir: str) -> dict[TopicPartition, int]:
+    def lose_replicas(self, tps: list[TopicPartition], log_dir: str) -> dict[TopicPartition, int]:
         """design.md#jbod-step-2-3: out of the partitions pool and the fetchers; clients get
         KAFKA_STORAGE_ERROR; waiting produces and fetches are woken to see it. Returns the
         partition epoch held for each (the restart entry's fence): the
@@ -82,9 +135,8 @@ class LogDirFailureHandling:
                 p.log = None
                 p.become_follower()
             self.offline_replicas[tp] = log_dir
-        notify = getattr(self, "on_leadership_change", None)
-        if notify is not None:  # onLeadershipChange: a lost replica leads nothing any more
-            notify({}, {tp: None for tp in tps})
+        if self.on_leadership_change is not None:  # a lost replica leads nothing any more
+            self.on_leadership_change({}, {tp: None for tp in tps})
         return held
 
     def handle_log_failure(self, tp: TopicPartition, reason: str) -> None:
@@ -92,7 +144,7 @@ class LogDirFailureHandling:
         log_dir = self.log_manager.take_log_offline(tp, reason)
         if log_dir is None:
             return
-        held = self._lose([tp], log_dir)
+        held = self.lose_replicas([tp], log_dir)
         self.events.error("log_offline", partition=str(tp), log_dir=log_dir, reason=reason)
         if self.restart_notifier is not None:
             self.restart_notifier.request(log_dir, [tp], held)
@@ -107,7 +159,7 @@ class LogDirFailureHandling:
             return []
         lost = lm.mark_offline(d.path, reason)
         self.alter_log_dirs.log_dir_offline(d.path)  # KIP-113: no move into a dead dir
-        held = self._lose(lost, d.path)
+        held = self.lose_replicas(lost, d.path)
         self.events.error("log_dir_offline", log_dir=d.path, reason=reason,
                           partitions=[str(tp) for tp in lost])
         if self.restart_notifier is not None:
@@ -122,7 +174,7 @@ class LogDirFailureHandling:
                 self.halt(message)
         return lost
 
-    def _report(self, error: KafkaStorageError) -> None:
+    def report(self, error: KafkaStorageError) -> None:
         """An I/O error met outside a log dir's executor (reads, the leader-epoch writes
         whose errors come back as values) goes to the failure channel too."""
         self.log_manager.failure_channel.maybe_add_offline_log_dir(error.log_dir, str(error),
@@ -146,7 +198,7 @@ class LogDirFailureHandling:
         """log.dir.failure.policy=halt, the pre-design behaviour kept for comparison: Kafka
         before KIP-112 (its LogManager before JBOD support) called Exit.halt on any IOException
         in a log dir, however many healthy dirs were left."""
-        if self.config.get("log.dir.failure.policy", "offline") != "halt":
+        if self.failure_policy != "halt":
             return False
         message = (f"broker {self.broker_id} halting: log.dir.failure.policy=halt and log dir "
                    f"{failure.log_dir} failed: {failure.message}")

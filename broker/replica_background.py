@@ -1,18 +1,45 @@
 """The replica manager's periodic tasks: isr-expiration (shrinks the ISR through AlterPartition), the
 recovery-point/HW checkpoints, and retention.
 
-A part of ``broker.replica_manager.ReplicaManager`` (split by family); it
-runs on the ReplicaManager's own state (``partitions``, ``log_manager``, ``events``, ...).
+One of ``broker.replica_manager.ReplicaManager``'s parts (issue 40: no mixins), handed what it
+reads - the partitions, the log manager, the AlterPartition manager, the clock and its settings
+- not the manager. The cluster simulation builds one over its own partitions.
 """  # noqa: E501
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from broker.storage.errors import KafkaStorageError
+from common.names import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.alter_partition import AlterPartitionManager
+    from broker.partition import Partition
+    from broker.storage.log_manager import LogManager
 
 
-class ReplicaBackgroundTasks:
+class ReplicaBackground:
+    def __init__(self, partitions: dict[TopicPartition, Partition], log_manager: LogManager,
+                 alter_partition: Callable[[], AlterPartitionManager | None], events,
+                 clock: Callable[[], int], *, lag_max_ms: int, pending_reads_in_sync: bool,
+                 hw_checkpoint_interval_ms: int, retention_check_interval_ms: int):
+        """``clock``: wall milliseconds (follower fetch times); ``alter_partition()``: where
+        shrink proposals go, as the replica manager holds it at the time (none: no ISR
+        change); the intervals are replica.high.watermark.checkpoint.interval.ms and
+        log.retention.check.interval.ms."""
+        self.partitions = partitions
+        self.log_manager = log_manager
+        self.alter_partition = alter_partition
+        self.events = events
+        self.clock = clock
+        self.lag_max_ms = lag_max_ms
+        self.pending_reads_in_sync = pending_reads_in_sync
+        self.hw_checkpoint_interval_ms = hw_checkpoint_interval_ms
+        self.retention_check_interval_ms = retention_check_interval_ms
+
     async def isr_expiration_loop(self) -> None:
         """Kafka's isr-expiration task, every replica.lag.time.max.ms / 2."""
         interval = max(0.05, self.lag_max_ms / 2000)
@@ -25,11 +52,12 @@ class ReplicaBackgroundTasks:
         for p in list(self.partitions.values()):
             p.refused_expansions.clear()  # refused followers may be proposed once a round
             out = p.out_of_sync(now, self.lag_max_ms, self.pending_reads_in_sync)
-            if out and self.alter_partition is not None:
-                self.alter_partition.shrink_isr(p, out, now)
+            alter = self.alter_partition()
+            if out and alter is not None:
+                alter.shrink_isr(p, out, now)
 
     async def checkpoint_loop(self) -> None:
-        interval = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        interval = self.hw_checkpoint_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             await self.checkpoint()
@@ -42,7 +70,7 @@ class ReplicaBackgroundTasks:
                 self.events.error("checkpoint_failed", log_dir=d.path, error=str(e))
 
     async def retention_loop(self) -> None:
-        interval = self.config["log.retention.check.interval.ms"] / 1000
+        interval = self.retention_check_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             deleted = {}

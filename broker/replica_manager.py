@@ -41,23 +41,22 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING
 
 from broker import fencing, partition_state
-from broker.alter_log_dirs import ALTER_LOG_DIRS_RATE, ReplicaAlterLogDirsManager
+from broker.alter_log_dirs import ALTER_LOG_DIRS_RATE, ReplicaAlterLogDirsManager, ReplicaHost
 from broker.fetch_session import FetchSessionCache
 from broker.leader_fetch import LeaderFetchPath
-from broker.log_dir_failures import LogDirFailureHandling
+from broker.log_dir_failures import LogDirFailures
 from broker.log_dir_ops import LogDirOps
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
 from broker.produce_path import ProducePath
-from broker.replica_background import ReplicaBackgroundTasks
-from broker.replica_gauges import ReplicaGauges
+from broker.replica_background import ReplicaBackground
+from broker.replica_gauges import register_replica_gauges
 from broker.replication_quota import (
     ReplicationQuota,
     ReplicationQuotas,
 )
 from broker.storage.errors import KafkaStorageError, LogClosedError, LogDirOfflineError
-from broker.storage.failure_scope import PROBE_TIMEOUT_S
 from broker.storage.log import MAX_TIMESTAMP
 from broker.storage.log_manager import LogManager
 from broker.topic_config_state import TopicConfigState
@@ -86,13 +85,15 @@ from broker.replica_types import (
 )
 
 
-class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailureHandling,
-                     LogDirOps, ReplicaBackgroundTasks, ReplicaGauges):
+class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirOps):
     """The map of partitions, the state-change lock, and the controller requests
     (LeaderAndIsr, StopReplica, UpdateMetadata); each other family of the replica manager is a
     part in its own module: ``topic_config_state``, ``produce_path``,
-    ``leader_fetch``, ``log_dir_failures``, ``log_dir_ops``, ``replica_background``,
-    ``replica_gauges``. A partition's replication state and rules are ``broker.partition``."""
+    ``leader_fetch``, ``log_dir_ops`` (mixins still), and the composed parts, each handed
+    what it reads rather than this manager: ``log_dir_failures.LogDirFailures``,
+    ``alter_log_dirs.ReplicaAlterLogDirsManager``, ``replica_background.ReplicaBackground``
+    and the gauges of ``replica_gauges``.
+    A partition's replication state and rules are ``broker.partition``."""
 
     def __init__(self, broker_id: int, config: Config, log_manager: LogManager,
                  metadata: MetadataCache, metrics: BrokerMetrics, events,
@@ -105,7 +106,8 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
                  restart_notifier: RestartNotifier | None = None,
                  halt: Callable[[str], None] | None = None,
                  on_log_dir_offline: Callable[[str], None] | None = None,
-                 read_pool: Executor | None = None):
+                 read_pool: Executor | None = None,
+                 idle_fetch_short_path: bool = True):
         """``clock``: wall milliseconds for follower fetch states (isr.py); ``monotonic``:
         seconds for request deadlines, serve times and replication quota rates. Without a
         fetcher manager this broker fetches nothing; without an AlterPartition manager it
@@ -113,7 +115,10 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         /restart_partitions entries (none: not written); ``halt(message)`` ends the process when
         the last log dir goes offline (none: only logged - an embedding process decides);
         ``on_log_dir_offline(dir)`` lets the server update its registration; ``read_pool`` runs
-        the leader's log reads (none: the event loop's default executor)."""
+        the leader's log reads (none: the event loop's default executor);
+        ``idle_fetch_short_path``: answer an idle, caught-up follower's fetch without the full
+        per-partition path (``leader_fetch``; off, every follower fetch takes the full path,
+        which the short path must be indistinguishable from)."""
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
@@ -131,10 +136,6 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         for tp, log_dir in log_manager.set_aside:  # copies lost before a restart (log_manager)
             if log_manager.get_log(tp) is None:
                 self.offline_replicas[tp] = log_dir
-        self.restart_notifier = restart_notifier
-        self.halt = halt
-        self.on_log_dir_offline = on_log_dir_offline
-        self.probe_timeout_s = PROBE_TIMEOUT_S
         self._stray_deletions: set[asyncio.Task] = set()
         self._background_tasks: set[asyncio.Task] = set()
         self.controller_epoch = -1
@@ -171,11 +172,27 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
             config["replication.quota.window.size.seconds"])
         if fetcher_manager is not None:
             fetcher_manager.quota = self.quotas.follower
-        # KIP-113: intra-broker moves, throttled by their own io quota.
-        self.alter_log_dirs = ReplicaAlterLogDirsManager(self, ReplicationQuota(
-            monotonic, config[ALTER_LOG_DIRS_RATE],
-            config["replication.quota.window.num"],
-            config["replication.quota.window.size.seconds"]))
+        # Controller requests change replica state across awaits: one at a time (Kafka's
+        # replicaStateChangeLock), or two LeaderAndIsr requests could interleave.
+        self.state_change = asyncio.Lock()
+        # KIP-113: intra-broker moves, throttled by their own io quota; handed the parts of
+        # this manager a move reads, not the manager.
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(
+            ReplicaHost(self.partitions, self.state_change, lambda: self.broker_epoch,
+                        lambda tp, reason: self.handle_log_failure(tp, reason)),
+            log_manager, events, metrics, ReplicationQuota(
+                monotonic, config[ALTER_LOG_DIRS_RATE],
+                config["replication.quota.window.num"],
+                config["replication.quota.window.size.seconds"]))
+        # design.md#jbod: the log-dir failure handling, handed the maps it moves lost
+        # replicas between and the parts it stops, not this manager
+        self.log_dir_failures = LogDirFailures(
+            broker_id, log_manager, self.partitions, self.offline_replicas, metadata,
+            self.alter_log_dirs, events, metrics, fetcher_manager=fetcher_manager,
+            restart_notifier=restart_notifier, halt=halt,
+            on_log_dir_offline=on_log_dir_offline,
+            on_leadership_change=self._leadership_changed,
+            failure_policy=config.get("log.dir.failure.policy", "offline"))
         self._leader_held_back = 0  # partitions the leader quota held back at the last fetch
         self.lag_max_ms = config["replica.lag.time.max.ms"]
         # design.md#kip-501
@@ -183,19 +200,73 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         self.process_time_max_ms = config["follower.fetch.process.time.max.ms"]
         self._fetch_ids = 0
         self._read_pool = read_pool
-        # Controller requests change replica state across awaits: one at a time (Kafka's
-        # replicaStateChangeLock), or two LeaderAndIsr requests could interleave.
-        self.state_change = asyncio.Lock()
         # Kafka's onLeadershipChange callback (the group coordinator, broker/group/
         # coordinator.py): (partitions now led -> leader epoch, partitions no longer led ->
-        # the request's leader epoch, None when deleted), after each LeaderAndIsr/StopReplica.
+        # the request's leader epoch, None when deleted), after each LeaderAndIsr/StopReplica
+        # and when a replica is lost with its log dir.
         self.on_leadership_change: Callable[
             [dict[TopicPartition, int], dict[TopicPartition, int | None]], None] | None = None
-        self._register_gauges()
+        self.idle_fetch_short_path = idle_fetch_short_path
+        self.background = ReplicaBackground(
+            self.partitions, log_manager, lambda: self.alter_partition, events,
+            lambda: self.clock(),
+            lag_max_ms=self.lag_max_ms, pending_reads_in_sync=self.pending_reads_in_sync,
+            hw_checkpoint_interval_ms=config["replica.high.watermark.checkpoint.interval.ms"],
+            retention_check_interval_ms=config["log.retention.check.interval.ms"])
+        register_replica_gauges(metrics, self.partitions, self.offline_replicas,
+                                self.fetch_sessions, log_manager, self.quotas,
+                                lambda: self._leader_held_back)
 
     # ------------------------------------------------------------------ metrics
 
 
+
+    # ------------------------------------------------------------------ controller requests
+
+    # ------------------------------------------------------------------ background tasks
+
+    async def isr_expiration_loop(self) -> None:
+        await self.background.isr_expiration_loop()
+
+    def maybe_shrink_isr(self) -> None:
+        self.background.maybe_shrink_isr()
+
+    async def checkpoint_loop(self) -> None:
+        await self.background.checkpoint_loop()
+
+    async def checkpoint(self) -> None:
+        await self.background.checkpoint()
+
+    async def retention_loop(self) -> None:
+        await self.background.retention_loop()
+
+    # ------------------------------------------------------------------ log-dir failures
+
+    async def log_dir_failure_loop(self) -> None:
+        """The one consumer of the log manager's failure channel (``log_dir_failures``)."""
+        await self.log_dir_failures.log_dir_failure_loop()
+
+    def handle_log_dir_failure(self, log_dir: str, reason: str) -> list[TopicPartition]:
+        return self.log_dir_failures.handle_log_dir_failure(log_dir, reason)
+
+    def handle_log_failure(self, tp: TopicPartition, reason: str) -> None:
+        self.log_dir_failures.handle_log_failure(tp, reason)
+
+    @property
+    def restart_notifier(self) -> RestartNotifier | None:
+        return self.log_dir_failures.restart_notifier
+
+    @restart_notifier.setter
+    def restart_notifier(self, notifier: RestartNotifier | None) -> None:
+        self.log_dir_failures.restart_notifier = notifier
+
+    @property
+    def halt(self) -> Callable[[str], None] | None:
+        return self.log_dir_failures.halt
+
+    @halt.setter
+    def halt(self, halt: Callable[[str], None] | None) -> None:
+        self.log_dir_failures.halt = halt
 
     # ------------------------------------------------------------------ controller requests
 
@@ -279,7 +350,8 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
                     self.fetcher_manager.on_log_dir_offline([tp])
                 self.events.warning("replica_recreated", partition=str(tp), lost_in=lost_in,
                                     log_dir=self.log_manager.log_dir_of(tp).path)
-        self._refuse_lost_replicas(refused, {tp: s.partition_epoch for tp, s in todo})
+        self.log_dir_failures.refuse_lost_replicas(
+            refused, {tp: s.partition_epoch for tp, s in todo})
         for tp, lost_in in refused.items():
             created_errors[tp] = (f"the replica of {tp} may be in an offline log dir "
                                   f"({lost_in}) and the request does not say is_new: "
@@ -375,6 +447,11 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
         self._notify_leadership(todo, results)
         return results
 
+    def _leadership_changed(self, led: dict[TopicPartition, int],
+                            gone: dict[TopicPartition, int | None]) -> None:
+        if self.on_leadership_change is not None:
+            self.on_leadership_change(led, gone)
+
     def _notify_leadership(self, todo, results) -> None:
         """onLeadershipChange after a LeaderAndIsr: the partitions it made this broker lead,
         and those it made it follow."""
@@ -399,7 +476,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
             for tp, error in failed:
                 self.events.error("leader_epoch_checkpoint_failed", partition=str(tp),
                                   error=str(error))
-                self._report(error)
+                self.log_dir_failures.report(error)
 
     async def stop_background(self) -> None:
         """Shutdown: end the deferred checkpoint writers before the logs close (closing
@@ -559,7 +636,7 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirFailu
             found = await asyncio.get_running_loop().run_in_executor(
                 self._read_pool, p.log.offset_for_timestamp, timestamp, upper)
         except KafkaStorageError as e:
-            self._report(e)
+            self.log_dir_failures.report(e)
             return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, -1
         except LogClosedError as e:  # deleted, reloaded or offline under the read: no I/O error
             return e.error_code, -1, -1, -1

@@ -81,7 +81,7 @@ async def node(tmp_path):
     fo = FaultInjectingFileOps()
     n = Node(1, tmp_path, fileops=fo, log_dirs=2)
     n.fo = fo
-    n.rm.probe_timeout_s = 30
+    n.rm.log_dir_failures.probe_timeout_s = 30
     await n.start()
     n.failure_loop = asyncio.ensure_future(n.rm.log_dir_failure_loop())
     resp = await n.stub.LeaderAndIsr(leader_and_isr(n, 1, 0, [1], [1], [n], tp=T0))

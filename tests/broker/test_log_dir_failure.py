@@ -102,7 +102,7 @@ class Broker:
                          lost_replicas=lost_replicas)
         self.halted = []
         self.node.rm.halt = self.halted.append
-        self.node.rm.probe_timeout_s = 30  # never convict a healthy dir on a slow machine
+        self.node.rm.log_dir_failures.probe_timeout_s = 30  # never convict a healthy dir on a slow machine
 
     async def start(self, zk_hosts):
         self.zk = AsyncZk(zk_hosts)

@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-import broker.replica_manager  # noqa: F401 (ReplicaManager: LogDirFailureHandling's subclass)
+import broker.replica_manager  # noqa: F401 (ReplicaManager and the parts it composes)
 from tests.sim import planted_selectors
 from tests.sim.cluster import planted as cluster_planted
 

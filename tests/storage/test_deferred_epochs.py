@@ -6,8 +6,8 @@ A crash is a LogManager dropped without shutdown (helpers.crash) and a fresh one
 the same dirs: the recovery point, HW and log start come from the checkpoint files, never from
 the crashed objects."""
 
+import asyncio
 import os
-from types import SimpleNamespace
 
 from broker import alter_log_dirs as ald
 from broker.metrics import BrokerMetrics
@@ -92,8 +92,9 @@ def test_the_deferred_epoch_writer_follows_a_swapped_log(tmp_path):
     current.epoch_cache.assign(4, 2, defer=True)   # become leader; the writer is queued
     future = Log.open(target.path, TP, partition_dir=os.path.join(
         target.path, ald.future_dir_name(TP, "f")))
-    rm = SimpleNamespace(log_manager=lm, metrics=BrokerMetrics(1), broker_epoch=1)
-    mover = ald.ReplicaAlterLogDirsManager(rm, ReplicationQuota(lambda: 0.0))
+    host = ald.ReplicaHost({}, asyncio.Lock(), lambda: 1, lambda tp, reason: None)
+    mover = ald.ReplicaAlterLogDirsManager(host, lm, None, BrokerMetrics(1),
+                                           ReplicationQuota(lambda: 0.0))
     new, doomed, record = mover._swap_on_write_path(ald.Move(TP, target, future), current, src)
     lm.replace_current_with_future(TP, new, target, record)  # as _complete does
     assert current.moved_to is new and not os.path.exists(current.dir)

@@ -14,7 +14,24 @@ marker and its KIP-966 content, placement-resolved duplicates, the copies
 /brokers/lost_replicas/<id> names set aside, strays), checkpoint, shutdown, log creation in the
 online dir with the fewest partitions (with its placement record while a dir is offline), log
 deletion and mark_offline; its executors and uuid-made ids through the seams of ``seams.py``.
-``ReplicaManager._check_controller`` and ``_create_logs`` are called as they are.
+``ReplicaManager._check_controller``, ``_create_logs``, ``_min_isr``, ``_refresh_min_isr`` and
+``ReplicaBackground.maybe_shrink_isr`` are called as they are, and so are
+``ReplicaManager._stop_replica`` (KIP-570's fence, the fetcher and its failed set, a lost
+replica forgotten, the deletion on the log dir's executor, a topic's overrides with its last
+replica) and ``update_metadata`` (the real ``MetadataCache``, the fetchers' endpoints, the
+stray rule and the stray deletions it starts), run to their end by ``seams.run_now``.
+
+The replica fetcher is the real one (``broker.fetcher``): a ``ReplicaFetcherManager`` per
+broker process over its LogManager, its fetch states (``track``), its failed set (KIP-461:
+``on_leader_and_isr``, ``on_stop_replica``, and ``on_log_dir_offline`` through the real
+log-dir failure handling), and for each answer ``ReplicaFetcher.build_request`` and
+``handle_response`` - ``_process``, ``_truncate`` on a diverging epoch, ``_reset_offset`` on
+OFFSET_OUT_OF_RANGE with its ListOffsets answered by the leader's real
+``ReplicaManager.list_offset_and_timestamp`` through the in-memory stub
+(``_LeaderStub``, the manager's ``stub_factory`` seam) - run to their end by
+``seams.run_now``. World's network carries each partition's request and answer (one partition
+a request; the fetcher's ``_run`` round, long poll and fetch sessions are not run: the
+leader answers session id 0, so every request is a full one).
 
 What is re-expressed here (the asyncio/gRPC glue of broker/replica_manager.py and fetcher.py,
 which a plain per-partition state object in production would let this module call instead -
@@ -22,20 +39,24 @@ the next step of the issue):
     - ReplicaManager._leader_and_isr's phases around Partition.apply_leader_and_isr (one
       LeaderAndIsr applied at once, the epoch start written synchronously where production
       awaits the log dir's executor);
-    - ReplicaManager._stop_replica, update_metadata's stray deletion, _check_controller,
-      _min_isr/_refresh_min_isr, produce's _append and _await_replication's loop,
-      _prepare_read/_read_result for follower fetches (without the idle short path, the
-      seed-002 pending reads, quotas and fetch sessions), maybe_shrink_isr;
-    - the fetcher's _build_request/_process/_truncate/_reset_offset (the offset reset reads
-      the leader's log bounds directly instead of a ListOffsets RPC);
+    - produce's _append and _await_replication's loop; apply_topic_config /
+      apply_broker_config's bookkeeping (config_changed: the configs re-read from the tree);
+    - the leader's fetch around the real _prepare_read and _read_result (called as they
+      are, one partition at a time): fetch/_read_all (the idle short path, long polling, the
+      seed-002 pending reads, quotas and fetch sessions) and _read_logs' read-pool hand-off
+      (the one read is done at once);
+    - the fetcher's round (ReplicaFetcher._run: World sends one partition's request at a
+      time, times it out and backs off that partition, SimFetch);
     - ReplicaManager._write_epoch_checkpoints (run a few ticks after the LeaderAndIsr);
     - JBOD (KIP-112, design.md#jbod): forget_lost_replicas (the znode is
-      World.lost_replicas); ReplicaManager._leader_and_isr's refusal of a missing log (missing_log's REFUSE, the
-      offline_replicas bookkeeping) and its KAFKA_STORAGE_ERROR answers for a lost replica;
-      RestartNotifier.run's write loop (World._write_restart_entries: record_lost_copies and
-      the sequential entry in one ZooKeeper round trip, retried until it lands, sometimes
-      twice). Called as they are: broker.log_dir_failures' handle_log_dir_failure, _lose and
-      _refuse_lost_replicas (over the real LogManager), RestartNotifier.request and
+      World.lost_replicas); ReplicaManager._leader_and_isr's refusal of a missing log
+      (missing_log's REFUSE, the offline_replicas bookkeeping) and the KAFKA_STORAGE_ERROR
+      answers to produce and GetReplicaLogInfo for a lost replica (a follower fetch gets
+      it from the real _prepare_read); RestartNotifier.run's write loop
+      (World._write_restart_entries: record_lost_copies and the sequential entry in one
+      ZooKeeper round trip, retried until it lands, sometimes twice). Called as they are:
+      broker.log_dir_failures.LogDirFailures (handle_log_dir_failure, lose_replicas,
+      refuse_lost_replicas, over the real LogManager), RestartNotifier.request and
       restart_entry, and placement's records (written for a log created while a dir is
       offline; newer_copy decides between two copies found at a start). Not modelled:
       a single log's failure (handle_log_failure), KIP-113 moves between dirs, preferred
@@ -45,36 +66,35 @@ the next step of the issue):
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from broker import delayed_produce, fencing, partition_state, truncation
+import grpc
+
+from broker import delayed_produce, fencing, partition_state
 from broker.alter_partition import AlterPartitionManager, Proposal
 from broker.delayed_produce import ProduceWait
-from broker.fetch_failures import Outcome, Problem, classify
-from broker.log_dir_failures import LogDirFailureHandling
-from broker.metadata_cache import partition_info
+from broker.fetcher import FetchState, ReplicaFetcher, ReplicaFetcherManager
+from broker.log_dir_failures import LogDirFailures
+from broker.metadata_cache import MetadataCache
 from broker.partition import Partition
+from broker.replica_background import ReplicaBackground
 from broker.replica_manager import ReplicaManager
+from broker.replica_types import FetchPartitionRequest, _LogRead
+from broker.replication_quota import ReplicationQuota
 from broker.restart_notifier import RestartNotifier
+from broker.storage.errors import KafkaStorageError, LogClosedError
 from broker.storage.log import Log, LogConfig
 from broker.storage.log_manager import LogManager
-from broker.truncation import (
-    OUT_OF_RANGE,
-    Divergence,
-    leader_divergence,
-    leader_end_for_epoch,
-)
-from common import dynamic_config
 from common import records as rec
-from common.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError
+from common.config import build_config
+from common.errors import ErrorCode, OffsetOutOfRangeError
 from common.names import TopicPartition
-from common.zk_layout import LEADER_DURING_DELETE
+from common.rpc import replog_pb2 as pb
 from controller.decisions.recovery import ReplicaLogInfo
 from tests.sim.cluster.memfs import MemFileOps
-from tests.sim.cluster.seams import Ids, InlineExecutor
+from tests.sim.cluster.seams import Ids, InlineExecutor, call_in_loop, run_now
 
 if TYPE_CHECKING:
     from common.controller_requests import (
@@ -84,9 +104,6 @@ if TYPE_CHECKING:
     )
 
 LOG_DIR = "/data"
-FETCH_MAX_BYTES = 1 << 20
-# the fixed stray rule takes the ISR (an ISR member is never a stray); the code before, none
-_STRAY_TAKES_ISR = "isr" in inspect.signature(partition_state.is_stray_replica).parameters
 
 
 class _Counter:
@@ -95,6 +112,12 @@ class _Counter:
 
     def labels(self, **_k) -> _Counter:
         return self
+
+    def set_function(self, _f) -> None:
+        pass
+
+    def register(self, _collector) -> None:
+        pass
 
 
 class _Quiet:
@@ -105,15 +128,6 @@ class _Quiet:
             else (lambda *a, **k: None)
 
 
-class _Metadata(dict):
-    """The broker's metadata cache: partition -> PartitionInfo (``.partitions`` as in
-    broker.metadata_cache.MetadataCache, which log_dir_failures reads)."""
-
-    @property
-    def partitions(self) -> _Metadata:
-        return self
-
-
 @dataclass
 class _Dir:
     """A stopped broker's log dirs, as the next start finds them: every one online."""
@@ -122,6 +136,14 @@ class _Dir:
     index: int
     online: bool = True
     error: str | None = None
+
+
+class _NoLock:
+    async def __aenter__(self) -> None:
+        pass
+
+    async def __aexit__(self, *_exc) -> None:
+        pass
 
 
 class _NoMoves:
@@ -135,19 +157,83 @@ class _NoMoves:
 
 
 @dataclass
-class FetchState:
-    """A follower's fetch state for one partition (fetcher.FetchState's fields that matter)."""
+class SimFetch:
+    """What the simulated network knows of one real fetch state (``broker.fetcher.FetchState``
+    in the real ``ReplicaFetcher`` for its leader): the request in flight. The fetcher's round
+    (``ReplicaFetcher._run``: one Fetch per leader, the long poll, the whole-fetcher back-off)
+    is not run; World sends one partition's request at a time, built and answered by the
+    fetcher's own ``build_request`` and ``handle_response``."""
 
-    partition: Partition
-    leader_id: int
-    leader_epoch: int
-    delayed_until: int = 0
+    state: FetchState
+    fetcher: ReplicaFetcher
     in_flight: int | None = None  # the id of the fetch awaiting its answer
     sent_at: int = 0
     # an answer without a divergence came back in this epoch: the log matches the leader's
     # up to its end (what the diverging-epoch protocol promises); the invariants compare
     # replicas from then on
     synced: bool = False
+
+    @property
+    def partition(self) -> Partition:
+        return self.state.partition
+
+    @property
+    def leader_id(self) -> int:
+        return self.fetcher.leader_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    def live(self) -> bool:
+        """Still the fetcher's state (not failed, removed or replaced)."""
+        return self.fetcher.partitions.get(self.partition.tp) is self.state
+
+    def ready(self, now_ms: int) -> bool:
+        """Past its back-off (the fetcher's clock is the simulation's, in seconds)."""
+        return round(self.state.delayed_until * 1000) <= now_ms
+
+    def back_off(self) -> None:
+        """No answer within the fetch timeout: as the fetcher's transport error, wait
+        ``replica.fetch.backoff.ms`` (for this partition: requests are per partition here)."""
+        self.state.delayed_until = self.fetcher.monotonic() + self.fetcher.manager.backoff_s
+
+
+class _LeaderStub:
+    """The in-memory transport (``broker.fetcher.LeaderStub``, through the manager's
+    ``stub_factory``): the fetcher's ListOffsets (its offset reset) is answered at once by the
+    leader's real ``ReplicaManager.list_offset_and_timestamp`` over its current state; a dead
+    leader is a transport error. Fetch itself goes over World's network (``SimBroker.
+    fetch_request`` / ``serve_fetch`` / ``process_fetch``)."""
+
+    def __init__(self, world, leader_id: int):
+        self.world = world
+        self.leader_id = leader_id
+
+    async def ListOffsets(self, req: pb.ListOffsetsRequest, *, timeout: float  # noqa: N802
+                          ) -> pb.ListOffsetsResponse:
+        leader = self.world.brokers.get(self.leader_id)
+        if leader is None or not leader.alive:
+            raise grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(),
+                                       grpc.aio.Metadata(), "the leader is down")
+        out = pb.ListOffsetsResponse()
+        for t in req.topics:
+            tr = out.topics.add(topic=t.topic)
+            for lp in t.partitions:
+                epoch = lp.current_leader_epoch if lp.HasField("current_leader_epoch") \
+                    else None
+                error, ts, offset, leader_epoch = await ReplicaManager.list_offset_and_timestamp(
+                    leader, TopicPartition(t.topic, lp.partition), lp.timestamp, epoch,
+                    req.replica_id)
+                tr.partitions.add(partition=lp.partition, error_code=error, timestamp=ts,
+                                  offset=offset, leader_epoch=leader_epoch)
+        return out
+
+    def Fetch(self, req, *, timeout):  # noqa: N802 - World's network carries fetches
+        raise NotImplementedError("the simulation sends fetches over World's network")
+
+    def FetchStream(self):  # noqa: N802
+        raise NotImplementedError("the simulation sends fetches over World's network")
 
 
 @dataclass
@@ -193,7 +279,6 @@ class SimBroker:
             self.fs.mkdir(d)
         self.fs.fsync_dir("/")
         self.events = _Quiet()
-        self.fetcher_manager = None
         self.alter_log_dirs = _NoMoves()
         self._reset_process()
 
@@ -206,9 +291,12 @@ class SimBroker:
         self.restart_in_flight = False
         self.halted: str | None = None
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.metadata: _Metadata = _Metadata()
-        self.fetching: dict[TopicPartition, FetchState] = {}
-        self.failed_fetches: dict[TopicPartition, int] = {}
+        self.metadata = MetadataCache()
+        self._stray_deletions: set = set()  # ReplicaManager.update_metadata's stray tasks
+        # the real fetcher manager, made at each start over the LogManager; ``fetching`` is
+        # what World's network knows of its fetch states
+        self.fetcher_manager: ReplicaFetcherManager | None = None
+        self.fetching: dict[TopicPartition, SimFetch] = {}
         self.produces: list[PendingProduce] = []
         self.deferred_epoch_writes: list[tuple[int, Log]] = []  # (due ms, log)
         self.controller_epoch = -1
@@ -221,6 +309,8 @@ class SimBroker:
         self.alter_in_flight: dict[TopicPartition, Proposal] | None = None
         self.alter_sent_at = 0
         self.log_versions: dict[TopicPartition, int] = {}
+        # KIP-73: no throttled replica is configured in the simulation
+        self.quotas = SimpleNamespace(leader=ReplicationQuota(lambda: self.now() / 1000))
 
     # ------------------------------------------------------------------ clock
 
@@ -267,6 +357,25 @@ class SimBroker:
         lm.on_unclean_start_handled = lambda: self.world.rewrite_registration(
             self.broker_id, self.broker_epoch)
         lm.startup()
+        self.fetcher_manager = fm = ReplicaFetcherManager(
+            self.broker_id, lambda: self.broker_epoch, build_config([
+                ("broker.id", str(self.broker_id), "sim"),
+                ("replica.fetch.backoff.ms", str(self.world.fetch_backoff_ms), "sim")]),
+            lm, _Quiet(), _Quiet(), monotonic=lambda: self.now() / 1000,
+            stub_factory=lambda leader, _address: _LeaderStub(self.world, leader))
+        # every leader has an address before the first UpdateMetadata names them (the stub
+        # needs none)
+        fm.addresses = {b: f"broker-{b}:9092" for b in self.world.broker_ids}
+        # the real isr-expiration round over this process's partitions
+        self.background = ReplicaBackground(
+            self.partitions, lm, lambda: self.alter, self.events, self.now,
+            lag_max_ms=self.world.lag_max_ms, pending_reads_in_sync=False,
+            hw_checkpoint_interval_ms=0, retention_check_interval_ms=0)  # loops not run
+        # the real log-dir failure handling over this process's maps (design.md#jbod)
+        self.failures = LogDirFailures(
+            self.broker_id, lm, self.partitions, self.offline_replicas, self.metadata,
+            self.alter_log_dirs, self.events, _Quiet(), fetcher_manager=fm,
+            restart_notifier=self.restart_notifier, halt=self.halt)
         for d in lm.dirs:
             if d.error and "duplicate log directories" in d.error:
                 # production takes the dir offline; in the simulation no such pair may arise
@@ -301,23 +410,21 @@ class SimBroker:
         replicas out of ``partitions`` into ``offline_replicas``, a restart of them asked
         of the controller (RestartNotifier.request), a halt if no dir is left. The fetcher
         forgets them (FetcherManager.remove_partitions)."""
-        lost = LogDirFailureHandling.handle_log_dir_failure(self, path, reason)
+        lost = self.failures.handle_log_dir_failure(path, reason)
         for tp in lost:
             self._touched(tp)
-            self.fetching.pop(tp, None)
-            self.failed_fetches.pop(tp, None)
+            self.fetching.pop(tp, None)  # the real fetcher manager forgot it
         self.deferred_epoch_writes = [e for e in self.deferred_epoch_writes
                                       if not e[1].closed]
         return lost
 
-    def _lose(self, tps, log_dir):
-        return LogDirFailureHandling._lose(self, tps, log_dir)
+    def _online_replica(self, tp: TopicPartition) -> Partition | None:
+        return ReplicaManager._online_replica(self, tp)
 
     def halt(self, message: str) -> None:
         """Every log dir is offline: the process exits (World stops it after the call)."""
         self.halted = message
 
-    on_log_dir_offline = None  # the registration rewrite: no controller rule reads it
 
     def power_loss(self) -> None:
         """An unclean stop: what was not fsynced is gone (memfs.crash)."""
@@ -327,12 +434,17 @@ class SimBroker:
 
     # ------------------------------------------------------------------ configs
 
+    # what ReplicaManager._min_isr and _refresh_min_isr read
+    @property
+    def config(self) -> dict[str, object]:
+        return {"min.insync.replicas": self.static_min_isr}
+
+    @property
+    def broker_default_config(self) -> dict[str, str] | None:
+        return self.broker_dynamic
+
     def _min_isr(self, topic: str, replication_factor: int) -> int:
-        resolve = getattr(dynamic_config, "configured_min_isr", None)
-        if resolve is None:  # before the one min-ISR resolver: the old signature
-            resolve = dynamic_config.effective_min_isr
-        return resolve(self.topic_configs.get(topic), self.broker_dynamic,
-                       self.static_min_isr, replication_factor)
+        return ReplicaManager._min_isr(self, topic, replication_factor)
 
     def _topic_config(self, topic: str) -> None:
         if topic not in self.topic_configs:
@@ -340,19 +452,13 @@ class SimBroker:
 
     def config_changed(self, topic: str | None) -> None:
         """A /config/changes notification: a topic's overrides (topic) or the dynamic broker
-        default (None) were re-read; ReplicaManager.apply_*_config then _refresh_min_isr."""
+        default (None) were re-read (ReplicaManager.apply_*_config's bookkeeping), then the
+        real _refresh_min_isr."""
         if topic is None:
             self.broker_dynamic = dict(self.world.broker_default_config)
         elif topic in self.topic_configs or any(tp.topic == topic for tp in self.partitions):
             self.topic_configs[topic] = dict(self.world.d.tree.configs.get(topic, {}))
-        for tp, p in sorted(self.partitions.items()):
-            if topic is not None and tp.topic != topic:
-                continue
-            new = self._min_isr(tp.topic, len(p.replicas))
-            if new != p.min_isr:
-                p.min_isr = new
-                if p.is_leader:
-                    p.maybe_advance_hw()
+        ReplicaManager._refresh_min_isr(self, lambda tp: topic is None or tp.topic == topic)
 
     # ------------------------------------------------------------------ controller requests
 
@@ -398,8 +504,8 @@ class SimBroker:
             else:
                 refused[s.tp] = self.offline_replicas.get(s.tp) or ",".join(
                     d.path for d in self.dirs if not d.online)
-        LogDirFailureHandling._refuse_lost_replicas(
-            self, refused, {s.tp: s.partition_epoch for s in todo})
+        self.failures.refuse_lost_replicas(
+            refused, {s.tp: s.partition_epoch for s in todo})
         now = self.now()
         epoch_starts = []
         for s in todo:
@@ -415,9 +521,9 @@ class SimBroker:
                 p.log = self.logs[tp]
             t = p.apply_leader_and_isr(s, now)
             if t.new_epoch:
-                self.failed_fetches.pop(tp, None)  # KIP-461: a new epoch clears a failure
+                self.fetcher_manager.on_leader_and_isr(tp, s.leader_epoch)  # KIP-461
             if t.lead:
-                self.fetching.pop(tp, None)
+                self._stop_fetching(tp)
                 if t.write_epoch_start:
                     epoch_starts.append((p, p.log, s.leader_epoch))
                 if t.report_recovered:
@@ -425,9 +531,10 @@ class SimBroker:
                 if t.reset_followers:
                     self.world.on_become_leader(self, tp, s.leader_epoch)
             elif t.follow:
-                self.fetching.pop(tp, None)
-                if t.fetch and tp not in self.failed_fetches:
-                    self.fetching[tp] = FetchState(p, s.leader, s.leader_epoch)
+                self._stop_fetching(tp)
+                if t.fetch:
+                    f = self.fetcher_manager.track(tp, p)
+                    self.fetching[tp] = SimFetch(f.partitions[tp], f)
             results[tp] = ErrorCode.NONE
         for p, log, epoch in epoch_starts:
             # replica_manager._assign_epochs, then the epoch_start_applies check
@@ -440,61 +547,58 @@ class SimBroker:
                     "deferred_ms", (0, 200, 1000, 3000))), log))
         return results
 
-    def stop_replica(self, req: StopReplicaRequest) -> dict[TopicPartition, ErrorCode]:
-        self._check_controller(req.controller_epoch, req.broker_epoch)
-        return self._stop(req.partition_states)
+    def _stop_fetching(self, tp: TopicPartition) -> None:
+        self.fetcher_manager.remove_partitions([tp])
+        self.fetching.pop(tp, None)
 
-    def _stop(self, states) -> dict[TopicPartition, ErrorCode]:
-        results = {}
-        for s in states:
-            tp = s.tp
-            p = self.partitions.get(tp)
-            if p is not None and fencing.stop_replica_is_stale(s.leader_epoch, p.leader_epoch):
-                results[tp] = ErrorCode.FENCED_LEADER_EPOCH
-                continue
-            self.fetching.pop(tp, None)
-            self.failed_fetches.pop(tp, None)
-            if s.delete_partition:
-                # an offline replica's files are in an offline dir: nothing to delete now
-                # (offline_replica_forgotten); set aside if the dir comes back
-                self.offline_replicas.pop(tp, None)
-                self.partitions.pop(tp, None)
-                if tp in self.logs:
-                    self.log_manager.delete_log(tp)
-                    self._touched(tp)
-                    self.world.on_replica_deleted(self, tp)
-                if not any(held.topic == tp.topic for held in self.partitions):
-                    self.topic_configs.pop(tp.topic, None)  # the topic's last replica here
-            elif p is not None:
-                p.stopped = True
-                p.become_follower()
-            results[tp] = ErrorCode.NONE
-        return results
+    # what update_metadata's stray tasks call
+    stop_replica = ReplicaManager.stop_replica
+    _stop_replica = ReplicaManager._stop_replica
+
+    def apply_stop_replica(self, req: StopReplicaRequest) -> dict[TopicPartition, ErrorCode]:
+        """The real ReplicaManager._stop_replica (KIP-570's fence, the fetcher, a lost
+        replica forgotten, the deletion on the log dir's executor, a topic's overrides with
+        its last replica), run to its end now."""
+        held = set(self.logs)
+        results = run_now(self._stop_replica(req))
+        self._deleted(held, [s.tp for s in req.partition_states])
+        return dict(results)
 
     def update_metadata(self, req: UpdateMetadataRequest) -> None:
-        self._check_controller(req.controller_epoch, req.broker_epoch)
-        for s in req.partition_states:
-            self.metadata[s.tp] = partition_info(s)
-        strays = tuple(
-            SimpleNamespace(tp=s.tp, leader_epoch=None, delete_partition=True)
-            for s in req.partition_states
-            if s.leader != LEADER_DURING_DELETE and partition_state.is_stray_replica(
-                self.broker_id, s.replicas, s.leader_epoch, s.tp in self.logs,
-                self.partitions.get(s.tp), *((s.isr,) if _STRAY_TAKES_ISR else ())))
-        if strays:
-            self._stop(strays)
+        """The real ReplicaManager.update_metadata (the metadata cache, the fetchers'
+        endpoints, the stray rule), and the stray deletions it starts run to their end now."""
+        held = set(self.logs)
+        call_in_loop(ReplicaManager.update_metadata, self, req)
+        if self._stray_deletions:  # one task a request (ReplicaManager.stop_replica)
+
+            async def finish() -> None:
+                for task in list(self._stray_deletions):
+                    await task
+            run_now(finish())
+        self._deleted(held, [s.tp for s in req.partition_states])
+
+    def _deleted(self, held: set[TopicPartition], tps) -> None:
+        """After a request: the fetch states the real code removed leave the network's view,
+        and each log it deleted is reported (the invariants re-read it)."""
+        for tp in [tp for tp, f in self.fetching.items() if not f.live()]:
+            del self.fetching[tp]
+        for tp in tps:
+            if tp in held and tp not in self.logs:
+                self._touched(tp)
+                self.world.on_replica_deleted(self, tp)
+
+    @property
+    def state_change(self):
+        """ReplicaManager.stop_replica's lock: the simulation applies one request at a time."""
+        return _NoLock()
 
     def replica_log_info(self, tps) -> dict[TopicPartition, ReplicaLogInfo]:
+        """KIP-966 GetReplicaLogInfo through the real ReplicaManager.replica_log_info; the
+        answer as the controller's recovery reads it (the servicer's translation)."""
         out = {}
         for tp in tps:
-            p = self.partitions.get(tp)
-            log = p.log if p is not None else self.logs.get(tp)
-            if tp in self.offline_replicas:
-                out[tp] = ReplicaLogInfo(-1, -1, ErrorCode.KAFKA_STORAGE_ERROR)
-            elif log is None:
-                out[tp] = ReplicaLogInfo(-1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            else:
-                out[tp] = ReplicaLogInfo(log.latest_epoch, log.log_end_offset)
+            error, last_epoch, _current, leo = ReplicaManager.replica_log_info(self, tp)
+            out[tp] = ReplicaLogInfo(last_epoch, leo, error)
         return out
 
     # ------------------------------------------------------------------ produce
@@ -506,7 +610,7 @@ class SimBroker:
             return ErrorCode.KAFKA_STORAGE_ERROR, -1
         p = self.partitions.get(tp)
         p = p if p is not None and p.log is not None else None
-        refused = fencing.produce_error(p, tp in self.metadata, acks)
+        refused = fencing.produce_error(p, tp in self.metadata.partitions, acks)
         if refused is not None:
             return refused, -1
         batch = rec.build_batch([rec.ProducerRecord(None, value)], now_ms=self.now())
@@ -534,110 +638,88 @@ class SimBroker:
 
     # ------------------------------------------------------------------ leader fetch path
 
-    def serve_fetch(self, replica_id: int, broker_epoch: int, fp: FetchRequest) -> FetchAnswer:
-        """_prepare_read + the read + _read_result, for a follower."""
-        tp = fp.tp
-        if tp in self.offline_replicas:
-            return FetchAnswer(ErrorCode.KAFKA_STORAGE_ERROR)
-        p = self.partitions.get(tp)
-        p = p if p is not None and p.log is not None else None
-        refused = fencing.leader_request_error(p, tp in self.metadata, fp.current_leader_epoch)
-        if refused is not None:
-            return FetchAnswer(refused)
-        log = p.log
-        div = leader_divergence(fp.last_fetched_epoch, fp.fetch_offset,
-                                leader_end_for_epoch(fp.last_fetched_epoch,
-                                                     log.end_offset_for_epoch),
-                                log.log_start_offset)
-        if div is OUT_OF_RANGE:
-            return FetchAnswer(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
-                               log.log_start_offset)
-        if div is not None:
-            return FetchAnswer(ErrorCode.NONE, p.high_watermark, log.log_start_offset,
-                               diverging=(div.epoch, div.end_offset))
-        p.on_follower_fetch(replica_id, broker_epoch, fp.fetch_offset, fp.log_start_offset,
-                            self.now(), propose_expansion=self.alter.enqueue)
-        try:
-            data = log.read(fp.fetch_offset, FETCH_MAX_BYTES, log.log_end_offset, True)
-        except OffsetOutOfRangeError:
-            return FetchAnswer(ErrorCode.OFFSET_OUT_OF_RANGE, p.high_watermark,
-                               log.log_start_offset)
-        return FetchAnswer(ErrorCode.NONE, p.high_watermark, log.log_start_offset, data)
+    def serve_fetch(self, req: pb.FetchRequest) -> pb.FetchResponse:
+        """A follower's Fetch, as the fetcher built it: each partition read as below; no
+        fetch session (session id 0: the fetcher sends every partition each time)."""
+        out = pb.FetchResponse()
+        for t in req.topics:
+            tr = out.responses.add(topic=t.topic)
+            for fp in t.partitions:
+                a = self._serve_partition(
+                    req.replica_state.broker_id, req.replica_state.broker_epoch,
+                    FetchRequest(TopicPartition(t.topic, fp.partition), fp.fetch_offset,
+                                 fp.current_leader_epoch,
+                                 fp.last_fetched_epoch if fp.HasField("last_fetched_epoch")
+                                 else None, fp.log_start_offset), fp.partition_max_bytes)
+                r = tr.partitions.add(partition=fp.partition, error_code=a.error,
+                                      high_watermark=a.high_watermark,
+                                      log_start_offset=a.log_start_offset, records=a.records)
+                if a.diverging is not None:
+                    r.diverging_epoch.epoch, r.diverging_epoch.end_offset = a.diverging
+        return out
+
+    def _serve_partition(self, replica_id: int, broker_epoch: int, fp: FetchRequest,
+                         max_bytes: int) -> FetchAnswer:
+        """One partition of a follower's fetch: the real ReplicaManager._prepare_read (lost
+        replica, leader and KIP-320 epoch checks, the follower's membership, divergence, the
+        follower's fetch state with its ISR expansion and the HW), the log read
+        ``_read_logs`` does on the read pool (here at once: one partition, no KIP-501 serve
+        time), and the real _read_result."""
+        r = ReplicaManager._prepare_read(
+            self, replica_id, broker_epoch, 0,
+            FetchPartitionRequest(fp.tp, fp.fetch_offset, max_bytes, fp.current_leader_epoch,
+                                  fp.last_fetched_epoch, fp.log_start_offset))
+        if isinstance(r, _LogRead):
+            try:
+                r.data = r.log.read(r.fetch_offset, r.max_bytes, r.upper, True)
+            except (OffsetOutOfRangeError, KafkaStorageError, LogClosedError) as e:
+                r.error = e
+            r = ReplicaManager._read_result(self, r)
+        return FetchAnswer(r.error, r.high_watermark, r.log_start_offset, r.records,
+                           r.diverging)
+
+    # what _prepare_read and _read_result read of the replica manager
+    def clock(self) -> int:
+        return self.now()
+
+    @property
+    def alter_partition(self) -> AlterPartitionManager:
+        return self.alter
+
+    def _lost_message(self, tp: TopicPartition) -> str:
+        return ReplicaManager._lost_message(self, tp)
 
     # ------------------------------------------------------------------ follower (fetcher)
 
-    def fetch_request(self, s: FetchState) -> FetchRequest:
-        log = s.partition.log
-        latest = log.latest_epoch
-        return FetchRequest(s.partition.tp, log.log_end_offset, s.leader_epoch,
-                            latest if latest >= 0 else None, log.log_start_offset)
+    def fetch_request(self, s: SimFetch) -> pb.FetchRequest:
+        """The real fetcher's request for this one partition (ReplicaFetcher.build_request)."""
+        return s.fetcher.build_request({s.partition.tp: s.state})
 
-    def _still_following(self, tp: TopicPartition, s: FetchState, log) -> bool:
-        p = s.partition
-        return (self.fetching.get(tp) is s and p.leader_epoch == s.leader_epoch
-                and p.leader_id == s.leader_id and not p.is_leader and p.log is log)
-
-    def process_fetch(self, s: FetchState, log: Log, r: FetchAnswer, leader) -> None:
-        """fetcher._process for one partition's answer."""
+    def process_fetch(self, s: SimFetch, answer: pb.FetchResponse) -> None:
+        """The real fetcher's answer handling (ReplicaFetcher.handle_response: _process, and
+        _truncate or _reset_offset), run to its end now: the log dir's executor is inline
+        and the ListOffsets stub answers at once (seams.run_now)."""
         tp = s.partition.tp
-        if not self._still_following(tp, s, log):
+        log = s.partition.log
+        if not s.live():
             return
-        problem = Problem.NONE
-        try:
-            if r.error == ErrorCode.NONE:
-                if r.diverging is not None:
-                    self._truncate(s, log, Divergence(*r.diverging))
-                    return
-                s.synced = True
-                if r.records:
-                    log.append_as_follower(r.records)
-                    self._touched(tp)
-                new_hw = min(r.high_watermark, log.log_end_offset)
-                if new_hw != log.high_watermark:
-                    log.high_watermark = new_hw
-            elif r.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                self._reset_offset(s, log, leader)
-        except CorruptRecordError:
-            problem = Problem.CORRUPT_RECORDS
-        outcome = classify(problem, r.error, s.leader_epoch, s.partition.leader_epoch)
-        if outcome is Outcome.FAIL_PARTITION:
-            self.fetching.pop(tp, None)
-            self.failed_fetches[tp] = s.leader_epoch
-        elif outcome is Outcome.DELAY_PARTITION:
-            s.delayed_until = self.now() + self.world.fetch_backoff_ms
-
-    def _truncate(self, s: FetchState, log: Log, div: Divergence) -> None:
-        own = log.end_offset_for_epoch(div.epoch) if div.epoch >= 0 else (-1, -1)
-        decision = truncation.follower_truncation(div, own, log.log_end_offset, log.high_watermark)
-        before = (log.log_end_offset, log.latest_epoch)
-        log.truncate_to(decision.offset)
-        self._touched(s.partition.tp)
-        if (log.log_end_offset, log.latest_epoch) == before:
-            s.delayed_until = self.now() + self.world.fetch_backoff_ms
-
-    def _reset_offset(self, s: FetchState, log: Log, leader: SimBroker | None) -> None:
-        """fetcher._reset_offset, with ListOffsets read straight from the leader."""
-        lp = leader.partitions.get(s.partition.tp) if leader is not None and leader.alive \
-            else None
-        if lp is None or lp.log is None or not lp.is_leader or lp.leader_epoch != s.leader_epoch:
-            s.delayed_until = self.now() + self.world.fetch_backoff_ms
-            return
-        leader_end = lp.log.log_end_offset
-        if log.log_end_offset > leader_end:
-            log.truncate_to(leader_end)
-        else:
-            log.truncate_fully_and_start_at(lp.log.log_start_offset)
-        self._touched(s.partition.tp)
+        if s.fetcher.still_following(tp, s.state, log) and any(
+                r.error_code == ErrorCode.NONE and not r.HasField("diverging_epoch")
+                for t in answer.responses for r in t.partitions):
+            s.synced = True
+        before = (log.log_end_offset, log.log_start_offset, log.latest_epoch)
+        run_now(s.fetcher.handle_response(answer, {tp: s.state}))
+        if (log.log_end_offset, log.log_start_offset, log.latest_epoch) != before or any(
+                r.HasField("diverging_epoch") for t in answer.responses for r in t.partitions):
+            self._touched(tp)
+        if not s.live() and self.fetching.get(tp) is s:
+            self.fetching.pop(tp)  # KIP-461: failed (the manager's failed set has it)
 
     # ------------------------------------------------------------------ background
 
     def maybe_shrink_isr(self) -> None:
-        now = self.now()
-        for _tp, p in sorted(self.partitions.items()):
-            p.refused_expansions.clear()
-            out = p.out_of_sync(now, self.world.lag_max_ms, False)
-            if out:
-                self.alter.shrink_isr(p, out, now)
+        """The real ReplicaBackground.maybe_shrink_isr (the isr-expiration task's round)."""
+        self.background.maybe_shrink_isr()
 
     def write_due_epochs(self) -> None:
         due = [e for e in self.deferred_epoch_writes if e[0] <= self.now()]

@@ -31,7 +31,7 @@ simulation must reach the code that ships):
                                       HW passes its offset (delayed_produce.produce_wait)
     lost_replica_not_recorded         JBOD: a log-dir failure takes the replica out of the
                                       partitions without recording it offline
-                                      (LogDirFailureHandling._lose)
+                                      (LogDirFailures.lose_replicas)
     stop_replica_deletes_isr_member   StopReplica is never fenced by its leader epoch
                                       (fencing.stop_replica_is_stale, KIP-570): an old
                                       deletion removes a log the ISR names again (profile
@@ -49,7 +49,7 @@ from collections.abc import Callable
 
 from broker import delayed_produce, fencing, partition_state, truncation
 from broker import isr as isr_rules
-from broker.log_dir_failures import LogDirFailureHandling
+from broker.log_dir_failures import LogDirFailures
 from broker.replica_core import ReplicaCore
 from broker.storage.log import Log
 from common import dynamic_config
@@ -115,11 +115,11 @@ def _acked_on_append(p, written_epoch, end_offset, epoch_at, remaining_s):
     return delayed_produce.ProduceWait.ACKNOWLEDGED
 
 
-_lose = LogDirFailureHandling._lose
+_lose = LogDirFailures.lose_replicas
 
 
 def _lose_unrecorded(self, tps, log_dir):
-    """LogDirFailureHandling._lose forgetting the record of the lost replicas."""
+    """LogDirFailures.lose_replicas forgetting the record of the lost replicas."""
     held = _lose(self, tps, log_dir)
     for tp in tps:
         self.offline_replicas.pop(tp, None)
@@ -142,7 +142,7 @@ PLANTED: dict[str, tuple[object, str, Callable]] = {
     "restart_entries_ignored": (controller_decisions, "restart_partitions", _restart_nothing),
     "follower_ignores_diverging_epoch": (truncation, "follower_truncation", _no_truncation),
     "produce_acked_before_hw": (delayed_produce, "produce_wait", _acked_on_append),
-    "lost_replica_not_recorded": (LogDirFailureHandling, "_lose", _lose_unrecorded),
+    "lost_replica_not_recorded": (LogDirFailures, "lose_replicas", _lose_unrecorded),
     "stop_replica_deletes_isr_member": (fencing, "stop_replica_is_stale", _stop_never_stale),
 }
 

@@ -47,10 +47,7 @@ from controller import effects as X
 from controller import events as E
 from controller.request_pb import request_pb
 from controller.store import WatchedEvent
-from tests.sim.cluster.broker_model import (
-    FetchState,
-    SimBroker,
-)
+from tests.sim.cluster.broker_model import SimBroker, SimFetch
 from tests.sim.cluster.invariants import Invariants, InvariantViolation
 from tests.sim.driver import Crashed, Driver
 
@@ -352,7 +349,7 @@ class World:
                 b.update_metadata(update_metadata_request(request_pb(s.request)))
             elif s.kind == "StopReplica":
                 req = stop_replica_request(request_pb(s.request))
-                results = b.stop_replica(req)
+                results = b.apply_stop_replica(req)
                 deleted = {p.tp for p in req.partition_states if p.delete_partition}
                 if deleted:
                     errors = {tp: results[tp] for tp in deleted}
@@ -464,33 +461,31 @@ class World:
                 if self.now_ms - s.sent_at < self.fetch_timeout_ms:
                     continue
                 s.in_flight = None  # timed out: the fetcher tries again
-                s.delayed_until = self.now_ms + self.fetch_backoff_ms
-            if s.delayed_until > self.now_ms:
+                s.back_off()
+            if not s.ready(self.now_ms):
                 continue
             self.produced_fetch_id = getattr(self, "produced_fetch_id", 0) + 1
             fid = s.in_flight = self.produced_fetch_id
             s.sent_at = self.now_ms
+            # the broker epoch the request carries is read when it is built: a fetch sent
+            # before a restart reaches the leader with the old epoch (KIP-903)
             req = b.fetch_request(s)
-            log = s.partition.log
             slow = self.slow_until[b.broker_id] > self.now_ms
-            # the broker epoch and incarnation the request carries, read when it is sent: a
-            # fetch sent before a restart reaches the leader with the old epoch (KIP-903)
-            self.net.send("Fetch", lambda b=b, s=s, req=req, fid=fid, log=log,
-                          inc=self.incarnation[b.broker_id], epoch=b.broker_epoch:
-                          self._fetch_at_leader(b, inc, epoch, s, req, fid, log), slow=slow)
+            self.net.send("Fetch", lambda b=b, s=s, req=req, fid=fid,
+                          inc=self.incarnation[b.broker_id]:
+                          self._fetch_at_leader(b, inc, s, req, fid), slow=slow)
 
-    def _fetch_at_leader(self, f: SimBroker, inc: int, broker_epoch: int, s: FetchState, req,
-                         fid: int, log) -> None:
+    def _fetch_at_leader(self, f: SimBroker, inc: int, s: SimFetch, req, fid: int) -> None:
         leader = self.brokers.get(s.leader_id)
         if leader is None or not leader.alive:
             return  # the follower times out
-        answer = leader.serve_fetch(f.broker_id, broker_epoch, req)
+        answer = leader.serve_fetch(req)
 
         def back() -> None:
             if not f.alive or self.incarnation[f.broker_id] != inc or s.in_flight != fid:
                 return
             s.in_flight = None
-            f.process_fetch(s, log, answer, leader)
+            f.process_fetch(s, answer)
         self.net.send("FetchAnswer", back)
 
     def _send_alter_partition(self, b: SimBroker) -> None:
@@ -911,7 +906,7 @@ class World:
             return
         self.say(f"broker {b.broker_id} handles a late copy of a StopReplica")
         try:
-            b.stop_replica(stop_replica_request(request_pb(s.request)))
+            b.apply_stop_replica(stop_replica_request(request_pb(s.request)))
         except RequestError:  # fenced, as ReplicaManager._check_controller refuses it
             pass
 
