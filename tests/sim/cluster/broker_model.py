@@ -280,6 +280,9 @@ class SimBroker:
         self.fs.fsync_dir("/")
         self.events = _Quiet()
         self.alter_log_dirs = _NoMoves()
+        # ReplicaManager's onLeadershipChange hook: no group coordinator runs in the
+        # simulation (docs/simulation.md lists __consumer_offsets as unmodelled).
+        self.on_leadership_change = None
         self._reset_process()
 
     def _reset_process(self) -> None:
