@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 from broker.group.consumer_protocol import decode_assignment
 from common.errors import ErrorCode, ReplogError
@@ -83,6 +84,13 @@ class _Connection:
         self.sock.close()
 
 
+_API_TIMEOUT_S = 60.0  # Kafka's default.api.timeout.ms
+_RETRY_BACKOFF_S = 0.1  # retry.backoff.ms
+_RETRIABLE_COORDINATOR = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                    ErrorCode.NOT_COORDINATOR})
+
+
 class _Cluster:
     def __init__(self, bootstrap: str):
         self.bootstrap = _Connection(bootstrap.split(",")[0].strip())
@@ -98,12 +106,22 @@ class _Cluster:
             self._conns[node_id] = _Connection(self.brokers[node_id])
         return self._conns[node_id]
 
-    def coordinator(self, group: str) -> _Connection:
-        r = self.bootstrap.call(K.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": [group]})
-        c = r["coordinators"][0]
-        if c["error_code"]:
-            raise ReplogError(f"no coordinator for group {group}: "
-                              f"{ErrorCode(c['error_code']).name}")
+    def coordinator(self, group: str, timeout_s: float = _API_TIMEOUT_S) -> _Connection:
+        """The group's coordinator. FindCoordinator's retriable answers are retried until
+        ``timeout_s``, as Kafka's AdminClient does within default.api.timeout.ms: a fresh
+        cluster answers COORDINATOR_NOT_AVAILABLE while the first FindCoordinator has
+        __consumer_offsets created, and COORDINATOR_LOAD_IN_PROGRESS while it loads."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            r = self.bootstrap.call(K.FIND_COORDINATOR,
+                                    {"key_type": 0, "coordinator_keys": [group]})
+            c = r["coordinators"][0]
+            if not c["error_code"]:
+                break
+            if c["error_code"] not in _RETRIABLE_COORDINATOR or time.monotonic() >= deadline:
+                raise ReplogError(f"no coordinator for group {group}: "
+                                  f"{ErrorCode(c['error_code']).name}")
+            time.sleep(_RETRY_BACKOFF_S)
         self.brokers.setdefault(c["node_id"], f"{c['host']}:{c['port']}")
         return self.node(c["node_id"])
 

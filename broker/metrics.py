@@ -49,7 +49,7 @@ class BrokerMetrics:
             "record bytes sent in Fetch responses to followers", registry=r)
         self.leadership_relinquished = Counter(
             "replog_leadership_relinquished", "leaderships given up because follower fetches "
-            "were served too slowly (seed 002)", registry=r)
+            "were served too slowly (KIP-501)", registry=r)
         self.fetcher_max_lag = Gauge("kafka_server_replicafetchermanager_maxlag",
                                      "largest follower lag in messages", ["clientId"],
                                      registry=r)
@@ -66,7 +66,7 @@ class BrokerMetrics:
             ["logDirectory"], registry=r)
         self.restart_requests = Counter(
             "replog_restart_partitions_requests",
-            "/restart_partitions entries this broker wrote for replicas it lost (seed 003)",
+            "/restart_partitions entries this broker wrote for replicas it lost (KIP-112 JBOD)",
             registry=r)
         self.background_failures = failures_counter(r)
         # KIP-73 replication throttles and KIP-455 reassignment traffic. Kafka's meters

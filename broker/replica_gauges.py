@@ -40,7 +40,7 @@ def register_replica_gauges(m: BrokerMetrics, partitions: dict[TopicPartition, P
             "led partitions whose ISR is smaller than min.insync.replicas",
             lambda: sum(p.under_min_isr for p in parts()))
     m.gauge("kafka_server_replicamanager_offlinereplicacount",
-            "replicas lost with their log dir or log (seed 003), until re-created",
+            "replicas lost with their log dir or log (KIP-112 JBOD), until re-created",
             lambda: len(offline_replicas))
     # Kafka's kafka.server:type=FetchSessionCache gauges and eviction meter (KIP-227).
     m.gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions",
@@ -54,7 +54,7 @@ def register_replica_gauges(m: BrokerMetrics, partitions: dict[TopicPartition, P
                      "1 when the log dir is offline, else 0", "logDirectory",
                      lambda: {d.path: float(not d.online) for d in log_manager.dirs})
     m.gauge("replog_replicamanager_pendingfollowerfetches",
-            "follower fetches being read that keep their follower in sync (seed 002)",
+            "follower fetches being read that keep their follower in sync (KIP-501)",
             lambda: sum(len(f.pending_fetches) for p in parts()
                         for f in list(p.followers.values())))
     register_cleaner_gauges(m, log_manager)

@@ -274,7 +274,9 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirOps):
         if not self.registered:
             # KIP-380: the controller's queue for the previous incarnation (same address)
             # must not reach this one: an UpdateMetadata naming a few partitions made the
-            # restarted broker answer Metadata with a partial topic (chaos seed 2).
+            # restarted broker answer Metadata with a partial topic
+            # (test_controller_requests_wait_for_the_brokers_registration in
+            # tests/broker/test_registration_fence.py).
             raise RequestError(ErrorCode.STALE_BROKER_EPOCH,
                                f"broker {self.broker_id} has not registered yet: broker epoch "
                                f"{broker_epoch} is a previous incarnation's")
@@ -283,7 +285,10 @@ class ReplicaManager(TopicConfigState, ProducePath, LeaderFetchPath, LogDirOps):
         if refused is not None:
             raise RequestError(*refused)
         self.controller_epoch = controller_epoch
-        if broker_epoch == self.broker_epoch:  # KIP-966 marker, seeds 425 and 1225
+        # KIP-966: a request at this incarnation's broker epoch means the controller has
+        # written an unclean start out of every ISR and ELR (LogManager.registration_handled;
+        # tests/storage/test_clean_shutdown_registration.py).
+        if broker_epoch == self.broker_epoch:
             self.log_manager.registration_handled()
 
     # ------------------------------------------------------------------ dynamic topic configs

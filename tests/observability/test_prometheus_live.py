@@ -18,6 +18,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.polling import WaitTimedOut
 from harness.ports import free_port
 from harness.prometheus import PrometheusServer
 from tests.observability.catalog import REPO, catalog
@@ -66,6 +67,15 @@ def reassign_one_partition(cluster, tmp_path) -> None:
                "the reassignment of moves-0 completed", interval=0.5)
 
 
+def commit_group_offsets(cluster, topic: str = "orders") -> None:
+    """Give group ``dash`` committed offsets on every partition of ``topic`` (an inactive
+    group's reset, as kafka-consumer-groups --reset-offsets --execute creates one), so the
+    series that appear only with a group (kafka_consumergroup_lag{consumergroup,topic,
+    partition}, from the coordinator) exist for the groups dashboard's queries."""
+    replog("consumer-groups", "--bootstrap-server", cluster.kafka_bootstrap_servers,
+           "--reset-offsets", "--group", "dash", "--topic", topic, "--to-earliest", "--execute")
+
+
 def test_served_metric_names_match_the_catalog(cluster_factory):
     c = cluster_factory(brokers=3, controllers=2)
     load_topic(c)
@@ -99,6 +109,7 @@ def test_prometheus_scrapes_the_cluster_and_fires_broker_down_alerts(cluster_fac
         "zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "3000"})
     load_topic(c)
     reassign_one_partition(c, tmp_path)
+    commit_group_offsets(c)
     prom = PrometheusServer(c.cluster_json_path, tmp_path / "prometheus", port=0).start()
     try:
         def targets_up():
@@ -114,7 +125,10 @@ def test_prometheus_scrapes_the_cluster_and_fires_broker_down_alerts(cluster_fac
         def all_answered():
             pending[:] = [q for q in pending if not prom.api("query", query=q)["result"]]
             return not pending
-        wait_until(all_answered, 60, f"data for every query: {pending}", interval=0.5)
+        try:
+            wait_until(all_answered, 60, "data for every query", interval=0.5)
+        except WaitTimedOut:
+            raise AssertionError(f"no data for these queries: {pending}") from None
 
         def firing(*names):
             alerts = prom.api("alerts")["alerts"]
