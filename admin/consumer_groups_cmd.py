@@ -1,29 +1,41 @@
 """``replog consumer-groups`` - kafka-consumer-groups (Kafka's ConsumerGroupCommand) over the
-group APIs of a Kafka listener (docs/groups.md); a first part of it:
+group APIs of a Kafka listener (docs/groups.md):
 
     replog consumer-groups --bootstrap-server H:P --list [--state [S,...]]
-    replog consumer-groups --bootstrap-server H:P --describe --group G [--group G2 | --all-groups]
-    replog consumer-groups --bootstrap-server H:P --delete --group G [--group G2 | --all-groups]
-    replog consumer-groups --bootstrap-server H:P --reset-offsets --group G
+    replog consumer-groups --bootstrap-server H:P --describe (--group G [--group G2] | --all-groups)
+        [--offsets | --members [--verbose] | --state]
+    replog consumer-groups --bootstrap-server H:P --delete (--group G [--group G2] | --all-groups)
+    replog consumer-groups --bootstrap-server H:P --delete-offsets --group G --topic T[:P,...]
+    replog consumer-groups --bootstrap-server H:P --reset-offsets (--group G | --all-groups)
         (--topic T[:P,...] | --all-topics)
-        (--to-earliest | --to-latest | --to-offset N | --shift-by N) [--dry-run | --execute]
+        (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-datetime DT
+         | --by-duration PnDTnHnMnS | --from-file CSV) [--dry-run | --execute] [--export]
 
 ``--bootstrap-server`` names a Kafka-protocol listener (cluster.json's
 ``kafka_bootstrap_servers``), as the Kafka tool's does. The output is Kafka's: ``--list`` one
-group a line, or a GROUP/STATE table with ``--state``; ``--describe`` the offsets table (GROUP,
-TOPIC, PARTITION, CURRENT-OFFSET, LOG-END-OFFSET, LAG, CONSUMER-ID, HOST, CLIENT-ID; "-" where a
-partition has no member) with Kafka's column widths and its messages for an empty, rebalancing or
-unknown group; ``--delete`` Kafka's "Deletion of requested consumer groups ('g') was
-successful." or its per-group errors; ``--reset-offsets`` Kafka's GROUP/TOPIC/PARTITION/NEW-OFFSET
-table, a plan only unless ``--execute`` (committed then as the admin client's commit: no
-generation), the offsets clamped to the log's start and end as Kafka's checkOffsetsRange does,
-and refused on a group with members with Kafka's message. Bad input is one line and exit status
-1. Not yet: ``--to-datetime``, ``--by-duration``, ``--from-file``, ``--delete-offsets``,
-``--describe --members/--state`` (docs/groups.md "What remains").
+group a line, or a GROUP/STATE table with ``--state``; ``--describe`` (or ``--describe
+--offsets``) the offsets table (GROUP, TOPIC, PARTITION, CURRENT-OFFSET, LOG-END-OFFSET, LAG,
+CONSUMER-ID, HOST, CLIENT-ID; "-" where a partition has no member) with Kafka's column widths
+and its messages for an empty, rebalancing or unknown group; ``--describe --members`` GROUP,
+CONSUMER-ID, [GROUP-INSTANCE-ID,] HOST, CLIENT-ID, #PARTITIONS [, ASSIGNMENT with
+``--verbose``]; ``--describe --state`` GROUP, COORDINATOR (ID), ASSIGNMENT-STRATEGY, STATE,
+#MEMBERS; ``--delete`` Kafka's "Deletion of requested consumer groups ('g') was successful." or
+its per-group errors; ``--delete-offsets`` Kafka's "Request succeed for deleting offsets ..." and
+its TOPIC/PARTITION/STATUS table (OffsetDelete; GROUP_SUBSCRIBED_TO_TOPIC and the other errors
+in Kafka's words, exit status 1 when any partition failed); ``--reset-offsets`` Kafka's
+GROUP/TOPIC/PARTITION/NEW-OFFSET table, or with ``--export`` the plan as Kafka's CSV
+(``topic,partition,offset`` for one group, ``group,topic,partition,offset`` for several, the
+format ``--from-file`` reads back), a plan only unless ``--execute`` (committed then as the admin
+client's commit: no generation), the offsets clamped to the log's start and end as Kafka's
+checkOffsetsRange does, ``--to-datetime`` / ``--by-duration`` by ListOffsets for a timestamp
+(the log end where no record is that recent, with Kafka's "Warn:" line), and refused on a group
+with members with Kafka's message. Bad input is one line and exit status 1.
 """
 
 from __future__ import annotations
 
+import datetime
+import re
 import socket
 import struct
 import time
@@ -95,6 +107,7 @@ class _Cluster:
     def __init__(self, bootstrap: str):
         self.bootstrap = _Connection(bootstrap.split(",")[0].strip())
         self._conns: dict[int, _Connection] = {}
+        self.coordinators: dict[str, int] = {}  # group -> the node FindCoordinator named
         md = self.bootstrap.call(K.METADATA, {"topics": None,
                                               "allow_auto_topic_creation": False})
         self.brokers = {b["node_id"]: f"{b['host']}:{b['port']}" for b in md["brokers"]}
@@ -123,6 +136,7 @@ class _Cluster:
                                   f"{ErrorCode(c['error_code']).name}")
             time.sleep(_RETRY_BACKOFF_S)
         self.brokers.setdefault(c["node_id"], f"{c['host']}:{c['port']}")
+        self.coordinators[group] = c["node_id"]
         return self.node(c["node_id"])
 
     def list_groups(self, states: list[str]) -> list[dict]:
@@ -220,13 +234,27 @@ def offsets_table(rows: list[tuple[str, ...]]) -> list[str]:
     return ["", line(header)] + [line(r) for r in rows]
 
 
-def describe(cluster: _Cluster, group: str) -> tuple[list[str], list[str]]:
-    """(stdout lines, stderr lines) of one group's --describe."""
+def _describe_group(cluster: _Cluster, group: str) -> tuple[_Connection, dict]:
     conn = cluster.coordinator(group)
     d = conn.call(K.DESCRIBE_GROUPS, {"groups": [group],
                                       "include_authorized_operations": False})["groups"][0]
     if d["error_code"]:
         raise ReplogError(f"cannot describe group {group}: {ErrorCode(d['error_code']).name}")
+    return conn, d
+
+
+def _state_messages(group: str, state: str) -> tuple[list[str], list[str]]:
+    """ConsumerGroupService.shouldPrintMemberState's messages, (stdout, stderr)."""
+    if state == "Empty":
+        return [], ["", f"Consumer group '{group}' has no active members."]
+    if state in ("PreparingRebalance", "CompletingRebalance"):
+        return [], ["", f"Warning: Consumer group '{group}' is rebalancing."]
+    return [], []
+
+
+def describe(cluster: _Cluster, group: str) -> tuple[list[str], list[str]]:
+    """(stdout lines, stderr lines) of one group's --describe [--offsets]."""
+    conn, d = _describe_group(cluster, group)
     f = conn.call(K.OFFSET_FETCH, {"groups": [{"group_id": group, "topics": None}],
                                    "require_stable": False})["groups"][0]
     committed = {(t["name"], p["partition_index"]): p["committed_offset"]
@@ -237,12 +265,60 @@ def describe(cluster: _Cluster, group: str) -> tuple[list[str], list[str]]:
     rows = offsets_rows(group, d, committed, cluster.log_end_offsets(
         sorted({*committed, *((t, p) for m in d["members"] for t, ps in (
             decode_assignment(m["member_assignment"]) or {}).items() for p in ps)})))
-    err = []
-    if state == "Empty":
-        err = ["", f"Consumer group '{group}' has no active members."]
-    elif state in ("PreparingRebalance", "CompletingRebalance"):
-        err = ["", f"Warning: Consumer group '{group}' is rebalancing."]
-    return offsets_table(rows) + [""], err
+    return offsets_table(rows) + [""], _state_messages(group, state)[1]
+
+
+def members_table(group: str, described: dict, verbose: bool) -> list[str]:
+    """ConsumerGroupService.printMembers: GROUP-INSTANCE-ID only when a member has one
+    (KIP-345), ASSIGNMENT only with --verbose, as topic(p,p) per topic, topics sorted."""
+    rows = []
+    for m in described["members"]:
+        parts = decode_assignment(m["member_assignment"]) or {}
+        n = sum(len(ps) for ps in parts.values())
+        assignment = ", ".join(sorted(f"{t}(" + ",".join(str(p) for p in sorted(ps)) + ")"
+                                      for t, ps in parts.items() if ps)) or MISSING
+        rows.append((group, m["member_id"], m.get("group_instance_id") or "",
+                     m["client_host"], m["client_id"], str(n), assignment))
+    with_instance = any(r[2] for r in rows)
+    widths = [max([w, *(len(r[i]) for r in rows)]) for i, w in
+              enumerate((15, 15, 17, 15, 15))]
+    cols = (0, 1, 2, 3, 4) if with_instance else (0, 1, 3, 4)
+
+    def line(r):
+        text = " ".join(f"{r[i]:<{widths[i]}}" for i in cols) + f" {r[5]:<15} "
+        return text + r[6] if verbose else text
+    header = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+              "ASSIGNMENT")
+    return ["", line(header)] + [line(r) for r in rows]
+
+
+def describe_members(cluster: _Cluster, group: str, verbose: bool
+                     ) -> tuple[list[str], list[str]]:
+    _, d = _describe_group(cluster, group)
+    if d["group_state"] == "Dead":
+        return ["", f"Error: Consumer group '{group}' does not exist."], []
+    return members_table(group, d, verbose) + [""], _state_messages(group, d["group_state"])[1]
+
+
+def state_table(group: str, coordinator: str, described: dict) -> list[str]:
+    """ConsumerGroupService.printStates: the first column is as wide as the coordinator's
+    (at least 25), as Kafka's format has it."""
+    width = max(25, len(coordinator))
+    fmt = f"{{:<{width}}} {{:<25}} {{:<20}} {{:<15}} {{}}"
+    return ["", fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE",
+                           "#MEMBERS"),
+            fmt.format(group, coordinator, described["protocol_data"] or "",
+                       described["group_state"], len(described["members"]))]
+
+
+def describe_state(cluster: _Cluster, group: str) -> tuple[list[str], list[str]]:
+    _, d = _describe_group(cluster, group)
+    if d["group_state"] == "Dead":
+        return ["", f"Error: Consumer group '{group}' does not exist."], []
+    node = cluster.coordinators[group]
+    coordinator = f"{cluster.brokers[node]}  ({node})"
+    return state_table(group, coordinator, d) + [""], \
+        _state_messages(group, d["group_state"])[1]
 
 
 # ---------------------------------------------------------------------------- --delete
@@ -266,11 +342,87 @@ def delete(cluster: _Cluster, groups: list[str]) -> list[str]:
     return out
 
 
+_EXCEPTIONS = {  # org.apache.kafka.common.protocol.Errors: the exception and its message
+    ErrorCode.NON_EMPTY_GROUP: ("GroupNotEmptyException", "The group is not empty."),
+    ErrorCode.GROUP_ID_NOT_FOUND: ("GroupIdNotFoundException", "The group id does not exist."),
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ("UnknownTopicOrPartitionException",
+                                           "This server does not host this topic-partition."),
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: (
+        "GroupSubscribedToTopicException", "Deleting offsets of a topic is forbidden while the "
+        "consumer group is actively subscribed to it."),
+}
+
+
 def _exception(e: ErrorCode) -> str:
-    return {ErrorCode.NON_EMPTY_GROUP: "org.apache.kafka.common.errors.GroupNotEmptyException:"
-            " The group is not empty.",
-            ErrorCode.GROUP_ID_NOT_FOUND: "org.apache.kafka.common.errors."
-            "GroupIdNotFoundException: The group id does not exist."}.get(e, e.name)
+    if e in _EXCEPTIONS:
+        name, message = _EXCEPTIONS[e]
+        return f"org.apache.kafka.common.errors.{name}: {message}"
+    return e.name
+
+
+# ---------------------------------------------------------------------------- --delete-offsets
+
+def delete_offsets(cluster: _Cluster, group: str, topics: list[str]) -> tuple[list[str], bool]:
+    """ConsumerGroupService.deleteOffsets: (the lines, whether everything was deleted). A topic
+    named without partitions means all of its partitions; one that does not exist is a "Not
+    Provided" row with UNKNOWN_TOPIC_OR_PARTITION and is not sent."""
+    results: dict[tuple[str, int], ErrorCode | None] = {}
+    wanted: list[tuple[str, int]] = []
+    for arg in topics:
+        if ":" in arg:
+            wanted += _partitions(cluster, [arg])
+        else:
+            known = sorted(p for t, p in cluster.leaders if t == arg)
+            if known:
+                wanted += [(arg, p) for p in known]
+            else:
+                results[(arg, -1)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    wanted = list(dict.fromkeys(wanted))
+    top = ErrorCode.NONE
+    if wanted:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in wanted:
+            by_topic.setdefault(t, []).append(p)
+        r = cluster.coordinator(group).call(K.OFFSET_DELETE, {"group_id": group, "topics": [
+            {"name": t, "partitions": [{"partition_index": p} for p in ps]}
+            for t, ps in by_topic.items()]})
+        top = ErrorCode(r["error_code"])
+        got = {(t["name"], p["partition_index"]): ErrorCode(p["error_code"])
+               for t in r["topics"] for p in t["partitions"]}
+        for tp in wanted:
+            # a top-level error fails every partition (the admin client's
+            # DeleteConsumerGroupOffsetsHandler); else the first partition error is the
+            # whole request's, as all() reports it
+            code = top if top else got.get(tp, ErrorCode.NONE)
+            results[tp] = code or None
+        if not top:
+            top = next((c for c in results.values() if c), ErrorCode.NONE)
+    elif results:
+        top = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    head = {
+        ErrorCode.NONE: f"Request succeed for deleting offsets with topic {', '.join(topics)} "
+                        f"group {group}",
+        ErrorCode.INVALID_GROUP_ID: f"\nError: '{group}' is not valid.",
+        ErrorCode.GROUP_ID_NOT_FOUND: f"\nError: '{group}' does not exist.",
+        ErrorCode.GROUP_AUTHORIZATION_FAILED: f"\nError: Access to '{group}' is not authorized.",
+        ErrorCode.NON_EMPTY_GROUP: f"\nError: Deleting offsets of a consumer group '{group}' is "
+                                   "forbidden if the group is not empty.",
+    }
+    partition_level = (ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if top in head:
+        first = head[top]
+    elif top in partition_level:
+        first = "\nError: Encounter some partition level error, see the follow-up details:"
+    else:
+        first = f"\nError: Encounter some unknown error: {top.name}"
+    lines = first.split("\n") + [""]
+    fmt = "{:<30} {:<15} {:<15}"
+    lines.append(fmt.format("TOPIC", "PARTITION", "STATUS"))
+    for (t, p), code in sorted(results.items(), key=lambda kv: kv[0][0] + str(kv[0][1])):
+        lines.append(fmt.format(t, p if p >= 0 else "Not Provided",
+                                f"Error: :{_exception(code)}" if code else "Successful"))
+    return lines, top == ErrorCode.NONE
 
 
 # ---------------------------------------------------------------------------- --reset-offsets
@@ -298,8 +450,84 @@ def _partitions(cluster: _Cluster, topics: list[str]) -> list[tuple[str, int]]:
     return list(dict.fromkeys(out))
 
 
-def reset_plan(cluster: _Cluster, group: str, args) -> tuple[dict[tuple[str, int], int] | None,
-                                                            list[str]]:
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})"
+                       r"(Z|[+-]\d{2}(?::?\d{2})?)?")
+
+
+def parse_datetime(text: str) -> int:
+    """Utils.getDateTime: yyyy-MM-dd'T'HH:mm:ss.SSS with an optional zone (Z, +hh, +hhmm,
+    +hh:mm), UTC when none is given; epoch milliseconds."""
+    if "T" not in text:
+        raise ReplogError("Executing consumer group command failed due to Error parsing "
+                          "timestamp. It does not contain a 'T' according to ISO8601 format")
+    m = _DATETIME.fullmatch(text)
+    try:
+        if not m:
+            raise ValueError
+        y, mo, d, h, mi, sec, ms, zone = m.groups()
+        tz = datetime.timezone.utc
+        if zone and zone != "Z":
+            digits = zone[1:].replace(":", "")
+            offset = datetime.timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0))
+            tz = datetime.timezone(offset if zone[0] == "+" else -offset)
+        when = datetime.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec),
+                                 int(ms) * 1000, tzinfo=tz)
+    except ValueError:  # SimpleDateFormat's strict (non-lenient) parse
+        raise ReplogError(f'Executing consumer group command failed due to Unparseable date: '
+                          f'"{text}"') from None
+    return int(when.timestamp() * 1000)
+
+
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?"
+                       r"(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def parse_duration_ms(text: str) -> int:
+    """java.time.Duration.parse's PnDTnHnMnS (a T with nothing after it, or nothing at all after
+    P, is refused as Java refuses it); milliseconds."""
+    m = _DURATION.fullmatch(text)
+    if not m or text.upper().endswith("T") or not any(m.group(i) for i in range(2, 6)):
+        raise ReplogError(f"Executing consumer group command failed due to Text cannot be "
+                          f"parsed to a Duration: {text}")
+    sign, d, h, mi, sec, frac = m.groups()
+    seconds = (int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60 + int(sec or 0))
+    ms = seconds * 1000
+    if frac:
+        ms += (-1 if (sec or "").startswith("-") else 1) * int(frac.ljust(3, "0")[:3])
+    return -ms if sign == "-" else ms
+
+
+def parse_reset_plan(text: str, groups: list[str], name: str
+                     ) -> dict[str, dict[tuple[str, int], int]]:
+    """ConsumerGroupService.parseResetPlan: topic,partition,offset lines when one group is named
+    (what --export writes for one group), else group,topic,partition,offset."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    single = len(groups) == 1 and bool(lines) and len(lines[0].split(",")) == 3
+    plan: dict[str, dict[tuple[str, int], int]] = {}
+    for n, line in enumerate(lines, 1):
+        fields = line.split(",")
+        try:
+            if single:
+                group, (t, p, o) = groups[0], fields
+            else:
+                group, t, p, o = fields
+            plan.setdefault(group, {})[(t, int(p))] = int(o)
+        except ValueError:
+            form = "topic,partition,offset" if single else "group,topic,partition,offset"
+            raise ReplogError(f"Invalid reset plan line {n} of {name}: '{line}' (expected "
+                              f"{form})") from None
+    return plan
+
+
+def export_csv(plans: dict[str, dict[tuple[str, int], int]], single: bool) -> str:
+    """ConsumerGroupService.exportOffsetsToCsv (Jackson's CSV: one record a line)."""
+    return "".join((f"{t},{p},{o}\n" if single else f"{g},{t},{p},{o}\n")
+                   for g, plan in plans.items() for (t, p), o in sorted(plan.items()))
+
+
+def reset_plan(cluster: _Cluster, group: str, args,
+               from_file: dict[str, dict[tuple[str, int], int]] | None = None
+               ) -> tuple[dict[tuple[str, int], int] | None, list[str]]:
     """(the new offsets, or None when refused; the lines printed before the table)."""
     conn = cluster.coordinator(group)
     d = conn.call(K.DESCRIBE_GROUPS, {"groups": [group],
@@ -312,7 +540,15 @@ def reset_plan(cluster: _Cluster, group: str, args) -> tuple[dict[tuple[str, int
                                    "require_stable": False})["groups"][0]
     committed = {(t["name"], p["partition_index"]): p["committed_offset"]
                  for t in f["topics"] for p in t["partitions"] if p["committed_offset"] >= 0}
-    tps = sorted(committed) if args.all_topics else _partitions(cluster, args.topic)
+    before: list[str] = []
+    if from_file is not None:
+        if group not in from_file:
+            return {}, ["", f"Error: No reset plan for group {group} found"]
+        tps = sorted(from_file[group])
+    elif args.all_topics:
+        tps = sorted(committed)
+    else:
+        tps = _partitions(cluster, args.topic)
     start = cluster.log_end_offsets(tps, _EARLIEST)
     end = cluster.log_end_offsets(tps)
     missing = [tp for tp in tps if tp not in start or tp not in end]
@@ -325,10 +561,31 @@ def reset_plan(cluster: _Cluster, group: str, args) -> tuple[dict[tuple[str, int
         wanted = {tp: end[tp] for tp in tps}
     elif args.to_offset is not None:
         wanted = {tp: args.to_offset for tp in tps}
-    else:  # --shift-by from the committed offset (the log end when none is committed)
-        wanted = {tp: committed.get(tp, end[tp]) + args.shift_by for tp in tps}
+    elif args.shift_by is not None:
+        unknown = [tp for tp in tps if tp not in committed]
+        if unknown:
+            raise ReplogError(f"Cannot shift offset for partition {unknown[0][0]}-"
+                              f"{unknown[0][1]} since there is no current committed offset")
+        wanted = {tp: committed[tp] + args.shift_by for tp in tps}
+    elif from_file is not None:
+        wanted = dict(from_file[group])
+    else:  # --to-datetime / --by-duration: ListOffsets for the timestamp
+        ts = parse_datetime(args.to_datetime) if args.to_datetime is not None else \
+            int(time.time() * 1000) - parse_duration_ms(args.by_duration)
+        found = cluster.log_end_offsets(tps, ts)
+        wanted = {}
+        for tp in tps:
+            if tp not in found:
+                raise ReplogError(f"Error getting offset by timestamp of topic partition: "
+                                  f"{tp[0]}-{tp[1]}")
+            if found[tp] < 0:  # ListOffsetsResponse.UNKNOWN_OFFSET: no record that recent
+                before += ["", f"Warn: Partition {tp[1]} from topic {tp[0]} is empty. Falling "
+                               "back to latest known offset."]
+                wanted[tp] = end[tp]
+            else:
+                wanted[tp] = found[tp]
     # checkOffsetsRange: within [log start, log end]
-    return {tp: min(max(o, start[tp]), end[tp]) for tp, o in wanted.items()}, []
+    return {tp: min(max(o, start[tp]), end[tp]) for tp, o in wanted.items()}, before
 
 
 def reset_table(group: str, plan: dict[tuple[str, int], int]) -> list[str]:
@@ -363,15 +620,19 @@ def execute_reset(cluster: _Cluster, group: str, plan: dict[tuple[str, int], int
 
 # ---------------------------------------------------------------------------- the command
 
+_RESET_MODES = ("to_earliest", "to_latest", "to_offset", "shift_by", "to_datetime",
+                "by_duration", "from_file")
+
+
 def run(args) -> int:
     import sys
-    actions = [a for a in ("list", "describe", "delete", "reset_offsets") if getattr(args, a)]
+    actions = [a for a in ("list", "describe", "delete", "reset_offsets", "delete_offsets")
+               if getattr(args, a)]
     if len(actions) != 1:
         raise ReplogError("Command must include exactly one action: --list, --describe, "
-                          "--delete, --reset-offsets")
-    if args.reset_offsets:
-        _check_reset_options(args)
-    if args.state is not None and args.state:
+                          "--delete, --reset-offsets, --delete-offsets")
+    _check_options(args)
+    if args.state and not args.describe:
         states = [s.strip() for s in args.state.split(",")]
         bad = [s for s in states if s.lower() not in {x.lower() for x in _STATES}]
         if bad:
@@ -379,16 +640,29 @@ def run(args) -> int:
                               + ", ".join(_STATES))
     else:
         states = []
-    if not args.list and not args.group and not args.all_groups:
-        action = actions[0].replace("_", "-")
-        raise ReplogError(f"Option [{action}] takes one of these options: [all-groups], "
-                          "[group]")
+    from_file = None
+    if args.reset_offsets and args.from_file is not None:
+        try:
+            with open(args.from_file) as fh:
+                text = fh.read()
+        except OSError as e:
+            raise ReplogError(f"cannot read {args.from_file}: {e.strerror}") from None
+        from_file = parse_reset_plan(text, list(dict.fromkeys(args.group)), args.from_file)
+    if args.reset_offsets and args.to_datetime is not None:
+        parse_datetime(args.to_datetime)  # bad input is refused before anything is asked
+    if args.reset_offsets and args.by_duration is not None:
+        parse_duration_ms(args.by_duration)
     cluster = _Cluster(args.bootstrap_server)
     try:
         if args.list:
             for line in list_lines(cluster.list_groups(states), args.state is not None):
                 print(line)
             return 0
+        if args.delete_offsets:
+            lines, ok = delete_offsets(cluster, args.group[0], list(dict.fromkeys(args.topic)))
+            for line in lines:
+                print(line)
+            return 0 if ok else 1
         groups = [g["group_id"] for g in cluster.list_groups([])] if args.all_groups \
             else list(dict.fromkeys(args.group))
         if args.delete:
@@ -396,19 +670,14 @@ def run(args) -> int:
                 print(line)
             return 0
         if args.reset_offsets:
-            for g in groups:
-                plan, lines = reset_plan(cluster, g, args)
-                for line in lines:
-                    print(line)
-                if plan is None:
-                    continue
-                if args.execute:
-                    execute_reset(cluster, g, plan)
-                for line in reset_table(g, plan):
-                    print(line)
-            return 0
+            return _reset(cluster, groups, args, from_file)
         for g in groups:
-            out, err = describe(cluster, g)
+            if args.members:
+                out, err = describe_members(cluster, g, args.verbose)
+            elif args.state is not None:
+                out, err = describe_state(cluster, g)
+            else:
+                out, err = describe(cluster, g)
             for line in err:
                 print(line, file=sys.stderr)
             for line in out:
@@ -418,18 +687,88 @@ def run(args) -> int:
         cluster.close()
 
 
+def _reset(cluster: _Cluster, groups: list[str], args, from_file) -> int:
+    import sys
+    if not args.dry_run and not args.execute:  # ConsumerGroupCommandOptions.checkArgs
+        print("WARN: No action will be performed as the --execute option is missing.",
+              file=sys.stderr)
+    plans: dict[str, dict[tuple[str, int], int]] = {}
+    refused = False
+    for g in groups:
+        plan, lines = reset_plan(cluster, g, args, from_file)
+        for line in lines:
+            print(line)
+        if plan is None:
+            refused = True
+            continue
+        if args.execute and plan:
+            execute_reset(cluster, g, plan)
+        plans[g] = plan
+    if args.export:
+        print(export_csv(plans, len(args.group) == 1))
+    else:
+        for g, plan in plans.items():
+            for line in reset_table(g, plan):
+                print(line)
+    return 1 if refused else 0
+
+
+def _check_options(args) -> None:
+    """ConsumerGroupCommandOptions.checkArgs, in Kafka's words."""
+    scope = "Option [{}] takes one of these options: [all-groups], [group]"
+    if args.describe:
+        if not args.group and not args.all_groups:
+            raise ReplogError(scope.format("describe"))
+        if sum((args.members, args.offsets, args.state is not None)) > 1:
+            raise ReplogError("Option [describe] takes at most one of these options: "
+                              "[members], [offsets], [state]")
+        if args.state:
+            raise ReplogError("Option [describe] does not take a value for [state]")
+    elif args.members or args.offsets or args.verbose:
+        raise ReplogError("Option [members], [offsets] and [verbose] can only be used with "
+                          "[describe]")
+    if args.verbose and not args.members:
+        raise ReplogError("Option [verbose] can only be used with [describe] [members]")
+    if args.delete:
+        if not args.group and not args.all_groups:
+            raise ReplogError(scope.format("delete"))
+        if args.topic:
+            raise ReplogError("The consumer does not support topic-specific offset deletion "
+                              "from a consumer group.")
+    if args.delete_offsets:
+        if not args.group or not args.topic:
+            raise ReplogError("Option [delete-offsets] takes the following options: [group], "
+                              "[topic]")
+        if len(set(args.group)) > 1 or args.all_groups:
+            raise ReplogError("Option [delete-offsets] takes one group: "
+                              "Supports one consumer group at the time")
+    if args.reset_offsets:
+        _check_reset_options(args)
+    elif args.export or args.dry_run or args.execute or args.all_topics or any(
+            getattr(args, m) not in (None, False) for m in _RESET_MODES):
+        raise ReplogError("Options [all-topics], [to-*], [shift-by], [by-duration], "
+                          "[from-file], [dry-run], [execute] and [export] can only be used "
+                          "with [reset-offsets]")
+    if args.list and (args.group or args.all_groups):
+        raise ReplogError("Option [group] and [all-groups] cannot be used with [list]")
+    if args.group and args.all_groups:
+        raise ReplogError("Option [group] cannot be used with option(s) [all-groups]")
+
+
 def _check_reset_options(args) -> None:
-    modes = [m for m in ("to_earliest", "to_latest") if getattr(args, m)] + \
-        [m for m in ("to_offset", "shift_by") if getattr(args, m) is not None]
+    modes = [m for m in _RESET_MODES if getattr(args, m) not in (None, False)]
     if len(modes) != 1:
         raise ReplogError("Option [reset-offsets] takes exactly one of these options: "
-                          "[to-earliest], [to-latest], [to-offset], [shift-by]")
-    if bool(args.topic) == bool(args.all_topics):
+                          "[to-earliest], [to-latest], [to-offset], [shift-by], "
+                          "[to-datetime], [by-duration], [from-file]")
+    if not args.group and not args.all_groups:
+        raise ReplogError("Option [reset-offsets] takes one of these options: [all-groups], "
+                          "[group]")
+    if args.from_file is None and bool(args.topic) == bool(args.all_topics):
         raise ReplogError("Option [reset-offsets] takes one of these options: [all-topics], "
                           "[topic]")
     if args.execute and args.dry_run:
-        raise ReplogError("Option [reset-offsets] takes at most one of these options: "
-                          "[dry-run], [execute]")
+        raise ReplogError("Option [reset-offsets] only accepts one of [execute] and [dry-run]")
 
 
 def add_parsers(sub) -> None:
@@ -440,13 +779,16 @@ def add_parsers(sub) -> None:
                         "kafka_bootstrap_servers)")
     p.add_argument("--list", action="store_true", help="list all consumer groups")
     p.add_argument("--describe", action="store_true",
-                   help="describe the groups' offsets and lag")
+                   help="describe the groups' offsets and lag (or --members, --state)")
     p.add_argument("--delete", action="store_true", help="delete the groups (Empty ones only)")
+    p.add_argument("--delete-offsets", action="store_true",
+                   help="delete a group's offsets of --topic (OffsetDelete; one group)")
     p.add_argument("--reset-offsets", action="store_true",
                    help="reset the offsets of an inactive group (a plan unless --execute)")
     p.add_argument("--group", action="append", default=[], help="a group (repeatable)")
     p.add_argument("--topic", action="append", default=[],
-                   help="with --reset-offsets: a topic, or topic:p,p (repeatable)")
+                   help="with --reset-offsets or --delete-offsets: a topic, or topic:p,p "
+                        "(repeatable)")
     p.add_argument("--all-topics", action="store_true",
                    help="with --reset-offsets: every topic the group has offsets for")
     p.add_argument("--to-earliest", action="store_true", help="reset to the log start")
@@ -454,10 +796,26 @@ def add_parsers(sub) -> None:
     p.add_argument("--to-offset", type=int, default=None, help="reset to this offset")
     p.add_argument("--shift-by", type=int, default=None,
                    help="move the committed offset by this many (negative: back)")
+    p.add_argument("--to-datetime", default=None,
+                   help="reset to the first offset at or after this time, "
+                        "'YYYY-MM-DDTHH:mm:SS.sss[Z|+hh:mm]' (UTC without a zone)")
+    p.add_argument("--by-duration", default=None,
+                   help="reset to the first offset at or after now minus 'PnDTnHnMnS'")
+    p.add_argument("--from-file", default=None,
+                   help="reset to the offsets of a CSV file (topic,partition,offset lines, or "
+                        "group,topic,partition,offset; what --export writes)")
+    p.add_argument("--export", action="store_true",
+                   help="with --reset-offsets: print the plan as CSV instead of the table")
     p.add_argument("--dry-run", action="store_true", help="only show the plan (the default)")
     p.add_argument("--execute", action="store_true", help="commit the new offsets")
     p.add_argument("--all-groups", action="store_true", help="every group")
+    p.add_argument("--members", action="store_true",
+                   help="with --describe: the members and their partition counts")
+    p.add_argument("--verbose", action="store_true",
+                   help="with --describe --members: each member's assignment too")
+    p.add_argument("--offsets", action="store_true",
+                   help="with --describe: the offsets table (the default)")
     p.add_argument("--state", nargs="?", const="", default=None,
                    help="with --list: show the state column, and keep the groups in these "
-                        "states (comma-separated)")
+                        "states (comma-separated); with --describe: the group's state")
     p.set_defaults(func=run)
