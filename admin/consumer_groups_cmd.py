@@ -689,9 +689,6 @@ def run(args) -> int:
 
 def _reset(cluster: _Cluster, groups: list[str], args, from_file) -> int:
     import sys
-    if not args.dry_run and not args.execute:  # ConsumerGroupCommandOptions.checkArgs
-        print("WARN: No action will be performed as the --execute option is missing.",
-              file=sys.stderr)
     plans: dict[str, dict[tuple[str, int], int]] = {}
     refused = False
     for g in groups:
@@ -704,6 +701,11 @@ def _reset(cluster: _Cluster, groups: list[str], args, from_file) -> int:
         if args.execute and plan:
             execute_reset(cluster, g, plan)
         plans[g] = plan
+    if not args.dry_run and not args.execute:
+        # ConsumerGroupCommandOptions.checkArgs' warning, given here once there is a plan so
+        # that bad input stays one line
+        print("WARN: No action will be performed as the --execute option is missing.",
+              file=sys.stderr)
     if args.export:
         print(export_csv(plans, len(args.group) == 1))
     else:
