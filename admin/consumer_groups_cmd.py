@@ -614,7 +614,7 @@ def execute_reset(cluster: _Cluster, group: str, plan: dict[tuple[str, int], int
               for p in t["partitions"] if p["error_code"]]
     if failed:
         t, p, code = failed[0]
-        raise ReplogError(f"Error: Executing consumer group command failed due to "
+        raise ReplogError(f"Executing consumer group command failed due to "
                           f"{ErrorCode(code).name} committing {t}-{p}")
 
 

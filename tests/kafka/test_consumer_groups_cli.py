@@ -308,3 +308,28 @@ def test_bad_input_is_one_line(args, message):
                          capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert out.returncode == 1 and out.stdout == ""
     assert len(out.stderr.splitlines()) == 1 and message in out.stderr
+
+
+def test_describe_members_of_a_static_group(cgcluster):
+    """A member with group.instance.id (KIP-345) adds Kafka's GROUP-INSTANCE-ID column."""
+    topic = "static"
+    timed_topic(cgcluster, topic, partitions=1, records=1)
+    c = ck_consumer(cgcluster, "g-static", **{"group.instance.id": "instance-1",
+                                              "client.id": "static-client"})
+    c.subscribe([topic])
+    try:
+        def assigned():
+            c.poll(0.2)
+            return len(c.assignment()) == 1
+        wait_until(assigned, timeout=60, what="the member's assignment")
+        out = replog(cgcluster, "--describe", "--group", "g-static", "--members", "--verbose")
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[1].split() == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST",
+                                    "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        row = lines[2].split()
+        assert (row[0], row[2], row[3], row[4], row[5], row[6]) == \
+            ("g-static", "instance-1", "/127.0.0.1", "static-client", "1", f"{topic}(0)")
+        assert row[1].startswith("instance-1-")  # the member id is the instance id's
+    finally:
+        c.close()
