@@ -8,8 +8,9 @@ group APIs of a Kafka listener (docs/groups.md):
     replog consumer-groups --bootstrap-server H:P --delete-offsets --group G --topic T[:P,...]
     replog consumer-groups --bootstrap-server H:P --reset-offsets (--group G | --all-groups)
         (--topic T[:P,...] | --all-topics)
-        (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-datetime DT
-         | --by-duration PnDTnHnMnS | --from-file CSV) [--dry-run | --execute] [--export]
+        (--to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N
+         | --to-datetime DT | --by-duration PnDTnHnMnS | --from-file CSV)
+        [--dry-run | --execute] [--export]
 
 ``--bootstrap-server`` names a Kafka-protocol listener (cluster.json's
 ``kafka_bootstrap_servers``), as the Kafka tool's does. The output is Kafka's: ``--list`` one
@@ -559,6 +560,8 @@ def reset_plan(cluster: _Cluster, group: str, args,
         wanted = {tp: start[tp] for tp in tps}
     elif args.to_latest:
         wanted = {tp: end[tp] for tp in tps}
+    elif args.to_current:  # the committed offset; the log end where none is committed
+        wanted = {tp: committed.get(tp, end[tp]) for tp in tps}
     elif args.to_offset is not None:
         wanted = {tp: args.to_offset for tp in tps}
     elif args.shift_by is not None:
@@ -620,8 +623,8 @@ def execute_reset(cluster: _Cluster, group: str, plan: dict[tuple[str, int], int
 
 # ---------------------------------------------------------------------------- the command
 
-_RESET_MODES = ("to_earliest", "to_latest", "to_offset", "shift_by", "to_datetime",
-                "by_duration", "from_file")
+_RESET_MODES = ("to_earliest", "to_latest", "to_current", "to_offset", "shift_by",
+                "to_datetime", "by_duration", "from_file")
 
 
 def run(args) -> int:
@@ -761,8 +764,8 @@ def _check_reset_options(args) -> None:
     modes = [m for m in _RESET_MODES if getattr(args, m) not in (None, False)]
     if len(modes) != 1:
         raise ReplogError("Option [reset-offsets] takes exactly one of these options: "
-                          "[to-earliest], [to-latest], [to-offset], [shift-by], "
-                          "[to-datetime], [by-duration], [from-file]")
+                          "[to-earliest], [to-latest], [to-current], [to-offset], "
+                          "[shift-by], [to-datetime], [by-duration], [from-file]")
     if not args.group and not args.all_groups:
         raise ReplogError("Option [reset-offsets] takes one of these options: [all-groups], "
                           "[group]")
@@ -795,6 +798,8 @@ def add_parsers(sub) -> None:
                    help="with --reset-offsets: every topic the group has offsets for")
     p.add_argument("--to-earliest", action="store_true", help="reset to the log start")
     p.add_argument("--to-latest", action="store_true", help="reset to the log end")
+    p.add_argument("--to-current", action="store_true",
+                   help="reset to the committed offset (the log end where there is none)")
     p.add_argument("--to-offset", type=int, default=None, help="reset to this offset")
     p.add_argument("--shift-by", type=int, default=None,
                    help="move the committed offset by this many (negative: back)")

@@ -127,6 +127,10 @@ def test_export_and_from_file(cgcluster, tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"{topic},0,4\n{topic},1,9\n\n"
     assert committed(cgcluster, "g-plan", topic) == {0: 2, 1: 7}
+    # --to-current: the committed offsets, the log end where there is none
+    out = replog(cgcluster, "--reset-offsets", "--group", "g-plan2", "--topic", topic,
+                 "--to-current", "--export")
+    assert out.stdout == f"{topic},0,1\n{topic},1,10\n\n"
     # what --export wrote, edited, is read back by --from-file (clamped to the log)
     plan = tmp_path / "plan.csv"
     plan.write_text(f"{topic},0,3\n{topic},1,99\n")
@@ -289,8 +293,8 @@ def test_describe_members_state_and_offsets(cgcluster):
                                "--delete, --reset-offsets, --delete-offsets"),
     (["--reset-offsets", "--group", "g", "--all-topics", "--to-earliest", "--by-duration",
       "PT1H"], "Option [reset-offsets] takes exactly one of these options: [to-earliest], "
-               "[to-latest], [to-offset], [shift-by], [to-datetime], [by-duration], "
-               "[from-file]"),
+               "[to-latest], [to-current], [to-offset], [shift-by], [to-datetime], "
+               "[by-duration], [from-file]"),
     (["--reset-offsets", "--group", "g", "--all-topics", "--to-latest", "--dry-run",
       "--execute"], "Option [reset-offsets] only accepts one of [execute] and [dry-run]"),
     (["--reset-offsets", "--group", "g", "--to-latest"],
