@@ -142,7 +142,7 @@ class Move:
 @dataclass(frozen=True)
 class ReplicaHost:
     """What a move reads of the broker's replicas, and the one thing it does to them - the
-    replica manager hands over these parts, not itself (issue 40): the replicas held, the lock
+    replica manager hands over these parts, not itself: the replicas held, the lock
     their state changes take (the swap must not interleave with a LeaderAndIsr), this
     incarnation's broker epoch for placement records, and the way to lose one replica's
     log."""

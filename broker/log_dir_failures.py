@@ -3,11 +3,12 @@ one consumer, ``log_dir_failure_loop``, which probes the dir and takes offline t
 2) or the one log (step 3); lost replicas leave ``partitions`` for ``offline_replicas`` and the
 controller is asked to restart them (/restart_partitions, fenced by the partition epoch held).
 
-``LogDirFailures`` is one of ``broker.replica_manager.ReplicaManager``'s parts (issue 40: no
-mixins): it is handed what it reads and changes - the log manager, the replica maps it moves
-lost replicas between (``partitions`` -> ``offline_replicas``), the metadata cache (partition
-epochs), the fetcher manager, the KIP-113 mover, the restart notifier, the halt and the
-registration hook - not the manager. The cluster simulation builds one over its own maps.
+``LogDirFailures`` is one of ``broker.replica_manager.ReplicaManager``'s composed parts (not a
+mixin sharing undeclared state): it is handed what it reads and changes - the log manager, the
+replica maps it moves lost replicas between (``partitions`` -> ``offline_replicas``), the
+metadata cache (partition epochs), the fetcher manager, the KIP-113 mover, the restart
+notifier, the halt and the registration hook - not the manager. The cluster simulation builds
+one over its own maps.
 """
 
 from __future__ import annotations

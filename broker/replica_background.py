@@ -1,7 +1,7 @@
 """The replica manager's periodic tasks: isr-expiration (shrinks the ISR through AlterPartition), the
 recovery-point/HW checkpoints, and retention.
 
-One of ``broker.replica_manager.ReplicaManager``'s parts (issue 40: no mixins), handed what it
+One of ``broker.replica_manager.ReplicaManager``'s parts (composed, not a mixin sharing undeclared state), handed what it
 reads - the partitions, the log manager, the AlterPartition manager, the clock and its settings
 - not the manager. The cluster simulation builds one over its own partitions.
 """  # noqa: E501

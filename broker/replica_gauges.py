@@ -3,7 +3,7 @@ and under-min-ISR partitions, replication quota state).
 
 Registered by ``broker.replica_manager.ReplicaManager`` with the state each gauge reads - the
 partition maps, the fetch-session cache, the log manager, the quotas - not the manager
-(issue 40: no mixins).
+(composed, not a mixin sharing undeclared state).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from broker.storage.log import CleaningAbortedError, LogConfig
 from broker.storage.log_cleaner import CleanerConfig
 from broker.storage.log_manager import LogManager
 from common.names import TopicPartition
+from tests.polling import wait_until
 from tests.storage.cleaner_helpers import fill, latest, records
 
 COMPACT = LogConfig(segment_bytes=1024, cleanup_policy="compact", file_delete_delay_ms=0)
@@ -35,13 +36,6 @@ def manager(tmp_path, fileops=None, cleaner=FAST):
 def filled(lm, tp, **kw):
     log = lm.get_or_create_log(tp)
     return log, fill(log, **kw)
-
-
-def wait_for(cond, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_compacted_logs_are_cleaned_by_the_cleaner_threads_and_checkpointed(tmp_path):
@@ -94,7 +88,8 @@ async def test_a_deletion_during_a_round_stops_it_without_a_deadlock(tmp_path):
     # every read of the cleaner thread is slow: the deletion arrives mid-round
     fo.slow(partition_dir, 0.05, ops={"pread"})
     lm.cleaner.startup()
-    wait_for(lambda: lm.cleaner.manager.state(tp) == rules.IN_PROGRESS)
+    wait_until(lambda: lm.cleaner.manager.state(tp) == rules.IN_PROGRESS, 30,
+               "the round in progress", interval=0.02)
     started = time.monotonic()
     await lm.run(tp, lm.delete_log, tp)
     assert time.monotonic() - started < 20
@@ -123,7 +118,8 @@ async def test_a_swap_queued_behind_a_deletion_is_called_off(tmp_path):
     fut = lm.run_in_dir(d, hold)
     await asyncio_to_thread(entered.wait)
     lm.cleaner.startup()
-    wait_for(lambda: any(n.endswith(".cleaned") for n in os.listdir(log.dir)))
+    wait_until(lambda: any(n.endswith(".cleaned") for n in os.listdir(log.dir)), 30,
+               "a .cleaned segment written", interval=0.02)
     # the round is waiting for its swap now; abort it from the executor's side
     aborted = await asyncio_to_thread(lm.cleaner.manager.abort_and_pause, tp, 10)
     assert aborted
@@ -183,7 +179,8 @@ def test_a_failing_round_marks_the_partition_uncleanable(tmp_path):
         f.write(b"\xff\xff")
     d = lm.log_dir_of(tp).path
     lm.cleaner.startup()
-    wait_for(lambda: tp in lm.cleaner.manager.uncleanable(d))
+    wait_until(lambda: tp in lm.cleaner.manager.uncleanable(d), 30,
+               "the partition marked uncleanable", interval=0.02)
     assert lm.cleaner.dead_thread_count() == 0
     assert lm.cleaner.manager.uncleanable_bytes(d) > 0
     assert not any(n.endswith(".cleaned") for n in os.listdir(log.dir))
