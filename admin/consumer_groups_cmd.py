@@ -674,6 +674,7 @@ def run(args) -> int:
             return 0
         if args.reset_offsets:
             return _reset(cluster, groups, args, from_file)
+        missing = False  # a group that does not exist: its Error line, then status 1
         for g in groups:
             if args.members:
                 out, err = describe_members(cluster, g, args.verbose)
@@ -685,7 +686,8 @@ def run(args) -> int:
                 print(line, file=sys.stderr)
             for line in out:
                 print(line)
-        return 0
+            missing = missing or any(line.startswith("Error: ") for line in out)
+        return 1 if missing else 0
     finally:
         cluster.close()
 

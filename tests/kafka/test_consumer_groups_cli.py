@@ -280,6 +280,7 @@ def test_describe_members_state_and_offsets(cgcluster):
     for sub in ("--members", "--state", "--offsets"):
         out = replog(cgcluster, "--describe", "--group", "g-desc-none", sub)
         assert "Error: Consumer group 'g-desc-none' does not exist." in out.stdout
+        assert out.returncode == 1  # a script sees that the group is not there
 
 
 @pytest.mark.parametrize("args,message", [
